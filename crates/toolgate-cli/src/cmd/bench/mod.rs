@@ -1,0 +1,28 @@
+//! `toolgate bench …`: benchmark programs that print figures (DESIGN §11).
+//!
+//! Nothing here asserts a time. Each benchmark runs the thing measured and
+//! its baseline side by side in one process and prints the ratio, because
+//! the machines are shared and noisy.
+
+mod decode;
+mod timing;
+
+use std::process::ExitCode;
+
+/// Run a benchmark and print its figures.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(clap::Subcommand)]
+enum Which {
+    Decode(decode::Args),
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match args.which {
+        Which::Decode(a) => decode::run(a),
+    }
+}

@@ -1,0 +1,43 @@
+//! `toolgate`: the command line. One file per subcommand under `cmd/`.
+
+mod cmd;
+mod io;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Gate LLM tool calls: strict decoding, contracts, one write per operation.
+///
+/// Exit codes are part of the interface: 0 for a decision (a rejection is a
+/// successful decision unless the command says otherwise), 1 where the
+/// command documents it, 2 for usage and I/O errors.
+#[derive(Parser)]
+#[command(name = "toolgate", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Decode(cmd::decode::Args),
+    Normalize(cmd::normalize::Args),
+    Bench(cmd::bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap exits 2 on usage errors and 0 for --help/--version.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match cli.command {
+        Command::Decode(args) => cmd::decode::run(args),
+        Command::Normalize(args) => cmd::normalize::run(args),
+        Command::Bench(args) => cmd::bench::run(args),
+    }
+}

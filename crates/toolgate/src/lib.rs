@@ -1,0 +1,15 @@
+//! # toolgate core
+//!
+//! toolgate stands between an LLM provider's response and any side effect
+//! it proposes. A model's tool call is a *proposal*; this crate decides, in a
+//! fixed order, what becomes of it (see `ARCHITECTURE.md` and DESIGN §1).
+//!
+//! This crate is pure: bytes in, values out. It does no I/O, reads no clock
+//! and links no async runtime, database driver or HTTP stack; those live in
+//! the crates at the edges. Cargo's dependency graph is what enforces that,
+//! which is why the core is its own crate.
+//!
+//! Rejections are values with stable codes, never panics: see
+//! [`decode::DecodeCode`] and [`decode::normalize::Action`].
+
+pub mod decode;
