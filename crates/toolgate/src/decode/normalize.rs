@@ -253,11 +253,17 @@ mod tests {
     fn encode_cases() {
         assert_eq!(enc(Value::Null), ("{}".into(), "empty"));
         assert_eq!(enc(json!({})), ("{}".into(), "kept"));
-        assert_eq!(enc(json!({"0":1,"1":2})), (r#"{"0":1,"1":2}"#.into(), "kept"));
+        assert_eq!(
+            enc(json!({"0":1,"1":2})),
+            (r#"{"0":1,"1":2}"#.into(), "kept")
+        );
         assert_eq!(enc(json!("")), ("{}".into(), "empty"));
         assert_eq!(enc(json!("  ")), ("{}".into(), "empty"));
         assert_eq!(enc(json!("null")), ("{}".into(), "empty"));
-        assert_eq!(enc(json!(r#"{"k":"v"}"#)), (r#"{"k":"v"}"#.into(), "decoded_string"));
+        assert_eq!(
+            enc(json!(r#"{"k":"v"}"#)),
+            (r#"{"k":"v"}"#.into(), "decoded_string")
+        );
         assert_eq!(
             enc(json!(r#""{\"k\":\"v\"}""#)),
             (r#"{"k":"v"}"#.into(), "unwrapped_double_encoding")
@@ -270,8 +276,14 @@ mod tests {
         assert_eq!(enc(json!(true)), ("{}".into(), "rejected_scalar"));
         assert_eq!(enc(json!("3")), ("{}".into(), "rejected_scalar"));
         assert_eq!(enc(json!("{nope")), ("{}".into(), "rejected_invalid_json"));
-        assert_eq!(enc(json!(r#"{"a":1,"a":2}"#)), ("{}".into(), "rejected_duplicate_key"));
-        assert_eq!(enc(json!({"n": u64::MAX})), ("{}".into(), "rejected_number_out_of_range"));
+        assert_eq!(
+            enc(json!(r#"{"a":1,"a":2}"#)),
+            ("{}".into(), "rejected_duplicate_key")
+        );
+        assert_eq!(
+            enc(json!({"n": u64::MAX})),
+            ("{}".into(), "rejected_number_out_of_range")
+        );
     }
 
     #[test]
@@ -291,7 +303,13 @@ mod tests {
         assert_eq!(dec(Some("7")), (json!({}), "rejected_scalar"));
         assert_eq!(dec(Some("\"x\"")), (json!({}), "rejected_invalid_json"));
         assert_eq!(dec(Some("{")), (json!({}), "rejected_invalid_json"));
-        assert_eq!(dec(Some(r#"{"a":1,"a":2}"#)), (json!({}), "rejected_duplicate_key"));
-        assert_eq!(dec(Some(r#"{"0":"a","1":"b"}"#)), (json!({"0":"a","1":"b"}), "kept"));
+        assert_eq!(
+            dec(Some(r#"{"a":1,"a":2}"#)),
+            (json!({}), "rejected_duplicate_key")
+        );
+        assert_eq!(
+            dec(Some(r#"{"0":"a","1":"b"}"#)),
+            (json!({"0":"a","1":"b"}), "kept")
+        );
     }
 }

@@ -80,7 +80,10 @@ fn invalid(what: &str, offset: usize) -> Rejection {
 /// An open container. The value being parsed belongs to the top frame.
 enum Frame {
     Array(Vec<Value>),
-    Object { map: Map<String, Value>, key: String },
+    Object {
+        map: Map<String, Value>,
+        key: String,
+    },
 }
 
 struct Parser<'a> {
@@ -145,7 +148,12 @@ impl<'a> Parser<'a> {
                 Some(b'f') => self.literal("false", Value::Bool(false))?,
                 Some(b'n') => self.literal("null", Value::Null)?,
                 Some(_) => return Err(self.unexpected("a value")),
-                None => return Err(invalid("unexpected end of input, expected a value", self.pos)),
+                None => {
+                    return Err(invalid(
+                        "unexpected end of input, expected a value",
+                        self.pos,
+                    ));
+                }
             };
             // Attach the finished value to its parent; close every container
             // that ends here.
@@ -328,8 +336,7 @@ impl<'a> Parser<'a> {
                             return Err(invalid("lone leading surrogate escape", at));
                         }
                         let code = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
-                        char::from_u32(code)
-                            .ok_or_else(|| invalid("invalid surrogate pair", at))?
+                        char::from_u32(code).ok_or_else(|| invalid("invalid surrogate pair", at))?
                     }
                     0xDC00..=0xDFFF => {
                         return Err(invalid("lone trailing surrogate escape", at));
@@ -455,7 +462,10 @@ impl<'a> Parser<'a> {
         Rejection::new(
             DecodeCode::DuplicateKey,
             pointer,
-            format!("key {key:?} appears twice in one object (before byte {})", self.pos),
+            format!(
+                "key {key:?} appears twice in one object (before byte {})",
+                self.pos
+            ),
         )
     }
 
@@ -521,7 +531,9 @@ mod tests {
     }
 
     fn code(input: &str) -> Option<&'static str> {
-        decode(input.as_bytes(), &lim()).err().map(|r| r.code().as_str())
+        decode(input.as_bytes(), &lim())
+            .err()
+            .map(|r| r.code().as_str())
     }
 
     #[test]
@@ -573,11 +585,17 @@ mod tests {
     #[test]
     fn duplicate_keys_with_pointer_and_escapes() {
         let r = decode(br#"{"amount_minor":1500,"amount_minor":99999}"#, &lim()).unwrap_err();
-        assert_eq!((r.code(), r.pointer()), (DecodeCode::DuplicateKey, "/amount_minor"));
+        assert_eq!(
+            (r.code(), r.pointer()),
+            (DecodeCode::DuplicateKey, "/amount_minor")
+        );
         let r = decode(br#"{"a":1,"\u0061":2}"#, &lim()).unwrap_err();
         assert_eq!((r.code(), r.pointer()), (DecodeCode::DuplicateKey, "/a"));
         let r = decode(br#"{"x":[0,{"a/b":1,"a\/b":2}]}"#, &lim()).unwrap_err();
-        assert_eq!((r.code(), r.pointer()), (DecodeCode::DuplicateKey, "/x/1/a~1b"));
+        assert_eq!(
+            (r.code(), r.pointer()),
+            (DecodeCode::DuplicateKey, "/x/1/a~1b")
+        );
         // Same key in sibling objects is fine.
         assert!(decode(br#"[{"a":1},{"a":1}]"#, &lim()).is_ok());
     }
@@ -604,8 +622,14 @@ mod tests {
         let r = decode(format!("{{\"n\":[{over}]}}").as_bytes(), &lim()).unwrap_err();
         assert_eq!(r.pointer(), "/n/0");
         let wide = lim().with_max_integer(u64::MAX);
-        assert_eq!(decode(b"18446744073709551615", &wide).unwrap().as_u64(), Some(u64::MAX));
-        assert_eq!(decode(b"-9223372036854775808", &wide).unwrap().as_i64(), Some(i64::MIN));
+        assert_eq!(
+            decode(b"18446744073709551615", &wide).unwrap().as_u64(),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            decode(b"-9223372036854775808", &wide).unwrap().as_i64(),
+            Some(i64::MIN)
+        );
         assert!(decode(b"-9223372036854775809", &wide).is_err());
         assert!(decode(b"18446744073709551616", &wide).is_err());
         assert_eq!(code("1e400"), Some("number_out_of_range"));
@@ -618,18 +642,44 @@ mod tests {
     #[test]
     fn invalid_inputs() {
         for bad in [
-            "NaN", "Infinity", "-Infinity", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "+1", "\"\\ud800\"",
-            "\"\\udc00\"", "\"\\ud800\\u0041\"", "[1] x", "\"a\u{1}\"", "", "   ", "tru", "[\"\\x\"]",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "[1,]",
+            "{\"a\":1,}",
+            "01",
+            "1.",
+            ".5",
+            "+1",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ud800\\u0041\"",
+            "[1] x",
+            "\"a\u{1}\"",
+            "",
+            "   ",
+            "tru",
+            "[\"\\x\"]",
         ] {
             assert_eq!(code(bad), Some("invalid_json"), "{bad:?}");
         }
-        assert_eq!(decode(b"\xEF\xBB\xBF{}", &lim()).unwrap_err().code(), DecodeCode::InvalidJson);
-        assert_eq!(decode(b"[\"\xFF\"]", &lim()).unwrap_err().code(), DecodeCode::InvalidJson);
+        assert_eq!(
+            decode(b"\xEF\xBB\xBF{}", &lim()).unwrap_err().code(),
+            DecodeCode::InvalidJson
+        );
+        assert_eq!(
+            decode(b"[\"\xFF\"]", &lim()).unwrap_err().code(),
+            DecodeCode::InvalidJson
+        );
     }
 
     #[test]
     fn strings_unescape() {
-        let v = decode(br#"["\ud83d\ude00\n\u00e9\/", "plain", "caf\u00e9"]"#, &lim()).unwrap();
+        let v = decode(
+            br#"["\ud83d\ude00\n\u00e9\/", "plain", "caf\u00e9"]"#,
+            &lim(),
+        )
+        .unwrap();
         assert_eq!(v[0], "\u{1F600}\n\u{e9}/");
         assert_eq!(v[2], "caf\u{e9}");
     }

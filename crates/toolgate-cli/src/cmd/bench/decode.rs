@@ -77,15 +77,29 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 fn peak(mb: usize) -> ExitCode {
-    let doc = large(mb * 1024 * 1024);
-    let path = std::env::temp_dir().join(format!("toolgate-bench-peak-{}.json", std::process::id()));
-    if let Err(e) = std::fs::write(&path, &doc) {
+    for (name, doc) in [
+        ("large", large(mb * 1024 * 1024)),
+        // The worst case for a tree of `Value`s: two input bytes per value.
+        ("zeros", zeros(mb * 1024 * 1024)),
+    ] {
+        if let Some(code) = peak_of(name, &doc) {
+            return code;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// Measures one document in child processes; `Some` on failure.
+fn peak_of(name: &str, doc: &[u8]) -> Option<ExitCode> {
+    let path =
+        std::env::temp_dir().join(format!("toolgate-bench-peak-{}.json", std::process::id()));
+    if let Err(e) = std::fs::write(&path, doc) {
         eprintln!("toolgate bench decode: writing {}: {e}", path.display());
-        return ExitCode::from(2);
+        return Some(ExitCode::from(2));
     }
     let Ok(exe) = std::env::current_exe() else {
         eprintln!("toolgate bench decode: cannot find own executable");
-        return ExitCode::from(2);
+        return Some(ExitCode::from(2));
     };
     let mut figures = Vec::new();
     for decoder in ["strict", "serde_json"] {
@@ -112,18 +126,18 @@ fn peak(mb: usize) -> ExitCode {
     }
     let _ = std::fs::remove_file(&path);
     let [strict, plain] = figures[..] else {
-        return ExitCode::from(2);
+        return Some(ExitCode::from(2));
     };
     let input_mb = doc.len() as f64 / 1e6;
     println!(
-        "peak doc_bytes={} strict_peak_mb={:.1} serde_json_peak_mb={:.1} strict_per_input_byte={:.2} ratio={:.3}",
+        "peak doc={name} bytes={} strict_peak_mb={:.1} serde_json_peak_mb={:.1} strict_per_input_byte={:.2} ratio={:.3}",
         doc.len(),
         strict as f64 / 1e3,
         plain as f64 / 1e3,
         strict as f64 / 1e3 / input_mb,
         strict as f64 / plain.max(1) as f64
     );
-    ExitCode::SUCCESS
+    None
 }
 
 /// Prints the growth of peak RSS (kB) caused by decoding the file.
@@ -157,13 +171,25 @@ fn status_kb(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// `[0,0,0,…]` of about `target` bytes.
+pub fn zeros(target: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(target + 2);
+    out.push(b'[');
+    while out.len() < target {
+        out.extend_from_slice(b"0,");
+    }
+    out.extend_from_slice(b"0]");
+    out
+}
+
 /// A ~400-byte action envelope, as a model returns it.
 pub fn envelope() -> Vec<u8> {
     json!({
         "outcome": "action",
         "reply": "I'm sorry your order arrived late. I've applied a goodwill credit of \
-                  15.00 to your account; it will show on your next invoice. Is there \
-                  anything else I can help with today?",
+                  15.00 to your account; it will show on your next invoice within two \
+                  working days. If it does not, reply to this message and quote your \
+                  ticket number. Is there anything else I can help with today?",
         "proposed_action": {
             "tool": "apply_goodwill_credit",
             "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}
@@ -175,7 +201,7 @@ pub fn envelope() -> Vec<u8> {
 
 /// A ~2 KB tool input: mixed scalars, nested objects and a list.
 pub fn tool_input() -> Vec<u8> {
-    let lines: Vec<Value> = (0..12)
+    let lines: Vec<Value> = (0..20)
         .map(|i| {
             json!({
                 "sku": format!("SKU-{:05}", 1000 + i * 37),

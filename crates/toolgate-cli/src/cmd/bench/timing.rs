@@ -18,7 +18,10 @@ pub fn compare<const N: usize>(budget: Duration, mut fns: [&mut dyn FnMut(); N])
         batch *= 2;
     }
     let rounds = {
-        let per_round = fns.iter_mut().map(|f| time_batch(*f, batch)).sum::<Duration>();
+        let per_round = fns
+            .iter_mut()
+            .map(|f| time_batch(*f, batch))
+            .sum::<Duration>();
         (budget.as_secs_f64() / per_round.as_secs_f64().max(1e-9)).clamp(5.0, 200.0) as usize
     };
     let mut samples: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds));
