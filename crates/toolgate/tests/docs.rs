@@ -1,0 +1,31 @@
+//! Documentation checks that run under `cargo test`: every stable code the
+//! library can produce has a row in `docs/error-codes.md`.
+
+use toolgate::decode::DecodeCode;
+use toolgate::decode::normalize::Action;
+
+fn error_codes_doc() -> String {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/error-codes.md");
+    std::fs::read_to_string(path).expect("docs/error-codes.md")
+}
+
+fn assert_documented(doc: &str, code: &str) {
+    let row = format!("| `{code}` |");
+    assert!(doc.contains(&row), "docs/error-codes.md has no row for `{code}`");
+}
+
+#[test]
+fn decode_codes_are_documented() {
+    let doc = error_codes_doc();
+    for code in DecodeCode::ALL {
+        assert_documented(&doc, code.as_str());
+    }
+}
+
+#[test]
+fn normalize_actions_are_documented() {
+    let doc = error_codes_doc();
+    for action in Action::ALL {
+        assert_documented(&doc, action.as_str());
+    }
+}
