@@ -24,6 +24,8 @@ enum Command {
     Decode(cmd::decode::Args),
     Normalize(cmd::normalize::Args),
     Bench(cmd::bench::Args),
+    Check(cmd::check::Args),
+    Policy(cmd::policy::Args),
 }
 
 fn main() -> ExitCode {
@@ -39,5 +41,7 @@ fn main() -> ExitCode {
         Command::Decode(args) => cmd::decode::run(args),
         Command::Normalize(args) => cmd::normalize::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Check(args) => cmd::check::run(args),
+        Command::Policy(args) => cmd::policy::run(args),
     }
 }

@@ -1,5 +1,7 @@
 //! One module per subcommand (DESIGN §9).
 
 pub mod bench;
+pub mod check;
 pub mod decode;
 pub mod normalize;
+pub mod policy;

@@ -4,6 +4,7 @@
 //! its baseline side by side in one process and prints the ratio, because
 //! the machines are shared and noisy.
 
+mod check;
 mod decode;
 mod timing;
 
@@ -19,10 +20,12 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Which {
     Decode(decode::Args),
+    Check(check::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
     match args.which {
         Which::Decode(a) => decode::run(a),
+        Which::Check(a) => check::run(a),
     }
 }

@@ -1,0 +1,161 @@
+//! `toolgate bench check`: the stateless path (raw bytes → decision with
+//! fingerprint) per provider shape, on one core.
+
+use std::hint::black_box;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::contract::{CheckOptions, Outcome, check};
+use toolgate::provider::Provider;
+
+use super::timing::compare;
+
+/// The PHP reference (decode + amount check + key + fingerprint, PHP 8.2,
+/// opcache off) on this machine class, in ops/s, as given in issue 3. It
+/// cannot be run here, so it is the baseline every line is compared with.
+const PHP_REFERENCE_OPS_PER_S: f64 = 437_000.0;
+
+/// Stateless-path throughput per provider shape.
+///
+/// For the seed action envelope (amount_minor 1500, late_delivery) in each
+/// provider's response shape, runs `check` (strict decode, stop
+/// classification, envelope, contract, canonical JSON, SHA-256) on one
+/// thread and prints one line per shape:
+///   shape=<name> bytes=<n> ops_per_s=<n> vs_php_reference=<ratio>
+///     serde_json_parse_ops_per_s=<n> cost_vs_parse=<ratio>
+/// vs_php_reference is against the PHP reference figure of 437000 ops/s
+/// (target: >= 3); plain serde_json parsing of the same bytes is measured
+/// alongside in the same run, and cost_vs_parse is check time / parse time.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The policy file (TOML); it must declare apply_goodwill_credit.
+    #[arg(long, value_name = "FILE")]
+    policy: std::path::PathBuf,
+    /// Seconds to spend measuring each shape.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f64,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    if !args.seconds.is_finite() || args.seconds <= 0.0 {
+        eprintln!("toolgate bench check: --seconds must be positive");
+        return ExitCode::from(2);
+    }
+    let policy = match crate::cmd::policy::load(&args.policy) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let budget = Duration::from_secs_f64(args.seconds);
+    let opts = CheckOptions::default();
+    for (name, provider, body) in shapes() {
+        // Only a body that really reaches `action` measures the full path.
+        let d = check(&policy, provider, &body, &opts);
+        if d.outcome != Outcome::Action {
+            eprintln!(
+                "toolgate bench check: shape {name} gives {} ({:?}) under this policy, not action",
+                d.outcome, d.message
+            );
+            return ExitCode::from(2);
+        }
+        // Plain serde_json parsing of the same bytes runs alongside as the
+        // in-run baseline: the least any gate must do with the body.
+        let [s, p] = compare(
+            budget,
+            [
+                &mut || {
+                    black_box(check(&policy, provider, black_box(&body), &opts));
+                },
+                &mut || {
+                    black_box(serde_json::from_slice::<Value>(black_box(&body)).ok());
+                },
+            ],
+        );
+        let ops = 1.0 / s;
+        println!(
+            "shape={name} bytes={} ops_per_s={:.0} vs_php_reference={:.2} serde_json_parse_ops_per_s={:.0} cost_vs_parse={:.2}",
+            body.len(),
+            ops,
+            ops / PHP_REFERENCE_OPS_PER_S,
+            1.0 / p,
+            s / p
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+/// The seed envelope and the same proposal in each provider's shape.
+fn shapes() -> Vec<(&'static str, Provider, Vec<u8>)> {
+    let envelope = super::decode::envelope();
+    let seed: Value = serde_json::from_slice(&envelope).unwrap_or(Value::Null);
+    let reply = seed["reply"].as_str().unwrap_or_default().to_owned();
+    let args = seed["proposed_action"]["arguments"].clone();
+    let args_text = args.to_string();
+    let anthropic = json!({
+        "id": "msg_01Bench", "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [
+            {"type": "text", "text": reply},
+            {"type": "tool_use", "id": "toolu_01Bench", "name": "apply_goodwill_credit", "input": args}
+        ],
+        "stop_reason": "tool_use", "stop_sequence": null,
+        "usage": {"input_tokens": 512, "output_tokens": 96}
+    });
+    let openai_chat = json!({
+        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_764_460_800,
+        "model": "gpt-4o-2024-08-06",
+        "choices": [{
+            "index": 0,
+            "message": {
+                "role": "assistant", "content": reply, "refusal": null,
+                "tool_calls": [{"id": "call_bench", "type": "function",
+                    "function": {"name": "apply_goodwill_credit", "arguments": args_text}}]
+            },
+            "logprobs": null, "finish_reason": "tool_calls"
+        }],
+        "usage": {"prompt_tokens": 512, "completion_tokens": 96, "total_tokens": 608}
+    });
+    let openai_responses = json!({
+        "id": "resp_bench", "object": "response", "created_at": 1_764_460_800,
+        "status": "completed", "incomplete_details": null, "model": "gpt-4.1",
+        "output": [
+            {"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
+             "content": [{"type": "output_text", "text": reply, "annotations": []}]},
+            {"type": "function_call", "id": "fc_bench", "call_id": "call_bench",
+             "name": "apply_goodwill_credit", "arguments": args_text, "status": "completed"}
+        ],
+        "parallel_tool_calls": false,
+        "usage": {"input_tokens": 512, "output_tokens": 96, "total_tokens": 608}
+    });
+    let gemini = json!({
+        "candidates": [{
+            "content": {"role": "model", "parts": [
+                {"text": reply},
+                {"functionCall": {"name": "apply_goodwill_credit", "args": args}}
+            ]},
+            "finishReason": "STOP", "index": 0
+        }],
+        "usageMetadata": {"promptTokenCount": 512, "candidatesTokenCount": 96, "totalTokenCount": 608},
+        "modelVersion": "gemini-2.5-flash"
+    });
+    vec![
+        ("envelope", Provider::Envelope, envelope),
+        (
+            "anthropic",
+            Provider::Anthropic,
+            anthropic.to_string().into_bytes(),
+        ),
+        (
+            "openai-chat",
+            Provider::OpenAiChat,
+            openai_chat.to_string().into_bytes(),
+        ),
+        (
+            "openai-responses",
+            Provider::OpenAiResponses,
+            openai_responses.to_string().into_bytes(),
+        ),
+        ("gemini", Provider::Gemini, gemini.to_string().into_bytes()),
+    ]
+}

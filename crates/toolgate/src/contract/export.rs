@@ -1,0 +1,212 @@
+//! `policy export`: the policy's tools in each provider's request format, so
+//! the schema the model is held to at generation time is the one the gate
+//! checks. Strict mode is on and parallel tool calls are off wherever the
+//! provider has the switch.
+//!
+//! Providers' strict modes support only a subset of JSON Schema. A keyword
+//! outside that subset is still enforced by the gate, but the model is not
+//! held to it while generating; each such keyword is reported as a
+//! [`Warning`], so nobody mistakes the provider's guarantee for the gate's.
+
+use serde_json::{Value, json};
+
+use super::Policy;
+use super::schema::keyword_positions;
+use crate::provider::Provider;
+
+/// A keyword the provider's strict mode does not support, or a switch the
+/// provider lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    /// The tool concerned.
+    pub tool: String,
+    /// The keyword, if the warning is about one.
+    pub keyword: Option<String>,
+    /// JSON pointer inside the tool's schema.
+    pub pointer: Option<String>,
+    /// What it means.
+    pub message: String,
+}
+
+/// Keywords each provider's strict mode accepts, from its public
+/// documentation (structured outputs / strict function calling).
+fn supported(provider: Provider) -> &'static [&'static str] {
+    const COMMON: &[&str] = &[
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "enum",
+        "const",
+        "anyOf",
+        "$ref",
+        "$defs",
+        "description",
+        "title",
+        "items",
+    ];
+    match provider {
+        Provider::OpenAiChat | Provider::OpenAiResponses => &[
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "enum",
+            "const",
+            "anyOf",
+            "$ref",
+            "$defs",
+            "description",
+            "title",
+            "items",
+            "pattern",
+            "format",
+            "minimum",
+            "maximum",
+            "exclusiveMinimum",
+            "exclusiveMaximum",
+            "multipleOf",
+            "minItems",
+            "maxItems",
+        ],
+        // Anthropic strict tool use: no numeric or string-length constraints.
+        Provider::Anthropic => &[
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "enum",
+            "const",
+            "anyOf",
+            "allOf",
+            "$ref",
+            "$defs",
+            "description",
+            "title",
+            "items",
+            "default",
+            "format",
+            "pattern",
+        ],
+        Provider::Gemini => &[
+            "type",
+            "properties",
+            "required",
+            "additionalProperties",
+            "enum",
+            "anyOf",
+            "oneOf",
+            "$ref",
+            "$defs",
+            "$id",
+            "$anchor",
+            "description",
+            "title",
+            "items",
+            "prefixItems",
+            "format",
+            "minimum",
+            "maximum",
+            "minItems",
+            "maxItems",
+        ],
+        Provider::Envelope => COMMON,
+    }
+}
+
+/// The request fragment for `provider`, and the warnings.
+pub fn export(policy: &Policy, provider: Provider) -> (Value, Vec<Warning>) {
+    let mut warnings = Vec::new();
+    for tool in policy.tools() {
+        let schema = tool.schema().source();
+        for (keyword, pointer) in keyword_positions(schema) {
+            if !supported(provider).contains(&keyword.as_str()) {
+                warnings.push(Warning {
+                    tool: tool.name().to_owned(),
+                    message: format!(
+                        "{provider} strict mode does not support `{keyword}`: the model is not held to it while generating; the gate still enforces it"
+                    ),
+                    keyword: Some(keyword),
+                    pointer: Some(pointer),
+                });
+            }
+        }
+        if matches!(provider, Provider::OpenAiChat | Provider::OpenAiResponses) {
+            // OpenAI strict mode requires every property to be required.
+            let props = tool.properties();
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            for p in props.iter().filter(|p| !required.contains(&p.as_str())) {
+                warnings.push(Warning {
+                    tool: tool.name().to_owned(),
+                    keyword: Some("required".to_owned()),
+                    pointer: Some("/required".to_owned()),
+                    message: format!("{provider} strict mode requires every property to be listed in `required`; `{p}` is not (make it nullable instead)"),
+                });
+            }
+        }
+        if provider == Provider::Gemini {
+            warnings.push(Warning {
+                tool: tool.name().to_owned(),
+                keyword: None,
+                pointer: None,
+                message: "gemini has no strict switch for function calling nor a parallel-calls switch: arguments are not constrained at generation time, and more than one call in a turn is rejected as multiple_actions".to_owned(),
+            });
+        }
+    }
+    let tools = policy.tools().iter();
+    let value = match provider {
+        Provider::Anthropic => json!({
+            "tools": tools.map(|t| json!({
+                "name": t.name(),
+                "description": t.description(),
+                "input_schema": t.schema().source(),
+                "strict": true,
+            })).collect::<Vec<_>>(),
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
+        }),
+        Provider::OpenAiChat => json!({
+            "tools": tools.map(|t| json!({
+                "type": "function",
+                "function": {
+                    "name": t.name(),
+                    "description": t.description(),
+                    "parameters": t.schema().source(),
+                    "strict": true,
+                },
+            })).collect::<Vec<_>>(),
+            "parallel_tool_calls": false,
+        }),
+        Provider::OpenAiResponses => json!({
+            "tools": tools.map(|t| json!({
+                "type": "function",
+                "name": t.name(),
+                "description": t.description(),
+                "parameters": t.schema().source(),
+                "strict": true,
+            })).collect::<Vec<_>>(),
+            "parallel_tool_calls": false,
+        }),
+        Provider::Gemini => json!({
+            "tools": [{
+                "functionDeclarations": tools.map(|t| json!({
+                    "name": t.name(),
+                    "description": t.description(),
+                    "parametersJsonSchema": t.schema().source(),
+                })).collect::<Vec<_>>(),
+            }],
+            "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        }),
+        Provider::Envelope => json!({
+            "tools": tools.map(|t| json!({
+                "name": t.name(),
+                "description": t.description(),
+                "arguments_schema": t.schema().source(),
+            })).collect::<Vec<_>>(),
+        }),
+    };
+    (value, warnings)
+}

@@ -1,0 +1,409 @@
+//! The policy file (TOML): tools, their contracts, and the envelope's limits.
+//!
+//! ```toml
+//! version = 1
+//! reply_max_bytes = 2000
+//! abstain_message = "I can't help with that here; a colleague will follow up."
+//!
+//! [[tools]]
+//! name = "apply_goodwill_credit"
+//! capability = "credit:issue"
+//! operation_key = ["customer_id", "ticket_id", "version_seen"]
+//! schema = '''{ "type": "object", ... }'''
+//! ```
+//!
+//! Loading checks everything that can be checked without a request: unknown
+//! TOML keys, every schema (see [`super::schema`]), closed argument objects,
+//! scope fields that could collide with model-supplied arguments. A policy
+//! that loads is one the gate can enforce as written.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::schema::{AuditError, Schema, escape};
+use crate::decode::{Limits, decode};
+
+/// Default byte limit for a reply.
+pub const DEFAULT_REPLY_MAX_BYTES: usize = 4096;
+/// Default byte limit for one tool call's arguments.
+pub const DEFAULT_ARGUMENT_MAX_BYTES: usize = 4096;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    version: u32,
+    abstain_message: String,
+    reply_max_bytes: Option<usize>,
+    envelope_max_bytes: Option<usize>,
+    body_max_bytes: Option<usize>,
+    #[serde(default)]
+    tools: Vec<ToolFile>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    capability: String,
+    operation_key: Vec<String>,
+    #[serde(default)]
+    needs_approval: bool,
+    max_argument_bytes: Option<usize>,
+    schema: String,
+}
+
+/// A policy-load error: where, which keyword, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyError {
+    /// Where in the policy (`tools[0] apply_goodwill_credit: schema`, or a
+    /// TOML location).
+    pub location: String,
+    /// The schema keyword at fault, where there is one.
+    pub keyword: Option<String>,
+    /// JSON pointer inside the schema, where there is one.
+    pub pointer: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.location)?;
+        if let Some(k) = &self.keyword {
+            write!(f, ": keyword `{k}`")?;
+        }
+        if let Some(p) = &self.pointer {
+            write!(f, " at {}", if p.is_empty() { "/" } else { p })?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+/// One tool's contract.
+#[derive(Debug)]
+pub struct ToolContract {
+    name: String,
+    description: String,
+    capability: String,
+    operation_key: Vec<String>,
+    needs_approval: bool,
+    max_argument_bytes: usize,
+    properties: BTreeSet<String>,
+    schema: Schema,
+}
+
+impl ToolContract {
+    /// The tool name the model must use.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Human description (exported to providers).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    /// The capability an actor needs to use the tool.
+    pub fn capability(&self) -> &str {
+        &self.capability
+    }
+    /// Server-fixed scope fields that form the operation key, in order.
+    pub fn operation_key(&self) -> &[String] {
+        &self.operation_key
+    }
+    /// Whether a person must approve each operation.
+    pub fn needs_approval(&self) -> bool {
+        self.needs_approval
+    }
+    /// Byte limit for one call's arguments.
+    pub fn max_argument_bytes(&self) -> usize {
+        self.max_argument_bytes
+    }
+    /// The argument names the schema declares; any other key is `unknown_key`.
+    pub fn properties(&self) -> &BTreeSet<String> {
+        &self.properties
+    }
+    /// The audited, compiled argument schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+}
+
+/// A loaded policy.
+#[derive(Debug)]
+pub struct Policy {
+    abstain_message: String,
+    reply_max_bytes: usize,
+    envelope_max_bytes: usize,
+    body_max_bytes: usize,
+    tools: Vec<ToolContract>,
+}
+
+impl Policy {
+    /// Parses and checks a policy file.
+    pub fn load(toml_text: &str) -> Result<Self, PolicyError> {
+        let file: PolicyFile = toml::from_str(toml_text).map_err(|e| PolicyError {
+            location: match e.span() {
+                Some(span) => format!("policy (TOML, line {})", line_of(toml_text, span.start)),
+                None => "policy (TOML)".to_owned(),
+            },
+            keyword: None,
+            pointer: None,
+            message: e.message().to_owned(),
+        })?;
+        let top = |message: String| PolicyError {
+            location: "policy".to_owned(),
+            keyword: None,
+            pointer: None,
+            message,
+        };
+        if file.version != 1 {
+            return Err(top(format!(
+                "version {} is not supported (expected 1)",
+                file.version
+            )));
+        }
+        if file.abstain_message.trim().is_empty() {
+            return Err(top("abstain_message must not be empty".to_owned()));
+        }
+        let reply_max_bytes = file.reply_max_bytes.unwrap_or(DEFAULT_REPLY_MAX_BYTES);
+        let envelope_max_bytes = file
+            .envelope_max_bytes
+            .unwrap_or(Limits::ENVELOPE_MAX_BYTES);
+        let body_max_bytes = file.body_max_bytes.unwrap_or(Limits::DEFAULT_MAX_BYTES);
+        if reply_max_bytes == 0 || envelope_max_bytes == 0 || body_max_bytes == 0 {
+            return Err(top("byte limits must be positive".to_owned()));
+        }
+        if file.tools.is_empty() {
+            return Err(top("a policy declares at least one tool".to_owned()));
+        }
+        let mut tools: Vec<ToolContract> = Vec::with_capacity(file.tools.len());
+        for (i, t) in file.tools.into_iter().enumerate() {
+            let contract = load_tool(i, t)?;
+            if tools.iter().any(|c| c.name == contract.name) {
+                return Err(top(format!("tool `{}` is declared twice", contract.name)));
+            }
+            tools.push(contract);
+        }
+        Ok(Self {
+            abstain_message: file.abstain_message,
+            reply_max_bytes,
+            envelope_max_bytes,
+            body_max_bytes,
+            tools,
+        })
+    }
+
+    /// The application's fixed message for `abstain`.
+    pub fn abstain_message(&self) -> &str {
+        &self.abstain_message
+    }
+    /// Byte limit for a reply (UTF-8 bytes, not characters).
+    pub fn reply_max_bytes(&self) -> usize {
+        self.reply_max_bytes
+    }
+    /// Byte limit for an envelope document.
+    pub fn envelope_max_bytes(&self) -> usize {
+        self.envelope_max_bytes
+    }
+    /// Byte limit for a raw provider body, streams included.
+    pub fn body_max_bytes(&self) -> usize {
+        self.body_max_bytes
+    }
+    /// Every tool, in file order.
+    pub fn tools(&self) -> &[ToolContract] {
+        &self.tools
+    }
+    /// The tool called `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolContract> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+}
+
+fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
+    let location = format!("tools[{i}] {}", t.name);
+    let err = |field: &str, keyword: Option<&str>, pointer: Option<String>, message: String| {
+        PolicyError {
+            location: format!("{location}: {field}"),
+            keyword: keyword.map(str::to_owned),
+            pointer,
+            message,
+        }
+    };
+    if !is_identifier(&t.name) {
+        return Err(err(
+            "name",
+            None,
+            None,
+            "a tool name is 1-64 characters of [A-Za-z0-9_-]".to_owned(),
+        ));
+    }
+    if t.capability.trim().is_empty() {
+        return Err(err(
+            "capability",
+            None,
+            None,
+            "must not be empty".to_owned(),
+        ));
+    }
+    if t.operation_key.is_empty() {
+        return Err(err(
+            "operation_key",
+            None,
+            None,
+            "name at least one server-fixed scope field".to_owned(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for f in &t.operation_key {
+        if !is_identifier(f) || !seen.insert(f.as_str()) {
+            return Err(err(
+                "operation_key",
+                None,
+                None,
+                format!("`{f}` is not a distinct identifier"),
+            ));
+        }
+    }
+    // The schema is JSON inside TOML; it goes through the strict decoder like
+    // everything else, so a duplicated keyword is an error, not a silent
+    // last-one-wins.
+    let source = decode(
+        t.schema.as_bytes(),
+        &Limits::provider_body().with_max_bytes(1 << 20),
+    )
+    .map_err(|r| err("schema", None, Some(r.pointer().to_owned()), r.to_string()))?;
+    let schema = Schema::compile(&source).map_err(
+        |AuditError {
+             keyword,
+             pointer,
+             message,
+         }| { err("schema", Some(&keyword), Some(pointer), message) },
+    )?;
+    let properties = closed_object(&source).map_err(|(keyword, pointer, message)| {
+        err("schema", Some(keyword), Some(pointer), message)
+    })?;
+    for f in &t.operation_key {
+        if properties.contains(f) {
+            // Identity never comes from the model (DESIGN invariant 1): a
+            // scope field the model could also supply is a policy bug.
+            return Err(err(
+                "operation_key",
+                None,
+                None,
+                format!(
+                    "`{f}` is also an argument the model supplies; scope fields are server-fixed"
+                ),
+            ));
+        }
+    }
+    Ok(ToolContract {
+        name: t.name,
+        description: t.description,
+        capability: t.capability,
+        operation_key: t.operation_key,
+        needs_approval: t.needs_approval,
+        max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
+        properties,
+        schema,
+    })
+}
+
+/// A tool's arguments schema must be a closed object: `type: object`,
+/// `additionalProperties: false`, and every nested object schema closed too.
+/// Returns the top-level property names.
+fn closed_object(schema: &Value) -> Result<BTreeSet<String>, (&'static str, String, String)> {
+    let Some(map) = schema.as_object() else {
+        return Err((
+            "type",
+            String::new(),
+            "the arguments schema must be an object schema".to_owned(),
+        ));
+    };
+    if map.get("type").and_then(Value::as_str) != Some("object") {
+        return Err((
+            "type",
+            "/type".to_owned(),
+            "the arguments schema must say \"type\": \"object\"".to_owned(),
+        ));
+    }
+    check_closed(schema, &mut String::new())?;
+    Ok(map
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default())
+}
+
+fn check_closed(
+    schema: &Value,
+    pointer: &mut String,
+) -> Result<(), (&'static str, String, String)> {
+    let Some(map) = schema.as_object() else {
+        return Ok(());
+    };
+    let is_object = match map.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => false,
+    };
+    if is_object
+        && map.get("additionalProperties") != Some(&Value::Bool(false))
+        && map.get("unevaluatedProperties") != Some(&Value::Bool(false))
+    {
+        return Err((
+            "additionalProperties",
+            pointer.clone(),
+            "argument objects are closed: set \"additionalProperties\": false".to_owned(),
+        ));
+    }
+    // Walk only the subschema positions that can describe nested objects.
+    for (key, value) in map {
+        match key.as_str() {
+            "properties" | "patternProperties" | "$defs" | "dependentSchemas" => {
+                if let Some(members) = value.as_object() {
+                    for (name, sub) in members {
+                        let len = pointer.len();
+                        pointer.push_str(&format!("/{key}/{}", escape(name)));
+                        check_closed(sub, pointer)?;
+                        pointer.truncate(len);
+                    }
+                }
+            }
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => {
+                if let Some(items) = value.as_array() {
+                    for (i, sub) in items.iter().enumerate() {
+                        let len = pointer.len();
+                        pointer.push_str(&format!("/{key}/{i}"));
+                        check_closed(sub, pointer)?;
+                        pointer.truncate(len);
+                    }
+                }
+            }
+            "items" | "additionalProperties" | "not" | "if" | "then" | "else" | "contains" => {
+                let len = pointer.len();
+                pointer.push_str(&format!("/{key}"));
+                check_closed(value, pointer)?;
+                pointer.truncate(len);
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn line_of(text: &str, byte: usize) -> usize {
+    text.get(..byte).map_or(0, |t| t.matches('\n').count()) + 1
+}

@@ -1,0 +1,136 @@
+//! Fingerprint = SHA-256 over the RFC 8785 (JCS) canonical form of a tool
+//! call's arguments.
+//!
+//! The canonical form sorts object keys recursively and fixes number and
+//! string spelling, so the same arguments in any key order or whitespace
+//! give one fingerprint, while `1500` and `"1500"` give two.
+//!
+//! Canonicalisers print numbers the way JavaScript does, i.e. as IEEE-754
+//! doubles: `9007199254740993` would be printed as `9007199254740992` and two
+//! different amounts would share a fingerprint. So integers outside
+//! ±(2^53−1) are refused here, before the canonicaliser sees them. The strict
+//! decoder already rejects them by default; this check holds even for values
+//! built some other way.
+
+use std::fmt;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::decode::Limits;
+
+/// A SHA-256 fingerprint of canonical arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    /// The raw digest.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    /// Lower-case hex, 64 characters.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Why a value has no fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FingerprintError {
+    /// An integer outside ±(2^53−1), at this JSON pointer.
+    NumberOutOfRange(String),
+    /// A float that is not finite (serde_json cannot hold one, but the
+    /// canonicaliser's error is mapped here rather than unwrapped).
+    NotCanonicalisable(String),
+}
+
+impl fmt::Display for FingerprintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NumberOutOfRange(p) => write!(
+                f,
+                "number_out_of_range at {p}: integers beyond ±(2^53-1) cannot be canonicalised without rounding"
+            ),
+            Self::NotCanonicalisable(m) => write!(f, "not canonicalisable: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for FingerprintError {}
+
+/// The RFC 8785 canonical JSON text of `value`.
+pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
+    check_range(value, &mut String::new())?;
+    serde_jcs::to_string(value).map_err(|e| FingerprintError::NotCanonicalisable(e.to_string()))
+}
+
+/// SHA-256 over the canonical JSON of `value`.
+///
+/// ```
+/// use serde_json::json;
+/// use toolgate::op::fingerprint;
+///
+/// let a = fingerprint(&json!({"amount_minor": 1500, "reason_code": "late_delivery"})).unwrap();
+/// let b = fingerprint(&json!({"reason_code": "late_delivery", "amount_minor": 1500})).unwrap();
+/// let c = fingerprint(&json!({"amount_minor": "1500", "reason_code": "late_delivery"})).unwrap();
+/// assert_eq!(a, b);
+/// assert_ne!(a, c);
+/// ```
+pub fn fingerprint(value: &Value) -> Result<Fingerprint, FingerprintError> {
+    Ok(fingerprint_canonical(&canonical_json(value)?))
+}
+
+/// SHA-256 over canonical JSON text already produced by [`canonical_json`].
+pub fn fingerprint_canonical(canonical: &str) -> Fingerprint {
+    Fingerprint(Sha256::digest(canonical.as_bytes()).into())
+}
+
+fn check_range(value: &Value, pointer: &mut String) -> Result<(), FingerprintError> {
+    let max = Limits::INTEROPERABLE_INTEGER;
+    match value {
+        Value::Number(n) => {
+            let in_range = if let Some(u) = n.as_u64() {
+                u <= max
+            } else if let Some(i) = n.as_i64() {
+                i.unsigned_abs() <= max
+            } else {
+                // A float: the canonicaliser prints it in its shortest
+                // round-trip form, which is exact for the double it is.
+                n.as_f64().is_some_and(f64::is_finite)
+            };
+            if in_range {
+                Ok(())
+            } else {
+                Err(FingerprintError::NumberOutOfRange(pointer.clone()))
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                check_range(item, pointer)?;
+                pointer.truncate(len);
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                let len = pointer.len();
+                pointer.push('/');
+                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                check_range(v, pointer)?;
+                pointer.truncate(len);
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
