@@ -120,7 +120,7 @@ pub fn export(policy: &Policy, provider: Provider) -> (Value, Vec<Warning>) {
     for tool in policy.tools() {
         let schema = tool.schema().source();
         for (keyword, pointer) in keyword_positions(schema) {
-            if !supported(provider).contains(&keyword.as_str()) {
+            if keyword != "$schema" && !supported(provider).contains(&keyword.as_str()) {
                 warnings.push(Warning {
                     tool: tool.name().to_owned(),
                     message: format!(
@@ -157,54 +157,66 @@ pub fn export(policy: &Policy, provider: Provider) -> (Value, Vec<Warning>) {
             });
         }
     }
-    let tools = policy.tools().iter();
+    // The dialect marker is the gate's business; providers may reject it.
+    let schemas: Vec<Value> = policy
+        .tools()
+        .iter()
+        .map(|t| {
+            let mut s = t.schema().source().clone();
+            if let Some(m) = s.as_object_mut() {
+                m.remove("$schema");
+            }
+            s
+        })
+        .collect();
+    let tools = policy.tools().iter().zip(schemas.iter());
     let value = match provider {
         Provider::Anthropic => json!({
-            "tools": tools.map(|t| json!({
+            "tools": tools.map(|(t, schema)| json!({
                 "name": t.name(),
                 "description": t.description(),
-                "input_schema": t.schema().source(),
+                "input_schema": schema,
                 "strict": true,
             })).collect::<Vec<_>>(),
             "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
         }),
         Provider::OpenAiChat => json!({
-            "tools": tools.map(|t| json!({
+            "tools": tools.map(|(t, schema)| json!({
                 "type": "function",
                 "function": {
                     "name": t.name(),
                     "description": t.description(),
-                    "parameters": t.schema().source(),
+                    "parameters": schema,
                     "strict": true,
                 },
             })).collect::<Vec<_>>(),
             "parallel_tool_calls": false,
         }),
         Provider::OpenAiResponses => json!({
-            "tools": tools.map(|t| json!({
+            "tools": tools.map(|(t, schema)| json!({
                 "type": "function",
                 "name": t.name(),
                 "description": t.description(),
-                "parameters": t.schema().source(),
+                "parameters": schema,
                 "strict": true,
             })).collect::<Vec<_>>(),
             "parallel_tool_calls": false,
         }),
         Provider::Gemini => json!({
             "tools": [{
-                "functionDeclarations": tools.map(|t| json!({
+                "functionDeclarations": tools.map(|(t, schema)| json!({
                     "name": t.name(),
                     "description": t.description(),
-                    "parametersJsonSchema": t.schema().source(),
+                    "parametersJsonSchema": schema,
                 })).collect::<Vec<_>>(),
             }],
             "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
         }),
         Provider::Envelope => json!({
-            "tools": tools.map(|t| json!({
+            "tools": tools.map(|(t, schema)| json!({
                 "name": t.name(),
                 "description": t.description(),
-                "arguments_schema": t.schema().source(),
+                "arguments_schema": schema,
             })).collect::<Vec<_>>(),
         }),
     };

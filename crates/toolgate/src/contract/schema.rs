@@ -341,6 +341,14 @@ impl Audit {
             self.used.push(key.clone());
             let walked = match kind {
                 Kind::Value => {
+                    if key == "format"
+                        && let Some(name) = value.as_str()
+                        && !jsonschema::options().is_known_format(Draft::Draft202012, name)
+                    {
+                        return Err(err(format!(
+                            "format `{name}` is not one the validator asserts; an unasserted format checks nothing"
+                        )));
+                    }
                     if key == "$schema" && value.as_str() != Some(DRAFT_2020_12) {
                         return Err(err(format!(
                             "only draft 2020-12 is supported (`{DRAFT_2020_12}`)"
