@@ -11,7 +11,10 @@ fn error_codes_doc() -> String {
 
 fn assert_documented(doc: &str, code: &str) {
     let row = format!("| `{code}` |");
-    assert!(doc.contains(&row), "docs/error-codes.md has no row for `{code}`");
+    assert!(
+        doc.contains(&row),
+        "docs/error-codes.md has no row for `{code}`"
+    );
 }
 
 #[test]
