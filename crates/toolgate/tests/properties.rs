@@ -138,8 +138,8 @@ proptest! {
         let mut body = Value::Object(x.into_iter().filter(|(key, _)| *key != k).collect()).to_string();
         body.pop();
         let sep = if body.len() > 1 { "," } else { "" };
-        let escaped: String = k.chars().map(|c| format!("\\u{:04x}", c as u32)).collect();
-        let escaped = if k.chars().all(|c| (c as u32) < 0x10000) { escaped } else { Value::String(k.clone()).to_string().trim_matches('"').to_owned() };
+        // Every UTF-16 unit escaped: surrogate pairs for astral characters.
+        let escaped: String = k.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
         let text = format!("{body}{sep}{}:{a},\"{escaped}\":{b}}}", Value::String(k.clone()));
         let r = decode(text.as_bytes(), &Limits::provider_body()).expect_err("duplicate must reject");
         prop_assert_eq!(r.code(), DecodeCode::DuplicateKey);
