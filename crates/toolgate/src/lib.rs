@@ -12,6 +12,7 @@
 //! Rejections are values with stable codes, never panics: see
 //! [`decode::DecodeCode`] and [`decode::normalize::Action`].
 
+pub mod claim;
 pub mod contract;
 pub mod decode;
 pub mod op;

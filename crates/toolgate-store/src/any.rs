@@ -1,0 +1,185 @@
+//! Picking a backend at run time from a URL.
+//!
+//! [`ClaimStore`]'s methods return `impl Future`, so the trait is not
+//! dyn-compatible; an enum that delegates (after sqlx's `Any`) is the
+//! run-time choice.
+
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
+    UnixMillis,
+};
+
+use crate::StoreOptions;
+#[cfg(feature = "mysql")]
+use crate::mysql::MySqlClaimStore;
+#[cfg(feature = "postgres")]
+use crate::postgres::PgClaimStore;
+#[cfg(feature = "sqlite")]
+use crate::sqlite::SqliteClaimStore;
+
+#[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+fn unsupported(what: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Config,
+        format!("{what} support is not compiled in"),
+    )
+}
+
+/// Which backend a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite://PATH`
+    Sqlite,
+    /// `postgres://…` or `postgresql://…`
+    Postgres,
+    /// `mysql://…` or `mariadb://…`
+    MySql,
+}
+
+impl Backend {
+    /// The backend a URL's scheme names, if any.
+    pub fn from_url(url: &str) -> Option<Self> {
+        let scheme = url.split_once(':')?.0.to_ascii_lowercase();
+        match scheme.as_str() {
+            "sqlite" => Some(Self::Sqlite),
+            "postgres" | "postgresql" => Some(Self::Postgres),
+            "mysql" | "mariadb" => Some(Self::MySql),
+            _ => None,
+        }
+    }
+}
+
+/// A claim store on whichever backend a URL names.
+pub enum AnyClaimStore {
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(SqliteClaimStore),
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(PgClaimStore),
+    /// MySQL or MariaDB.
+    #[cfg(feature = "mysql")]
+    MySql(MySqlClaimStore),
+}
+
+impl AnyClaimStore {
+    /// Connects to `url` with default options and runs the migrations.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::connect_with(url, StoreOptions::default()).await
+    }
+
+    /// Connects to `url` and runs the migrations.
+    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        match Backend::from_url(url) {
+            None => Err(StoreError::new(
+                StoreErrorKind::Config,
+                "the database URL must start with sqlite://, postgres:// or mysql://",
+            )),
+            Some(Backend::Sqlite) => {
+                #[cfg(feature = "sqlite")]
+                return SqliteClaimStore::connect(url, options)
+                    .await
+                    .map(Self::Sqlite);
+                #[cfg(not(feature = "sqlite"))]
+                return Err(unsupported("SQLite"));
+            }
+            Some(Backend::Postgres) => {
+                #[cfg(feature = "postgres")]
+                return PgClaimStore::connect(url, options)
+                    .await
+                    .map(Self::Postgres);
+                #[cfg(not(feature = "postgres"))]
+                return Err(unsupported("PostgreSQL"));
+            }
+            Some(Backend::MySql) => {
+                #[cfg(feature = "mysql")]
+                {
+                    // sqlx knows only the mysql scheme; MariaDB speaks it.
+                    let url = match url.split_once(':') {
+                        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => {
+                            format!("mysql:{rest}")
+                        }
+                        _ => url.to_owned(),
+                    };
+                    MySqlClaimStore::connect(&url, options)
+                        .await
+                        .map(Self::MySql)
+                }
+                #[cfg(not(feature = "mysql"))]
+                return Err(unsupported("MySQL"));
+            }
+        }
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Backend::Sqlite,
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_) => Backend::Postgres,
+            #[cfg(feature = "mysql")]
+            Self::MySql(_) => Backend::MySql,
+        }
+    }
+}
+
+/// Delegates one method call to whichever backend `self` holds.
+macro_rules! delegate {
+    ($self:ident, $s:ident => $call:expr) => {
+        match $self {
+            #[cfg(feature = "sqlite")]
+            AnyClaimStore::Sqlite($s) => $call,
+            #[cfg(feature = "postgres")]
+            AnyClaimStore::Postgres($s) => $call,
+            #[cfg(feature = "mysql")]
+            AnyClaimStore::MySql($s) => $call,
+        }
+    };
+}
+
+impl ClaimStore for AnyClaimStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        delegate!(self, s => s.claim(request).await)
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<Completion, StoreError> {
+        delegate!(self, s => s.complete(key, holder, result, now).await)
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        delegate!(self, s => s.fetch(key).await)
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        delegate!(self, s => s.list_stuck(now, limit).await)
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        delegate!(self, s => s.record_reconciliation(key, outcome, now).await)
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        delegate!(self, s => s.append_audit(entry).await)
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        delegate!(self, s => s.audit_trail(key, limit).await)
+    }
+}

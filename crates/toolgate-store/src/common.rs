@@ -1,0 +1,533 @@
+//! What the three SQL backends share: error classification, the retry
+//! budget, row decoding helpers and (as a macro, because sqlx's generic
+//! executor bounds would bury the protocol) the [`ClaimStore`] impl itself.
+//!
+//! Each backend module supplies its SQL (`sql` submodule with the same
+//! constants and the same bind order) and a contention test; the macro
+//! stamps out one implementation of the protocol, so the three cannot drift.
+//!
+//! [`ClaimStore`]: toolgate::claim::ClaimStore
+
+use std::time::Duration;
+
+use toolgate::claim::{RawClaim, StoreError, StoreErrorKind};
+
+/// How many times one claim is retried after lost races or read-backs that
+/// found no row, before giving up with [`StoreErrorKind::Contention`].
+pub(crate) const MAX_CLAIM_ATTEMPTS: u32 = 32;
+
+/// What one pass of the claim transaction decided.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per pass, consumed at once; boxing buys nothing"
+)]
+pub(crate) enum Step {
+    /// A final answer.
+    Done(RawClaim),
+    /// Lost a race or found no row: roll back and run the whole claim again.
+    Retry,
+    /// An infrastructure failure to surface.
+    Fail(StoreError),
+}
+
+/// Where a fault hook may run (see `fault`); a no-op without the feature.
+#[derive(Clone, Copy)]
+pub(crate) enum Point {
+    AfterInsert,
+    BeforeCommit,
+}
+
+#[cfg(feature = "fault-injection")]
+impl From<Point> for crate::fault::FaultPoint {
+    fn from(p: Point) -> Self {
+        match p {
+            Point::AfterInsert => Self::AfterInsert,
+            Point::BeforeCommit => Self::BeforeCommit,
+        }
+    }
+}
+
+/// A short pause before retrying a lost race, growing with the attempt
+/// number and capped, so that a crowd of losers does not retry in lockstep.
+pub(crate) async fn backoff(attempt: u32) {
+    let ms = (1u64 << attempt.min(6)).min(50);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Maps a driver error to a store error. Connection-level failures are
+/// `Unavailable`; anything the server refused is `Database`.
+pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
+    let kind = match &e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => StoreErrorKind::Unavailable,
+        sqlx::Error::Configuration(_) => StoreErrorKind::Config,
+        // The server reporting that it dropped the session: SQLSTATE class
+        // 08 (connection exception), 57P (PostgreSQL operator intervention,
+        // e.g. pg_terminate_backend) and 70100 (MySQL/MariaDB: connection
+        // or query killed).
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P") || c == "70100") =>
+        {
+            StoreErrorKind::Unavailable
+        }
+        _ => StoreErrorKind::Database,
+    };
+    StoreError::new(kind, format!("{what}: {e}"))
+}
+
+/// Converts a `u32` limit for binding.
+pub(crate) fn limit(n: u32) -> i64 {
+    i64::from(n)
+}
+
+/// Stamps out the claim protocol for one backend. See the crate docs for
+/// the protocol; `$sql` is the backend's SQL module and `$contention` its
+/// lost-race test.
+macro_rules! sql_claim_store {
+    ($store:ident, $db:ty, $sql:ident, $contention:path) => {
+        mod rows {
+            use sqlx::Row;
+            use toolgate::claim::{CorruptRecord, StoredClaim};
+
+            type DbRow = <$db as sqlx::Database>::Row;
+
+            fn problem(col: &'static str, e: sqlx::Error) -> CorruptRecord {
+                CorruptRecord::new(col, format!("cannot be read: {e}"))
+            }
+
+            pub(super) fn bytes(row: &DbRow, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
+                row.try_get::<Vec<u8>, _>(col).map_err(|e| problem(col, e))
+            }
+
+            pub(super) fn opt_bytes(
+                row: &DbRow,
+                col: &'static str,
+            ) -> Result<Option<Vec<u8>>, CorruptRecord> {
+                row.try_get::<Option<Vec<u8>>, _>(col)
+                    .map_err(|e| problem(col, e))
+            }
+
+            // Text columns are read as text, or failing that as bytes that
+            // must be UTF-8: some MySQL servers report `utf8mb4_bin` columns
+            // with the binary flag, which sqlx will not decode as a String.
+            pub(super) fn opt_text(
+                row: &DbRow,
+                col: &'static str,
+            ) -> Result<Option<String>, CorruptRecord> {
+                match row.try_get::<Option<String>, _>(col) {
+                    Ok(v) => Ok(v),
+                    Err(_) => match opt_bytes(row, col)? {
+                        None => Ok(None),
+                        Some(b) => String::from_utf8(b)
+                            .map(Some)
+                            .map_err(|_| CorruptRecord::new(col, "is not UTF-8")),
+                    },
+                }
+            }
+
+            pub(super) fn text(row: &DbRow, col: &'static str) -> Result<String, CorruptRecord> {
+                opt_text(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+            }
+
+            pub(super) fn int(row: &DbRow, col: &'static str) -> Result<i64, CorruptRecord> {
+                row.try_get::<i64, _>(col).map_err(|e| problem(col, e))
+            }
+
+            pub(super) fn opt_int(
+                row: &DbRow,
+                col: &'static str,
+            ) -> Result<Option<i64>, CorruptRecord> {
+                row.try_get::<Option<i64>, _>(col)
+                    .map_err(|e| problem(col, e))
+            }
+
+            pub(super) fn stored(row: &DbRow) -> Result<StoredClaim, CorruptRecord> {
+                Ok(StoredClaim {
+                    key: bytes(row, "operation_key")?,
+                    fingerprint: bytes(row, "fingerprint")?,
+                    tool: text(row, "tool")?,
+                    arguments: text(row, "arguments")?,
+                    scope: text(row, "scope")?,
+                    version_seen: text(row, "version_seen")?,
+                    proposer: text(row, "proposer")?,
+                    status: text(row, "status")?,
+                    holder: bytes(row, "holder")?,
+                    lease_expires_at: int(row, "lease_expires_at")?,
+                    claimed_at: int(row, "claimed_at")?,
+                    completed_at: opt_int(row, "completed_at")?,
+                    resolution: opt_text(row, "resolution")?,
+                    result: opt_text(row, "result")?,
+                })
+            }
+        }
+
+        /// Validates a claim row (core rules, strict JSON).
+        fn record(
+            row: &<$db as sqlx::Database>::Row,
+        ) -> Result<toolgate::claim::ClaimRecord, toolgate::claim::CorruptRecord> {
+            toolgate::claim::ClaimRecord::from_stored(rows::stored(row)?)
+        }
+
+        impl $store {
+            /// The pool, for operations outside the claim protocol.
+            pub fn pool(&self) -> &sqlx::Pool<$db> {
+                &self.pool
+            }
+
+            async fn fault(
+                &self,
+                point: $crate::common::Point,
+                tx: &mut sqlx::Transaction<'static, $db>,
+            ) {
+                #[cfg(feature = "fault-injection")]
+                if let Some(hook) = &self.hook {
+                    let id: i64 = sqlx::query_scalar($sql::CONNECTION_ID)
+                        .fetch_one(&mut **tx)
+                        .await
+                        .unwrap_or(-1);
+                    hook(point.into(), id).await;
+                }
+                #[cfg(not(feature = "fault-injection"))]
+                let _ = (point, tx);
+            }
+
+            /// Installs a fault hook (tests only).
+            #[cfg(feature = "fault-injection")]
+            pub fn with_fault_hook(mut self, hook: $crate::fault::FaultHook) -> Self {
+                self.hook = Some(hook);
+                self
+            }
+
+            async fn read_row(
+                &self,
+                key: &toolgate::claim::OperationKey,
+            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
+                let row = sqlx::query($sql::SELECT_CLAIM)
+                    .bind(key.as_bytes().as_slice())
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("reading a claim", e))?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => record(&row)
+                        .map(Some)
+                        .map_err(|p| toolgate::claim::StoreError::corrupt(&p)),
+                }
+            }
+
+            /// One pass of the claim transaction.
+            async fn claim_once(
+                &self,
+                req: &toolgate::claim::ClaimRequest,
+            ) -> $crate::common::Step {
+                use toolgate::claim::{RawClaim, ReadBack, StoreError};
+                use $crate::common::{Point, Step, map_err};
+
+                let lost_or = |e: sqlx::Error, what: &str| {
+                    if $contention(&e) {
+                        Step::Retry
+                    } else {
+                        Step::Fail(map_err(what, e))
+                    }
+                };
+                let mut tx = match self.pool.begin().await {
+                    Ok(tx) => tx,
+                    Err(e) => return lost_or(e, "beginning the claim transaction"),
+                };
+                let p = req.proposal();
+                // INVARIANT: no read before this insert (see the crate
+                // docs), and its affected-row count is deliberately ignored:
+                // on MySQL it is 1 for a duplicate too.
+                let inserted = sqlx::query($sql::INSERT_CLAIM)
+                    .bind(req.key().as_bytes().as_slice())
+                    .bind(req.fingerprint().as_bytes().as_slice())
+                    .bind(p.tool())
+                    .bind(p.arguments())
+                    .bind(p.scope())
+                    .bind(p.version_seen())
+                    .bind(p.proposer())
+                    .bind(req.holder().as_bytes().as_slice())
+                    .bind(req.lease_expires_at().0)
+                    .bind(req.now().0)
+                    .execute(&mut *tx)
+                    .await;
+                if let Err(e) = inserted {
+                    return lost_or(e, "inserting the claim");
+                }
+                self.fault(Point::AfterInsert, &mut tx).await;
+                let row = match sqlx::query($sql::SELECT_CLAIM)
+                    .bind(req.key().as_bytes().as_slice())
+                    .fetch_optional(&mut *tx)
+                    .await
+                {
+                    Ok(row) => row,
+                    Err(e) => return lost_or(e, "reading the claim back"),
+                };
+                // No row: the insert changed nothing and the winner's row is
+                // not visible to us (an old snapshot). Retry; never a win.
+                let Some(row) = row else {
+                    return Step::Retry;
+                };
+                let row = match record(&row) {
+                    Ok(row) => row,
+                    Err(p) => return Step::Fail(StoreError::corrupt(&p)),
+                };
+                match req.judge(row) {
+                    // Someone else's row: final, and this transaction wrote
+                    // nothing worth keeping. Dropping `tx` rolls it back.
+                    ReadBack::Theirs(raw) => Step::Done(raw),
+                    ReadBack::Ours(lease) => {
+                        self.fault(Point::BeforeCommit, &mut tx).await;
+                        match tx.commit().await {
+                            // Our token read back AND the commit succeeded.
+                            Ok(()) => Step::Done(RawClaim::Acquired(lease)),
+                            Err(e) if $contention(&e) => Step::Retry,
+                            Err(e) => self.after_failed_commit(req, e).await,
+                        }
+                    }
+                }
+            }
+
+            /// A COMMIT failed for a reason other than contention: the
+            /// outcome is unknown. Read the row back on another connection
+            /// (the pool tests it before handing it out) with the same
+            /// holder token before deciding.
+            async fn after_failed_commit(
+                &self,
+                req: &toolgate::claim::ClaimRequest,
+                commit_error: sqlx::Error,
+            ) -> $crate::common::Step {
+                use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
+                use $crate::common::Step;
+
+                match self.read_row(req.key()).await {
+                    // The commit did not take effect and nobody else's did.
+                    Ok(None) => Step::Retry,
+                    Ok(Some(row)) => match req.judge(row) {
+                        ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
+                        ReadBack::Theirs(raw) => Step::Done(raw),
+                    },
+                    Err(e) => Step::Fail(StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!(
+                            "COMMIT failed ({commit_error}) and the claim could not be read back ({e})"
+                        ),
+                    )),
+                }
+            }
+        }
+
+        impl toolgate::claim::ClaimStore for $store {
+            async fn claim(
+                &self,
+                request: toolgate::claim::ClaimRequest,
+            ) -> Result<toolgate::claim::RawClaim, toolgate::claim::StoreError> {
+                use $crate::common::{MAX_CLAIM_ATTEMPTS, Step, backoff};
+                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
+                    match self.claim_once(&request).await {
+                        Step::Done(raw) => return Ok(raw),
+                        Step::Fail(e) => return Err(e),
+                        Step::Retry => backoff(attempt).await,
+                    }
+                }
+                Err(toolgate::claim::StoreError::new(
+                    toolgate::claim::StoreErrorKind::Contention,
+                    format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+                ))
+            }
+
+            async fn complete(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                holder: &toolgate::claim::HolderToken,
+                result: &toolgate::claim::JsonText,
+                now: toolgate::claim::UnixMillis,
+            ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
+                use toolgate::claim::{ClaimStatus, Completion, StoreError, StoreErrorKind};
+                use $crate::common::{MAX_CLAIM_ATTEMPTS, backoff, map_err};
+                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
+                    let updated = sqlx::query($sql::COMPLETE)
+                        .bind(now.0)
+                        .bind(result.as_str())
+                        .bind(key.as_bytes().as_slice())
+                        .bind(holder.as_bytes().as_slice())
+                        .execute(&self.pool)
+                        .await;
+                    match updated {
+                        // For an UPDATE the count is what we want on every
+                        // backend: with CLIENT_FOUND_ROWS MySQL counts rows
+                        // matched, and the WHERE clause is the ownership
+                        // check. (Claims never use the count.)
+                        Ok(done) => {
+                            return match done.rows_affected() {
+                                1 => Ok(Completion::Recorded),
+                                0 => Ok(Completion::Reconcile),
+                                n => Err(StoreError::new(
+                                    StoreErrorKind::Invariant,
+                                    format!("completion matched {n} rows"),
+                                )),
+                            };
+                        }
+                        Err(e) if $contention(&e) => backoff(attempt).await,
+                        Err(e) => {
+                            // The update may or may not have committed.
+                            // Read the row back before answering: retrying
+                            // blindly would turn our own success into
+                            // "reconcile".
+                            let failure = map_err("completing the claim", e);
+                            let row = self.read_row(key).await.map_err(|e2| {
+                                StoreError::new(
+                                    StoreErrorKind::OutcomeUnknown,
+                                    format!("{failure}; reading the claim back: {e2}"),
+                                )
+                            })?;
+                            match row {
+                                Some(r) if r.holder == *holder && r.status == ClaimStatus::InFlight => {
+                                    backoff(attempt).await;
+                                }
+                                Some(r)
+                                    if r.holder == *holder
+                                        && r.completion.as_ref().map(|c| (&c.result, c.completed_at))
+                                            == Some((result, now)) =>
+                                {
+                                    return Ok(Completion::Recorded);
+                                }
+                                _ => return Ok(Completion::Reconcile),
+                            }
+                        }
+                    }
+                }
+                Err(StoreError::new(
+                    StoreErrorKind::Contention,
+                    format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+                ))
+            }
+
+            async fn fetch(
+                &self,
+                key: &toolgate::claim::OperationKey,
+            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
+                self.read_row(key).await
+            }
+
+            async fn list_stuck(
+                &self,
+                now: toolgate::claim::UnixMillis,
+                limit: u32,
+            ) -> Result<Vec<toolgate::claim::StuckEntry>, toolgate::claim::StoreError> {
+                let found = sqlx::query($sql::LIST_STUCK)
+                    .bind(now.0)
+                    .bind($crate::common::limit(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("listing stuck claims", e))?;
+                Ok(found
+                    .iter()
+                    .map(|row| {
+                        record(row).map_err(|problem| toolgate::claim::CorruptRow {
+                            raw_key: rows::bytes(row, "operation_key").unwrap_or_default(),
+                            problem,
+                        })
+                    })
+                    .collect())
+            }
+
+            async fn record_reconciliation(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                outcome: &toolgate::claim::ReconcileOutcome,
+                now: toolgate::claim::UnixMillis,
+            ) -> Result<toolgate::claim::Reconciled, toolgate::claim::StoreError> {
+                use toolgate::claim::{ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind};
+                let (resolution, result) = match outcome {
+                    ReconcileOutcome::Applied { receipt } => (Resolution::ReconciledApplied, receipt),
+                    ReconcileOutcome::NotApplied { detail } => {
+                        (Resolution::ReconciledNotApplied, detail)
+                    }
+                };
+                let updated = sqlx::query($sql::RECONCILE)
+                    .bind(now.0)
+                    .bind(resolution.as_str())
+                    .bind(result.as_str())
+                    .bind(key.as_bytes().as_slice())
+                    .bind(now.0)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("recording a reconciliation", e))?;
+                match updated.rows_affected() {
+                    1 => Ok(Reconciled::Recorded),
+                    0 => Ok(Reconciled::NotStuck(self.read_row(key).await?)),
+                    n => Err(StoreError::new(
+                        StoreErrorKind::Invariant,
+                        format!("reconciliation matched {n} rows"),
+                    )),
+                }
+            }
+
+            async fn append_audit(
+                &self,
+                entry: &toolgate::claim::AuditEntry,
+            ) -> Result<(), toolgate::claim::StoreError> {
+                sqlx::query($sql::APPEND_AUDIT)
+                    .bind(entry.at().0)
+                    .bind(entry.actor())
+                    .bind(entry.tool())
+                    .bind(entry.outcome())
+                    .bind(entry.reason())
+                    .bind(entry.key().map(|k| k.as_bytes().as_slice()))
+                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice()))
+                    .execute(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("appending to the audit log", e))?;
+                Ok(())
+            }
+
+            async fn audit_trail(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                limit: u32,
+            ) -> Result<Vec<toolgate::claim::AuditEntry>, toolgate::claim::StoreError> {
+                use toolgate::claim::{AuditEntry, Fingerprint, OperationKey, StoreError, UnixMillis};
+                let found = sqlx::query($sql::AUDIT_TRAIL)
+                    .bind(key.as_bytes().as_slice())
+                    .bind($crate::common::limit(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("reading the audit log", e))?;
+                found
+                    .iter()
+                    .map(|row| {
+                        let entry = (|| {
+                            let key = rows::opt_bytes(row, "operation_key")?
+                                .map(|b| OperationKey::from_slice(&b))
+                                .transpose()
+                                .map_err(|e| ("operation_key", e))?;
+                            let fingerprint = rows::opt_bytes(row, "fingerprint")?
+                                .map(|b| Fingerprint::from_slice(&b))
+                                .transpose()
+                                .map_err(|e| ("fingerprint", e))?;
+                            AuditEntry::new(
+                                UnixMillis(rows::int(row, "at")?),
+                                rows::text(row, "actor")?,
+                                rows::opt_text(row, "tool")?,
+                                rows::text(row, "outcome")?,
+                                rows::opt_text(row, "reason")?,
+                                key,
+                                fingerprint,
+                            )
+                        })();
+                        entry.map_err(|p| StoreError::corrupt(&p))
+                    })
+                    .collect()
+            }
+        }
+    };
+}
+
+pub(crate) use sql_claim_store;

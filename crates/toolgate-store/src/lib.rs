@@ -1,0 +1,108 @@
+//! # toolgate-store
+//!
+//! [`ClaimStore`] backends on sqlx: SQLite (the embedded default: one file
+//! in WAL mode, no set-up), PostgreSQL and MySQL/MariaDB. Pick one at run
+//! time from a URL with [`AnyClaimStore::connect`]:
+//!
+//! | URL | backend |
+//! |---|---|
+//! | `sqlite://PATH` | SQLite file, created if missing |
+//! | `postgres://…`, `postgresql://…` | PostgreSQL |
+//! | `mysql://…`, `mariadb://…` | MySQL or MariaDB |
+//!
+//! Migrations are embedded and run on connect. They are tracked in their own
+//! table, `toolgate_migrations`, so an application's own sqlx migrations in
+//! the same database are not mistaken for ours (or ours for theirs).
+//!
+//! ## The claim protocol (DESIGN §8), identical on every backend
+//!
+//! 1. `BEGIN`; a conditional insert that changes nothing on a duplicate
+//!    (`INSERT … ON CONFLICT DO NOTHING` on SQLite and PostgreSQL,
+//!    `INSERT … ON DUPLICATE KEY UPDATE operation_key = operation_key` on
+//!    MySQL). **No read comes before it**: under REPEATABLE READ (MySQL's
+//!    default) a read would fix the snapshot before the winner commits, and
+//!    the read-back would then find no row.
+//! 2. Read the row back in the same transaction. No row means retry, never
+//!    a win.
+//! 3. The attempt wins only if the row carries its own holder token *and*
+//!    `COMMIT` succeeds. **The affected-row count is never used**: sqlx's
+//!    MySQL driver always sets `CLIENT_FOUND_ROWS`, so the count is 1 for a
+//!    new row and for a duplicate alike (the MariaDB trap; `tests/mysql.rs`
+//!    shows it). The other backends follow the same rule so that there is
+//!    one protocol to reason about.
+//! 4. A deadlock, serialisation failure or lock timeout (MySQL 1213, 1205,
+//!    1020; PostgreSQL 40001, 40P01; SQLite `BUSY`/`LOCKED`) is a lost race:
+//!    roll back and retry the whole claim, which then reads the winner.
+//! 5. Any other `COMMIT` failure leaves the outcome unknown: read the row
+//!    back on a fresh connection, with the same holder token, before
+//!    deciding.
+//!
+//! Completion is `UPDATE … WHERE operation_key = ? AND status = 'in_flight'
+//! AND holder = ?` and must match exactly one row; zero is
+//! [`Completion::Reconcile`](toolgate::claim::Completion::Reconcile).
+//!
+//! Rows read back are validated by the core
+//! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
+//! which uses the strict JSON decoder): a corrupt row is an error value and
+//! is never shown.
+
+#[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
+compile_error!("toolgate-store needs at least one of the features sqlite, postgres, mysql");
+
+mod any;
+mod common;
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use any::{AnyClaimStore, Backend};
+pub use toolgate::claim::ClaimStore;
+use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};
+
+/// Options for connecting a store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Most connections the pool opens. Each claim in flight holds one for
+    /// the length of its transaction.
+    pub max_connections: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+        }
+    }
+}
+
+/// A fresh, unpredictable holder token: 128 bits from the operating
+/// system's random number generator (the core has none; see
+/// [`HolderToken`]).
+pub fn fresh_holder() -> Result<HolderToken, StoreError> {
+    let mut bytes = [0u8; HolderToken::LEN];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Unavailable,
+            format!("random number generator: {e}"),
+        )
+    })?;
+    Ok(HolderToken::from_bytes(bytes))
+}
+
+/// The wall clock as [`UnixMillis`], for callers at the edge (the core
+/// reads no clock). A clock before 1970 reads as 0.
+pub fn now_millis() -> UnixMillis {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    UnixMillis(ms)
+}

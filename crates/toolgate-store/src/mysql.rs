@@ -1,0 +1,105 @@
+//! MySQL and MariaDB.
+//!
+//! # The MariaDB trap
+//!
+//! sqlx's MySQL driver always sets `CLIENT_FOUND_ROWS`. With it, the
+//! affected-row count of `INSERT … ON DUPLICATE KEY UPDATE operation_key =
+//! operation_key` is 1 for a new row *and* for a duplicate (the duplicate's
+//! row was "found"), so the count cannot tell a won claim from a lost one.
+//! The claim is decided only by reading the holder token back and
+//! committing; `tests/mysql.rs` pins the driver's behaviour.
+
+use std::str::FromStr;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use toolgate::claim::{StoreError, StoreErrorKind};
+
+use crate::StoreOptions;
+use crate::common::{map_err, sql_claim_store};
+
+/// The claims and audit tables on MySQL or MariaDB.
+pub struct MySqlClaimStore {
+    pool: MySqlPool,
+    #[cfg(feature = "fault-injection")]
+    hook: Option<crate::fault::FaultHook>,
+}
+
+/// The SQL, with the bind order the shared implementation uses.
+pub mod sql {
+    /// The conditional insert. `UPDATE operation_key = operation_key`
+    /// changes nothing on a duplicate; unlike `INSERT IGNORE` it does not
+    /// also swallow other errors (truncation, bad values) as warnings.
+    pub const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
+        (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
+         status, holder, lease_expires_at, claimed_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?) \
+        ON DUPLICATE KEY UPDATE operation_key = operation_key";
+    pub(super) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = ?";
+    pub(super) const COMPLETE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND holder = ?";
+    pub(super) const RECONCILE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
+    pub(super) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims \
+        WHERE status = 'in_flight' AND lease_expires_at <= ? \
+        ORDER BY lease_expires_at, operation_key LIMIT ?";
+    pub(super) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
+        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
+        VALUES (?, ?, ?, ?, ?, ?, ?)";
+    pub(super) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
+        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = ? \
+        ORDER BY id LIMIT ?";
+    #[cfg(feature = "fault-injection")]
+    pub(super) const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED)";
+}
+
+/// MySQL's lost-race errors: 1213 deadlock (also Galera's certification
+/// failure), 1205 lock wait timeout, 1020 record changed since last read.
+fn contention(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
+        .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
+}
+
+sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, contention);
+
+fn migrator() -> Migrator {
+    let mut m = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "claims and audit log".into(),
+        MigrationType::Simple,
+        include_str!("../migrations/mysql/0001_claims.sql").into_sql_str(),
+        false,
+    )]);
+    m.dangerous_set_table_name("toolgate_migrations");
+    m
+}
+
+impl MySqlClaimStore {
+    /// Connects to `url` (`mysql://…`; `mariadb://` is accepted by
+    /// [`crate::AnyClaimStore`]) and runs the migrations.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let connect = MySqlConnectOptions::from_str(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .connect_with(connect)
+            .await
+            .map_err(|e| map_err("connecting to MySQL", e))?;
+        migrator().run(&pool).await.map_err(|e| {
+            StoreError::new(StoreErrorKind::Migration, format!("MySQL migrations: {e}"))
+        })?;
+        Ok(Self {
+            pool,
+            #[cfg(feature = "fault-injection")]
+            hook: None,
+        })
+    }
+}

@@ -1,0 +1,107 @@
+//! SQLite: the embedded default. One file in WAL mode, created on first
+//! use; nothing to install or run.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use toolgate::claim::{StoreError, StoreErrorKind};
+
+use crate::StoreOptions;
+use crate::common::{map_err, sql_claim_store};
+
+/// The claims and audit tables on SQLite.
+pub struct SqliteClaimStore {
+    pool: SqlitePool,
+    #[cfg(feature = "fault-injection")]
+    hook: Option<crate::fault::FaultHook>,
+}
+
+/// The SQL, with the bind order the shared implementation uses.
+mod sql {
+    pub(super) const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
+        (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
+         status, holder, lease_expires_at, claimed_at) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?) \
+        ON CONFLICT (operation_key) DO NOTHING";
+    pub(super) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = ?";
+    pub(super) const COMPLETE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND holder = ?";
+    pub(super) const RECONCILE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
+    pub(super) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims \
+        WHERE status = 'in_flight' AND lease_expires_at <= ? \
+        ORDER BY lease_expires_at, operation_key LIMIT ?";
+    pub(super) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
+        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
+        VALUES (?, ?, ?, ?, ?, ?, ?)";
+    pub(super) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
+        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = ? \
+        ORDER BY id LIMIT ?";
+    #[cfg(feature = "fault-injection")]
+    pub(super) const CONNECTION_ID: &str = "SELECT -1";
+}
+
+/// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
+/// extended code (the primary code is the low byte).
+fn contention(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|db| db.code())
+        .and_then(|code| code.parse::<i64>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+}
+
+sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, contention);
+
+fn migrator() -> Migrator {
+    let mut m = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "claims and audit log".into(),
+        MigrationType::Simple,
+        include_str!("../migrations/sqlite/0001_claims.sql").into_sql_str(),
+        false,
+    )]);
+    m.dangerous_set_table_name("toolgate_migrations");
+    m
+}
+
+impl SqliteClaimStore {
+    /// Opens (creating if needed) the database at `url` (`sqlite://PATH`)
+    /// and runs the migrations.
+    ///
+    /// WAL mode lets readers proceed while one writer commits; claims
+    /// serialise on the write lock and wait up to the busy timeout for it.
+    /// `synchronous = FULL`: a claim acknowledged and then lost to a power
+    /// cut would let the operation execute twice.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+        let connect = SqliteConnectOptions::from_str(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(10));
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .connect_with(connect)
+            .await
+            .map_err(|e| map_err("opening the SQLite database", e))?;
+        migrator().run(&pool).await.map_err(|e| {
+            StoreError::new(StoreErrorKind::Migration, format!("SQLite migrations: {e}"))
+        })?;
+        Ok(Self {
+            pool,
+            #[cfg(feature = "fault-injection")]
+            hook: None,
+        })
+    }
+}

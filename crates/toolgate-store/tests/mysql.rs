@@ -1,0 +1,299 @@
+//! The claim store on MySQL/MariaDB. Runs when `TOOLGATE_TEST_MYSQL_URL`
+//! is set (CI: `mysql://root@127.0.0.1:3306/test`); skips with a message
+//! otherwise, unless `TOOLGATE_REQUIRE_DATABASES=1`.
+//!
+//! Each test creates its own database (`toolgate_t_<random>`) and points
+//! the store at it, so runs never see each other's rows; the database is
+//! dropped when the test passes.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sqlx::mysql::MySqlPool;
+use toolgate::claim::conformance::Namespace;
+use toolgate::claim::{ClaimStatus, ClaimStore, StoreErrorKind};
+use toolgate_store::fault::{FaultHook, FaultPoint};
+use toolgate_store::mysql::{MySqlClaimStore, sql};
+use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+
+const URL_VAR: &str = "TOOLGATE_TEST_MYSQL_URL";
+
+/// `base` with its database path replaced by `name`.
+fn with_database(base: &str, name: &str) -> String {
+    let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, format!("?{q}")),
+        None => (rest, String::new()),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{authority}/{name}{query}")
+}
+
+/// A throwaway database on the test server.
+struct Db {
+    admin: MySqlPool,
+    name: String,
+    url: String,
+}
+
+impl Db {
+    async fn create() -> Option<Self> {
+        let base = support::database_url(URL_VAR, "MySQL/MariaDB")?;
+        let admin = MySqlPool::connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("{URL_VAR} is set but MySQL is unreachable: {e}"));
+        let name = format!("toolgate_t_{}", support::hex(&support::random16()));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create database");
+        let url = with_database(&base, &name);
+        Some(Self { admin, name, url })
+    }
+
+    async fn store(&self) -> MySqlClaimStore {
+        MySqlClaimStore::connect(&self.url, StoreOptions::default())
+            .await
+            .expect("connect to the test database")
+    }
+
+    async fn drop(self) {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {}", self.name)))
+            .execute(&self.admin)
+            .await
+            .expect("drop database");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mysql_passes_the_conformance_suite() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    support::conformance(Arc::new(db.store().await)).await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_store_picks_mysql_from_the_url_and_passes() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let store = AnyClaimStore::connect(&db.url).await.expect("connect");
+    assert_eq!(store.backend(), Backend::MySql);
+    support::conformance(Arc::new(store)).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn only_the_operation_key_is_unique() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let s = db.store().await;
+    let unique: Vec<(String, String)> = sqlx::query_as(
+        "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'toolgate_claims' AND NON_UNIQUE = 0",
+    )
+    .fetch_all(s.pool())
+    .await
+    .expect("indexes");
+    assert_eq!(
+        unique,
+        vec![("PRIMARY".to_owned(), "operation_key".to_owned())]
+    );
+    let stuck: i64 = sqlx::query_scalar(
+        "SELECT count(DISTINCT INDEX_NAME) FROM information_schema.STATISTICS \
+         WHERE TABLE_SCHEMA = DATABASE() AND INDEX_NAME = 'toolgate_claims_stuck' AND NON_UNIQUE = 1",
+    )
+    .fetch_one(s.pool())
+    .await
+    .expect("stuck index");
+    assert_eq!(stuck, 1);
+    db.drop().await;
+}
+
+/// The MariaDB trap, pinned: sqlx's MySQL driver sets CLIENT_FOUND_ROWS, so
+/// the claim's own conditional insert reports one affected row for a new
+/// row and for a duplicate alike. The count cannot decide a claim; the
+/// holder token read back does (and the conformance race shows it does).
+#[tokio::test]
+async fn affected_rows_are_one_for_a_new_row_and_for_a_duplicate() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let s = db.store().await;
+    let ns = Namespace::new(support::random16());
+    let key = ns.key(202, 0);
+    let mut counts = Vec::new();
+    for holder in [[1u8; 16], [2u8; 16]] {
+        let done = sqlx::query(sql::INSERT_CLAIM)
+            .bind(key.as_bytes().as_slice())
+            .bind(support::fingerprint().as_bytes().as_slice())
+            .bind("apply_goodwill_credit")
+            .bind("{}")
+            .bind("{}")
+            .bind("7")
+            .bind("agent:1")
+            .bind(holder.as_slice())
+            .bind(2_i64)
+            .bind(1_i64)
+            .execute(s.pool())
+            .await
+            .expect("insert");
+        counts.push(done.rows_affected());
+    }
+    assert_eq!(counts, vec![1, 1], "new row, then duplicate");
+    let row = s.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(
+        row.holder.as_bytes(),
+        &[1u8; 16],
+        "the duplicate changed the row"
+    );
+    db.drop().await;
+}
+
+const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, \
+    arguments, scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
+    VALUES (?, ?, 'apply_goodwill_credit', ?, '{}', '7', 'agent:1', 'in_flight', ?, 0, 0)";
+
+#[tokio::test]
+async fn corrupt_rows_are_errors_never_records() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let s = db.store().await;
+    let ns = Namespace::new(support::random16());
+    let key = ns.key(201, 0);
+    sqlx::query(RAW_INSERT)
+        .bind(key.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{\"amount_minor\":")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::corrupt_row_is_never_shown(&s, &ns, key).await;
+    support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
+    let short = [9u8; 31];
+    sqlx::query(RAW_INSERT)
+        .bind(short.as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{}")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn the_audit_table_refuses_update_and_delete() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let s = db.store().await;
+    sqlx::query("INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'a', 'executed')")
+        .execute(s.pool())
+        .await
+        .expect("insert");
+    for sql in [
+        "UPDATE toolgate_audit SET outcome = 'replayed'",
+        "DELETE FROM toolgate_audit",
+    ] {
+        let r = sqlx::query(sql).execute(s.pool()).await;
+        assert!(r.is_err(), "{sql} was allowed");
+    }
+    let outcome: String = sqlx::query_scalar("SELECT outcome FROM toolgate_audit")
+        .fetch_one(s.pool())
+        .await
+        .expect("select");
+    assert_eq!(outcome, "executed");
+    db.drop().await;
+}
+
+/// A hook that kills the claim's connection once, at `point`, from a
+/// second connection, and waits until the server has let it go. The flag
+/// says whether it fired, so a test cannot pass without the fault.
+fn kill_once(admin: MySqlPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&fired);
+    let hook: FaultHook = Arc::new(move |at, pid| {
+        let admin = admin.clone();
+        let fired = Arc::clone(&fired);
+        Box::pin(async move {
+            if at != point || fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            // The id is the server's own integer: safe to format in.
+            sqlx::query(sqlx::AssertSqlSafe(format!("KILL {pid}")))
+                .execute(&admin)
+                .await
+                .expect("kill");
+            // Wait for the connection to go (synchronisation, not timing:
+            // the test asserts nothing about how long this takes).
+            loop {
+                let alive: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID = ?",
+                )
+                .bind(pid)
+                .fetch_one(&admin)
+                .await
+                .expect("processlist");
+                if alive == 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    });
+    (hook, flag)
+}
+
+#[tokio::test]
+async fn fault_connection_killed_mid_transaction_surfaces_and_writes_nothing() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let (hook, fired) = kill_once(db.admin.clone(), FaultPoint::AfterInsert);
+    let store = db.store().await.with_fault_hook(hook);
+    let ns = Namespace::new(support::random16());
+    let (key, req) = support::request_for(&ns, 1);
+    let err = store
+        .claim(req)
+        .await
+        .expect_err("a killed connection must surface");
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    // The insert died with its transaction: no half-written claim.
+    assert_eq!(store.fetch(&key).await.expect("fetch"), None);
+    // And the operation can still be claimed cleanly afterwards.
+    let (_, again) = support::request_for(&ns, 1);
+    support::expect_acquired(store.claim(again).await.expect("claim"));
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn fault_commit_lost_reads_back_before_deciding() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let (hook, fired) = kill_once(db.admin.clone(), FaultPoint::BeforeCommit);
+    let store = db.store().await.with_fault_hook(hook);
+    let ns = Namespace::new(support::random16());
+    let (key, req) = support::request_for(&ns, 2);
+    let holder = *req.holder();
+    // COMMIT fails on the dead connection; the store reads the row back on
+    // a fresh one, finds none (the server rolled back), retries the whole
+    // claim and wins it with the same holder token.
+    let lease = support::expect_acquired(store.claim(req).await.expect("claim"));
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(lease.holder, holder);
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.holder, holder);
+    assert_eq!(row.status, ClaimStatus::InFlight);
+    db.drop().await;
+}

@@ -1,0 +1,261 @@
+//! The claim store on PostgreSQL. Runs when `TOOLGATE_TEST_POSTGRES_URL`
+//! is set (CI: `postgres://postgres@127.0.0.1:5432/test`); skips with a
+//! message otherwise, unless `TOOLGATE_REQUIRE_DATABASES=1`.
+//!
+//! Each test creates its own schema (`toolgate_t_<random>`) and points the
+//! store at it through `search_path`, so runs never see each other's rows;
+//! the schema is dropped when the test passes.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sqlx::postgres::PgPool;
+use toolgate::claim::conformance::Namespace;
+use toolgate::claim::{ClaimStatus, ClaimStore, StoreErrorKind};
+use toolgate_store::fault::{FaultHook, FaultPoint};
+use toolgate_store::postgres::PgClaimStore;
+use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+
+const URL_VAR: &str = "TOOLGATE_TEST_POSTGRES_URL";
+
+/// A throwaway schema on the test server.
+struct Schema {
+    admin: PgPool,
+    name: String,
+    url: String,
+}
+
+impl Schema {
+    async fn create() -> Option<Self> {
+        let base = support::database_url(URL_VAR, "PostgreSQL")?;
+        let admin = PgPool::connect(&base)
+            .await
+            .unwrap_or_else(|e| panic!("{URL_VAR} is set but PostgreSQL is unreachable: {e}"));
+        let name = format!("toolgate_t_{}", support::hex(&support::random16()));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&admin)
+            .await
+            .expect("create schema");
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{name}");
+        Some(Self { admin, name, url })
+    }
+
+    async fn store(&self) -> PgClaimStore {
+        PgClaimStore::connect(&self.url, StoreOptions::default())
+            .await
+            .expect("connect to the test schema")
+    }
+
+    async fn drop(self) {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.name
+        )))
+        .execute(&self.admin)
+        .await
+        .expect("drop schema");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_passes_the_conformance_suite() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    support::conformance(Arc::new(schema.store().await)).await;
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_store_picks_postgres_from_the_url_and_passes() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let store = AnyClaimStore::connect(&schema.url).await.expect("connect");
+    assert_eq!(store.backend(), Backend::Postgres);
+    support::conformance(Arc::new(store)).await;
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn only_the_operation_key_is_unique() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let s = schema.store().await;
+    // Straight from the catalogs: `pg_indexes` renders every index's
+    // definition, which races with other tests dropping their schemas.
+    let unique: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT CAST(i.indexrelid AS BIGINT), a.attname::text FROM pg_index i \
+         JOIN pg_class t ON t.oid = i.indrelid \
+         JOIN pg_namespace n ON n.oid = t.relnamespace \
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY (i.indkey) \
+         WHERE n.nspname = current_schema() AND t.relname = 'toolgate_claims' \
+         AND i.indisunique",
+    )
+    .fetch_all(s.pool())
+    .await
+    .expect("unique indexes");
+    assert_eq!(unique.len(), 1, "{unique:?}");
+    assert_eq!(unique[0].1, "operation_key", "{unique:?}");
+    let stuck: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_index i \
+         JOIN pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_namespace n ON n.oid = c.relnamespace \
+         WHERE n.nspname = current_schema() AND c.relname = 'toolgate_claims_stuck' \
+         AND NOT i.indisunique",
+    )
+    .fetch_one(s.pool())
+    .await
+    .expect("stuck index");
+    assert_eq!(stuck, 1);
+    schema.drop().await;
+}
+
+const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, \
+    arguments, scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
+    VALUES ($1, $2, 'apply_goodwill_credit', $3, '{}', '7', 'agent:1', 'in_flight', $4, 0, 0)";
+
+#[tokio::test]
+async fn corrupt_rows_are_errors_never_records() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let s = schema.store().await;
+    let ns = Namespace::new(support::random16());
+    let key = ns.key(201, 0);
+    sqlx::query(RAW_INSERT)
+        .bind(key.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{\"amount_minor\":")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::corrupt_row_is_never_shown(&s, &ns, key).await;
+    support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
+    let short = [9u8; 31];
+    sqlx::query(RAW_INSERT)
+        .bind(short.as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{}")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn the_audit_table_refuses_update_delete_and_truncate() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let s = schema.store().await;
+    sqlx::query("INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'a', 'executed')")
+        .execute(s.pool())
+        .await
+        .expect("insert");
+    for sql in [
+        "UPDATE toolgate_audit SET outcome = 'replayed'",
+        "DELETE FROM toolgate_audit",
+        "TRUNCATE toolgate_audit",
+    ] {
+        let r = sqlx::query(sql).execute(s.pool()).await;
+        assert!(r.is_err(), "{sql} was allowed");
+    }
+    let outcome: String = sqlx::query_scalar("SELECT outcome FROM toolgate_audit")
+        .fetch_one(s.pool())
+        .await
+        .expect("select");
+    assert_eq!(outcome, "executed");
+    schema.drop().await;
+}
+
+/// A hook that terminates the claim's connection once, at `point`, from a
+/// second connection, and waits until the server has let it go. The flag
+/// says whether it fired, so a test cannot pass without the fault.
+fn kill_once(admin: PgPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&fired);
+    let hook: FaultHook = Arc::new(move |at, pid| {
+        let admin = admin.clone();
+        let fired = Arc::clone(&fired);
+        Box::pin(async move {
+            if at != point || fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let pid = i32::try_from(pid).expect("backend pid");
+            let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+                .bind(pid)
+                .fetch_one(&admin)
+                .await
+                .expect("terminate");
+            assert!(killed, "pg_terminate_backend({pid}) found no backend");
+            // Wait for the backend to exit (synchronisation, not timing:
+            // the test asserts nothing about how long this takes).
+            loop {
+                let alive: i64 =
+                    sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = $1")
+                        .bind(pid)
+                        .fetch_one(&admin)
+                        .await
+                        .expect("pg_stat_activity");
+                if alive == 0 {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+    });
+    (hook, flag)
+}
+
+#[tokio::test]
+async fn fault_connection_killed_mid_transaction_surfaces_and_writes_nothing() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let (hook, fired) = kill_once(schema.admin.clone(), FaultPoint::AfterInsert);
+    let store = schema.store().await.with_fault_hook(hook);
+    let ns = Namespace::new(support::random16());
+    let (key, req) = support::request_for(&ns, 1);
+    let err = store
+        .claim(req)
+        .await
+        .expect_err("a killed connection must surface");
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
+    // The insert died with its transaction: no half-written claim.
+    assert_eq!(store.fetch(&key).await.expect("fetch"), None);
+    // And the operation can still be claimed cleanly afterwards.
+    let (_, again) = support::request_for(&ns, 1);
+    support::expect_acquired(store.claim(again).await.expect("claim"));
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn fault_commit_lost_reads_back_before_deciding() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let (hook, fired) = kill_once(schema.admin.clone(), FaultPoint::BeforeCommit);
+    let store = schema.store().await.with_fault_hook(hook);
+    let ns = Namespace::new(support::random16());
+    let (key, req) = support::request_for(&ns, 2);
+    let holder = *req.holder();
+    // COMMIT fails on the dead connection; the store reads the row back on
+    // a fresh one, finds none (the server rolled back), retries the whole
+    // claim and wins it with the same holder token.
+    let lease = support::expect_acquired(store.claim(req).await.expect("claim"));
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(lease.holder, holder);
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.holder, holder);
+    assert_eq!(row.status, ClaimStatus::InFlight);
+    schema.drop().await;
+}

@@ -1,0 +1,194 @@
+//! The claim store on SQLite: always runs, on a temporary file.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use toolgate::claim::conformance::Namespace;
+use toolgate::claim::{ClaimStore, MemoryClaimStore};
+use toolgate_store::sqlite::SqliteClaimStore;
+use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+
+/// A fresh database file under the system temporary directory, removed
+/// (with its WAL files) when dropped.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> Self {
+        let name = format!("toolgate-store-{}.db", support::hex(&support::random16()));
+        Self(std::env::temp_dir().join(name))
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.display())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+async fn store(db: &TempDb) -> SqliteClaimStore {
+    SqliteClaimStore::connect(&db.url(), StoreOptions::default())
+        .await
+        .expect("open SQLite")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqlite_passes_the_conformance_suite() {
+    let db = TempDb::new();
+    support::conformance(Arc::new(store(&db).await)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn memory_store_passes_the_conformance_suite() {
+    // The reference implementation lives in the core, which links no
+    // runtime; its conformance run lives here.
+    support::conformance(Arc::new(MemoryClaimStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn any_store_picks_sqlite_from_the_url_and_passes() {
+    let db = TempDb::new();
+    let store = AnyClaimStore::connect(&db.url()).await.expect("connect");
+    assert_eq!(store.backend(), Backend::Sqlite);
+    support::conformance(Arc::new(store)).await;
+}
+
+#[tokio::test]
+async fn the_database_is_a_wal_file_and_reopening_keeps_claims() {
+    let db = TempDb::new();
+    let ns = Namespace::new(support::random16());
+    let (key, req) = support::request_for(&ns, 1);
+    {
+        let s = store(&db).await;
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(s.pool())
+            .await
+            .expect("pragma");
+        assert_eq!(mode, "wal");
+        support::expect_acquired(s.claim(req).await.expect("claim"));
+        s.pool().close().await;
+    }
+    // Reopening runs the migrations again (a no-op) and sees the claim.
+    let s = store(&db).await;
+    let row = s.fetch(&key).await.expect("fetch").expect("row survives");
+    assert_eq!(row.key, key);
+}
+
+#[tokio::test]
+async fn only_the_operation_key_is_unique() {
+    let db = TempDb::new();
+    let s = store(&db).await;
+    let unique: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM pragma_index_list('toolgate_claims') WHERE \"unique\" = 1",
+    )
+    .fetch_all(s.pool())
+    .await
+    .expect("index list");
+    assert_eq!(unique.len(), 1, "{unique:?}");
+    let cols: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM pragma_index_info((SELECT name FROM pragma_index_list('toolgate_claims') WHERE \"unique\" = 1))",
+    )
+    .fetch_all(s.pool())
+    .await
+    .expect("index info");
+    assert_eq!(cols, vec!["operation_key".to_owned()]);
+    let stuck: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pragma_index_list('toolgate_claims') WHERE name = 'toolgate_claims_stuck' AND \"unique\" = 0",
+    )
+    .fetch_one(s.pool())
+    .await
+    .expect("stuck index");
+    assert_eq!(stuck, 1);
+}
+
+const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, \
+    arguments, scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
+    VALUES (?, ?, 'apply_goodwill_credit', ?, '{}', '7', 'agent:1', 'in_flight', ?, 0, 0)";
+
+#[tokio::test]
+async fn corrupt_rows_are_errors_never_records() {
+    let db = TempDb::new();
+    let s = store(&db).await;
+    let ns = Namespace::new(support::random16());
+
+    // Invalid JSON in the arguments, under a valid key.
+    let key = ns.key(201, 0);
+    sqlx::query(RAW_INSERT)
+        .bind(key.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{\"amount_minor\":")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::corrupt_row_is_never_shown(&s, &ns, key).await;
+    support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
+
+    // Duplicate keys inside stored arguments: the strict decoder's rule.
+    let key = ns.key(201, 1);
+    sqlx::query(RAW_INSERT)
+        .bind(key.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind(r#"{"amount_minor":1500,"amount_minor":99999}"#)
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::corrupt_row_is_never_shown(&s, &ns, key).await;
+
+    // A key of the wrong length: only a listing can reach it.
+    let short = [9u8; 31];
+    sqlx::query(RAW_INSERT)
+        .bind(short.as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{}")
+        .bind([7u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
+}
+
+#[tokio::test]
+async fn the_audit_table_refuses_update_and_delete() {
+    let db = TempDb::new();
+    let s = store(&db).await;
+    sqlx::query("INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'a', 'executed')")
+        .execute(s.pool())
+        .await
+        .expect("insert");
+    let upd = sqlx::query("UPDATE toolgate_audit SET outcome = 'replayed'")
+        .execute(s.pool())
+        .await;
+    assert!(upd.is_err(), "update was allowed");
+    let del = sqlx::query("DELETE FROM toolgate_audit")
+        .execute(s.pool())
+        .await;
+    assert!(del.is_err(), "delete was allowed");
+    let outcome: String = sqlx::query_scalar("SELECT outcome FROM toolgate_audit")
+        .fetch_one(s.pool())
+        .await
+        .expect("select");
+    assert_eq!(outcome, "executed");
+}
+
+#[tokio::test]
+async fn a_bad_url_is_a_config_error() {
+    for url in ["redis://localhost", "no-scheme", ""] {
+        let err = AnyClaimStore::connect(url).await.err().expect("must fail");
+        assert_eq!(
+            err.kind(),
+            toolgate::claim::StoreErrorKind::Config,
+            "{url}: {err}"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! Shared by the per-database test targets.
+
+#![allow(dead_code, reason = "each test target uses a different subset")]
+
+use std::io::Write;
+use std::sync::Arc;
+
+use toolgate::claim::conformance::{self, BoxFuture, ClaimResult, Namespace};
+use toolgate::claim::{
+    ClaimRequest, ClaimStore, CorruptRow, Fingerprint, OperationKey, RawClaim, StoreError,
+    StoreErrorKind, UnixMillis,
+};
+
+/// Set to `1` (CI does) to turn a missing or unreachable database into a
+/// failure instead of a skip.
+pub const REQUIRE: &str = "TOOLGATE_REQUIRE_DATABASES";
+
+pub fn required() -> bool {
+    std::env::var(REQUIRE).is_ok_and(|v| v == "1")
+}
+
+/// The database URL in `var`, or `None` (after saying so) when it is unset
+/// and databases are not required.
+pub fn database_url(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                !required(),
+                "{REQUIRE}=1 but {var} is not set: the {what} tests cannot run"
+            );
+            // Straight to stderr, past the test harness's output capture,
+            // so the skip is visible in a normal `cargo test` run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {var} is not set, so this {what} test did not run"
+            );
+            None
+        }
+    }
+}
+
+/// 16 random bytes, to name this run's schema and namespace its keys.
+pub fn random16() -> [u8; 16] {
+    *toolgate_store::fresh_holder()
+        .expect("random number generator")
+        .as_bytes()
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs each attempt of the race on its own tokio task.
+pub fn spawn_tokio(fut: BoxFuture<ClaimResult>) -> BoxFuture<ClaimResult> {
+    Box::pin(async move {
+        match tokio::spawn(fut).await {
+            Ok(r) => r,
+            Err(e) => Err(StoreError::new(
+                StoreErrorKind::Invariant,
+                format!("task failed: {e}"),
+            )),
+        }
+    })
+}
+
+/// The whole conformance suite, with a race of 16 attempts on parallel
+/// tasks, then a second race with the attempts interleaved on one task.
+pub async fn conformance<S: ClaimStore + 'static>(store: Arc<S>) {
+    let ns = Namespace::new(random16());
+    conformance::run_all(Arc::clone(&store), &ns, spawn_tokio, 16).await;
+    let ns = Namespace::new(random16());
+    conformance::concurrent_claims_one_winner(store, &ns, |f| f, 16).await;
+}
+
+/// A request for key `n` of the store tests' own case number (200).
+pub fn request_for(ns: &Namespace, n: u32) -> (OperationKey, ClaimRequest) {
+    let key = ns.key(200, n);
+    let req = conformance::request(ns, key, 1, 1500, conformance::T0);
+    (key, req)
+}
+
+pub fn fingerprint() -> Fingerprint {
+    conformance::fingerprint(1)
+}
+
+/// After the row for `key` has been corrupted: reading it is an error,
+/// claiming it is an error, and neither shows the row.
+pub async fn corrupt_row_is_never_shown<S: ClaimStore>(
+    store: &S,
+    ns: &Namespace,
+    key: OperationKey,
+) {
+    let err = store
+        .fetch(&key)
+        .await
+        .expect_err("corrupt row was returned");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    let req = conformance::request(ns, key, 1, 1500, conformance::T0);
+    let err = store.claim(req).await.expect_err("corrupt row was judged");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+}
+
+/// A stuck listing reports a corrupt row by its raw key, not as a record.
+pub async fn stuck_listing_reports_corrupt<S: ClaimStore>(store: &S, raw_key: &[u8], field: &str) {
+    let now = UnixMillis(i64::MAX);
+    let entries = store.list_stuck(now, 10_000).await.expect("list_stuck");
+    let found: Vec<&CorruptRow> = entries
+        .iter()
+        .filter_map(|e| e.as_ref().err())
+        .filter(|c| c.raw_key == raw_key)
+        .collect();
+    assert_eq!(found.len(), 1, "corrupt row not reported: {entries:?}");
+    assert_eq!(found[0].problem.field(), field);
+}
+
+pub fn expect_acquired(raw: RawClaim) -> toolgate::claim::Lease {
+    match raw {
+        RawClaim::Acquired(lease) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}

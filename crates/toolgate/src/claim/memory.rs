@@ -1,0 +1,196 @@
+//! The reference claim store: a map behind a std mutex.
+//!
+//! A std `Mutex` rather than an async one: the critical sections are short
+//! and never held across an `.await`, and the core links no runtime. Every
+//! operation is one critical section, so the insert-or-read of a claim is
+//! atomic and there is no commit to fail.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Mutex, MutexGuard};
+
+use super::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, CompletionRecord,
+    HolderToken, JsonText, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+    Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+};
+
+#[derive(Default)]
+struct State {
+    claims: HashMap<OperationKey, ClaimRecord>,
+    audit: Vec<AuditEntry>,
+}
+
+/// An in-process [`ClaimStore`]. Nothing survives the process: use it for
+/// tests and single-process demos, and a `toolgate-store` backend otherwise.
+#[derive(Default)]
+pub struct MemoryClaimStore {
+    state: Mutex<State>,
+}
+
+impl MemoryClaimStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, State>, StoreError> {
+        // A poisoned lock means a panic mid-update elsewhere; refuse to
+        // answer rather than guess at the state.
+        self.state
+            .lock()
+            .map_err(|_| StoreError::new(StoreErrorKind::Invariant, "store lock poisoned"))
+    }
+
+    fn claim_now(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        let mut state = self.lock()?;
+        let row = state
+            .claims
+            .entry(*request.key())
+            .or_insert_with(|| ClaimRecord {
+                key: *request.key(),
+                fingerprint: *request.fingerprint(),
+                proposal: request.proposal().clone(),
+                status: ClaimStatus::InFlight,
+                holder: *request.holder(),
+                lease_expires_at: request.lease_expires_at(),
+                claimed_at: request.now(),
+                completion: None,
+            })
+            .clone();
+        // Same rule as the SQL backends: the attempt wins because its token
+        // is in the row, not because an insert "happened".
+        Ok(match request.judge(row) {
+            ReadBack::Ours(lease) => RawClaim::Acquired(lease),
+            ReadBack::Theirs(other) => other,
+        })
+    }
+
+    fn complete_now(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<Completion, StoreError> {
+        let mut state = self.lock()?;
+        match state.claims.get_mut(key) {
+            Some(row) if row.status == ClaimStatus::InFlight && row.holder == *holder => {
+                row.status = ClaimStatus::Completed;
+                row.completion = Some(CompletionRecord {
+                    completed_at: now,
+                    resolution: Resolution::Executed,
+                    result: result.clone(),
+                });
+                Ok(Completion::Recorded)
+            }
+            _ => Ok(Completion::Reconcile),
+        }
+    }
+
+    fn reconcile_now(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        let mut state = self.lock()?;
+        match state.claims.get_mut(key) {
+            Some(row) if row.is_stuck(now) => {
+                let (resolution, result) = match outcome {
+                    ReconcileOutcome::Applied { receipt } => {
+                        (Resolution::ReconciledApplied, receipt.clone())
+                    }
+                    ReconcileOutcome::NotApplied { detail } => {
+                        (Resolution::ReconciledNotApplied, detail.clone())
+                    }
+                };
+                row.status = ClaimStatus::Completed;
+                row.completion = Some(CompletionRecord {
+                    completed_at: now,
+                    resolution,
+                    result,
+                });
+                Ok(Reconciled::Recorded)
+            }
+            other => Ok(Reconciled::NotStuck(other.map(|r| r.clone()))),
+        }
+    }
+
+    fn stuck_now(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        let state = self.lock()?;
+        let mut stuck: Vec<&ClaimRecord> =
+            state.claims.values().filter(|r| r.is_stuck(now)).collect();
+        stuck.sort_by_key(|r| (r.lease_expires_at, r.key));
+        Ok(stuck
+            .into_iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(|r| Ok(r.clone()))
+            .collect())
+    }
+}
+
+impl ClaimStore for MemoryClaimStore {
+    fn claim(
+        &self,
+        request: ClaimRequest,
+    ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send {
+        std::future::ready(self.claim_now(request))
+    }
+
+    fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        std::future::ready(self.complete_now(key, holder, result, now))
+    }
+
+    fn fetch(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
+        std::future::ready(self.lock().map(|s| s.claims.get(key).cloned()))
+    }
+
+    fn list_stuck(
+        &self,
+        now: UnixMillis,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send {
+        std::future::ready(self.stuck_now(now, limit))
+    }
+
+    fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
+        std::future::ready(self.reconcile_now(key, outcome, now))
+    }
+
+    fn append_audit(
+        &self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        std::future::ready(self.lock().map(|mut s| s.audit.push(entry.clone())))
+    }
+
+    fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        std::future::ready(self.lock().map(|s| {
+            s.audit
+                .iter()
+                .filter(|e| e.key() == Some(key))
+                .take(usize::try_from(limit).unwrap_or(usize::MAX))
+                .cloned()
+                .collect()
+        }))
+    }
+}

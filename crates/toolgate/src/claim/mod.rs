@@ -1,0 +1,130 @@
+//! Claims: one operation key admits one write (DESIGN §8).
+//!
+//! This module holds the plain data every backend shares, the
+//! [`ClaimStore`] trait, a reference in-memory implementation
+//! ([`MemoryClaimStore`]) and, behind the `testkit` feature, the
+//! conformance suite every backend must pass ([`conformance`]).
+//!
+//! The protocol, whatever the backend:
+//!
+//! - **claim** = a conditional insert that changes nothing on a duplicate,
+//!   then a read-back of the row in the same transaction. The attempt wins
+//!   only if the row carries its own [`HolderToken`] *and* the transaction
+//!   commits ([`ClaimRequest::judge`], DESIGN invariant 6). Affected-row
+//!   counts are never consulted: MySQL drivers that set `CLIENT_FOUND_ROWS`
+//!   report 1 for a duplicate too.
+//! - an in-flight claim whose lease has ended is reported as
+//!   [`RawClaim::Expired`], never re-acquired (invariant 8);
+//! - **complete** changes the row only where key, `in_flight` and holder all
+//!   match, and exactly one row must change; otherwise the answer is
+//!   [`Completion::Reconcile`] and nothing is written (invariant 7);
+//! - **reconcile** closes a stuck claim with what the downstream system
+//!   reported; it never executes anything;
+//! - the **audit log** is append-only.
+//!
+//! Time is always passed in ([`UnixMillis`]); nothing here reads a clock.
+
+mod audit;
+mod error;
+mod ids;
+mod memory;
+mod record;
+mod request;
+
+#[cfg(any(test, feature = "testkit"))]
+pub mod conformance;
+
+use std::future::Future;
+
+pub use audit::AuditEntry;
+pub use error::{StoreError, StoreErrorKind};
+pub use ids::{Fingerprint, HolderToken, IdError, OperationKey};
+pub use memory::MemoryClaimStore;
+pub use record::{
+    ClaimRecord, ClaimStatus, CompletionRecord, CorruptRecord, JsonText, MAX_LABEL_BYTES,
+    ProposalRecord, RECORD_JSON_LIMITS, RESULT_JSON_LIMITS, Resolution, StoredClaim, UnixMillis,
+};
+pub use request::{
+    ClaimRequest, Completion, Lease, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+};
+
+/// A stuck-claim listing entry: a valid record, or a row that failed
+/// validation (reported with its raw key so an operator can find it, and
+/// never shown as a record).
+pub type StuckEntry = Result<ClaimRecord, CorruptRow>;
+
+/// A stored row that failed validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRow {
+    /// The raw `operation_key` column, whatever its length.
+    pub raw_key: Vec<u8>,
+    /// What was wrong.
+    pub problem: CorruptRecord,
+}
+
+/// Where claims, results and the audit log live.
+///
+/// Methods return `impl Future + Send` rather than using `async-trait`, so
+/// the trait is not dyn-compatible; pick a backend at run time with an enum
+/// (`toolgate_store::AnyClaimStore`).
+///
+/// Every implementation must pass [`conformance`].
+pub trait ClaimStore: Send + Sync {
+    /// Tries to claim `request.key()` for `request.holder()`. See the
+    /// module docs for the protocol. Contention is retried inside the store;
+    /// the answer is the winner's row or this attempt's lease.
+    fn claim(
+        &self,
+        request: ClaimRequest,
+    ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send;
+
+    /// Records `result` for the claim on `key`, only if it is in flight and
+    /// held by `holder`. Exactly one row changes, or none and the answer is
+    /// [`Completion::Reconcile`].
+    fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
+
+    /// Reads one claim (operations and reconciliation; the pipeline only
+    /// ever uses [`ClaimStore::claim`]). A corrupt row is an error.
+    fn fetch(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send;
+
+    /// In-flight claims whose lease ended at or before `now`, oldest lease
+    /// first, at most `limit`.
+    fn list_stuck(
+        &self,
+        now: UnixMillis,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send;
+
+    /// Closes a stuck claim with what the downstream system reported. Only
+    /// an in-flight claim whose lease ended at or before `now` changes;
+    /// anything else is [`Reconciled::NotStuck`]. Never executes.
+    fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send;
+
+    /// Appends one entry to the audit log.
+    fn append_audit(
+        &self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The audit entries for `key`, in the order they were appended, at most
+    /// `limit`.
+    fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+}

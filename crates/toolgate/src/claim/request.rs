@@ -1,0 +1,223 @@
+//! The claim request and what a claim attempt can come back with.
+
+use std::time::Duration;
+
+use super::ids::{Fingerprint, HolderToken, OperationKey};
+use super::record::{ClaimRecord, ClaimStatus, ProposalRecord, UnixMillis};
+
+/// One attempt to claim an operation.
+///
+/// # Who can build one
+///
+/// Only code inside this crate: [`ClaimRequest::new`] is `pub(crate)`. The
+/// pipeline builds it from the value that proves the proposal was decoded,
+/// validated and authorised (DESIGN invariant 3: nothing touches the claim
+/// store before authorisation), so an application cannot reach a claim
+/// store with a request that skipped a stage. Backends in other crates only
+/// read it through the accessors.
+///
+/// The `testkit` feature adds [`ClaimRequest::for_testing`] for the
+/// conformance suite. It must only ever be enabled from `[dev-dependencies]`.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    key: OperationKey,
+    fingerprint: Fingerprint,
+    proposal: ProposalRecord,
+    holder: HolderToken,
+    now: UnixMillis,
+    lease_expires_at: UnixMillis,
+}
+
+impl ClaimRequest {
+    /// Builds a request. `holder` must be fresh and unpredictable for this
+    /// attempt (see [`HolderToken`]); `lease` is how long the winner may run
+    /// before the claim counts as stuck. A lease shorter than a millisecond
+    /// is raised to one, so a won claim is never expired at birth.
+    #[cfg_attr(
+        not(any(test, feature = "testkit")),
+        expect(
+            dead_code,
+            reason = "the pipeline stage that builds requests is not built yet"
+        )
+    )]
+    pub(crate) fn new(
+        key: OperationKey,
+        fingerprint: Fingerprint,
+        proposal: ProposalRecord,
+        holder: HolderToken,
+        now: UnixMillis,
+        lease: Duration,
+    ) -> Self {
+        let ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX).max(1);
+        Self {
+            key,
+            fingerprint,
+            proposal,
+            holder,
+            now,
+            lease_expires_at: now.plus_millis(ms),
+        }
+    }
+
+    /// Test-only constructor for the conformance suite (`testkit` feature).
+    #[cfg(any(test, feature = "testkit"))]
+    pub fn for_testing(
+        key: OperationKey,
+        fingerprint: Fingerprint,
+        proposal: ProposalRecord,
+        holder: HolderToken,
+        now: UnixMillis,
+        lease: Duration,
+    ) -> Self {
+        Self::new(key, fingerprint, proposal, holder, now, lease)
+    }
+
+    /// The operation being claimed.
+    pub fn key(&self) -> &OperationKey {
+        &self.key
+    }
+
+    /// The proposal's fingerprint.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The proposal record to write if the claim is won.
+    pub fn proposal(&self) -> &ProposalRecord {
+        &self.proposal
+    }
+
+    /// This attempt's holder token.
+    pub fn holder(&self) -> &HolderToken {
+        &self.holder
+    }
+
+    /// The time of the attempt; also the claim time if it is won.
+    pub fn now(&self) -> UnixMillis {
+        self.now
+    }
+
+    /// When the lease ends if the claim is won.
+    pub fn lease_expires_at(&self) -> UnixMillis {
+        self.lease_expires_at
+    }
+
+    /// Judges the row read back inside the claim transaction.
+    ///
+    /// [`ReadBack::Ours`] is *not* a won claim yet: the backend must commit
+    /// first and turn it into [`RawClaim::Acquired`] only if the commit
+    /// succeeds (DESIGN §8). Every other row is someone else's claim and is
+    /// final whatever happens to the transaction, which wrote nothing.
+    pub fn judge(&self, row: ClaimRecord) -> ReadBack {
+        let ours = row.holder == self.holder
+            && row.fingerprint == self.fingerprint
+            && row.status == ClaimStatus::InFlight;
+        if ours {
+            return ReadBack::Ours(Lease {
+                key: row.key,
+                holder: row.holder,
+                expires_at: row.lease_expires_at,
+            });
+        }
+        ReadBack::Theirs(if row.fingerprint != self.fingerprint {
+            RawClaim::Mismatch(row)
+        } else if row.status == ClaimStatus::Completed {
+            RawClaim::Completed(row)
+        } else if row.lease_expires_at <= self.now {
+            RawClaim::Expired(row)
+        } else {
+            RawClaim::InFlight(row)
+        })
+    }
+}
+
+/// A won claim: this holder may run the executor until `expires_at`, then
+/// complete with the same holder token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The operation.
+    pub key: OperationKey,
+    /// The winning attempt's token.
+    pub holder: HolderToken,
+    /// When the lease ends.
+    pub expires_at: UnixMillis,
+}
+
+/// The row read back in the claim transaction, judged by
+/// [`ClaimRequest::judge`].
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per claim attempt, consumed at once; boxing buys nothing"
+)]
+pub enum ReadBack {
+    /// The row carries this attempt's token: won if, and only if, the
+    /// transaction commits.
+    Ours(Lease),
+    /// Another attempt holds the operation.
+    Theirs(RawClaim),
+}
+
+/// What a claim attempt found. Plain data: the pipeline turns `Acquired`
+/// into its own won-claim stage, so no backend can forge one.
+#[derive(Debug)]
+#[must_use]
+pub enum RawClaim {
+    /// This attempt inserted the row, read its own token back and committed.
+    Acquired(Lease),
+    /// Same fingerprint, another holder, lease still live: `in_flight`.
+    InFlight(ClaimRecord),
+    /// Same fingerprint, completed: `replayed` with the recorded result.
+    Completed(ClaimRecord),
+    /// Different fingerprint: `conflict`, carrying the prior proposal and,
+    /// if completed, its result. Takes precedence over an expired lease:
+    /// this proposal is not the one that is stuck.
+    Mismatch(ClaimRecord),
+    /// Same fingerprint, still in flight, lease ended: the outcome of the
+    /// first attempt is unknown. `needs_reconciliation` — never re-acquired,
+    /// never executed again (DESIGN invariant 8).
+    Expired(ClaimRecord),
+}
+
+/// The result of an ownership-checked completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Completion {
+    /// Exactly one row changed: the result is recorded.
+    Recorded,
+    /// No row matched key, `in_flight` and holder: this holder no longer
+    /// owns the claim (it was reconciled, or the token is stale or wrong).
+    /// Nothing was written. The caller must reconcile, not retry.
+    Reconcile,
+}
+
+/// What the downstream system said about an expired claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReconcileOutcome {
+    /// The write happened; the receipt becomes the recorded result.
+    Applied {
+        /// The downstream system's receipt.
+        receipt: super::record::JsonText,
+    },
+    /// The write did not happen. The claim is closed with this detail as its
+    /// result; nothing is executed for this key again.
+    NotApplied {
+        /// What the downstream system reported.
+        detail: super::record::JsonText,
+    },
+}
+
+/// The result of recording a reconciliation.
+#[derive(Debug)]
+#[must_use]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per reconciliation, consumed at once; boxing buys nothing"
+)]
+pub enum Reconciled {
+    /// Exactly one stuck row was closed with the outcome.
+    Recorded,
+    /// The claim was not stuck at `now` (still leased, already completed)
+    /// or does not exist; nothing was written. Carries the row if any.
+    NotStuck(Option<ClaimRecord>),
+}
