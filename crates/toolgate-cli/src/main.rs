@@ -26,6 +26,7 @@ enum Command {
     Bench(cmd::bench::Args),
     Check(cmd::check::Args),
     Policy(cmd::policy::Args),
+    Claims(cmd::claims::Args),
 }
 
 fn main() -> ExitCode {
@@ -43,5 +44,6 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Check(args) => cmd::check::run(args),
         Command::Policy(args) => cmd::policy::run(args),
+        Command::Claims(args) => cmd::claims::run(args),
     }
 }

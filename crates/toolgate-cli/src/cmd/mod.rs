@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod claims;
 pub mod decode;
 pub mod normalize;
 pub mod policy;

@@ -1,0 +1,127 @@
+//! `toolgate claims`: operations on the claim store (issue 4, §7).
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+use toolgate::claim::{ClaimRecord, ClaimStore, CorruptRow, UnixMillis};
+use toolgate_store::AnyClaimStore;
+
+use crate::io::{io_failure, print_line};
+
+/// Inspect the claim store.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    Stuck(StuckArgs),
+}
+
+/// List stuck claims: in flight past their lease, outcome unknown.
+///
+/// Each one needs reconciliation against the downstream system; none may be
+/// executed again. Output: one JSON object per line, oldest lease first:
+///
+///   {"operation_key":"<hex>","fingerprint":"<hex>","tool":"...",
+///    "status":"in_flight","holder":"<hex>","claimed_at":<ms>,
+///    "lease_expires_at":<ms>,"stuck_for_ms":<ms>,
+///    "proposal":{"arguments":{...},"scope":{...},"version_seen":"...",
+///                "proposer":"..."}}
+///
+/// A row that fails validation is never shown as a claim; it is reported as
+///   {"corrupt":{"raw_key":"<hex>","field":"...","message":"..."}}
+///
+/// Times are Unix milliseconds. Exit 0 when the listing succeeded (also
+/// when it is empty), 2 for usage, connection and database errors.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+struct StuckArgs {
+    /// The claim store: sqlite://PATH, postgres://... or mysql://...
+    #[arg(long, value_name = "URL")]
+    db: String,
+    /// List at most this many claims.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    limit: u32,
+    /// Judge leases as of this time (Unix milliseconds) instead of now.
+    #[arg(long, value_name = "MS")]
+    now: Option<i64>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Stuck(args) => stuck(args),
+    }
+}
+
+fn stuck(args: StuckArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return io_failure("starting the async runtime", &e),
+    };
+    let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
+    let listed = runtime.block_on(async {
+        let store = AnyClaimStore::connect(&args.db).await?;
+        store.list_stuck(now, args.limit).await
+    });
+    let entries = match listed {
+        Ok(entries) => entries,
+        Err(e) => {
+            eprintln!("toolgate claims stuck: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for entry in entries {
+        let line = match entry {
+            Ok(record) => claim_line(&record, now),
+            Err(corrupt) => corrupt_line(&corrupt),
+        };
+        if let Err(e) = print_line(&line.to_string()) {
+            return io_failure("writing stdout", &e);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn claim_line(r: &ClaimRecord, now: UnixMillis) -> Value {
+    // The record passed validation, so both decode; `null` would only mean
+    // the limits changed between write and read, and is shown as such.
+    let arguments = r.proposal.arguments_value().unwrap_or(Value::Null);
+    let scope = toolgate::decode::decode(
+        r.proposal.scope().as_bytes(),
+        &toolgate::claim::RECORD_JSON_LIMITS,
+    )
+    .unwrap_or(Value::Null);
+    json!({
+        "operation_key": r.key.to_hex(),
+        "fingerprint": r.fingerprint.to_hex(),
+        "tool": r.proposal.tool(),
+        "status": r.status.as_str(),
+        "holder": r.holder.to_hex(),
+        "claimed_at": r.claimed_at.0,
+        "lease_expires_at": r.lease_expires_at.0,
+        "stuck_for_ms": now.0.saturating_sub(r.lease_expires_at.0),
+        "proposal": {
+            "arguments": arguments,
+            "scope": scope,
+            "version_seen": r.proposal.version_seen(),
+            "proposer": r.proposal.proposer(),
+        },
+    })
+}
+
+fn corrupt_line(c: &CorruptRow) -> Value {
+    let raw_key: String = c.raw_key.iter().map(|b| format!("{b:02x}")).collect();
+    json!({
+        "corrupt": {
+            "raw_key": raw_key,
+            "field": c.problem.field(),
+            "message": c.problem.message(),
+        }
+    })
+}

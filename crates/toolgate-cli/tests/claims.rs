@@ -1,0 +1,164 @@
+//! `toolgate claims stuck`: the listing scripts read (issue 4, §7), on an
+//! embedded SQLite store.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::{Value, json};
+use toolgate::claim::conformance::{self, Namespace, T0};
+use toolgate::claim::{ClaimStore, Completion, JsonText, RawClaim};
+use toolgate_store::StoreOptions;
+use toolgate_store::sqlite::SqliteClaimStore;
+
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> Self {
+        let bytes = *toolgate_store::fresh_holder().expect("rng").as_bytes();
+        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        Self(std::env::temp_dir().join(format!("toolgate-cli-claims-{name}.db")))
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite://{}", self.0.display())
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn toolgate(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .output()
+        .expect("run toolgate");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8(out.stdout).expect("UTF-8"),
+        String::from_utf8(out.stderr).expect("UTF-8"),
+    )
+}
+
+/// One stuck claim, one live, one completed, one corrupt row: the listing
+/// shows exactly the stuck one in full and reports the corrupt one by key.
+#[tokio::test]
+async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
+    let db = TempDb::new();
+    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
+        .await
+        .expect("open");
+    let ns = Namespace::new([0x5a; 16]);
+    let stuck_key = ns.key(1, 0);
+    let live_key = ns.key(1, 1);
+    let done_key = ns.key(1, 2);
+    let stuck_req = conformance::request(&ns, stuck_key, 1, 1500, T0);
+    let stuck_holder = *stuck_req.holder();
+    for req in [
+        stuck_req,
+        conformance::request(&ns, live_key, 1, 1500, T0.plus_millis(3_600_000)),
+        conformance::request(&ns, done_key, 1, 1500, T0),
+    ] {
+        assert!(matches!(
+            store.claim(req).await.expect("claim"),
+            RawClaim::Acquired(_)
+        ));
+    }
+    let done_holder = store
+        .fetch(&done_key)
+        .await
+        .expect("fetch")
+        .expect("row")
+        .holder;
+    let receipt = JsonText::result("{}".into()).expect("json");
+    let c = store
+        .complete(&done_key, &done_holder, &receipt, T0)
+        .await
+        .expect("complete");
+    assert_eq!(c, Completion::Recorded);
+    sqlx::query(
+        "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, arguments, scope, \
+         version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
+         VALUES (x'0102', x'00', 't', 'not json', '{}', '1', 'a', 'in_flight', x'00', 0, 0)",
+    )
+    .execute(store.pool())
+    .await
+    .expect("corrupt row");
+    store.pool().close().await;
+
+    let lease_ms = i64::try_from(conformance::LEASE.as_millis()).expect("lease");
+    let now = T0.0 + lease_ms + 5_000;
+    let (code, stdout, stderr) = toolgate(&[
+        "claims",
+        "stuck",
+        "--db",
+        &db.url(),
+        "--now",
+        &now.to_string(),
+    ]);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            // Oldest lease first: the corrupt row's lease is 0.
+            json!({"corrupt": {
+                "raw_key": "0102",
+                "field": "operation_key",
+                "message": "operation key must be 32 bytes, found 2",
+            }}),
+            json!({
+                "operation_key": stuck_key.to_hex(),
+                "fingerprint": conformance::fingerprint(1).to_hex(),
+                "tool": "apply_goodwill_credit",
+                "status": "in_flight",
+                "holder": stuck_holder.to_hex(),
+                "claimed_at": T0.0,
+                "lease_expires_at": T0.0 + lease_ms,
+                "stuck_for_ms": 5_000,
+                "proposal": {
+                    "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"},
+                    "scope": {"customer": "c-1", "ticket": "t-9"},
+                    "version_seen": "7",
+                    "proposer": "agent:1",
+                },
+            }),
+        ]
+    );
+
+    // Before the lease ends nothing is stuck but the corrupt row.
+    let (code, stdout, _) = toolgate(&[
+        "claims",
+        "stuck",
+        "--db",
+        &db.url(),
+        "--now",
+        &(T0.0 + 1).to_string(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+}
+
+#[test]
+fn stuck_with_a_bad_url_exits_2() {
+    let (code, stdout, stderr) = toolgate(&["claims", "stuck", "--db", "redis://x"]);
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("sqlite://"), "{stderr}");
+}
+
+#[test]
+fn stuck_without_db_is_a_usage_error() {
+    let (code, _, stderr) = toolgate(&["claims", "stuck"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--db"), "{stderr}");
+}
