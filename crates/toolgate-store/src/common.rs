@@ -35,6 +35,11 @@ pub(crate) enum Step {
 pub(crate) enum Point {
     AfterInsert,
     BeforeCommit,
+    #[cfg_attr(
+        not(feature = "fault-injection"),
+        expect(dead_code, reason = "only a fault hook asks for this point")
+    )]
+    AfterCommit,
 }
 
 #[cfg(feature = "fault-injection")]
@@ -43,6 +48,7 @@ impl From<Point> for crate::fault::FaultPoint {
         match p {
             Point::AfterInsert => Self::AfterInsert,
             Point::BeforeCommit => Self::BeforeCommit,
+            Point::AfterCommit => Self::AfterCommit,
         }
     }
 }
@@ -197,6 +203,16 @@ macro_rules! sql_claim_store {
                 let _ = (point, tx);
             }
 
+            /// Whether a fault hook asks to report a successful COMMIT as
+            /// failed (always false without the feature).
+            async fn fault_after_commit(&self) -> bool {
+                #[cfg(feature = "fault-injection")]
+                if let Some(hook) = &self.hook {
+                    return hook($crate::common::Point::AfterCommit.into(), -1).await;
+                }
+                false
+            }
+
             /// Installs a fault hook (tests only).
             #[cfg(feature = "fault-injection")]
             pub fn with_fault_hook(mut self, hook: $crate::fault::FaultHook) -> Self {
@@ -285,6 +301,11 @@ macro_rules! sql_claim_store {
                     ReadBack::Ours(lease) => {
                         self.fault(Point::BeforeCommit, &mut tx).await;
                         match tx.commit().await {
+                            Ok(()) if self.fault_after_commit().await => {
+                                let injected =
+                                    sqlx::Error::Protocol("injected: commit acknowledgement lost".into());
+                                self.after_failed_commit(req, injected).await
+                            }
                             // Our token read back AND the commit succeeded.
                             Ok(()) => Step::Done(RawClaim::Acquired(lease)),
                             Err(e) if $contention(&e) => Step::Retry,

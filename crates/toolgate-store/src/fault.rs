@@ -17,8 +17,15 @@ pub enum FaultPoint {
     AfterInsert,
     /// After the read-back found this attempt's token, before `COMMIT`.
     BeforeCommit,
+    /// After `COMMIT` succeeded. A hook that answers `true` here makes the
+    /// store treat the commit as failed with an unknown outcome (a lost
+    /// acknowledgement, as on a Galera node losing quorum), so a test can
+    /// check that the store reads the row back instead of guessing.
+    AfterCommit,
 }
 
-/// The hook: called with the point and the server's connection id.
+/// The hook: called with the point and the server's connection id (-1 when
+/// the backend has none, or after `COMMIT`). It answers whether to report
+/// the commit as failed; only [`FaultPoint::AfterCommit`] reads the answer.
 pub type FaultHook =
-    Arc<dyn Fn(FaultPoint, i64) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+    Arc<dyn Fn(FaultPoint, i64) -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;

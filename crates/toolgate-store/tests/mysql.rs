@@ -226,7 +226,7 @@ fn kill_once(admin: MySqlPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>
         let fired = Arc::clone(&fired);
         Box::pin(async move {
             if at != point || fired.swap(true, Ordering::SeqCst) {
-                return;
+                return false;
             }
             // The id is the server's own integer: safe to format in.
             sqlx::query(sqlx::AssertSqlSafe(format!("KILL {pid}")))
@@ -248,6 +248,7 @@ fn kill_once(admin: MySqlPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
+            false
         })
     });
     (hook, flag)
@@ -295,5 +296,16 @@ async fn fault_commit_lost_reads_back_before_deciding() {
     let row = store.fetch(&key).await.expect("fetch").expect("row");
     assert_eq!(row.holder, holder);
     assert_eq!(row.status, ClaimStatus::InFlight);
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let (hook, fired) = support::fail_commit_once();
+    let store = db.store().await.with_fault_hook(hook);
+    support::lost_commit_ack_is_read_back(&store, &fired).await;
     db.drop().await;
 }

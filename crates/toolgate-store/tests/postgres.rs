@@ -187,7 +187,7 @@ fn kill_once(admin: PgPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
         let fired = Arc::clone(&fired);
         Box::pin(async move {
             if at != point || fired.swap(true, Ordering::SeqCst) {
-                return;
+                return false;
             }
             let pid = i32::try_from(pid).expect("backend pid");
             let killed: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
@@ -210,6 +210,7 @@ fn kill_once(admin: PgPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
+            false
         })
     });
     (hook, flag)
@@ -257,5 +258,16 @@ async fn fault_commit_lost_reads_back_before_deciding() {
     let row = store.fetch(&key).await.expect("fetch").expect("row");
     assert_eq!(row.holder, holder);
     assert_eq!(row.status, ClaimStatus::InFlight);
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let (hook, fired) = support::fail_commit_once();
+    let store = schema.store().await.with_fault_hook(hook);
+    support::lost_commit_ack_is_read_back(&store, &fired).await;
     schema.drop().await;
 }

@@ -192,3 +192,11 @@ async fn a_bad_url_is_a_config_error() {
         );
     }
 }
+
+#[tokio::test]
+async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
+    let db = TempDb::new();
+    let (hook, fired) = support::fail_commit_once();
+    let store = store(&db).await.with_fault_hook(hook);
+    support::lost_commit_ack_is_read_back(&store, &fired).await;
+}

@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use toolgate::claim::conformance::{self, BoxFuture, ClaimResult, Namespace};
 use toolgate::claim::{
@@ -118,5 +119,38 @@ pub fn expect_acquired(raw: RawClaim) -> toolgate::claim::Lease {
     match raw {
         RawClaim::Acquired(lease) => lease,
         other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// A hook that reports the first successful COMMIT as failed.
+pub fn fail_commit_once() -> (toolgate_store::fault::FaultHook, Arc<AtomicBool>) {
+    use toolgate_store::fault::FaultPoint;
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&fired);
+    let hook: toolgate_store::fault::FaultHook = Arc::new(move |at, _| {
+        let fail = at == FaultPoint::AfterCommit && !fired.swap(true, Ordering::SeqCst);
+        Box::pin(async move { fail })
+    });
+    (hook, flag)
+}
+
+/// The claim committed but the store was told it failed: it must read the
+/// row back with the same holder token, find its own token and report the
+/// win — neither a false loss (the operation would then be stuck with no
+/// executor) nor a blind retry.
+pub async fn lost_commit_ack_is_read_back<S: ClaimStore>(store: &S, fired: &AtomicBool) {
+    let ns = Namespace::new(random16());
+    let (key, req) = request_for(&ns, 3);
+    let holder = *req.holder();
+    let lease = expect_acquired(store.claim(req).await.expect("claim"));
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(lease.holder, holder);
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.holder, holder);
+    // A second attempt now sees the first as in flight.
+    let (_, again) = request_for(&ns, 3);
+    match store.claim(again).await.expect("claim") {
+        RawClaim::InFlight(r) => assert_eq!(r.holder, holder),
+        other => panic!("expected InFlight, got {other:?}"),
     }
 }

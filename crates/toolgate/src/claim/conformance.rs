@@ -563,6 +563,60 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     );
 }
 
+/// Fault (issue 4, deliverable 9): a holder stalls past its lease, an
+/// operator reconciles the claim (the downstream system says the write did
+/// not happen), then the old holder finishes and tries to complete. Its
+/// completion matches zero rows and says `Reconcile`; the reconciliation
+/// stands, and a retry replays it rather than executing.
+pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "completion_after_takeover_reconciles";
+    let key = ns.key(12, 0);
+    let stalled = acquire(check, store, request(ns, key, 1, 1500, T0)).await;
+    let later = stalled.expires_at.plus_millis(1);
+    let detail = json(r#"{"downstream":"no credit found"}"#);
+    let outcome = ReconcileOutcome::NotApplied {
+        detail: detail.clone(),
+    };
+    match ok(
+        check,
+        store.record_reconciliation(&key, &outcome, later).await,
+    ) {
+        Reconciled::Recorded => {}
+        other => panic!("{check}: expected Recorded, got {other:?}"),
+    }
+    let taken_over = fetch(check, store, &key).await;
+    let late = ok(
+        check,
+        store
+            .complete(
+                &key,
+                &stalled.holder,
+                &json(r#"{"credit_id":"cr-late"}"#),
+                later,
+            )
+            .await,
+    );
+    assert_eq!(late, Completion::Reconcile, "{check}");
+    assert_eq!(
+        fetch(check, store, &key).await,
+        taken_over,
+        "{check}: late write"
+    );
+    let completion = taken_over
+        .completion
+        .unwrap_or_else(|| panic!("{check}: no completion"));
+    assert_eq!(
+        completion.resolution,
+        Resolution::ReconciledNotApplied,
+        "{check}"
+    );
+    assert_eq!(completion.result, detail, "{check}");
+    match ok(check, store.claim(request(ns, key, 1, 1500, later)).await) {
+        RawClaim::Completed(r) => assert_eq!(r.result(), Some(&detail), "{check}"),
+        other => panic!("{check}: expected Completed, got {other:?}"),
+    }
+}
+
 /// Runs every check. `attempts` is the race width (12 or more is a fair
 /// race; each attempt may take a connection of its own).
 pub async fn run_all<S: ClaimStore + 'static>(
@@ -581,6 +635,7 @@ pub async fn run_all<S: ClaimStore + 'static>(
     records_round_trip(&*store, ns).await;
     audit_is_append_only(&*store, ns).await;
     stuck_claims_and_reconciliation(&*store, ns).await;
+    completion_after_takeover_reconciles(&*store, ns).await;
     concurrent_claims_one_winner(store, ns, spawn, attempts).await;
 }
 
