@@ -309,3 +309,13 @@ async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     support::lost_commit_ack_is_read_back(&store, &fired).await;
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_races_have_one_winner_each() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let s = Arc::new(db.store().await);
+    support::many_races(s, 40, 12).await;
+    db.drop().await;
+}

@@ -271,3 +271,41 @@ async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     support::lost_commit_ack_is_read_back(&store, &fired).await;
     schema.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_races_have_one_winner_each() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let s = Arc::new(schema.store().await);
+    support::many_races(s, 40, 12).await;
+    schema.drop().await;
+}
+
+/// The same races with every transaction at REPEATABLE READ and at
+/// SERIALIZABLE. There a conditional insert that meets a row committed after
+/// the transaction's snapshot fails with 40001 instead of doing nothing, so
+/// the store's retry path (roll back, claim again, read the winner) carries
+/// the losers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn races_under_stricter_isolation_still_have_one_winner_each() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    for level in ["repeatable%5C%20read", "serializable"] {
+        let url = format!(
+            "{}%20-c%20default_transaction_isolation%3D{level}",
+            schema.url
+        );
+        let store = PgClaimStore::connect(&url, StoreOptions::default())
+            .await
+            .expect("connect");
+        let isolation: String = sqlx::query_scalar("SHOW transaction_isolation")
+            .fetch_one(store.pool())
+            .await
+            .expect("isolation");
+        assert_eq!(isolation, level.replace("%5C%20", " "));
+        support::many_races(Arc::new(store), 20, 12).await;
+    }
+    schema.drop().await;
+}

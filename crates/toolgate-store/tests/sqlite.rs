@@ -200,3 +200,10 @@ async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     let store = store(&db).await.with_fault_hook(hook);
     support::lost_commit_ack_is_read_back(&store, &fired).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_races_have_one_winner_each() {
+    let db = TempDb::new();
+    let s = Arc::new(store(&db).await);
+    support::many_races(s, 40, 12).await;
+}

@@ -154,3 +154,43 @@ pub async fn lost_commit_ack_is_read_back<S: ClaimStore>(store: &S, fired: &Atom
         other => panic!("expected InFlight, got {other:?}"),
     }
 }
+
+/// Many races at once: `keys` operations, `workers` attempts on each, all
+/// in flight together on parallel tasks (so attempts on different keys
+/// contend for the same index pages and, on MySQL, gap locks). Exactly one
+/// attempt per key wins and every other one sees that winner in flight.
+pub async fn many_races<S: ClaimStore + 'static>(store: Arc<S>, keys: u32, workers: u32) {
+    let ns = Namespace::new(random16());
+    let mut tasks = Vec::new();
+    for k in 0..keys {
+        for w in 0..workers {
+            let key = ns.key(203, k);
+            let req = conformance::request(&ns, key, 1, 100 + w, conformance::T0);
+            let store = Arc::clone(&store);
+            tasks.push((k, tokio::spawn(async move { store.claim(req).await })));
+        }
+    }
+    let mut winners = vec![Vec::new(); usize::try_from(keys).expect("keys")];
+    let mut losers = vec![0u32; winners.len()];
+    for (k, task) in tasks {
+        let i = usize::try_from(k).expect("index");
+        match task.await.expect("task").expect("claim") {
+            RawClaim::Acquired(lease) => winners[i].push(lease.holder),
+            RawClaim::InFlight(row) => {
+                losers[i] += 1;
+                assert_eq!(row.key, ns.key(203, k));
+            }
+            other => panic!("key {k}: unexpected {other:?}"),
+        }
+    }
+    for (k, won) in winners.iter().enumerate() {
+        assert_eq!(won.len(), 1, "key {k}: winners {won:?}");
+        assert_eq!(losers[k], workers - 1, "key {k}");
+        let key = ns.key(203, u32::try_from(k).expect("key"));
+        let row = store.fetch(&key).await.expect("fetch").expect("row");
+        assert_eq!(
+            row.holder, won[0],
+            "key {k}: stored holder is not the winner"
+        );
+    }
+}
