@@ -3,7 +3,7 @@
 //! This module holds the plain data every backend shares, the
 //! [`ClaimStore`] trait, a reference in-memory implementation
 //! ([`MemoryClaimStore`]) and, behind the `testkit` feature, the
-//! conformance suite every backend must pass ([`conformance`]).
+//! conformance suite every backend must pass (`conformance`).
 //!
 //! The protocol, whatever the backend:
 //!
@@ -68,7 +68,7 @@ pub struct CorruptRow {
 /// the trait is not dyn-compatible; pick a backend at run time with an enum
 /// (`toolgate_store::AnyClaimStore`).
 ///
-/// Every implementation must pass [`conformance`].
+/// Every implementation must pass the `conformance` suite (`testkit` feature).
 pub trait ClaimStore: Send + Sync {
     /// Tries to claim `request.key()` for `request.holder()`. See the
     /// module docs for the protocol. Contention is retried inside the store;

@@ -9,14 +9,14 @@ use super::record::{ClaimRecord, ClaimStatus, ProposalRecord, UnixMillis};
 ///
 /// # Who can build one
 ///
-/// Only code inside this crate: [`ClaimRequest::new`] is `pub(crate)`. The
+/// Only code inside this crate: `ClaimRequest::new` is `pub(crate)`. The
 /// pipeline builds it from the value that proves the proposal was decoded,
 /// validated and authorised (DESIGN invariant 3: nothing touches the claim
 /// store before authorisation), so an application cannot reach a claim
 /// store with a request that skipped a stage. Backends in other crates only
 /// read it through the accessors.
 ///
-/// The `testkit` feature adds [`ClaimRequest::for_testing`] for the
+/// The `testkit` feature adds `ClaimRequest::for_testing` for the
 /// conformance suite. It must only ever be enabled from `[dev-dependencies]`.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest {
