@@ -162,3 +162,13 @@ fn stuck_without_db_is_a_usage_error() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--db"), "{stderr}");
 }
+
+#[test]
+fn stuck_on_a_missing_sqlite_file_exits_2_and_creates_nothing() {
+    let db = TempDb::new();
+    let (code, stdout, stderr) = toolgate(&["claims", "stuck", "--db", &db.url()]);
+    assert_eq!(code, 2, "stdout={stdout}");
+    assert!(stdout.is_empty());
+    assert!(!stderr.is_empty());
+    assert!(!db.0.exists(), "the command created {}", db.0.display());
+}

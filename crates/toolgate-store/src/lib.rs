@@ -73,12 +73,17 @@ pub struct StoreOptions {
     /// Most connections the pool opens. Each claim in flight holds one for
     /// the length of its transaction.
     pub max_connections: u32,
+    /// SQLite only: create the database file if it does not exist. Off for
+    /// operator commands, where a mistyped path must be an error rather
+    /// than a new, empty store that reports nothing stuck.
+    pub create_if_missing: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             max_connections: 16,
+            create_if_missing: true,
         }
     }
 }

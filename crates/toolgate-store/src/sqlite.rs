@@ -76,8 +76,8 @@ fn migrator() -> Migrator {
 }
 
 impl SqliteClaimStore {
-    /// Opens (creating if needed) the database at `url` (`sqlite://PATH`)
-    /// and runs the migrations.
+    /// Opens the database at `url` (`sqlite://PATH`), creating the file if
+    /// [`StoreOptions::create_if_missing`] says so, and runs the migrations.
     ///
     /// WAL mode lets readers proceed while one writer commits; claims
     /// serialise on the write lock and wait up to the busy timeout for it.
@@ -86,7 +86,7 @@ impl SqliteClaimStore {
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
         let connect = SqliteConnectOptions::from_str(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?
-            .create_if_missing(true)
+            .create_if_missing(options.create_if_missing)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Duration::from_secs(10));

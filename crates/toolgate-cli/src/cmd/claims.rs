@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 use toolgate::claim::{ClaimRecord, ClaimStore, CorruptRow, UnixMillis};
-use toolgate_store::AnyClaimStore;
+use toolgate_store::{AnyClaimStore, StoreOptions};
 
 use crate::io::{io_failure, print_line};
 
@@ -35,7 +35,8 @@ enum Command {
 ///   {"corrupt":{"raw_key":"<hex>","field":"...","message":"..."}}
 ///
 /// Times are Unix milliseconds. Exit 0 when the listing succeeded (also
-/// when it is empty), 2 for usage, connection and database errors.
+/// when it is empty), 2 for usage, connection and database errors. A
+/// SQLite file that does not exist is an error, never created.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 struct StuckArgs {
@@ -66,7 +67,12 @@ fn stuck(args: StuckArgs) -> ExitCode {
     };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
     let listed = runtime.block_on(async {
-        let store = AnyClaimStore::connect(&args.db).await?;
+        // An operator's mistyped path must fail, not list an empty new store.
+        let options = StoreOptions {
+            create_if_missing: false,
+            ..StoreOptions::default()
+        };
+        let store = AnyClaimStore::connect_with(&args.db, options).await?;
         store.list_stuck(now, args.limit).await
     });
     let entries = match listed {
