@@ -16,4 +16,5 @@ pub mod claim;
 pub mod contract;
 pub mod decode;
 pub mod op;
+pub mod pipeline;
 pub mod provider;

@@ -32,3 +32,17 @@ fn normalize_actions_are_documented() {
         assert_documented(&doc, action.as_str());
     }
 }
+
+#[test]
+fn pipeline_outcomes_and_reasons_are_documented() {
+    let doc = error_codes_doc();
+    for outcome in toolgate::pipeline::Outcome::ALL {
+        assert_documented(&doc, outcome.as_str());
+    }
+    for reason in toolgate::pipeline::Reason::OWN {
+        assert_documented(&doc, reason.as_str());
+    }
+    for code in toolgate::pipeline::RECONCILE_AUDIT_OUTCOMES {
+        assert_documented(&doc, code);
+    }
+}

@@ -33,13 +33,6 @@ impl ClaimRequest {
     /// attempt (see [`HolderToken`]); `lease` is how long the winner may run
     /// before the claim counts as stuck. A lease shorter than a millisecond
     /// is raised to one, so a won claim is never expired at birth.
-    #[cfg_attr(
-        not(any(test, feature = "testkit")),
-        expect(
-            dead_code,
-            reason = "the pipeline stage that builds requests is not built yet"
-        )
-    )]
     pub(crate) fn new(
         key: OperationKey,
         fingerprint: Fingerprint,

@@ -19,27 +19,11 @@ use sha2::{Digest, Sha256};
 
 use crate::decode::Limits;
 
-/// A SHA-256 fingerprint of canonical arguments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Fingerprint([u8; 32]);
-
-impl Fingerprint {
-    /// The raw digest.
-    pub const fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-
-    /// Lower-case hex, 64 characters.
-    pub fn to_hex(&self) -> String {
-        hex::encode(self.0)
-    }
-}
-
-impl fmt::Display for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_hex())
-    }
-}
+/// A SHA-256 fingerprint of canonical arguments. One type across the
+/// crate: the contract stage computes it, the claim store keeps it, the
+/// pipeline compares it (defined with the other 32-byte identifiers in
+/// [`crate::claim`], which also parse it back from storage).
+pub use crate::claim::Fingerprint;
 
 /// Why a value has no fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,7 +73,7 @@ pub fn fingerprint(value: &Value) -> Result<Fingerprint, FingerprintError> {
 
 /// SHA-256 over canonical JSON text already produced by [`canonical_json`].
 pub fn fingerprint_canonical(canonical: &str) -> Fingerprint {
-    Fingerprint(Sha256::digest(canonical.as_bytes()).into())
+    Fingerprint::from_bytes(Sha256::digest(canonical.as_bytes()).into())
 }
 
 fn check_range(value: &Value, pointer: &mut String) -> Result<(), FingerprintError> {

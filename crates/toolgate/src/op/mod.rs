@@ -1,7 +1,11 @@
-//! Operation identity (DESIGN §8). This issue provides the fingerprint; the
-//! operation key is built by the pipeline from the scope fields a tool's
-//! contract names.
+//! Operation identity (DESIGN §8): the fingerprint of a proposal's
+//! canonical arguments and the operation key derived from the server-fixed
+//! scope fields a tool's contract names.
 
 pub mod fingerprint;
+pub mod key;
+
+pub use crate::claim::OperationKey;
+pub use key::{KeyError, operation_key};
 
 pub use fingerprint::{Fingerprint, FingerprintError, canonical_json, fingerprint};

@@ -1,0 +1,221 @@
+//! Capability and live authorisation (DESIGN §7).
+//!
+//! Both take typed values. A capability is present or absent in a
+//! [`Principal`] built by the server from the authenticated request; an
+//! [`Authorizer`] answers with an [`AuthzDecision`], never a boolean that
+//! could have been a truthy `1`.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::future::Future;
+
+use serde_json::{Map, Value};
+
+use crate::claim::{MAX_LABEL_BYTES, UnixMillis};
+
+/// The authenticated actor: an id and the capabilities it holds. Built by
+/// the server from its own authentication, never from the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    id: String,
+    capabilities: BTreeSet<String>,
+}
+
+/// Why a principal could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrincipalError {
+    pointer: String,
+    message: String,
+}
+
+impl PrincipalError {
+    fn new(pointer: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            pointer: pointer.into(),
+            message: message.into(),
+        }
+    }
+
+    /// JSON pointer to the offending value (empty for the whole).
+    pub fn pointer(&self) -> &str {
+        &self.pointer
+    }
+
+    /// What was wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for PrincipalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "principal at '{}': {}", self.pointer, self.message)
+    }
+}
+
+impl std::error::Error for PrincipalError {}
+
+fn label(pointer: &str, text: &str) -> Result<(), PrincipalError> {
+    if text.is_empty() || text.len() > MAX_LABEL_BYTES || text.chars().any(char::is_control) {
+        return Err(PrincipalError::new(
+            pointer,
+            format!("must be 1 to {MAX_LABEL_BYTES} bytes without control characters"),
+        ));
+    }
+    Ok(())
+}
+
+impl Principal {
+    /// A principal with `id` holding `capabilities`.
+    pub fn new<I, C>(id: impl Into<String>, capabilities: I) -> Result<Self, PrincipalError>
+    where
+        I: IntoIterator<Item = C>,
+        C: Into<String>,
+    {
+        let id = id.into();
+        label("/id", &id)?;
+        let mut set = BTreeSet::new();
+        for c in capabilities {
+            let c = c.into();
+            label("/capabilities", &c)?;
+            set.insert(c);
+        }
+        Ok(Self {
+            id,
+            capabilities: set,
+        })
+    }
+
+    /// Reads a principal from configuration or an identity provider's
+    /// claims: `{"id": "agent-7", "capabilities": {"credit:issue": true}}`.
+    ///
+    /// Each capability must be a JSON boolean. `1`, `"true"` or `"yes"` are
+    /// a malformed principal, not a grant (DESIGN §7: a truthy `1` is not
+    /// `true`); `false` is an explicit absence.
+    pub fn from_claims(value: &Value) -> Result<Self, PrincipalError> {
+        let obj = value
+            .as_object()
+            .ok_or_else(|| PrincipalError::new("", "must be a JSON object"))?;
+        if let Some(k) = obj.keys().find(|k| *k != "id" && *k != "capabilities") {
+            return Err(PrincipalError::new(
+                format!("/{k}"),
+                "is not a principal field",
+            ));
+        }
+        let id = obj
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| PrincipalError::new("/id", "must be a string"))?;
+        let caps = match obj.get("capabilities") {
+            None => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => {
+                return Err(PrincipalError::new(
+                    "/capabilities",
+                    "must be an object of booleans",
+                ));
+            }
+        };
+        let mut granted = Vec::new();
+        for (name, v) in &caps {
+            match v {
+                Value::Bool(true) => granted.push(name.clone()),
+                Value::Bool(false) => {}
+                other => {
+                    return Err(PrincipalError::new(
+                        format!("/capabilities/{name}"),
+                        format!("must be true or false, not {other}"),
+                    ));
+                }
+            }
+        }
+        Self::new(id, granted)
+    }
+
+    /// The authenticated actor's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether the principal holds `capability`.
+    pub fn has_capability(&self, capability: &str) -> bool {
+        self.capabilities.contains(capability)
+    }
+}
+
+/// What an [`Authorizer`] decided. There is no "maybe": an engine that
+/// could not evaluate answers [`AuthzDecision::Error`], which denies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum AuthzDecision {
+    /// This actor may do this to this resource, now.
+    Allow,
+    /// A policy denied it (or none permitted it).
+    Deny {
+        /// Why, for the audit and the caller.
+        message: String,
+    },
+    /// Evaluation failed (a policy error, a missing attribute, an attribute
+    /// of the wrong type such as `1` for `true`, an unreachable directory).
+    /// The pipeline denies: `forbidden` with reason `authorization_error`.
+    Error {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// What an [`Authorizer`] is asked. Built only by the pipeline, after the
+/// proposal passed its contract and the principal holds the capability.
+#[derive(Debug)]
+pub struct AuthzRequest<'a> {
+    pub(crate) principal: &'a Principal,
+    pub(crate) tool: &'a str,
+    pub(crate) capability: &'a str,
+    pub(crate) scope: &'a Map<String, Value>,
+    pub(crate) arguments: &'a Value,
+    pub(crate) now: UnixMillis,
+}
+
+impl AuthzRequest<'_> {
+    /// The authenticated actor.
+    pub fn principal(&self) -> &Principal {
+        self.principal
+    }
+
+    /// The tool (the action).
+    pub fn tool(&self) -> &str {
+        self.tool
+    }
+
+    /// The capability the tool needs (already checked).
+    pub fn capability(&self) -> &str {
+        self.capability
+    }
+
+    /// The server-fixed scope (customer, resource, version seen).
+    pub fn scope(&self) -> &Map<String, Value> {
+        self.scope
+    }
+
+    /// The validated arguments, for policies that bound amounts.
+    pub fn arguments(&self) -> &Value {
+        self.arguments
+    }
+
+    /// The time of the decision.
+    pub fn now(&self) -> UnixMillis {
+        self.now
+    }
+}
+
+/// Live authorisation: this actor, this resource, this customer, now.
+///
+/// Runs on every path that gets past the contract — fresh, replay,
+/// conflict, in flight — before any state is read or the claim store is
+/// touched (DESIGN invariant 3). An application plugs in its own engine by
+/// implementing this; `toolgate-cedar` provides Cedar.
+pub trait Authorizer: Send + Sync {
+    /// Decides one request. Cannot fail: an engine error is
+    /// [`AuthzDecision::Error`].
+    fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send;
+}

@@ -1,0 +1,571 @@
+//! The driver: one generic async function wiring the stages to the
+//! pluggable authoriser, state source, claim store and executor, in DESIGN
+//! §1's order. No runtime: the caller's executor polls it.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::authz::{Authorizer, AuthzDecision, Principal};
+use super::decision::{Decision, Outcome, Reason};
+use super::exec::{ExecError, ExecOutcome, Executor};
+use super::stage::{Authorized, Bound, Claimed, Validated};
+use super::state::{StateError, StateSource, StateVersion};
+use crate::claim::{
+    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, Fingerprint, HolderToken,
+    JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, UnixMillis,
+};
+use crate::contract::{self, Policy};
+
+/// The pluggable parts, borrowed for one decision.
+pub struct Gate<'a, A, S, C, E> {
+    /// The tool contracts.
+    pub policy: &'a Policy,
+    /// Live authorisation.
+    pub authorizer: &'a A,
+    /// Current resource versions.
+    pub state: &'a S,
+    /// Claims, results and the audit log.
+    pub claims: &'a C,
+    /// The side effect.
+    pub executor: &'a E,
+}
+
+/// A person's approval, recorded by the server, bound to one operation key,
+/// fingerprint and version: an approval for other arguments or another
+/// version does not carry over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The approved operation.
+    pub key: OperationKey,
+    /// The approved arguments' fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The version the approved proposal was made against.
+    pub version: StateVersion,
+}
+
+/// The server-fixed facts of one request. Nothing here comes from the model.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The authenticated actor.
+    pub principal: &'a Principal,
+    /// Server-fixed scope fields (`customer_id`, `ticket_id`, …). The
+    /// pipeline adds `version_seen` from [`Request::version_seen`], which
+    /// replaces any field of that name here.
+    pub scope: &'a Map<String, Value>,
+    /// The resource version the model was shown.
+    pub version_seen: &'a StateVersion,
+    /// A reviewer's approval, for tools that need one.
+    pub approval: Option<&'a Approval>,
+    /// The time of the decision (the core reads no clock).
+    pub now: UnixMillis,
+    /// A fresh, unpredictable token for this attempt (the core has no RNG).
+    pub holder: HolderToken,
+    /// How long a won claim may run before it counts as stuck.
+    pub lease: Duration,
+}
+
+/// An infrastructure failure: a store, state source or audit log that could
+/// not answer. Decisions are never errors.
+#[derive(Debug)]
+pub enum GateError {
+    /// The claim store failed.
+    Store(StoreError),
+    /// The state source failed.
+    State(StateError),
+    /// The executor could not answer a reconciliation question.
+    Executor(ExecError),
+    /// A record read back from storage failed the tool's contract, or a
+    /// proposal record could not be built; it is never shown.
+    Corrupt(String),
+    /// The decision was made but its audit entry could not be appended.
+    Audit {
+        /// The decision (an `executed` one did happen).
+        decision: Box<Decision>,
+        /// The store's failure.
+        error: StoreError,
+    },
+}
+
+impl fmt::Display for GateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Store(e) => write!(f, "claim store: {e}"),
+            Self::State(e) => write!(f, "{e}"),
+            Self::Executor(e) => write!(f, "{e}"),
+            Self::Corrupt(m) => write!(f, "corrupt record: {m}"),
+            Self::Audit { decision, error } => write!(
+                f,
+                "decision {} made but not audited: {error}",
+                decision.outcome
+            ),
+        }
+    }
+}
+
+impl std::error::Error for GateError {}
+
+impl From<StoreError> for GateError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+impl From<StateError> for GateError {
+    fn from(e: StateError) -> Self {
+        Self::State(e)
+    }
+}
+
+/// Decides one proposal: the stateless decision from [`contract::check`]
+/// plus the server-fixed request, in DESIGN §1's order:
+///
+/// capability → authorisation → operation key + fingerprint → claim lookup
+/// → (no claim) state read: version seen == current → approval → claim →
+/// execute(precondition) → complete.
+///
+/// Capability and authorisation run on every path before any state read or
+/// claim-store call, so a principal who lost access gets `forbidden` and
+/// never a recorded result or a prior proposal (invariant 3). The claim is
+/// looked up before the state is read, so a retry of a completed operation
+/// is `replayed` although the version has moved on (invariant 4). Every
+/// decision gets one audit entry.
+pub async fn decide<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    proposal: contract::Decision,
+    request: &Request<'_>,
+) -> Result<Decision, GateError>
+where
+    A: Authorizer,
+    S: StateSource,
+    C: ClaimStore,
+    E: Executor,
+{
+    let decision = run(gate, proposal, request).await?;
+    let entry = AuditEntry::new(
+        request.now,
+        request.principal.id().to_owned(),
+        decision.tool.clone(),
+        decision.outcome.as_str().to_owned(),
+        decision.reason.map(|r| r.as_str().to_owned()),
+        decision.key,
+        decision.fingerprint,
+    );
+    let appended = match entry {
+        Ok(entry) => gate.claims.append_audit(&entry).await,
+        Err(e) => Err(StoreError::corrupt(&e)),
+    };
+    match appended {
+        Ok(()) => Ok(decision),
+        Err(error) => Err(GateError::Audit {
+            decision: Box::new(decision),
+            error,
+        }),
+    }
+}
+
+fn stateless(d: contract::Decision) -> Decision {
+    let outcome = match d.outcome {
+        contract::Outcome::Answer => Outcome::Answer,
+        contract::Outcome::Abstain => Outcome::Abstain,
+        contract::Outcome::Refused => Outcome::Refused,
+        contract::Outcome::Truncated => Outcome::Truncated,
+        contract::Outcome::ContentFiltered => Outcome::ContentFiltered,
+        // An `action` without its proposal cannot happen through `check`;
+        // treat it as what it would be, a malformed decision.
+        contract::Outcome::Rejected | contract::Outcome::Action => Outcome::Rejected,
+    };
+    let mut out = Decision::new(outcome);
+    out.reason = d.reason.map(Reason::Contract);
+    out.message.clone_from(&d.message);
+    out.tool.clone_from(&d.tool);
+    out.reply.clone_from(&d.reply);
+    out.stateless = Some(d);
+    out
+}
+
+fn forbidden(v: &Validated, reason: Reason, message: String) -> Decision {
+    // INVARIANT: nothing read from the claim store or the state source is
+    // put in a `forbidden` decision; none has been read at this point.
+    let mut d = Decision::new(Outcome::Forbidden);
+    d.reason = Some(reason);
+    d.message = Some(message);
+    d.tool = Some(v.tool().to_owned());
+    d.fingerprint = Some(*v.fingerprint());
+    d
+}
+
+fn bound_decision(b: &Bound, outcome: Outcome, reason: Option<Reason>) -> Decision {
+    let mut d = Decision::new(outcome);
+    d.reason = reason;
+    d.tool = Some(b.authorized().validated().tool().to_owned());
+    d.key = Some(*b.key());
+    d.fingerprint = Some(*b.fingerprint());
+    d.version_seen = Some(b.authorized().version_seen().clone());
+    d
+}
+
+async fn run<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    proposal: contract::Decision,
+    request: &Request<'_>,
+) -> Result<Decision, GateError>
+where
+    A: Authorizer,
+    S: StateSource,
+    C: ClaimStore,
+    E: Executor,
+{
+    // Stateless stages: anything but an action ends here.
+    let (action, reply) = match (&proposal.outcome, &proposal.action) {
+        (contract::Outcome::Action, Some(_)) => {
+            let reply = proposal.reply.clone().unwrap_or_default();
+            match proposal.action {
+                Some(a) => (a, reply),
+                None => return Ok(stateless(proposal)),
+            }
+        }
+        _ => return Ok(stateless(proposal)),
+    };
+    let Some(contract) = gate.policy.tool(&action.tool) else {
+        let mut d = Decision::new(Outcome::Rejected);
+        d.reason = Some(Reason::Contract(contract::Reason::UnknownTool));
+        d.message = Some(format!(
+            "tool {:?} is not in this gate's policy",
+            action.tool
+        ));
+        d.tool = Some(action.tool);
+        return Ok(d);
+    };
+    let validated = Validated::new(action, reply, contract);
+
+    // Capability: coarse, from the authenticated principal.
+    if !request.principal.has_capability(validated.capability()) {
+        let message = format!(
+            "{} lacks the capability {}",
+            request.principal.id(),
+            validated.capability()
+        );
+        return Ok(forbidden(&validated, Reason::MissingCapability, message));
+    }
+
+    // Live authorisation, on every path (before the lookup that would tell
+    // fresh from replay from conflict).
+    let mut scope = request.scope.clone();
+    scope.insert(
+        "version_seen".to_owned(),
+        Value::String(request.version_seen.as_str().to_owned()),
+    );
+    let verdict = gate
+        .authorizer
+        .authorize(&validated.authz_request(request.principal, &scope, request.now))
+        .await;
+    match verdict {
+        AuthzDecision::Allow => {}
+        AuthzDecision::Deny { message } => {
+            return Ok(forbidden(&validated, Reason::NotAuthorized, message));
+        }
+        AuthzDecision::Error { message } => {
+            return Ok(forbidden(&validated, Reason::AuthorizationError, message));
+        }
+    }
+    let authorized = Authorized::new(
+        validated,
+        request.principal.clone(),
+        scope,
+        request.version_seen.clone(),
+    );
+
+    // Operation key (the fingerprint came from the contract stage).
+    let bound = match Bound::new(authorized) {
+        Ok(b) => b,
+        Err((auth, e)) => {
+            let mut d = Decision::new(Outcome::Rejected);
+            d.reason = Some(Reason::MissingScope);
+            d.message = Some(e.to_string());
+            d.tool = Some(auth.validated().tool().to_owned());
+            d.fingerprint = Some(*auth.validated().fingerprint());
+            return Ok(d);
+        }
+    };
+
+    // Resolve the operation before validating state (invariant 4).
+    if let Some(record) = gate.claims.fetch(bound.key()).await? {
+        return existing(gate.policy, &bound, record, request.now);
+    }
+
+    // No claim: is the version the model read still current? A filter,
+    // not a lock: the executor applies it again as a precondition.
+    let current = gate
+        .state
+        .current_version(bound.authorized().state_scope())
+        .await?;
+    if &current != bound.authorized().version_seen() {
+        let mut d = bound_decision(&bound, Outcome::StateChanged, Some(Reason::VersionMismatch));
+        d.message = Some(format!(
+            "the model read version {} but the current version is {current}",
+            bound.authorized().version_seen()
+        ));
+        d.current_version = Some(current);
+        return Ok(d);
+    }
+
+    // Approval, bound to (key, fingerprint, version).
+    if bound.authorized().validated().needs_approval() {
+        let approved = request.approval.is_some_and(|a| {
+            a.key == *bound.key()
+                && a.fingerprint == *bound.fingerprint()
+                && a.version == *bound.authorized().version_seen()
+        });
+        if !approved {
+            let mut d = bound_decision(
+                &bound,
+                Outcome::PendingApproval,
+                Some(Reason::ApprovalRequired),
+            );
+            d.message = Some(
+                "this tool needs a person's approval for this operation key, fingerprint and version"
+                    .to_owned(),
+            );
+            return Ok(d);
+        }
+    }
+
+    // Claim.
+    let claim_request = bound
+        .claim_request(request.holder, request.now, request.lease)
+        .map_err(|e| GateError::Corrupt(e.to_string()))?;
+    let lease = match gate.claims.claim(claim_request).await? {
+        RawClaim::Acquired(lease) => lease,
+        RawClaim::InFlight(r)
+        | RawClaim::Completed(r)
+        | RawClaim::Mismatch(r)
+        | RawClaim::Expired(r) => return existing(gate.policy, &bound, r, request.now),
+    };
+    let claimed = Claimed::new(bound, lease);
+    execute(gate, &claimed, request.now).await
+}
+
+async fn execute<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    claimed: &Claimed,
+    now: UnixMillis,
+) -> Result<Decision, GateError>
+where
+    C: ClaimStore,
+    E: Executor,
+{
+    let bound = claimed.bound();
+    let (result, mut decision) = match gate.executor.execute(claimed.permit()).await {
+        Ok(ExecOutcome::Applied { receipt }) => {
+            (receipt, bound_decision(bound, Outcome::Executed, None))
+        }
+        Ok(ExecOutcome::PreconditionFailed { current }) => {
+            // Nothing was written. The claim is closed with a not-applied
+            // result, so a retry replays this answer instead of writing.
+            let text = json!({
+                "applied": false,
+                "reason": Reason::PreconditionFailed.as_str(),
+                "version_seen": bound.authorized().version_seen().as_str(),
+                "current_version": current.as_ref().map(StateVersion::as_str),
+            })
+            .to_string();
+            let result = JsonText::result(text).map_err(|e| GateError::Corrupt(e.to_string()))?;
+            let mut d = bound_decision(
+                bound,
+                Outcome::StateChanged,
+                Some(Reason::PreconditionFailed),
+            );
+            d.current_version = current;
+            d.message =
+                Some("the executor's version precondition failed; nothing was written".into());
+            (result, d)
+        }
+        Err(e) => {
+            // The outcome is unknown: leave the claim in flight. After its
+            // lease it is reconciled against the downstream system, never
+            // executed again (invariant 8).
+            let mut d = bound_decision(
+                bound,
+                Outcome::NeedsReconciliation,
+                Some(Reason::ExecutorFailed),
+            );
+            d.message = Some(e.to_string());
+            return Ok(d);
+        }
+    };
+    let completion = gate
+        .claims
+        .complete(bound.key(), &claimed.lease().holder, &result, now)
+        .await?;
+    match completion {
+        Completion::Recorded => {
+            decision.result = Some(
+                result
+                    .value()
+                    .map_err(|e| GateError::Corrupt(e.to_string()))?,
+            );
+            if decision.outcome == Outcome::Executed {
+                decision.reply = Some(bound.authorized().validated().reply().to_owned());
+            }
+            Ok(decision)
+        }
+        Completion::Reconcile => {
+            // Invariant 7: zero rows means this holder no longer owns the
+            // claim. Whatever the executor did stands; reconcile.
+            let mut d =
+                bound_decision(bound, Outcome::NeedsReconciliation, Some(Reason::LeaseLost));
+            d.message = Some(
+                "completion matched no row: the claim was taken over or reconciled".to_owned(),
+            );
+            Ok(d)
+        }
+    }
+}
+
+/// Someone already holds the operation: replay, conflict, in flight or
+/// needs reconciliation. The record passes the tool's contract again before
+/// any of it is shown.
+fn existing(
+    policy: &Policy,
+    bound: &Bound,
+    record: ClaimRecord,
+    now: UnixMillis,
+) -> Result<Decision, GateError> {
+    check_record(policy, &record)?;
+    let result = match record.result() {
+        Some(r) => Some(r.value().map_err(|e| GateError::Corrupt(e.to_string()))?),
+        None => None,
+    };
+    let mut d = if record.fingerprint != *bound.fingerprint() {
+        let mut d = bound_decision(bound, Outcome::Conflict, None);
+        d.message = Some(
+            "this operation was already proposed with different arguments; a person decides"
+                .to_owned(),
+        );
+        d.result = result;
+        d
+    } else if record.status == ClaimStatus::Completed {
+        let mut d = bound_decision(bound, Outcome::Replayed, None);
+        d.result = result;
+        d.reply = Some(bound.authorized().validated().reply().to_owned());
+        d
+    } else if record.is_stuck(now) {
+        let mut d = bound_decision(
+            bound,
+            Outcome::NeedsReconciliation,
+            Some(Reason::LeaseExpired),
+        );
+        d.message = Some(format!(
+            "the claim's lease ended at {} with the outcome unknown",
+            record.lease_expires_at
+        ));
+        d
+    } else {
+        bound_decision(bound, Outcome::InFlight, None)
+    };
+    d.prior = Some(record.proposal);
+    Ok(d)
+}
+
+/// DESIGN §8: records read back pass the same contract as fresh proposals.
+fn check_record(policy: &Policy, record: &ClaimRecord) -> Result<(), GateError> {
+    let tool = record.proposal.tool();
+    let contract = policy.tool(tool).ok_or_else(|| {
+        GateError::Corrupt(format!(
+            "stored proposal names tool {tool:?}, not in the policy"
+        ))
+    })?;
+    let args = record
+        .proposal
+        .arguments_value()
+        .map_err(|e| GateError::Corrupt(format!("stored arguments: {e}")))?;
+    let Some(map) = args.as_object() else {
+        return Err(GateError::Corrupt(
+            "stored arguments are not an object".into(),
+        ));
+    };
+    if let Some(k) = map.keys().find(|k| !contract.properties().contains(*k)) {
+        return Err(GateError::Corrupt(format!(
+            "stored arguments carry the undeclared key {k:?}"
+        )));
+    }
+    contract
+        .schema()
+        .validate(&args)
+        .map_err(|v| GateError::Corrupt(format!("stored arguments: {}", v.message)))
+}
+
+/// The audit outcomes [`reconcile`] appends: applied, not applied, not stuck.
+pub const RECONCILE_AUDIT_OUTCOMES: [&str; 3] =
+    ["reconciled_applied", "reconciled_not_applied", "not_stuck"];
+
+/// What [`reconcile`] did.
+#[derive(Debug)]
+pub enum ReconcileReport {
+    /// The downstream answer was recorded as the claim's result.
+    Recorded(ReconcileOutcome),
+    /// The claim was not stuck (still leased, completed, or absent); nothing
+    /// was asked or written.
+    NotStuck(Option<Box<ClaimRecord>>),
+}
+
+/// Reconciles one stuck claim: asks the executor what happened downstream
+/// and records that. Never executes (invariant 8). Appends an audit entry
+/// (`actor` is the operator) with outcome `reconciled` or `not_stuck`.
+pub async fn reconcile<C, E>(
+    claims: &C,
+    executor: &E,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<ReconcileReport, GateError>
+where
+    C: ClaimStore,
+    E: Executor,
+{
+    let record = claims.fetch(key).await?;
+    let report = match record {
+        Some(r) if r.is_stuck(now) => {
+            let outcome = executor.reconcile(&r).await.map_err(|e| {
+                GateError::Store(StoreError::new(
+                    crate::claim::StoreErrorKind::Unavailable,
+                    e.to_string(),
+                ))
+            })?;
+            match claims.record_reconciliation(key, &outcome, now).await? {
+                Reconciled::Recorded => ReconcileReport::Recorded(outcome),
+                Reconciled::NotStuck(row) => ReconcileReport::NotStuck(row.map(Box::new)),
+            }
+        }
+        other => ReconcileReport::NotStuck(other.map(Box::new)),
+    };
+    let (tool, fingerprint, outcome) = match &report {
+        ReconcileReport::Recorded(o) => (
+            None,
+            None,
+            match o {
+                ReconcileOutcome::Applied { .. } => RECONCILE_AUDIT_OUTCOMES[0],
+                ReconcileOutcome::NotApplied { .. } => RECONCILE_AUDIT_OUTCOMES[1],
+            },
+        ),
+        ReconcileReport::NotStuck(r) => (
+            r.as_ref().map(|r| r.proposal.tool().to_owned()),
+            r.as_ref().map(|r| r.fingerprint),
+            RECONCILE_AUDIT_OUTCOMES[2],
+        ),
+    };
+    let entry = AuditEntry::new(
+        now,
+        actor.to_owned(),
+        tool,
+        outcome.to_owned(),
+        None,
+        Some(*key),
+        fingerprint,
+    )
+    .map_err(|e| GateError::Corrupt(e.to_string()))?;
+    claims.append_audit(&entry).await?;
+    Ok(report)
+}

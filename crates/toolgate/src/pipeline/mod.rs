@@ -1,0 +1,32 @@
+//! The decision pipeline (DESIGN §1): what happens to a proposal that
+//! passed the stateless stages.
+//!
+//! ```text
+//! contract::check ─▶ capability ─▶ authorisation ─▶ operation key + fingerprint
+//!   ─▶ claim lookup ─▶ (no claim) state read: version seen == current?
+//!   ─▶ approval ─▶ claim ─▶ execute(precondition) ─▶ complete ─▶ audit
+//! ```
+//!
+//! The order is in the types ([`stage`]): only [`Authorized`] can name a
+//! resource to a [`StateSource`], only [`Bound`] can build a claim request,
+//! only [`Claimed`] (a won claim) can reach an [`Executor`]. [`decide`] is
+//! the one function that wires them. It is generic over the four pluggable
+//! parts, links no runtime and reads no clock: time and holder tokens come in
+//! with the [`Request`].
+
+mod authz;
+mod decision;
+mod driver;
+mod exec;
+pub mod stage;
+mod state;
+
+pub use authz::{Authorizer, AuthzDecision, AuthzRequest, Principal, PrincipalError};
+pub use decision::{Decision, Outcome, Reason};
+pub use driver::{
+    Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
+    reconcile,
+};
+pub use exec::{ExecError, ExecOutcome, ExecPermit, Executor};
+pub use stage::{Authorized, Bound, Claimed, Validated};
+pub use state::{StateError, StateScope, StateSource, StateVersion};

@@ -1,0 +1,842 @@
+//! The decision pipeline against spies: DESIGN §1's order and invariants.
+//!
+//! Every part is a spy that logs its calls into one shared log, so a test
+//! can assert not only the outcome but what was touched, and in which
+//! order. The futures involved never pend, so a minimal `block_on` drives
+//! them and the core needs no runtime even in its tests.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, HolderToken,
+    JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
+    StuckEntry, UnixMillis,
+};
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::op::operation_key;
+use toolgate::pipeline::{
+    Approval, Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome,
+    ExecPermit, Executor, Gate, Outcome, Principal, Reason, ReconcileReport, Request, StateError,
+    StateScope, StateSource, StateVersion, decide, reconcile,
+};
+use toolgate::provider::Provider;
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("a spy future pended"),
+    }
+}
+
+type Log = Arc<Mutex<Vec<&'static str>>>;
+
+fn push(log: &Log, what: &'static str) {
+    log.lock().unwrap().push(what);
+}
+
+/// Allows or denies by principal id, logging each call.
+struct SpyAuthorizer {
+    log: Log,
+    denied: Mutex<Vec<String>>,
+    broken: Mutex<bool>,
+}
+
+impl Authorizer for SpyAuthorizer {
+    fn authorize(&self, r: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
+        push(&self.log, "authorize");
+        let d = if *self.broken.lock().unwrap() {
+            AuthzDecision::Error {
+                message: "attribute `assigned` is 1, not a boolean".into(),
+            }
+        } else if self
+            .denied
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|d| d == r.principal().id())
+        {
+            AuthzDecision::Deny {
+                message: "not assigned to this ticket".into(),
+            }
+        } else {
+            AuthzDecision::Allow
+        };
+        std::future::ready(d)
+    }
+}
+
+/// The ticket's current version, shared with the executor (the "downstream
+/// system").
+struct SpyState {
+    log: Log,
+    version: Arc<Mutex<i64>>,
+}
+
+impl StateSource for SpyState {
+    fn current_version(
+        &self,
+        _scope: StateScope<'_>,
+    ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
+        push(&self.log, "state");
+        std::future::ready(Ok(StateVersion::from(*self.version.lock().unwrap())))
+    }
+}
+
+/// A MemoryClaimStore that logs every call.
+struct SpyStore {
+    log: Log,
+    inner: MemoryClaimStore,
+}
+
+impl ClaimStore for SpyStore {
+    fn claim(
+        &self,
+        request: ClaimRequest,
+    ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send {
+        push(&self.log, "claim");
+        self.inner.claim(request)
+    }
+    fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        push(&self.log, "complete");
+        self.inner.complete(key, holder, result, now)
+    }
+    fn fetch(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
+        push(&self.log, "fetch");
+        self.inner.fetch(key)
+    }
+    fn list_stuck(
+        &self,
+        now: UnixMillis,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send {
+        push(&self.log, "list_stuck");
+        self.inner.list_stuck(now, limit)
+    }
+    fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
+        push(&self.log, "record_reconciliation");
+        self.inner.record_reconciliation(key, outcome, now)
+    }
+    fn append_audit(
+        &self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        push(&self.log, "audit");
+        self.inner.append_audit(entry)
+    }
+    fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        self.inner.audit_trail(key, limit)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum ExecMode {
+    /// Apply with the version as precondition.
+    Normal,
+    /// Fail with an unknown outcome (a connection lost mid-write).
+    Fail,
+    /// Apply, but an operator reconciles the claim before completion.
+    LoseLease,
+}
+
+/// Credits with `UPDATE … WHERE version = precondition` semantics.
+struct SpyExecutor {
+    log: Log,
+    version: Arc<Mutex<i64>>,
+    credits: Mutex<Vec<Value>>,
+    mode: Mutex<ExecMode>,
+    store: Arc<Mutex<Option<Arc<SpyStore>>>>,
+}
+
+impl Executor for SpyExecutor {
+    fn execute(
+        &self,
+        permit: ExecPermit<'_>,
+    ) -> impl Future<Output = Result<ExecOutcome, ExecError>> + Send {
+        push(&self.log, "execute");
+        let mode = *self.mode.lock().unwrap();
+        let out = (|| {
+            if mode == ExecMode::Fail {
+                return Err(ExecError::new("connection reset"));
+            }
+            let mut v = self.version.lock().unwrap();
+            if permit.precondition().as_str() != v.to_string() {
+                return Ok(ExecOutcome::PreconditionFailed {
+                    current: Some(StateVersion::from(*v)),
+                });
+            }
+            *v += 1;
+            let mut credits = self.credits.lock().unwrap();
+            credits.push(permit.arguments().clone());
+            let receipt = json!({"applied": true, "credit_id": credits.len(),
+                                 "amount_minor": permit.arguments()["amount_minor"]});
+            Ok(ExecOutcome::Applied {
+                receipt: JsonText::result(receipt.to_string()).unwrap(),
+            })
+        })();
+        if mode == ExecMode::LoseLease {
+            let store = self.store.lock().unwrap().clone().unwrap();
+            let key = *permit.key();
+            let outcome = ReconcileOutcome::NotApplied {
+                detail: JsonText::result("{}".into()).unwrap(),
+            };
+            let r = block_on(store.inner.record_reconciliation(
+                &key,
+                &outcome,
+                UnixMillis(i64::MAX),
+            ));
+            assert!(matches!(r, Ok(Reconciled::Recorded)));
+        }
+        std::future::ready(out)
+    }
+
+    fn reconcile(
+        &self,
+        claim: &ClaimRecord,
+    ) -> impl Future<Output = Result<ReconcileOutcome, ExecError>> + Send {
+        push(&self.log, "reconcile");
+        let applied = !self.credits.lock().unwrap().is_empty();
+        let text = json!({"applied": applied, "tool": claim.proposal.tool()}).to_string();
+        let text = JsonText::result(text).unwrap();
+        std::future::ready(Ok(if applied {
+            ReconcileOutcome::Applied { receipt: text }
+        } else {
+            ReconcileOutcome::NotApplied { detail: text }
+        }))
+    }
+}
+
+const APPROVAL_TOOL: &str = r#"
+[[tools]]
+name = "refund_order"
+capability = "refund:issue"
+operation_key = ["customer_id", "ticket_id", "version_seen"]
+needs_approval = true
+schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
+             "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":100000}}}'''
+"#;
+
+struct World {
+    log: Log,
+    policy: Policy,
+    authz: SpyAuthorizer,
+    state: SpyState,
+    store: Arc<SpyStore>,
+    exec: SpyExecutor,
+    version: Arc<Mutex<i64>>,
+    scope: Map<String, Value>,
+    holder_counter: Mutex<u8>,
+}
+
+impl World {
+    fn new() -> Self {
+        let log: Log = Arc::default();
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/support-desk/policy.toml"
+        ))
+        .unwrap();
+        let policy = Policy::load(&format!("{text}\n{APPROVAL_TOOL}")).unwrap();
+        let version = Arc::new(Mutex::new(7));
+        let store = Arc::new(SpyStore {
+            log: log.clone(),
+            inner: MemoryClaimStore::new(),
+        });
+        let mut scope = Map::new();
+        scope.insert("customer_id".into(), json!("c-1"));
+        scope.insert("ticket_id".into(), json!("t-9"));
+        World {
+            authz: SpyAuthorizer {
+                log: log.clone(),
+                denied: Mutex::default(),
+                broken: Mutex::new(false),
+            },
+            state: SpyState {
+                log: log.clone(),
+                version: version.clone(),
+            },
+            exec: SpyExecutor {
+                log: log.clone(),
+                version: version.clone(),
+                credits: Mutex::default(),
+                mode: Mutex::new(ExecMode::Normal),
+                store: Arc::new(Mutex::new(Some(store.clone()))),
+            },
+            store,
+            log,
+            policy,
+            version,
+            scope,
+            holder_counter: Mutex::new(0),
+        }
+    }
+
+    fn proposal(&self, tool: &str, amount: i64, reply: &str) -> contract::Decision {
+        let body = json!({"outcome":"action","reply":reply,
+            "proposed_action":{"tool":tool,"arguments":
+                if tool == "refund_order" { json!({"amount_minor": amount}) }
+                else { json!({"amount_minor": amount, "reason_code": "late_delivery"}) }}});
+        let d = contract::check(
+            &self.policy,
+            Provider::Envelope,
+            body.to_string().as_bytes(),
+            &CheckOptions::default(),
+        );
+        assert_eq!(d.outcome, contract::Outcome::Action, "{d:?}");
+        d
+    }
+
+    fn credit(&self, amount: i64) -> contract::Decision {
+        self.proposal("apply_goodwill_credit", amount, "I've added a credit.")
+    }
+
+    fn holder(&self) -> HolderToken {
+        let mut n = self.holder_counter.lock().unwrap();
+        *n += 1;
+        HolderToken::from_bytes([*n; 16])
+    }
+
+    fn decide_as(
+        &self,
+        who: &Principal,
+        proposal: contract::Decision,
+        seen: i64,
+        now: i64,
+        approval: Option<&Approval>,
+    ) -> Decision {
+        self.log.lock().unwrap().clear();
+        let gate = Gate {
+            policy: &self.policy,
+            authorizer: &self.authz,
+            state: &self.state,
+            claims: self.store.as_ref(),
+            executor: &self.exec,
+        };
+        let seen = StateVersion::from(seen);
+        let request = Request {
+            principal: who,
+            scope: &self.scope,
+            version_seen: &seen,
+            approval,
+            now: UnixMillis(now),
+            holder: self.holder(),
+            lease: Duration::from_secs(30),
+        };
+        block_on(decide(&gate, proposal, &request)).unwrap()
+    }
+
+    fn decide(&self, proposal: contract::Decision, seen: i64, now: i64) -> Decision {
+        self.decide_as(&agent("agent-1"), proposal, seen, now, None)
+    }
+
+    fn calls(&self) -> Vec<&'static str> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn credits(&self) -> usize {
+        self.exec.credits.lock().unwrap().len()
+    }
+
+    fn deny(&self, id: &str) {
+        self.authz.denied.lock().unwrap().push(id.into());
+    }
+}
+
+fn agent(id: &str) -> Principal {
+    Principal::new(id, ["credit:issue", "refund:issue"]).unwrap()
+}
+
+const T0: i64 = 1_000_000;
+
+/// Asserts that authorisation ran first and that nothing stateful was
+/// touched before it (DESIGN invariant 3).
+fn assert_authorized_first(calls: &[&str]) {
+    let first_stateful = calls
+        .iter()
+        .position(|c| !matches!(*c, "authorize"))
+        .unwrap_or(calls.len());
+    let auth = calls.iter().position(|c| *c == "authorize");
+    assert_eq!(auth, Some(0), "authorisation did not run first: {calls:?}");
+    assert!(first_stateful >= 1, "{calls:?}");
+}
+
+#[test]
+fn fresh_proposal_executes_once_after_authorisation() {
+    let w = World::new();
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(
+        w.calls(),
+        [
+            "authorize",
+            "fetch",
+            "state",
+            "claim",
+            "execute",
+            "complete",
+            "audit"
+        ]
+    );
+    assert_eq!(d.result.as_ref().unwrap()["credit_id"], 1);
+    assert_eq!(d.reply.as_deref(), Some("I've added a credit."));
+    assert_eq!(w.credits(), 1);
+    assert_eq!(*w.version.lock().unwrap(), 8);
+}
+
+#[test]
+fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
+    let w = World::new();
+    let first = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(first.outcome, Outcome::Executed);
+    // The credit advanced the ticket to version 8; the retry still carries
+    // the version 7 the model read. Resolving the operation first makes
+    // this a replay (invariant 4).
+    let retry = w.decide(
+        w.proposal("apply_goodwill_credit", 1500, "Done — credit applied!"),
+        7,
+        T0 + 5_000,
+    );
+    assert_eq!(retry.outcome, Outcome::Replayed, "{retry:?}");
+    assert_eq!(retry.reason, None);
+    assert_eq!(retry.key, first.key);
+    assert_eq!(retry.result, first.result);
+    assert_eq!(
+        retry.result.as_ref().unwrap(),
+        &json!({"applied": true, "credit_id": 1, "amount_minor": 1500})
+    );
+    assert_eq!(retry.current_version, None);
+    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
+fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal() {
+    let w = World::new();
+    w.decide(w.credit(1500), 7, T0);
+    let d = w.decide_as(&agent("agent-2"), w.credit(2000), 7, T0 + 1, None);
+    assert_eq!(d.outcome, Outcome::Conflict, "{d:?}");
+    let prior = d.prior.as_ref().unwrap();
+    assert_eq!(
+        prior.arguments(),
+        r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
+    );
+    assert_eq!(prior.proposer(), "agent-1");
+    assert_eq!(d.result.as_ref().unwrap()["amount_minor"], 1500);
+    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
+fn one_key_admits_one_write_whoever_proposes_and_however_worded() {
+    // Invariant 5: twelve agents, twelve amounts, twelve replies; one key.
+    let w = World::new();
+    let mut outcomes = Vec::new();
+    let mut keys = Vec::new();
+    for i in 0..12 {
+        let p = w.proposal(
+            "apply_goodwill_credit",
+            100 + i,
+            &format!("Reworded reply number {i}."),
+        );
+        let d = w.decide_as(&agent(&format!("agent-{i}")), p, 7, T0 + i, None);
+        outcomes.push(d.outcome);
+        keys.push(d.key.unwrap());
+    }
+    assert_eq!(outcomes[0], Outcome::Executed);
+    assert!(
+        outcomes[1..].iter().all(|o| *o == Outcome::Conflict),
+        "{outcomes:?}"
+    );
+    assert!(keys.iter().all(|k| *k == keys[0]));
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
+fn the_key_is_the_tool_and_the_named_scope_fields_only() {
+    let fields: Vec<String> = ["customer_id", "ticket_id", "version_seen"]
+        .map(String::from)
+        .to_vec();
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!("c-1"));
+    scope.insert("ticket_id".into(), json!("t-9"));
+    scope.insert("version_seen".into(), json!("7"));
+    let k = operation_key("apply_goodwill_credit", &fields, &scope).unwrap();
+    // Fields the tool does not name (an actor, a request id) change nothing.
+    let mut extra = scope.clone();
+    extra.insert("actor".into(), json!("agent-2"));
+    assert_eq!(
+        operation_key("apply_goodwill_credit", &fields, &extra).unwrap(),
+        k
+    );
+    // Each named field and the tool do.
+    for (field, value) in [
+        ("customer_id", "c-2"),
+        ("ticket_id", "t-8"),
+        ("version_seen", "8"),
+    ] {
+        let mut other = scope.clone();
+        other.insert(field.into(), json!(value));
+        assert_ne!(
+            operation_key("apply_goodwill_credit", &fields, &other).unwrap(),
+            k
+        );
+    }
+    assert_ne!(operation_key("refund_order", &fields, &scope).unwrap(), k);
+    // Pinned: the key of a known scope (SHA-256 of the canonical JSON
+    // {"scope":{…},"tool":…}); changing the encoding changes every key.
+    let canonical = r#"{"scope":{"customer_id":"c-1","ticket_id":"t-9","version_seen":"7"},"tool":"apply_goodwill_credit"}"#;
+    use sha2::Digest;
+    let expected: [u8; 32] = sha2::Sha256::digest(canonical.as_bytes()).into();
+    assert_eq!(k.as_bytes(), &expected);
+    assert!(matches!(
+        operation_key("apply_goodwill_credit", &fields, &Map::new()),
+        Err(toolgate::op::KeyError::MissingScope(f)) if f == "customer_id"
+    ));
+}
+
+#[test]
+fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_nothing() {
+    let w = World::new();
+    *w.version.lock().unwrap() = 9;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::StateChanged);
+    assert_eq!(d.reason, Some(Reason::VersionMismatch));
+    assert_eq!(d.version_seen.as_ref().unwrap().as_str(), "7");
+    assert_eq!(d.current_version.as_ref().unwrap().as_str(), "9");
+    assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
+    assert_eq!(
+        block_on(w.store.inner.fetch(&d.key.unwrap())).unwrap(),
+        None
+    );
+}
+
+#[test]
+fn the_executor_precondition_catches_what_the_gate_filter_missed() {
+    // Invariant 9: the state read said 7, but the downstream system moved
+    // to 8 before the write; the precondition refuses it.
+    struct LaggingState;
+    impl StateSource for LaggingState {
+        fn current_version(
+            &self,
+            _s: StateScope<'_>,
+        ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
+            std::future::ready(Ok(StateVersion::from(7)))
+        }
+    }
+    let w = World::new();
+    *w.version.lock().unwrap() = 8;
+    let gate = Gate {
+        policy: &w.policy,
+        authorizer: &w.authz,
+        state: &LaggingState,
+        claims: w.store.as_ref(),
+        executor: &w.exec,
+    };
+    let p = agent("agent-1");
+    let seen = StateVersion::from(7);
+    let request = Request {
+        principal: &p,
+        scope: &w.scope,
+        version_seen: &seen,
+        approval: None,
+        now: UnixMillis(T0),
+        holder: w.holder(),
+        lease: Duration::from_secs(30),
+    };
+    let d = block_on(decide(&gate, w.credit(1500), &request)).unwrap();
+    assert_eq!(d.outcome, Outcome::StateChanged);
+    assert_eq!(d.reason, Some(Reason::PreconditionFailed));
+    assert_eq!(d.current_version.as_ref().unwrap().as_str(), "8");
+    assert_eq!(w.credits(), 0);
+    // The claim is closed as not applied: a retry replays that, not a write.
+    let row = block_on(w.store.inner.fetch(&d.key.unwrap()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.status, ClaimStatus::Completed);
+    assert_eq!(row.result().unwrap().value().unwrap()["applied"], false);
+}
+
+#[test]
+fn in_flight_then_needs_reconciliation_never_a_second_execution() {
+    let w = World::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
+    assert_eq!(d.reason, Some(Reason::ExecutorFailed));
+    *w.exec.mode.lock().unwrap() = ExecMode::Normal;
+
+    // Within the lease: in flight, and nothing runs.
+    let d = w.decide(w.credit(1500), 7, T0 + 1_000);
+    assert_eq!(d.outcome, Outcome::InFlight);
+    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+
+    // Past the lease (invariant 8): reconcile, never execute.
+    let d = w.decide(w.credit(1500), 7, T0 + 31_000);
+    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
+    assert_eq!(d.reason, Some(Reason::LeaseExpired));
+    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.credits(), 0);
+
+    // Reconciling asks the executor and records its answer; it never runs
+    // the write. Afterwards the retry replays the reconciled result.
+    let key = d.key.unwrap();
+    w.log.lock().unwrap().clear();
+    let r = block_on(reconcile(
+        w.store.as_ref(),
+        &w.exec,
+        &key,
+        "operator:ops-1",
+        UnixMillis(T0 + 32_000),
+    ))
+    .unwrap();
+    assert!(matches!(
+        r,
+        ReconcileReport::Recorded(ReconcileOutcome::NotApplied { .. })
+    ));
+    assert_eq!(
+        w.calls(),
+        ["fetch", "reconcile", "record_reconciliation", "audit"]
+    );
+    let d = w.decide(w.credit(1500), 7, T0 + 33_000);
+    assert_eq!(d.outcome, Outcome::Replayed);
+    assert_eq!(d.result.as_ref().unwrap()["applied"], false);
+    assert_eq!(w.credits(), 0);
+}
+
+#[test]
+fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
+    // Invariant 7: completion is ownership-checked; zero rows → reconcile.
+    let w = World::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(d.reason, Some(Reason::LeaseLost));
+    assert_eq!(d.result, None);
+}
+
+/// A principal who lost access gets `forbidden` on every path, with no
+/// recorded result or prior proposal, and no state or claim-store call
+/// other than the audit append after the decision.
+#[test]
+fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
+    let check = |w: &World, label: &str| {
+        let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0 + 2_000, None);
+        assert_eq!(d.outcome, Outcome::Forbidden, "{label}: {d:?}");
+        assert_eq!(d.reason, Some(Reason::NotAuthorized), "{label}");
+        assert_eq!(d.result, None, "{label}");
+        assert_eq!(d.prior, None, "{label}");
+        assert_eq!(d.key, None, "{label}");
+        assert_eq!(d.current_version, None, "{label}");
+        assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
+        let d2 = w.decide_as(&agent("agent-x"), w.credit(900), 7, T0 + 2_000, None);
+        assert_eq!(d2.outcome, Outcome::Forbidden, "{label} (other amount)");
+        assert_eq!(d2.prior, None, "{label}");
+        assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
+    };
+
+    // Fresh: no claim yet.
+    let w = World::new();
+    w.deny("agent-x");
+    check(&w, "fresh");
+
+    // Replay and conflict: agent-x had access, its credit completed, then
+    // it lost access.
+    let w = World::new();
+    let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
+    assert_eq!(d.outcome, Outcome::Executed);
+    w.deny("agent-x");
+    check(&w, "replay/conflict");
+
+    // In flight.
+    let w = World::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
+    let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
+    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
+    w.deny("agent-x");
+    check(&w, "in flight");
+    assert_eq!(w.credits(), 0);
+}
+
+#[test]
+fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
+    // Each decide clears the log first, so the log is this path's calls.
+    let w = World::new();
+    for (expected, amount, now) in [
+        (Outcome::Executed, 1500, T0),
+        (Outcome::Replayed, 1500, T0 + 1),
+        (Outcome::Conflict, 1400, T0 + 2),
+    ] {
+        let d = w.decide(w.credit(amount), 7, now);
+        assert_eq!(d.outcome, expected);
+        assert_authorized_first(&w.calls());
+    }
+    let w = World::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
+    w.decide(w.credit(1500), 7, T0);
+    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    assert_eq!(d.outcome, Outcome::InFlight);
+    assert_authorized_first(&w.calls());
+}
+
+#[test]
+fn missing_capability_and_authoriser_errors_deny_before_anything_is_read() {
+    let w = World::new();
+    let clerk = Principal::new("clerk-1", ["ticket:read"]).unwrap();
+    let d = w.decide_as(&clerk, w.credit(1500), 7, T0, None);
+    assert_eq!(d.outcome, Outcome::Forbidden);
+    assert_eq!(d.reason, Some(Reason::MissingCapability));
+    assert_eq!(w.calls(), ["audit"]);
+
+    *w.authz.broken.lock().unwrap() = true;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::Forbidden);
+    assert_eq!(d.reason, Some(Reason::AuthorizationError));
+    assert_eq!(w.calls(), ["authorize", "audit"]);
+    assert_eq!(w.credits(), 0);
+}
+
+#[test]
+fn a_truthy_one_is_not_a_capability() {
+    let ok = Principal::from_claims(
+        &json!({"id":"agent-1","capabilities":{"credit:issue":true,"refund:issue":false}}),
+    )
+    .unwrap();
+    assert!(ok.has_capability("credit:issue"));
+    assert!(!ok.has_capability("refund:issue"));
+    for bad in [json!(1), json!("true"), json!("yes"), json!(null)] {
+        let e =
+            Principal::from_claims(&json!({"id":"agent-1","capabilities":{"credit:issue":bad}}))
+                .unwrap_err();
+        assert_eq!(e.pointer(), "/capabilities/credit:issue");
+    }
+    assert!(Principal::from_claims(&json!({"id":"a","capabilities":{},"admin":true})).is_err());
+    assert!(Principal::from_claims(&json!({"id":7})).is_err());
+}
+
+#[test]
+fn approval_is_bound_to_key_fingerprint_and_version() {
+    let w = World::new();
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let d = w.decide(p(), 7, T0);
+    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(d.reason, Some(Reason::ApprovalRequired));
+    assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
+    let key = d.key.unwrap();
+    let fp = d.fingerprint.unwrap();
+
+    // An approval for other arguments does not carry over.
+    let other = w
+        .proposal("refund_order", 9000, "x")
+        .action
+        .unwrap()
+        .fingerprint;
+    let wrong = Approval {
+        key,
+        fingerprint: other,
+        version: StateVersion::from(7),
+    };
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 1, Some(&wrong));
+    assert_eq!(d.outcome, Outcome::PendingApproval);
+    // Nor one for another version.
+    let stale = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(6),
+    };
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 2, Some(&stale));
+    assert_eq!(d.outcome, Outcome::PendingApproval);
+
+    let good = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(7),
+    };
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&good));
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
+fn stateless_outcomes_pass_through_untouched_but_audited() {
+    let w = World::new();
+    let body = br#"{"outcome":"answer","reply":"Your parcel is on its way."}"#;
+    let d = contract::check(
+        &w.policy,
+        Provider::Envelope,
+        body,
+        &CheckOptions::default(),
+    );
+    let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
+    assert_eq!(d.outcome, Outcome::Answer);
+    assert_eq!(d.reply.as_deref(), Some("Your parcel is on its way."));
+    assert_eq!(w.calls(), ["audit"]);
+
+    // Identity never comes from the model (invariant 1): an `actor_id`
+    // argument rejects the proposal before anything else runs.
+    let body =
+        br#"{"outcome":"action","reply":"ok","proposed_action":{"tool":"apply_goodwill_credit",
+        "arguments":{"amount_minor":1500,"reason_code":"late_delivery","actor_id":"admin"}}}"#;
+    let d = contract::check(
+        &w.policy,
+        Provider::Envelope,
+        body,
+        &CheckOptions::default(),
+    );
+    let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
+    assert_eq!(d.outcome, Outcome::Rejected);
+    assert_eq!(d.reason.map(Reason::as_str), Some("unknown_key"));
+    assert_eq!(w.calls(), ["audit"]);
+}
+
+#[test]
+fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time() {
+    let w = World::new();
+    let a = w.decide(w.credit(1500), 7, T0);
+    let b = w.decide_as(&agent("agent-2"), w.credit(1000), 7, T0 + 10, None);
+    w.deny("agent-3");
+    let _ = w.decide_as(&agent("agent-3"), w.credit(1500), 7, T0 + 20, None);
+    let trail = block_on(w.store.inner.audit_trail(&a.key.unwrap(), 10)).unwrap();
+    assert_eq!(trail.len(), 2, "forbidden decisions carry no key");
+    assert_eq!(trail[0].actor(), "agent-1");
+    assert_eq!(trail[0].tool(), Some("apply_goodwill_credit"));
+    assert_eq!(trail[0].outcome(), "executed");
+    assert_eq!(trail[0].fingerprint(), a.fingerprint.as_ref());
+    assert_eq!(trail[0].at(), UnixMillis(T0));
+    assert_eq!(trail[1].actor(), "agent-2");
+    assert_eq!(trail[1].outcome(), "conflict");
+    assert_eq!(trail[1].fingerprint(), b.fingerprint.as_ref());
+}
+
+#[test]
+fn a_missing_scope_field_rejects_without_claiming() {
+    let mut w = World::new();
+    w.scope.remove("ticket_id");
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::Rejected);
+    assert_eq!(d.reason, Some(Reason::MissingScope));
+    assert_eq!(w.calls(), ["authorize", "audit"]);
+}
