@@ -62,13 +62,15 @@ pub mod sql {
 
 /// MySQL's lost-race errors: 1213 deadlock (also Galera's certification
 /// failure), 1205 lock wait timeout, 1020 record changed since last read.
-fn contention(e: &sqlx::Error) -> bool {
+/// The claim rolls back and runs again on these; public so that the tests
+/// can pin the codes against a real server.
+pub fn is_lost_race(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
         .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
 }
 
-sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, contention);
+sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, is_lost_race);
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(

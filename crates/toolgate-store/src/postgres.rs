@@ -49,14 +49,15 @@ mod sql {
 }
 
 /// PostgreSQL's lost-race errors: serialization_failure (40001) and
-/// deadlock_detected (40P01).
-fn contention(e: &sqlx::Error) -> bool {
+/// deadlock_detected (40P01). The claim rolls back and runs again on these;
+/// public so that the tests can pin the codes against a real server.
+pub fn is_lost_race(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|db| db.code())
         .is_some_and(|code| code == "40001" || code == "40P01")
 }
 
-sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, contention);
+sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, is_lost_race);
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(

@@ -53,15 +53,16 @@ mod sql {
 }
 
 /// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
-/// extended code (the primary code is the low byte).
-fn contention(e: &sqlx::Error) -> bool {
+/// extended code (the primary code is the low byte). The claim rolls back
+/// and runs again on these.
+pub fn is_lost_race(e: &sqlx::Error) -> bool {
     e.as_database_error()
         .and_then(|db| db.code())
         .and_then(|code| code.parse::<i64>().ok())
         .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
-sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, contention);
+sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, is_lost_race);
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(

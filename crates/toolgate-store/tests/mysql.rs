@@ -319,3 +319,82 @@ async fn many_concurrent_races_have_one_winner_each() {
     support::many_races(s, 40, 12).await;
     db.drop().await;
 }
+
+/// The codes the claim treats as a lost race, produced by the server itself:
+/// a real deadlock (1213) and a real lock wait timeout (1205) are lost
+/// races; a duplicate key (1062) is not.
+#[tokio::test]
+async fn lost_race_codes_come_from_the_server() {
+    use sqlx::mysql::{MySqlConnection, MySqlDatabaseError};
+    use sqlx::{Connection, Executor};
+    use toolgate_store::mysql::is_lost_race;
+
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let connect = || async { MySqlConnection::connect(&db.url).await.expect("connect") };
+    let number = |e: &sqlx::Error| {
+        e.as_database_error()
+            .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+            .map(MySqlDatabaseError::number)
+    };
+    let mut a = connect().await;
+    let mut b = connect().await;
+    a.execute("CREATE TABLE scratch (id INT PRIMARY KEY, v INT) ENGINE = InnoDB")
+        .await
+        .expect("create");
+    a.execute("INSERT INTO scratch VALUES (1, 0), (2, 0)")
+        .await
+        .expect("rows");
+
+    // Deadlock: each holds one row and asks for the other's.
+    a.execute("BEGIN").await.expect("begin");
+    b.execute("BEGIN").await.expect("begin");
+    a.execute("UPDATE scratch SET v = 1 WHERE id = 1")
+        .await
+        .expect("a1");
+    b.execute("UPDATE scratch SET v = 1 WHERE id = 2")
+        .await
+        .expect("b2");
+    let (ra, rb) = tokio::join!(
+        a.execute("UPDATE scratch SET v = 2 WHERE id = 2"),
+        b.execute("UPDATE scratch SET v = 2 WHERE id = 1"),
+    );
+    let victim = [ra.err(), rb.err()]
+        .into_iter()
+        .flatten()
+        .next()
+        .expect("one side must be chosen as the deadlock victim");
+    assert_eq!(number(&victim), Some(1213), "{victim}");
+    assert!(is_lost_race(&victim));
+    a.execute("ROLLBACK").await.expect("rollback");
+    b.execute("ROLLBACK").await.expect("rollback");
+
+    // Lock wait timeout, shortened for this one session.
+    a.execute("BEGIN").await.expect("begin");
+    a.execute("UPDATE scratch SET v = 3 WHERE id = 1")
+        .await
+        .expect("hold");
+    b.execute("SET SESSION innodb_lock_wait_timeout = 1")
+        .await
+        .expect("timeout");
+    b.execute("BEGIN").await.expect("begin");
+    let waited = b
+        .execute("UPDATE scratch SET v = 4 WHERE id = 1")
+        .await
+        .expect_err("must time out");
+    assert_eq!(number(&waited), Some(1205), "{waited}");
+    assert!(is_lost_race(&waited));
+    a.execute("ROLLBACK").await.expect("rollback");
+    b.execute("ROLLBACK").await.expect("rollback");
+
+    // Not a race: a plain duplicate key.
+    let dup = a
+        .execute("INSERT INTO scratch VALUES (1, 9)")
+        .await
+        .expect_err("duplicate");
+    assert_eq!(number(&dup), Some(1062), "{dup}");
+    assert!(!is_lost_race(&dup));
+    drop((a, b));
+    db.drop().await;
+}

@@ -309,3 +309,83 @@ async fn races_under_stricter_isolation_still_have_one_winner_each() {
     }
     schema.drop().await;
 }
+
+/// The codes the claim treats as a lost race, produced by the server itself:
+/// a real deadlock (40P01) and a real serialization failure (40001) are
+/// lost races; a unique violation (23505) is not.
+#[tokio::test]
+async fn lost_race_codes_come_from_the_server() {
+    use sqlx::postgres::PgConnection;
+    use sqlx::{Connection, Executor};
+    use toolgate_store::postgres::is_lost_race;
+
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let connect = || async { PgConnection::connect(&schema.url).await.expect("connect") };
+    let code = |e: &sqlx::Error| {
+        e.as_database_error()
+            .and_then(|d| d.code())
+            .map(|c| c.into_owned())
+    };
+    let mut a = connect().await;
+    let mut b = connect().await;
+    a.execute("CREATE TABLE scratch (id INT PRIMARY KEY, v INT)")
+        .await
+        .expect("create");
+    a.execute("INSERT INTO scratch VALUES (1, 0), (2, 0)")
+        .await
+        .expect("rows");
+
+    // Deadlock: each holds one row and asks for the other's.
+    a.execute("BEGIN").await.expect("begin");
+    b.execute("BEGIN").await.expect("begin");
+    a.execute("UPDATE scratch SET v = 1 WHERE id = 1")
+        .await
+        .expect("a1");
+    b.execute("UPDATE scratch SET v = 1 WHERE id = 2")
+        .await
+        .expect("b2");
+    let (ra, rb) = tokio::join!(
+        a.execute("UPDATE scratch SET v = 2 WHERE id = 2"),
+        b.execute("UPDATE scratch SET v = 2 WHERE id = 1"),
+    );
+    let victim = [ra.err(), rb.err()]
+        .into_iter()
+        .flatten()
+        .next()
+        .expect("one side must be chosen as the deadlock victim");
+    assert_eq!(code(&victim).as_deref(), Some("40P01"), "{victim}");
+    assert!(is_lost_race(&victim));
+    a.execute("ROLLBACK").await.expect("rollback");
+    b.execute("ROLLBACK").await.expect("rollback");
+
+    // Serialization failure: a REPEATABLE READ snapshot updates a row that
+    // changed after it was taken.
+    a.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .await
+        .expect("begin");
+    a.execute("SELECT count(*) FROM scratch")
+        .await
+        .expect("snapshot");
+    b.execute("UPDATE scratch SET v = 5 WHERE id = 1")
+        .await
+        .expect("concurrent update");
+    let stale = a
+        .execute("UPDATE scratch SET v = 6 WHERE id = 1")
+        .await
+        .expect_err("must fail to serialise");
+    assert_eq!(code(&stale).as_deref(), Some("40001"), "{stale}");
+    assert!(is_lost_race(&stale));
+    a.execute("ROLLBACK").await.expect("rollback");
+
+    // Not a race: a plain unique violation.
+    let dup = a
+        .execute("INSERT INTO scratch VALUES (1, 9)")
+        .await
+        .expect_err("duplicate");
+    assert_eq!(code(&dup).as_deref(), Some("23505"), "{dup}");
+    assert!(!is_lost_race(&dup));
+    drop((a, b));
+    schema.drop().await;
+}
