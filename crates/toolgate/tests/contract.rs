@@ -688,3 +688,22 @@ fn decisions_print_a_fixed_set_of_keys() {
     assert_eq!(r["reason"], "unknown_key");
     assert_eq!(r["arguments"], Value::Null);
 }
+
+#[test]
+fn stream_events_are_strictly_decoded_with_their_position() {
+    let policy = policy();
+    let body = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n\
+data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\",\"content\":\"c\"}}]}\n\n\
+data: [DONE]\n\n";
+    let opts = CheckOptions {
+        stream: true,
+        ..CheckOptions::default()
+    };
+    let d = check(&policy, Provider::OpenAiChat, body, &opts);
+    assert_eq!(d.reason, Some(Reason::DuplicateKey));
+    assert_eq!(
+        d.pointer.as_deref(),
+        Some("/events/1/choices/0/delta/content")
+    );
+    assert!(!d.repairable);
+}

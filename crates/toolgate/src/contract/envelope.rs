@@ -66,13 +66,17 @@ fn closed(map: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), En
     }
 }
 
-fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    map.get(key).filter(|v| !v.is_null())
+/// `null` counts as absent.
+fn present(v: Option<Value>) -> Option<Value> {
+    v.filter(|v| !v.is_null())
 }
 
 /// Reads a decoded envelope; `reply_max_bytes` bounds the reply in UTF-8 bytes.
-pub fn parse(value: &Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeError> {
-    let Some(map) = value.as_object() else {
+///
+/// Takes the value by ownership so that the reply and the arguments are
+/// moved out rather than copied: this runs once per model turn.
+pub fn parse(value: Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeError> {
+    let Value::Object(mut map) = value else {
         return Err(fail(
             Reason::InvalidEnvelope,
             "",
@@ -81,15 +85,15 @@ pub fn parse(value: &Value, reply_max_bytes: usize) -> Result<Envelope, Envelope
     };
     // Unknown keys first: `approved_by` is reported as what it is even when
     // the rest of the envelope is also wrong.
-    closed(map, &["outcome", "reply", "proposed_action"], "")?;
+    closed(&map, &["outcome", "reply", "proposed_action"], "")?;
     if let Some(Value::Object(action)) = map.get("proposed_action") {
         closed(action, &["tool", "arguments"], "/proposed_action")?;
     }
-    let reply = match present(map, "reply") {
+    let reply = match present(map.remove("reply")) {
         None => None,
         Some(Value::String(s)) => {
-            check_reply(s, reply_max_bytes)?;
-            Some(s.clone())
+            check_reply(&s, reply_max_bytes)?;
+            Some(s)
         }
         Some(_) => {
             return Err(fail(
@@ -99,7 +103,7 @@ pub fn parse(value: &Value, reply_max_bytes: usize) -> Result<Envelope, Envelope
             ));
         }
     };
-    let action = present(map, "proposed_action");
+    let action = present(map.remove("proposed_action"));
     match map.get("outcome").and_then(Value::as_str) {
         Some("answer") => {
             if action.is_some() {
@@ -143,21 +147,21 @@ pub fn parse(value: &Value, reply_max_bytes: usize) -> Result<Envelope, Envelope
                     "an action needs a reply",
                 ));
             };
-            let Some(Value::Object(action)) = action else {
+            let Some(Value::Object(mut action)) = action else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action",
                     "an action needs one proposed_action object {tool, arguments}",
                 ));
             };
-            let Some(Value::String(tool)) = action.get("tool") else {
+            let Some(Value::String(tool)) = action.remove("tool") else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action/tool",
                     "the tool must be a string",
                 ));
             };
-            let Some(arguments) = action.get("arguments") else {
+            let Some(arguments) = action.remove("arguments") else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action/arguments",
@@ -166,8 +170,8 @@ pub fn parse(value: &Value, reply_max_bytes: usize) -> Result<Envelope, Envelope
             };
             Ok(Envelope::Action {
                 reply,
-                tool: tool.clone(),
-                arguments: arguments.clone(),
+                tool,
+                arguments,
             })
         }
         Some(other) => Err(fail(

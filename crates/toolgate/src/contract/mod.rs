@@ -428,7 +428,7 @@ fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decisio
         Ok(v) => v,
         Err(r) => return model_json_rejection(&r, "", Some(stop), attempt),
     };
-    let envelope = match envelope::parse(&value, policy.reply_max_bytes()) {
+    let envelope = match envelope::parse(value, policy.reply_max_bytes()) {
         Ok(e) => e,
         Err(e) => return Decision::rejected(e.reason, e.pointer, e.message, Some(stop), attempt),
     };
@@ -579,7 +579,7 @@ fn contract(
         Args::Decoded(v) => {
             // The value was decoded as part of a larger document; hold it to
             // the tool's own byte limit as if it had arrived alone.
-            let size = serde_json::to_vec(&v).map_or(usize::MAX, |b| b.len());
+            let size = serialized_len(&v);
             if size > contract.max_argument_bytes() {
                 return reject(
                     Reason::TooLarge,
@@ -644,4 +644,24 @@ fn contract(
         needs_approval: contract.needs_approval(),
     });
     d
+}
+
+/// The compact serialised length of `v`, without building the text.
+fn serialized_len(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, v) {
+        Ok(()) => count.0,
+        // Serialising a Value cannot fail; if it ever did, fail closed.
+        Err(_) => usize::MAX,
+    }
 }

@@ -50,9 +50,50 @@ impl fmt::Display for FingerprintError {
 impl std::error::Error for FingerprintError {}
 
 /// The RFC 8785 canonical JSON text of `value`.
+///
+/// The canonicaliser is the `serde_jcs` crate. For the common shape of tool
+/// arguments (ASCII object keys, no floats) serde_json's compact output is
+/// already canonical, byte for byte: `serde_json::Map` iterates keys in
+/// sorted order, which for ASCII keys is RFC 8785's UTF-16 order; integers
+/// in ±(2^53−1) print the same in both; and both escape strings alike
+/// (`"`, `\`, and U+0000–U+001F with the short forms or lower-case
+/// `\u00xx`, everything else as UTF-8). That path is taken only after
+/// checking those conditions on the value itself (including the key order,
+/// so a `preserve_order` build of serde_json falls back too), and is about
+/// fifteen times faster; a test compares both paths on generated values.
 pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
-    check_range(value, &mut String::new())?;
+    check_range(value)?;
+    if plain(value) {
+        return serde_json::to_string(value)
+            .map_err(|e| FingerprintError::NotCanonicalisable(e.to_string()));
+    }
+    canonical_json_jcs(value)
+}
+
+/// [`canonical_json`] always through `serde_jcs`, for comparison tests.
+pub fn canonical_json_jcs(value: &Value) -> Result<String, FingerprintError> {
+    check_range(value)?;
     serde_jcs::to_string(value).map_err(|e| FingerprintError::NotCanonicalisable(e.to_string()))
+}
+
+/// No floats, and every object's keys are ASCII and strictly increasing in
+/// iteration order.
+fn plain(value: &Value) -> bool {
+    match value {
+        Value::Number(n) => n.is_u64() || n.is_i64(),
+        Value::Array(items) => items.iter().all(plain),
+        Value::Object(map) => {
+            let mut prev: Option<&str> = None;
+            for (k, v) in map {
+                if !k.is_ascii() || prev.is_some_and(|p| p >= k.as_str()) || !plain(v) {
+                    return false;
+                }
+                prev = Some(k);
+            }
+            true
+        }
+        _ => true,
+    }
 }
 
 /// SHA-256 over the canonical JSON of `value`.
@@ -76,7 +117,21 @@ pub fn fingerprint_canonical(canonical: &str) -> Fingerprint {
     Fingerprint::from_bytes(Sha256::digest(canonical.as_bytes()).into())
 }
 
-fn check_range(value: &Value, pointer: &mut String) -> Result<(), FingerprintError> {
+/// Fails with the JSON pointer of the first integer outside ±(2^53−1).
+/// The pointer is built only on failure, on the way back up, so the common
+/// case allocates nothing.
+fn check_range(value: &Value) -> Result<(), FingerprintError> {
+    match out_of_range(value) {
+        None => Ok(()),
+        Some(mut path) => {
+            path.reverse();
+            Err(FingerprintError::NumberOutOfRange(path.concat()))
+        }
+    }
+}
+
+/// Reversed pointer segments (each `/token`) to the first bad number.
+fn out_of_range(value: &Value) -> Option<Vec<String>> {
     let max = Limits::INTEROPERABLE_INTEGER;
     match value {
         Value::Number(n) => {
@@ -89,32 +144,20 @@ fn check_range(value: &Value, pointer: &mut String) -> Result<(), FingerprintErr
                 // round-trip form, which is exact for the double it is.
                 n.as_f64().is_some_and(f64::is_finite)
             };
-            if in_range {
-                Ok(())
-            } else {
-                Err(FingerprintError::NumberOutOfRange(pointer.clone()))
-            }
+            (!in_range).then(Vec::new)
         }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let len = pointer.len();
-                pointer.push('/');
-                pointer.push_str(&i.to_string());
-                check_range(item, pointer)?;
-                pointer.truncate(len);
-            }
-            Ok(())
-        }
-        Value::Object(map) => {
-            for (k, v) in map {
-                let len = pointer.len();
-                pointer.push('/');
-                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
-                check_range(v, pointer)?;
-                pointer.truncate(len);
-            }
-            Ok(())
-        }
-        _ => Ok(()),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, item)| {
+            out_of_range(item).map(|mut p| {
+                p.push(format!("/{i}"));
+                p
+            })
+        }),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            out_of_range(v).map(|mut p| {
+                p.push(format!("/{}", k.replace('~', "~0").replace('/', "~1")));
+                p
+            })
+        }),
+        _ => None,
     }
 }

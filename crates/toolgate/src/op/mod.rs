@@ -8,4 +8,6 @@ pub mod key;
 pub use crate::claim::OperationKey;
 pub use key::{KeyError, operation_key};
 
-pub use fingerprint::{Fingerprint, FingerprintError, canonical_json, fingerprint};
+pub use fingerprint::{
+    Fingerprint, FingerprintError, canonical_json, canonical_json_jcs, fingerprint,
+};

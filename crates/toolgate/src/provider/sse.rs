@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::ProviderError;
-use crate::decode::{Limits, decode};
+use crate::decode::{Limits, Rejection, decode};
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,8 +88,15 @@ fn dispatch(
     let value = if data.trim() == "[DONE]" {
         None
     } else {
+        // A rejected event keeps its decoder code (a duplicate key in a
+        // streamed body is `duplicate_key`, as in a whole one), with the
+        // pointer prefixed by the event's position.
         Some(decode(data.as_bytes(), limits).map_err(|r| {
-            super::malformed(&format!("/events/{index}"), format!("event data: {r}"))
+            ProviderError::Body(Rejection::new(
+                r.code(),
+                format!("/events/{index}{}", r.pointer()),
+                format!("event {index}: {}", r.message()),
+            ))
         })?)
     };
     out.push(Event { name, data: value });

@@ -1,0 +1,66 @@
+//! The fingerprint's fast path (serde_json's compact output for ASCII keys
+//! and no floats) must be byte-identical to the `serde_jcs` canonicaliser on
+//! every value, and key order and whitespace must never change a
+//! fingerprint.
+
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+use toolgate::decode::{Limits, decode};
+use toolgate::op::{canonical_json, canonical_json_jcs, fingerprint};
+
+const MAX_SAFE: i64 = (1 << 53) - 1;
+
+fn key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        // ASCII keys, control characters and escapes included: the fast path.
+        "[\\x00-\\x7f]{0,8}",
+        Just("amount_minor".to_owned()),
+        Just("reason_code".to_owned()),
+        // Non-ASCII keys: the serde_jcs path (UTF-16 order differs).
+        Just("\u{e000}".to_owned()),
+        Just("\u{1F600}".to_owned()),
+        any::<String>(),
+    ]
+}
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (-MAX_SAFE..=MAX_SAFE).prop_map(Value::from),
+        (0..=MAX_SAFE).prop_map(|n| Value::from(n as u64)),
+        (prop::num::f64::NORMAL | prop::num::f64::ZERO | prop::num::f64::NEGATIVE)
+            .prop_map(Value::from),
+        any::<String>().prop_map(Value::String),
+        "[\\x00-\\x1f\"\\\\/\\x7f]{0,6}".prop_map(Value::String),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((key(), inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fast_path_equals_serde_jcs(v in value()) {
+        prop_assert_eq!(canonical_json(&v), canonical_json_jcs(&v));
+    }
+
+    #[test]
+    fn whitespace_and_key_order_do_not_change_the_fingerprint(v in value()) {
+        // Re-read the value from pretty-printed text (which also reverses
+        // nothing but whitespace) and from its canonical text.
+        let pretty = serde_json::to_string_pretty(&v).expect("serialise");
+        let limits = Limits::provider_body().with_max_nesting(100).expect("limits");
+        let reread = decode(pretty.as_bytes(), &limits).expect("own output decodes");
+        prop_assert_eq!(fingerprint(&v), fingerprint(&reread));
+    }
+}
