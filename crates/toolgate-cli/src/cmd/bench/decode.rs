@@ -235,7 +235,7 @@ pub fn large(target: usize) -> Vec<u8> {
         }
         let record = json!({
             "id": format!("msg_{i:08}"),
-            "role": if i % 2 == 0 { "user" } else { "assistant" },
+            "role": if i.is_multiple_of(2) { "user" } else { "assistant" },
             "created": 1_700_000_000 + i,
             "score": (i as f64) / 7.0,
             "content": [{"type": "text", "text": format!(
