@@ -707,3 +707,53 @@ data: [DONE]\n\n";
     );
     assert!(!d.repairable);
 }
+
+#[test]
+fn formats_are_asserted() {
+    let p = policy_with(
+        r#"{"type":"object","additionalProperties":false,
+            "properties":{"due":{"type":"string","format":"date"},"mail":{"type":"string","format":"email"}}}"#,
+    )
+    .expect("loads");
+    let schema = p.tools()[0].schema();
+    assert!(schema.is_valid(&json!({"due": "2026-11-30", "mail": "a@example.com"})));
+    let v = schema
+        .validate(&json!({"due": "2026-13-45"}))
+        .expect_err("not a date");
+    assert_eq!(v.keyword, "format");
+    assert!(!schema.is_valid(&json!({"mail": "not an address"})));
+}
+
+#[test]
+fn arguments_are_held_to_the_tools_byte_limit() {
+    let policy = policy();
+    let limit = policy
+        .tool("apply_goodwill_credit")
+        .expect("tool")
+        .max_argument_bytes();
+    let pad = " ".repeat(limit);
+    // As a JSON string (OpenAI): the decoder's byte limit, before parsing.
+    let args = format!(r#"{{"amount_minor":1500,{pad}"reason_code":"late_delivery"}}"#);
+    let body = json!({"choices":[{"index":0,"message":{"role":"assistant","content":null,
+        "tool_calls":[{"id":"c","type":"function","function":{"name":"apply_goodwill_credit","arguments":args}}]},
+        "finish_reason":"tool_calls"}]});
+    let d = check(
+        &policy,
+        Provider::OpenAiChat,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    assert_eq!(d.reason, Some(Reason::TooLarge));
+    // Inside the body (Gemini): measured as compact JSON.
+    let long = "x".repeat(limit);
+    let body = json!({"candidates":[{"content":{"parts":[{"functionCall":{"name":"apply_goodwill_credit",
+        "args":{"amount_minor":1500,"reason_code":long}}}]},"finishReason":"STOP"}]});
+    let d = check(
+        &policy,
+        Provider::Gemini,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    assert_eq!(d.reason, Some(Reason::TooLarge));
+    assert_eq!(d.tool.as_deref(), Some("apply_goodwill_credit"));
+}
