@@ -6,7 +6,7 @@ use std::fmt;
 use serde_json::{Value, json};
 
 use super::state::StateVersion;
-use crate::claim::{Fingerprint, OperationKey, ProposalRecord};
+use crate::claim::{Fingerprint, Lease, OperationKey, ProposalRecord};
 use crate::contract;
 
 /// Every outcome a decision can have (DESIGN §2). Deliberately exhaustive:
@@ -32,6 +32,10 @@ pub enum Outcome {
     NeedsReconciliation,
     /// The tool needs a person's approval bound to (key, fingerprint, version).
     PendingApproval,
+    /// Claim won for a client-executed tool: the caller performs the write
+    /// under the permit (key, holder token, lease expiry, canonical
+    /// arguments, precondition version) and completes the claim.
+    Permitted,
     /// The proposal broke a rule.
     Rejected,
     /// No capability, or not authorised for this resource now.
@@ -46,7 +50,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, for documentation checks.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::Answer,
         Self::Abstain,
         Self::Executed,
@@ -56,6 +60,7 @@ impl Outcome {
         Self::StateChanged,
         Self::NeedsReconciliation,
         Self::PendingApproval,
+        Self::Permitted,
         Self::Rejected,
         Self::Forbidden,
         Self::Refused,
@@ -75,6 +80,7 @@ impl Outcome {
             Self::StateChanged => "state_changed",
             Self::NeedsReconciliation => "needs_reconciliation",
             Self::PendingApproval => "pending_approval",
+            Self::Permitted => "permitted",
             Self::Rejected => "rejected",
             Self::Forbidden => "forbidden",
             Self::Refused => "refused",
@@ -191,6 +197,9 @@ pub struct Decision {
     /// The prior proposal, for `conflict` (and `in_flight`/
     /// `needs_reconciliation`, for the reviewer).
     pub prior: Option<ProposalRecord>,
+    /// The won claim, for `permitted` only: the caller completes it with
+    /// this holder token before the lease ends.
+    pub permit: Option<Lease>,
     /// The stateless stages' decision when it ended the pipeline (answer,
     /// abstain, rejected, refused, truncated, content_filtered).
     pub stateless: Option<contract::Decision>,
@@ -210,6 +219,7 @@ impl Decision {
             current_version: None,
             result: None,
             prior: None,
+            permit: None,
             stateless: None,
         }
     }

@@ -382,6 +382,15 @@ where
                 Some("the executor's version precondition failed; nothing was written".into());
             (result, d)
         }
+        Ok(ExecOutcome::Deferred) => {
+            // Client-executed: nothing was written here and the claim stays
+            // in flight; the caller holds the lease and completes it (or,
+            // past the lease, it is reconciled, never re-executed).
+            let mut d = bound_decision(bound, Outcome::Permitted, None);
+            d.permit = Some(claimed.lease().clone());
+            d.reply = Some(bound.authorized().validated().reply().to_owned());
+            return Ok(d);
+        }
         Err(e) => {
             // The outcome is unknown: leave the claim in flight. After its
             // lease it is reconciled against the downstream system, never

@@ -80,6 +80,12 @@ pub enum ExecOutcome {
         /// The version the downstream system holds now, if it said.
         current: Option<StateVersion>,
     },
+    /// The write is the caller's to perform (a client-executed tool, as in
+    /// the HTTP sidecar's client mode): nothing was written here. The claim
+    /// stays in flight, and the decision is `permitted` and carries the won
+    /// [`crate::claim::Lease`], so the caller can complete it with the same
+    /// holder token once its own write is done.
+    Deferred,
 }
 
 /// An executor could not say what happened (a lost connection, a timeout).

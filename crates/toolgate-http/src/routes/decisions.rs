@@ -1,0 +1,410 @@
+//! `POST /v1/decisions`: one provider response through the whole pipeline.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use toolgate::claim::{ClaimRecord, ReconcileOutcome};
+use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
+use toolgate::decode::{self, Limits};
+use toolgate::pipeline::{
+    Approval, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, GateError, Outcome,
+    Principal, Request, StateVersion, decide,
+};
+use toolgate::provider::Provider;
+
+use crate::auth::{Caller, ExecutionMode};
+use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
+use crate::error::ApiError;
+use crate::idempotency::{Begin, Stored};
+use crate::review::{Prepared, Replay, reviewable};
+use crate::state::{AppState, Parts};
+
+/// Decodes a request body strictly (duplicate keys, big integers, depth)
+/// and reads it into `T`, whose unknown fields are refused.
+pub fn strict_body<T: DeserializeOwned>(body: &[u8], max: usize) -> Result<T, ApiError> {
+    let value =
+        decode::decode(body, &Limits::provider_body().with_max_bytes(max)).map_err(|r| {
+            ApiError::invalid_request(
+                "invalid_body",
+                format!("{}: {} at '{}'", r.code(), r.message(), r.pointer()),
+            )
+        })?;
+    serde_json::from_value(value)
+        .map_err(|e| ApiError::invalid_request("invalid_body", e.to_string()))
+}
+
+/// The `Idempotency-Key` value: 1 to 255 visible ASCII characters.
+fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = v.to_str().ok().map(|s| s.trim_matches('"').to_owned());
+    match text {
+        Some(t) if !t.is_empty() && t.len() <= 255 && t.bytes().all(|b| b.is_ascii_graphic()) => {
+            Ok(Some(t))
+        }
+        _ => Err(ApiError::bad_request(
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+        )),
+    }
+}
+
+fn stored_response(s: Stored) -> Response {
+    let mut r = (s.status, s.body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub async fn post<P: Parts>(
+    State(app): State<AppState<P>>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let key = match idempotency_key(&headers) {
+        Ok(k) => k,
+        Err(e) => return e.into_response(),
+    };
+    let guard = match &key {
+        None => None,
+        Some(k) => match app.inner.idempotency.begin(caller.principal.id(), k, &body) {
+            Begin::Fresh(g) => Some(g),
+            Begin::Replay(s) => return stored_response(s),
+            Begin::InFlight => {
+                return ApiError::new(
+                    StatusCode::CONFLICT,
+                    "idempotency_key_in_flight",
+                    "a request with this Idempotency-Key is still being processed; retry later",
+                )
+                .into_response();
+            }
+            Begin::Mismatch => {
+                return ApiError::invalid_request(
+                    "idempotency_key_reused",
+                    "this Idempotency-Key was used with a different request body",
+                )
+                .into_response();
+            }
+        },
+    };
+    let (status, body) = match decide_body(&app, &caller, &body).await {
+        Ok((_, response)) => {
+            let status =
+                StatusCode::from_u16(status_of_text(&response.outcome)).unwrap_or(StatusCode::OK);
+            (status, serde_json::to_vec(&response).unwrap_or_default())
+        }
+        // A server-side failure is not remembered: the retry should run.
+        Err(e) if e.status().is_server_error() => return e.into_response(),
+        Err(e) => (
+            e.status(),
+            serde_json::to_vec(&e.body()).unwrap_or_default(),
+        ),
+    };
+    if let Some(g) = guard {
+        g.finish(Stored {
+            status,
+            body: body.clone(),
+        });
+    }
+    stored_response(Stored { status, body })
+}
+
+fn status_of_text(code: &str) -> u16 {
+    Outcome::ALL
+        .into_iter()
+        .find(|o| o.as_str() == code)
+        .map_or(200, status_of)
+}
+
+async fn decide_body<P: Parts>(
+    app: &AppState<P>,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<(Decision, DecisionResponse), ApiError> {
+    let req: DecisionRequest = strict_body(body, app.settings().body_limit)?;
+    let prepared = prepare(app, req)?;
+    run(
+        app,
+        caller.principal.clone(),
+        caller.mode,
+        Arc::new(prepared),
+        None,
+    )
+    .await
+}
+
+fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared, ApiError> {
+    let provider = Provider::from_name(&req.provider).ok_or_else(|| {
+        ApiError::invalid_request(
+            "unknown_provider",
+            format!(
+                "provider must be one of {}",
+                Provider::ALL.map(Provider::as_str).join(", ")
+            ),
+        )
+    })?;
+    let body = match req.response {
+        Value::String(s) => s.into_bytes(),
+        other => {
+            if req.stream {
+                return Err(ApiError::invalid_request(
+                    "invalid_body",
+                    "a stream must be sent as a string",
+                ));
+            }
+            serde_json::to_vec(&other)
+                .map_err(|e| ApiError::invalid_request("invalid_body", e.to_string()))?
+        }
+    };
+    if req.stream && !provider.supports_stream() {
+        return Err(ApiError::invalid_request(
+            "invalid_body",
+            format!("streams are not accepted for {provider}"),
+        ));
+    }
+    let attempt = req.attempt.unwrap_or(1);
+    if !(1..=MAX_ATTEMPTS).contains(&attempt) {
+        return Err(ApiError::invalid_request(
+            "invalid_body",
+            format!("attempt must be 1 to {MAX_ATTEMPTS}"),
+        ));
+    }
+    let mode = match req.envelope.as_deref() {
+        None | Some("native") => EnvelopeMode::Native,
+        Some("structured") => EnvelopeMode::Structured,
+        Some(_) => {
+            return Err(ApiError::invalid_request(
+                "invalid_body",
+                "envelope must be native or structured",
+            ));
+        }
+    };
+    for (k, v) in &req.scope {
+        if !app.inner.scope_fields.contains(k) {
+            return Err(ApiError::invalid_request(
+                "unknown_scope_field",
+                format!(
+                    "scope field {k:?} is not named by any tool's operation key; identity comes from the API key, never the body"
+                ),
+            ));
+        }
+        let ok = match v {
+            Value::String(s) => !s.is_empty(),
+            Value::Number(n) => n.is_i64() || n.is_u64(),
+            _ => false,
+        };
+        if !ok {
+            return Err(ApiError::invalid_request(
+                "invalid_scope",
+                format!("scope field {k:?} must be a non-empty string or an integer"),
+            ));
+        }
+    }
+    let version = match req.scope.get("version_seen") {
+        None => None,
+        Some(Value::String(s)) => Some(StateVersion::new(s.clone()).ok_or_else(|| {
+            ApiError::invalid_request("invalid_scope", "version_seen is not a valid version")
+        })?),
+        Some(v) => Some(StateVersion::new(v.to_string()).ok_or_else(|| {
+            ApiError::invalid_request("invalid_scope", "version_seen is not a valid version")
+        })?),
+    };
+    Ok(Prepared {
+        provider,
+        body,
+        opts: CheckOptions {
+            stream: req.stream,
+            attempt,
+            mode,
+        },
+        scope: req.scope,
+        version,
+    })
+}
+
+/// The executor for client-mode principals: never writes; the decision is
+/// `permitted` and the client completes the claim. Reconciliation still
+/// asks the server's executor, which may know the downstream system.
+struct ClientExecutor<'a, E>(&'a E);
+
+impl<E: Executor> Executor for ClientExecutor<'_, E> {
+    async fn execute(&self, _permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        Ok(ExecOutcome::Deferred)
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        self.0.reconcile(claim).await
+    }
+}
+
+/// Runs one prepared proposal through the pipeline on its own task (so a
+/// dropped connection or an expired deadline never abandons a claim between
+/// claim and completion), records metrics and reviewer items.
+pub(crate) async fn run<P: Parts>(
+    app: &AppState<P>,
+    principal: Principal,
+    mode: ExecutionMode,
+    prepared: Arc<Prepared>,
+    approval: Option<Approval>,
+) -> Result<(Decision, DecisionResponse), ApiError> {
+    let task_app = app.clone();
+    let handle = tokio::spawn(async move {
+        let _running = task_app.inner.tasks.clone().read_owned().await;
+        task_app.inner.metrics.started();
+        let started = Instant::now();
+        let out = run_inner(&task_app, principal, mode, prepared, approval).await;
+        task_app.inner.metrics.finished();
+        if let Ok((d, _)) = &out {
+            task_app
+                .inner
+                .metrics
+                .decided(d.outcome, started.elapsed().as_secs_f64());
+        }
+        out
+    });
+    match handle.await {
+        Ok(out) => out,
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the decision task failed: {e}"),
+        )),
+    }
+}
+
+async fn run_inner<P: Parts>(
+    app: &AppState<P>,
+    principal: Principal,
+    mode: ExecutionMode,
+    prepared: Arc<Prepared>,
+    approval: Option<Approval>,
+) -> Result<(Decision, DecisionResponse), ApiError> {
+    let policy = app.policy();
+    let check = contract::check(policy, prepared.provider, &prepared.body, &prepared.opts);
+    let action = check.action.as_ref().map(|a| {
+        (
+            a.canonical_arguments.clone(),
+            a.arguments.clone(),
+            a.needs_approval,
+        )
+    });
+    let version = match (&prepared.version, &action) {
+        (Some(v), _) => v.clone(),
+        (None, Some(_)) => {
+            return Err(ApiError::invalid_request(
+                "missing_scope",
+                "an action needs scope.version_seen: the resource version the model was shown",
+            ));
+        }
+        // Never read: `decide` returns before the state stage for anything
+        // but an action, and only an action needs the version.
+        (None, None) => StateVersion::from(0),
+    };
+    let holder = crate::clock::fresh_holder()?;
+    let now = crate::clock::now_millis();
+    let request = Request {
+        principal: &principal,
+        scope: &prepared.scope,
+        version_seen: &version,
+        approval: approval.as_ref(),
+        now,
+        holder,
+        lease: app.settings().lease,
+    };
+    let parts = app.parts();
+    let decided = match mode {
+        ExecutionMode::InProcess => {
+            let gate = Gate {
+                policy,
+                authorizer: parts.authorizer(),
+                state: parts.state(),
+                claims: parts.claims(),
+                executor: parts.executor(),
+            };
+            decide(&gate, check, &request).await
+        }
+        ExecutionMode::Client => {
+            let executor = ClientExecutor(parts.executor());
+            let gate = Gate {
+                policy,
+                authorizer: parts.authorizer(),
+                state: parts.state(),
+                claims: parts.claims(),
+                executor: &executor,
+            };
+            decide(&gate, check, &request).await
+        }
+    };
+    let decision = match decided {
+        Ok(d) => d,
+        Err(GateError::Audit { decision, error }) => {
+            // The decision stands (an `executed` one did happen); hiding it
+            // would make the client retry into a replay it cannot explain.
+            tracing::error!(%error, outcome = %decision.outcome, "decision not audited");
+            *decision
+        }
+        Err(GateError::Corrupt(m)) => {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "corrupt_record",
+                m,
+            ));
+        }
+        Err(e) => return Err(ApiError::unavailable(e.to_string())),
+    };
+    let permit = match (&decision.permit, &action) {
+        (Some(lease), Some((canonical, arguments, _))) => Some(Permit::new(
+            lease,
+            canonical,
+            arguments.clone(),
+            version.as_str(),
+        )),
+        _ => None,
+    };
+    let mut response = DecisionResponse::from_decision(&decision, permit, None);
+    if reviewable(decision.outcome) {
+        let replay = match (decision.outcome, decision.key, decision.fingerprint) {
+            (Outcome::PendingApproval, Some(key), Some(fingerprint)) => Some(Replay {
+                prepared: Arc::clone(&prepared),
+                principal: principal.clone(),
+                mode,
+                approval: Approval {
+                    key,
+                    fingerprint,
+                    version: version.clone(),
+                },
+            }),
+            _ => None,
+        };
+        let mut shown = serde_json::to_value(&response).unwrap_or(Value::Null);
+        // The reviewer sees the new proposal's arguments beside the prior
+        // one's (the decision itself carries only its fingerprint).
+        if let (Some((_, arguments, _)), Value::Object(m)) = (&action, &mut shown) {
+            m.insert("arguments".to_owned(), arguments.clone());
+        }
+        let id = app
+            .inner
+            .review
+            .record(now, principal.id(), decision.outcome, shown, replay);
+        response.review_item = Some(id);
+    }
+    tracing::info!(
+        principal = principal.id(),
+        outcome = decision.outcome.as_str(),
+        reason = decision.reason.map(|r| r.as_str()),
+        tool = decision.tool.as_deref(),
+        operation_key = decision.key.map(|k| k.to_hex()),
+        "decision"
+    );
+    Ok((decision, response))
+}

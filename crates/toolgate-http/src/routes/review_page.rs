@@ -1,0 +1,314 @@
+//! `/review`: the reviewer page, server-rendered HTML and CSS, no script.
+//!
+//! A browser cannot send a bearer header from a link, so the page has a
+//! login form: the reviewer pastes their API key once, the server checks it
+//! (it must carry `toolgate:review`) and sets a session cookie (`HttpOnly`,
+//! `SameSite=Strict`, path `/review`) holding a random session id, never the
+//! key. Approve and deny are form posts carrying the session's CSRF token.
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::Value;
+use toolgate::pipeline::Outcome;
+
+use super::review_api::{approve_item, deny_item};
+use crate::auth::REVIEW_CAPABILITY;
+use crate::review::{Item, SESSION_MS, Session, Status};
+use crate::state::{AppState, Parts};
+
+const COOKIE: &str = "toolgate_review";
+
+fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn session_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// The reviewer's id and CSRF token, if the cookie names a live session.
+fn reviewer<P: Parts>(app: &AppState<P>, headers: &HeaderMap) -> Option<(String, String)> {
+    let token = session_token(headers)?;
+    app.inner.review.session(&token, crate::clock::now_millis())
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}\
+h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ccc}\
+.item{border:1px solid #ccc;border-radius:6px;padding:.8rem;margin:.8rem 0}\
+.cols{display:grid;grid-template-columns:1fr 1fr;gap:1rem}\
+.code{font-family:ui-monospace,monospace;font-size:.85rem;background:#f5f5f5;padding:.3rem;white-space:pre-wrap;word-break:break-all}\
+.status{font-weight:bold}.approved{color:#060}.denied{color:#900}\
+button{margin-right:.5rem;padding:.3rem .9rem}form.inline{display:inline}";
+
+fn page_shell(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
+        esc(title)
+    )
+}
+
+fn login_page(message: Option<&str>) -> String {
+    let note = message.map_or(String::new(), |m| {
+        format!("<p class=\"status denied\">{}</p>", esc(m))
+    });
+    page_shell(
+        "toolgate review: sign in",
+        &format!(
+            "<h1>toolgate review</h1>{note}<form method=\"post\" action=\"/review/login\">\
+             <label>Reviewer API key <input type=\"password\" name=\"key\" id=\"key\" autocomplete=\"off\"></label> \
+             <button type=\"submit\" id=\"login\">Sign in</button></form>"
+        ),
+    )
+}
+
+fn json_text(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "—".to_owned(),
+        Some(v) => esc(&v.to_string()),
+    }
+}
+
+fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
+    d.get(k).filter(|v| !v.is_null())
+}
+
+fn render_item(i: &Item, csrf: &str) -> String {
+    let d = &i.decision;
+    let head = format!(
+        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\"><div><b>#{id}</b> {kind} · tool <b>{tool}</b> · proposed by {proposer} · reason <code>{reason}</code></div>",
+        id = i.id,
+        kind = i.kind.as_str(),
+        tool = json_text(field(d, "tool")),
+        proposer = esc(&i.proposer),
+        reason = json_text(field(d, "reason")),
+    );
+    let body = match i.kind {
+        Outcome::Conflict => {
+            let prior = field(d, "prior");
+            format!(
+                "<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div><div class=\"code prior-arguments\">{}</div><div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
+                 <div><h3>New proposal</h3><div>arguments</div><div class=\"code new-arguments\">{}</div><div>version seen {}</div></div></div>",
+                json_text(prior.and_then(|p| p.get("arguments"))),
+                json_text(prior.and_then(|p| p.get("version_seen"))),
+                json_text(prior.and_then(|p| p.get("proposer"))),
+                json_text(field(d, "result")),
+                json_text(field(d, "arguments")),
+                json_text(field(d, "version_seen")),
+            )
+        }
+        Outcome::StateChanged => format!(
+            "<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div><div class=\"code\">{}</div>",
+            json_text(field(d, "version_seen")),
+            json_text(field(d, "current_version")),
+            json_text(field(d, "arguments")),
+        ),
+        Outcome::Rejected => format!("<div>{}</div>", json_text(field(d, "message"))),
+        Outcome::NeedsReconciliation => format!(
+            "<div>{}</div><div>prior proposal</div><div class=\"code\">{}</div><div>Reconcile: <code>POST /v1/claims/{}/reconcile</code> (never execute again).</div>",
+            json_text(field(d, "message")),
+            json_text(field(d, "prior")),
+            json_text(field(d, "operation_key")).trim_matches('"'),
+        ),
+        _ => format!(
+            "<div>arguments</div><div class=\"code arguments\">{}</div><div>version seen {} · operation key <code>{}</code></div>",
+            json_text(field(d, "arguments")),
+            json_text(field(d, "version_seen")),
+            json_text(field(d, "operation_key")).trim_matches('"'),
+        ),
+    };
+    let status = match &i.status {
+        Status::Open if i.kind == Outcome::PendingApproval => format!(
+            "<form class=\"inline\" method=\"post\" action=\"/review/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"approve\" id=\"approve-{id}\">Approve</button></form>\
+             <form class=\"inline\" method=\"post\" action=\"/review/items/{id}/deny\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form>",
+            id = i.id,
+            csrf = esc(csrf),
+        ),
+        Status::Open => String::new(),
+        Status::Deciding => "<div class=\"status\">deciding…</div>".to_owned(),
+        Status::Approved { by, decision } => format!(
+            "<div class=\"status approved\">approved by {} → outcome <span class=\"outcome-after\">{}</span></div><div class=\"code result-after\">{}</div>",
+            esc(by),
+            json_text(field(decision, "outcome")).trim_matches('"'),
+            json_text(field(decision, "result")),
+        ),
+        Status::Denied { by } => {
+            format!("<div class=\"status denied\">denied by {}</div>", esc(by))
+        }
+    };
+    format!("{head}{body}{status}</div>")
+}
+
+fn review_page(items: &[Item], reviewer: &str, csrf: &str) -> String {
+    let sections = [
+        (Outcome::PendingApproval, "Pending approval"),
+        (Outcome::Conflict, "Conflicts"),
+        (Outcome::StateChanged, "State changed"),
+        (Outcome::NeedsReconciliation, "Needs reconciliation"),
+        (Outcome::Rejected, "Rejected"),
+    ];
+    let mut body = format!(
+        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <form class=\"inline\" method=\"post\" action=\"/review/logout\"><button type=\"submit\">Sign out</button></form></p>",
+        esc(reviewer)
+    );
+    for (kind, title) in sections {
+        let listed: Vec<String> = items
+            .iter()
+            .filter(|i| i.kind == kind)
+            .map(|i| render_item(i, csrf))
+            .collect();
+        body.push_str(&format!(
+            "<h2 id=\"{}\">{title} ({})</h2>",
+            kind.as_str(),
+            listed.len()
+        ));
+        if listed.is_empty() {
+            body.push_str("<p>None.</p>");
+        }
+        for l in listed {
+            body.push_str(&l);
+        }
+    }
+    page_shell("toolgate review", &body)
+}
+
+pub async fn page<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap) -> Response {
+    match reviewer(&app, &headers) {
+        Some((who, csrf)) => {
+            Html(review_page(&app.inner.review.list(), &who, &csrf)).into_response()
+        }
+        None => (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    key: String,
+}
+
+pub async fn login<P: Parts>(
+    State(app): State<AppState<P>>,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let Some(key) = app.keys().lookup(form.key.trim()) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Html(login_page(Some("Unknown key."))),
+        )
+            .into_response();
+    };
+    if !key.principal.has_capability(REVIEW_CAPABILITY) {
+        return (
+            StatusCode::FORBIDDEN,
+            Html(login_page(Some("This key may not review."))),
+        )
+            .into_response();
+    }
+    let (Ok(token), Ok(csrf)) = (crate::clock::fresh_holder(), crate::clock::fresh_holder()) else {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    };
+    let token = token.to_hex();
+    app.inner.review.open_session(
+        token.clone(),
+        Session {
+            principal: key.principal.id().to_owned(),
+            csrf: csrf.to_hex(),
+            expires: crate::clock::now_millis().plus_millis(SESSION_MS),
+        },
+    );
+    let mut r = Redirect::to("/review").into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}",
+        SESSION_MS / 1000
+    )) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+pub async fn logout<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap) -> Response {
+    if let Some(t) = session_token(&headers) {
+        app.inner.review.close_session(&t);
+    }
+    let mut r = Redirect::to("/review").into_response();
+    r.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "toolgate_review=; HttpOnly; SameSite=Strict; Path=/review; Max-Age=0",
+        ),
+    );
+    r
+}
+
+#[derive(Deserialize)]
+pub struct ActionForm {
+    csrf: String,
+}
+
+fn checked<P: Parts>(
+    app: &AppState<P>,
+    headers: &HeaderMap,
+    form: &ActionForm,
+) -> Result<String, Box<Response>> {
+    match reviewer(app, headers) {
+        Some((who, csrf)) if csrf == form.csrf => Ok(who),
+        Some(_) => Err(Box::new(
+            (StatusCode::FORBIDDEN, "stale form: reload the page").into_response(),
+        )),
+        None => Err(Box::new(
+            (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
+        )),
+    }
+}
+
+pub async fn approve<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let who = match checked(&app, &headers, &form) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    match approve_item(&app, id, &who).await {
+        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn deny<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    let who = match checked(&app, &headers, &form) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    match deny_item(&app, id, &who) {
+        Ok(()) => Redirect::to(&format!("/review#item-{id}")).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -1,0 +1,187 @@
+//! The router's state: the policy, the pluggable parts, the keys, and the
+//! per-process bookkeeping (idempotency keys, the reviewer queue, metrics).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use toolgate::claim::ClaimStore;
+use toolgate::contract::Policy;
+use toolgate::pipeline::{Authorizer, Executor, StateSource};
+
+use crate::auth::KeyRing;
+use crate::idempotency::IdempotencyCache;
+use crate::metrics::Metrics;
+use crate::review::ReviewQueue;
+
+/// The four pluggable parts of the pipeline, as one type the handlers are
+/// generic over.
+pub trait Parts: Send + Sync + 'static {
+    /// Live authorisation.
+    type Authz: Authorizer + 'static;
+    /// Current resource versions.
+    type State: StateSource + 'static;
+    /// Claims, results, audit.
+    type Claims: ClaimStore + 'static;
+    /// The in-process executor (also asked during reconciliation).
+    type Exec: Executor + 'static;
+
+    /// The authoriser.
+    fn authorizer(&self) -> &Self::Authz;
+    /// The state source.
+    fn state(&self) -> &Self::State;
+    /// The claim store.
+    fn claims(&self) -> &Self::Claims;
+    /// The executor.
+    fn executor(&self) -> &Self::Exec;
+}
+
+/// The parts as plain fields.
+pub struct Backends<A, S, C, E> {
+    /// Live authorisation.
+    pub authorizer: A,
+    /// Current resource versions.
+    pub state: S,
+    /// Claims, results, audit.
+    pub claims: C,
+    /// The in-process executor.
+    pub executor: E,
+}
+
+impl<A, S, C, E> Parts for Backends<A, S, C, E>
+where
+    A: Authorizer + 'static,
+    S: StateSource + 'static,
+    C: ClaimStore + 'static,
+    E: Executor + 'static,
+{
+    type Authz = A;
+    type State = S;
+    type Claims = C;
+    type Exec = E;
+
+    fn authorizer(&self) -> &A {
+        &self.authorizer
+    }
+    fn state(&self) -> &S {
+        &self.state
+    }
+    fn claims(&self) -> &C {
+        &self.claims
+    }
+    fn executor(&self) -> &E {
+        &self.executor
+    }
+}
+
+/// Limits and timings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Largest request body accepted, in bytes (413 above). The default,
+    /// 2 MiB, leaves room for a 1 MiB provider body sent as a JSON string
+    /// (escaping grows it).
+    pub body_limit: usize,
+    /// Deadline for a whole request (408 after it). A decision that has
+    /// started still finishes on its own task.
+    pub request_timeout: Duration,
+    /// How long a won claim may run before it counts as stuck (also the
+    /// permit's lifetime in client mode).
+    pub lease: Duration,
+    /// How many idempotency keys are remembered (oldest finished first out).
+    pub idempotency_capacity: usize,
+    /// How many reviewer items are kept (oldest closed first out).
+    pub review_capacity: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            body_limit: 2 * 1024 * 1024,
+            request_timeout: Duration::from_secs(10),
+            lease: Duration::from_secs(30),
+            idempotency_capacity: 10_000,
+            review_capacity: 1_000,
+        }
+    }
+}
+
+pub(crate) struct Inner<P> {
+    pub policy: Policy,
+    pub parts: P,
+    pub keys: KeyRing,
+    pub settings: Settings,
+    pub scope_fields: BTreeSet<String>,
+    pub idempotency: IdempotencyCache,
+    pub review: ReviewQueue,
+    pub metrics: Metrics,
+    /// Every decision task holds a read guard; [`AppState::drain`] takes the
+    /// write guard, so it returns once all of them have finished.
+    pub tasks: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// Shared state of one sidecar: cheap to clone.
+pub struct AppState<P> {
+    pub(crate) inner: Arc<Inner<P>>,
+}
+
+impl<P> Clone for AppState<P> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<P: Parts> AppState<P> {
+    /// A sidecar for `policy` with `parts` and `keys`.
+    pub fn new(policy: Policy, parts: P, keys: KeyRing, settings: Settings) -> Self {
+        // The scope fields a request may carry: the ones some tool's
+        // operation key names, plus the version. Anything else in a scope
+        // (an `actor_id`, say) is refused: identity never comes from a body.
+        let mut scope_fields: BTreeSet<String> = policy
+            .tools()
+            .iter()
+            .flat_map(|t| t.operation_key().iter().cloned())
+            .collect();
+        scope_fields.insert("version_seen".to_owned());
+        let idempotency = IdempotencyCache::new(settings.idempotency_capacity);
+        let review = ReviewQueue::new(settings.review_capacity);
+        Self {
+            inner: Arc::new(Inner {
+                policy,
+                parts,
+                keys,
+                settings,
+                scope_fields,
+                idempotency,
+                review,
+                metrics: Metrics::new(),
+                tasks: Arc::new(tokio::sync::RwLock::new(())),
+            }),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The pluggable parts.
+    pub fn parts(&self) -> &P {
+        &self.inner.parts
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.inner.policy
+    }
+
+    pub(crate) fn keys(&self) -> &KeyRing {
+        &self.inner.keys
+    }
+
+    /// Waits until every decision task that has started has finished.
+    pub async fn drain(&self) {
+        let _all = self.inner.tasks.write().await;
+    }
+}

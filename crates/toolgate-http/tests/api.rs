@@ -1,0 +1,654 @@
+//! The router driven with `oneshot`: statuses of DESIGN §2, authentication,
+//! idempotency keys, client-executed permits, approvals, claims operations
+//! and the service endpoints.
+
+mod support;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use support::*;
+use tower::ServiceExt;
+
+async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, json, text)
+}
+
+fn post(path: &str, key: Option<&str>, body: &Value) -> Request<Body> {
+    let mut b = Request::post(path).header(header::CONTENT_TYPE, "application/json");
+    if let Some(k) = key {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    b.body(Body::from(body.to_string())).unwrap()
+}
+
+fn get(path: &str, key: Option<&str>) -> Request<Body> {
+    let mut b = Request::get(path);
+    if let Some(k) = key {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    b.body(Body::empty()).unwrap()
+}
+
+async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
+    let (s, j, _) = send(app, post("/v1/decisions", Some(key), body)).await;
+    (s, j)
+}
+
+#[tokio::test]
+async fn every_endpoint_but_healthz_needs_a_valid_key() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    let (s, j, _) = send(&router, get("/healthz", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(j["status"], "ok");
+    let k = "0".repeat(64);
+    let protected = [
+        ("GET", "/metrics".to_owned()),
+        ("GET", "/openapi.json".to_owned()),
+        ("POST", "/v1/decisions".to_owned()),
+        ("GET", "/v1/claims?stuck=true".to_owned()),
+        ("POST", format!("/v1/claims/{k}/complete")),
+        ("POST", format!("/v1/claims/{k}/reconcile")),
+        ("GET", "/v1/review/items".to_owned()),
+        ("POST", "/v1/review/items/1/approve".to_owned()),
+        ("POST", "/v1/review/items/1/deny".to_owned()),
+    ];
+    for (method, path) in &protected {
+        for key in [None, Some("wrong-key"), Some("")] {
+            let mut b = Request::builder().method(*method).uri(path);
+            if let Some(k) = key {
+                b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+            }
+            let (s, j, _) = send(&router, b.body(Body::from("{}")).unwrap()).await;
+            assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {path} with {key:?}");
+            assert_eq!(j["error"]["code"], "unauthorized");
+        }
+    }
+    // The reviewer page answers 401 with its login form.
+    let (s, _, html) = send(&router, get("/review", None)).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(html.contains("name=\"key\""), "{html}");
+}
+
+#[tokio::test]
+async fn outcomes_map_to_the_design_statuses() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    // executed 201, then the same retry replayed 200, with the same result.
+    let (s, first) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    assert_eq!(first["outcome"], "executed");
+    let (s, again) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(again["outcome"], "replayed");
+    assert_eq!(again["result"], first["result"]);
+    // A different amount on the same version: conflict 422 with the prior
+    // proposal and its recorded result.
+    let (s, c) = decide(&router, AGENT_KEY, &decision_body(credit(1900), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(c["outcome"], "conflict");
+    assert_eq!(c["prior"]["arguments"]["amount_minor"], 1500);
+    assert_eq!(c["result"], first["result"]);
+    assert!(c["review_item"].is_u64());
+    assert_eq!(desk.credits_for("t-1"), 1);
+    // Stale version: state_changed 409 with both versions.
+    let (s, sc) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-2", "2")).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(sc["outcome"], "state_changed");
+    assert_eq!(sc["version_seen"], "2");
+    assert_eq!(sc["current_version"], "3");
+    // An identity key the model slipped into the arguments: rejected 422.
+    let bad = action(
+        "apply_goodwill_credit",
+        json!({"amount_minor": 1500, "reason_code": "late_delivery", "approved_by": "boss"}),
+    );
+    let (s, r) = decide(&router, AGENT_KEY, &decision_body(bad, "t-2", "3")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(r["outcome"], "rejected");
+    assert_eq!(r["reason"], "unknown_key");
+    // No capability: forbidden 403.
+    let (s, f) = decide(&router, NOCAP_KEY, &decision_body(credit(100), "t-2", "3")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(f["outcome"], "forbidden");
+    // Lost access: forbidden even for a replay, and no recorded result leaks.
+    desk.0.revoked.lock().unwrap().insert("agent-1".into());
+    let (s, f) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(f["result"].is_null() && f["prior"].is_null(), "{f}");
+    desk.0.revoked.lock().unwrap().clear();
+    // Answer and abstain: 200.
+    let answer = json!({"outcome": "answer", "reply": "Your parcel ships today."});
+    let (s, a) = decide(
+        &router,
+        AGENT_KEY,
+        &json!({"provider": "envelope", "response": answer}),
+    )
+    .await;
+    assert_eq!((s, a["outcome"].as_str()), (StatusCode::OK, Some("answer")));
+    let (s, a) = decide(
+        &router,
+        AGENT_KEY,
+        &json!({"provider": "envelope", "response": "{\"outcome\":\"abstain\"}"}),
+    )
+    .await;
+    assert_eq!(
+        (s, a["outcome"].as_str()),
+        (StatusCode::OK, Some("abstain"))
+    );
+    assert_eq!(a["reply"], "A colleague will follow up.");
+    // Approval needed: pending_approval 202.
+    let refund = action("refund_order", json!({"amount_minor": 4000}));
+    let (s, p) = decide(&router, AGENT_KEY, &decision_body(refund, "t-2", "3")).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    assert_eq!(p["outcome"], "pending_approval");
+    // An executor that cannot say what happened: needs_reconciliation 409.
+    *desk.0.fail_execute.lock().unwrap() = true;
+    let (s, n) = decide(&router, AGENT_KEY, &decision_body(credit(700), "t-2", "3")).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(n["outcome"], "needs_reconciliation");
+    // The same proposal while that claim's lease is live: in_flight 409.
+    let (s, i) = decide(&router, AGENT_KEY, &decision_body(credit(700), "t-2", "3")).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(i["outcome"], "in_flight");
+}
+
+#[tokio::test]
+async fn provider_stops_are_decisions_not_errors() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    let refusal = json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+        "content": [], "stop_reason": "refusal", "stop_sequence": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1}
+    });
+    let (s, d) = decide(
+        &router,
+        AGENT_KEY,
+        &json!({"provider": "anthropic", "response": refusal}),
+    )
+    .await;
+    assert_eq!(
+        (s, d["outcome"].as_str()),
+        (StatusCode::OK, Some("refused")),
+        "{d}"
+    );
+    let cut = json!({
+        "id": "msg_2", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "text", "text": "I will app"}], "stop_reason": "max_tokens",
+        "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}
+    });
+    let (s, d) = decide(
+        &router,
+        AGENT_KEY,
+        &json!({"provider": "anthropic", "response": cut}),
+    )
+    .await;
+    assert_eq!(
+        (s, d["outcome"].as_str()),
+        (StatusCode::OK, Some("truncated")),
+        "{d}"
+    );
+}
+
+#[tokio::test]
+async fn malformed_requests_are_refused_with_stable_codes() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    let cases: Vec<(String, &str)> = vec![
+        // Duplicate keys in the request itself (the strict decoder).
+        (
+            r#"{"provider":"envelope","provider":"gemini","response":{}}"#.into(),
+            "invalid_body",
+        ),
+        // Identity in the body: no such field.
+        (
+            r#"{"provider":"envelope","response":{},"actor_id":"boss"}"#.into(),
+            "invalid_body",
+        ),
+        // Identity in the scope: not a scope field of any tool.
+        (
+            decision_body(credit(1), "t-1", "7")
+                .to_string()
+                .replace("\"customer_id\"", "\"actor_id\""),
+            "unknown_scope_field",
+        ),
+        (
+            r#"{"provider":"nope","response":{}}"#.into(),
+            "unknown_provider",
+        ),
+        (
+            r#"{"provider":"envelope","response":{},"scope":{"ticket_id":true}}"#.into(),
+            "invalid_scope",
+        ),
+        ("not json".into(), "invalid_body"),
+        (
+            "{\"provider\":\"envelope\",\"response\":1e999}".into(),
+            "invalid_body",
+        ),
+    ];
+    for (body, code) in cases {
+        let req = Request::post("/v1/decisions")
+            .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
+            .body(Body::from(body.clone()))
+            .unwrap();
+        let (s, j, _) = send(&router, req).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(j["error"]["code"], code, "{body}: {j}");
+    }
+    // An action without the version the model read.
+    let body = json!({"provider": "envelope", "response": credit(5), "scope": {"customer_id": "c-1", "ticket_id": "t-1"}});
+    let (s, j) = decide(&router, AGENT_KEY, &body).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_scope"))
+    );
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413_and_the_server_keeps_serving() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    let big = vec![b'x'; 3 * 1024 * 1024];
+    let req = Request::post("/v1/decisions")
+        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
+        .header(header::CONTENT_LENGTH, big.len())
+        .body(Body::from(big.clone()))
+        .unwrap();
+    let (s, _, _) = send(&router, req).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Streaming, without a Content-Length.
+    let stream = futures_like_stream(big);
+    let req = Request::post("/v1/decisions")
+        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
+        .body(stream)
+        .unwrap();
+    let (s, _, _) = send(&router, req).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let (s, _) = decide(&router, AGENT_KEY, &decision_body(credit(10), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::CREATED);
+}
+
+fn futures_like_stream(bytes: Vec<u8>) -> Body {
+    // A body without a size hint, so only the streaming limit can stop it.
+    let chunks: Vec<axum::body::Bytes> = bytes
+        .chunks(64 * 1024)
+        .map(axum::body::Bytes::copy_from_slice)
+        .collect();
+    Body::new(Chunks(chunks.into_iter()))
+}
+
+struct Chunks(std::vec::IntoIter<axum::body::Bytes>);
+
+impl http_body::Body for Chunks {
+    type Data = axum::body::Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.next().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+fn with_idem(key: &str, body: &Value, idem: &str) -> Request<Body> {
+    Request::post("/v1/decisions")
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .header("Idempotency-Key", idem)
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn idempotency_key_replays_and_refuses_another_payload() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let body = decision_body(credit(300), "t-1", "7");
+    let (s1, j1, _) = send(&router, with_idem(AGENT_KEY, &body, "k-1")).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    // The same key and body: the same response, byte for byte (not a
+    // `replayed` decision: the first response itself).
+    let (s2, j2, _) = send(&router, with_idem(AGENT_KEY, &body, "k-1")).await;
+    assert_eq!((s2, &j2), (StatusCode::CREATED, &j1));
+    // The same key, another body: 422.
+    let other = decision_body(credit(301), "t-1", "7");
+    let (s3, j3, _) = send(&router, with_idem(AGENT_KEY, &other, "k-1")).await;
+    assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(j3["error"]["code"], "idempotency_key_reused");
+    // Keys are per principal: another caller's k-1 is its own.
+    let (s4, j4, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-1")).await;
+    assert_eq!(s4, StatusCode::OK, "{j4}");
+    assert_eq!(
+        j4["outcome"], "replayed",
+        "a different principal runs the pipeline: {j4}"
+    );
+    assert_eq!(desk.credits_for("t-1"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "the point: the executor blocks on this lock while the test sends the second request"
+)]
+async fn idempotency_key_in_flight_is_409() {
+    // Hold the first request inside the pipeline: the executor blocks on a
+    // lock the test holds (one worker thread waits there).
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let body = decision_body(credit(300), "t-1", "7");
+    let held = desk.0.credits.lock().unwrap();
+    let r2 = router.clone();
+    let b2 = body.clone();
+    let first = tokio::spawn(async move { send(&r2, with_idem(AGENT_KEY, &b2, "k-9")).await });
+    // Wait until the first request is inside the pipeline (a readiness
+    // poll on the gauge, not a timed assertion).
+    let mut inside = false;
+    for _ in 0..5000 {
+        let (_, _, m) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
+        if m.contains("toolgate_decisions_in_progress 1") {
+            inside = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    assert!(inside, "the first request never reached the pipeline");
+    let (s, second, _) = send(&router, with_idem(AGENT_KEY, &body, "k-9")).await;
+    drop(held);
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(second["error"]["code"], "idempotency_key_in_flight");
+    let (s, j, _) = first.await.unwrap();
+    assert_eq!(s, StatusCode::CREATED, "{j}");
+    // Finished: the key now replays the first response.
+    let (s, again, _) = send(&router, with_idem(AGENT_KEY, &body, "k-9")).await;
+    assert_eq!((s, &again), (StatusCode::CREATED, &j));
+}
+
+#[tokio::test]
+async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let (s, d) = decide(
+        &router,
+        CLIENT_KEY,
+        &decision_body(credit(1200), "t-1", "7"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(d["outcome"], "permitted");
+    let permit = &d["permit"];
+    assert_eq!(permit["operation_key"], d["operation_key"]);
+    assert_eq!(permit["precondition_version"], "7");
+    assert_eq!(permit["arguments"]["amount_minor"], 1200);
+    assert_eq!(
+        permit["canonical_arguments"],
+        r#"{"amount_minor":1200,"reason_code":"late_delivery"}"#
+    );
+    assert!(permit["lease_expires_at"].as_i64().unwrap() > 0);
+    assert_eq!(desk.credits_for("t-1"), 0, "the server wrote nothing");
+    let key = permit["operation_key"].as_str().unwrap();
+    let holder = permit["holder"].as_str().unwrap();
+    let path = format!("/v1/claims/{key}/complete");
+    // Before completion the same proposal is in flight.
+    let (s, again) = decide(
+        &router,
+        CLIENT_KEY,
+        &decision_body(credit(1200), "t-1", "7"),
+    )
+    .await;
+    assert_eq!(
+        (s, again["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("in_flight"))
+    );
+    // A wrong holder: 409, nothing written.
+    let wrong = json!({"holder": "00".repeat(16), "result": {"refund_id": "evil"}});
+    let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &wrong)).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("stale_holder"))
+    );
+    // Another principal cannot complete it even with the holder.
+    let body = json!({"holder": holder, "result": {"credit_id": "php-1"}});
+    let (s, j, _) = send(&router, post(&path, Some(AGENT_KEY), &body)).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("not_proposer"))
+    );
+    // The holder completes.
+    let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body)).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["status"], "completed");
+    // A second completion with the same (now stale) holder: 409.
+    let body2 = json!({"holder": holder, "result": {"credit_id": "php-2"}});
+    let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body2)).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("stale_holder"))
+    );
+    // A retry now replays the client's recorded result, unchanged.
+    let (s, r) = decide(
+        &router,
+        CLIENT_KEY,
+        &decision_body(credit(1200), "t-1", "7"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(r["outcome"], "replayed");
+    assert_eq!(r["result"], json!({"credit_id": "php-1"}));
+}
+
+#[tokio::test]
+async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let refund = |amount: i64| action("refund_order", json!({"amount_minor": amount}));
+    let (s, p) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let item = p["review_item"].as_u64().unwrap();
+    // The same proposal again: the same item, not a second one.
+    let (_, p2) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
+    assert_eq!(p2["review_item"].as_u64(), Some(item));
+    // Only reviewers approve.
+    let approve = format!("/v1/review/items/{item}/approve");
+    let (s, j, _) = send(&router, post(&approve, Some(AGENT_KEY), &json!({}))).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("missing_capability"))
+    );
+    let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["decision"]["outcome"], "executed");
+    assert_eq!(desk.credits_for("t-1"), 1);
+    // Approved once: approving again is refused; the agent's retry replays.
+    let (s, _, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::OK, Some("replayed"))
+    );
+    // Other arguments under the same operation: a conflict, never executed
+    // on the strength of the first approval.
+    let (s, c) = decide(&router, AGENT_KEY, &decision_body(refund(9000), "t-1", "7")).await;
+    assert_eq!(
+        (s, c["outcome"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("conflict"))
+    );
+    // A pending approval whose version moves before the reviewer acts:
+    // approving it ends in state_changed and writes nothing.
+    let (_, p) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
+    let item = p["review_item"].as_u64().unwrap();
+    desk.set_version("t-2", "4");
+    let approve = format!("/v1/review/items/{item}/approve");
+    let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(j["decision"]["outcome"], "state_changed");
+    assert_eq!(desk.credits_for("t-2"), 0);
+    // Deny closes an item without running anything.
+    let (_, p) = decide(&router, AGENT_KEY, &decision_body(refund(200), "t-2", "4")).await;
+    let item = p["review_item"].as_u64().unwrap();
+    let (s, _, _) = send(
+        &router,
+        post(
+            &format!("/v1/review/items/{item}/deny"),
+            Some(REVIEWER_KEY),
+            &json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, _) = send(
+        &router,
+        post(
+            &format!("/v1/review/items/{item}/approve"),
+            Some(REVIEWER_KEY),
+            &json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert_eq!(desk.credits_for("t-2"), 0);
+    let (_, list, _) = send(&router, get("/v1/review/items", Some(REVIEWER_KEY))).await;
+    let statuses: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["status"].as_str())
+        .collect();
+    assert!(
+        statuses.contains(&"denied") && statuses.contains(&"approved"),
+        "{statuses:?}"
+    );
+}
+
+#[tokio::test]
+async fn stuck_claims_are_listed_and_reconciled_never_executed() {
+    let settings = toolgate_http::Settings {
+        lease: std::time::Duration::from_millis(1),
+        ..toolgate_http::Settings::default()
+    };
+    let (state, desk) = support::app_with(settings);
+    let router = toolgate_http::router(state);
+    // A permit whose client never comes back: stuck once the lease ends.
+    let (_, d) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    assert_eq!(d["outcome"], "permitted");
+    let key = d["operation_key"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    // Completing after the lease: refused, nothing written.
+    let body = json!({"holder": d["permit"]["holder"], "result": {"late": true}});
+    let (s, j, _) = send(
+        &router,
+        post(
+            &format!("/v1/claims/{key}/complete"),
+            Some(CLIENT_KEY),
+            &body,
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("lease_expired"))
+    );
+    // The retry is needs_reconciliation, not a second execution.
+    let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("needs_reconciliation"))
+    );
+    // Operators only.
+    let (s, _, _) = send(&router, get("/v1/claims?stuck=true", Some(AGENT_KEY))).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, j, _) = send(&router, get("/v1/claims?stuck=true", Some(OPERATOR_KEY))).await;
+    assert_eq!(s, StatusCode::OK);
+    let listed = j["claims"].as_array().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["operation_key"], key.as_str());
+    assert!(
+        listed[0].get("holder").is_none(),
+        "a holder token is a capability: never listed"
+    );
+    // The client's downstream answer, reported by the operator.
+    let path = format!("/v1/claims/{key}/reconcile");
+    let report = json!({"applied": true, "detail": {"credit_id": "php-77"}});
+    let (s, j, _) = send(&router, post(&path, Some(OPERATOR_KEY), &report)).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["status"], "reconciled_applied");
+    // Twice: not stuck any more, nothing written.
+    let (s, j, _) = send(&router, post(&path, Some(OPERATOR_KEY), &report)).await;
+    assert_eq!(
+        (s, j["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("not_stuck"))
+    );
+    let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::OK, Some("replayed"))
+    );
+    assert_eq!(r["result"], json!({"credit_id": "php-77"}));
+    assert_eq!(desk.credits_for("t-1"), 0, "the server never executed it");
+    // In-process stuck claim, reconciled by asking the server's executor.
+    *desk.0.fail_execute.lock().unwrap() = true;
+    let (_, n) = decide(&router, AGENT_KEY, &decision_body(credit(60), "t-2", "3")).await;
+    assert_eq!(n["outcome"], "needs_reconciliation");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let k2 = n["operation_key"].as_str().unwrap();
+    let req = Request::post(format!("/v1/claims/{k2}/reconcile"))
+        .header(header::AUTHORIZATION, format!("Bearer {OPERATOR_KEY}"))
+        .body(Body::empty())
+        .unwrap();
+    let (s, j, _) = send(&router, req).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["status"], "reconciled_not_applied");
+}
+
+#[tokio::test]
+async fn metrics_and_openapi_describe_the_service() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    decide(&router, AGENT_KEY, &decision_body(credit(1), "t-1", "7")).await;
+    decide(&router, CLIENT_KEY, &decision_body(credit(2), "t-2", "3")).await;
+    let (s, _, text) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        text.contains("toolgate_decisions_total{outcome=\"executed\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("toolgate_decisions_total{outcome=\"permitted\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("toolgate_decision_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(text.contains("toolgate_claims_in_flight 1"), "{text}");
+    let (s, doc, _) = send(&router, get("/openapi.json", Some(AGENT_KEY))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for path in [
+        "/v1/decisions",
+        "/v1/claims/{key}/complete",
+        "/v1/claims",
+        "/v1/claims/{key}/reconcile",
+        "/healthz",
+        "/metrics",
+    ] {
+        assert!(doc["paths"].get(path).is_some(), "{path} missing");
+    }
+    let props = &doc["components"]["schemas"]["DecisionRequest"]["properties"];
+    for field in ["provider", "response", "scope"] {
+        assert!(props.get(field).is_some(), "DecisionRequest.{field}");
+    }
+    assert!(
+        doc["components"]["schemas"]["Permit"]["properties"]
+            .get("holder")
+            .is_some()
+    );
+}

@@ -1,0 +1,128 @@
+//! Over a real socket: graceful shutdown lets a decision in progress finish
+//! (its claim completed, its response delivered) before `serve` returns,
+//! and an oversized body does not take the server down.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use support::*;
+
+fn raw_post(addr: SocketAddr, key: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST /v1/decisions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn shutdown_waits_for_the_decision_in_progress() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (state, desk) = app();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(toolgate_http::serve(
+        listener,
+        state,
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(30),
+    ));
+    // Block the executor: the decision will sit between claim and
+    // completion until the test lets go.
+    let held = desk.0.credits.lock().unwrap();
+    let body = decision_body(credit(900), "t-1", "7").to_string();
+    let client = std::thread::spawn(move || raw_post(addr, AGENT_KEY, &body));
+    // Wait until the request is inside the executor (it has claimed).
+    let mut in_executor = false;
+    for _ in 0..2000 {
+        let m = metrics(addr);
+        if m.contains("toolgate_decisions_in_progress 1") {
+            in_executor = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(in_executor, "the decision never started");
+    // Ask to stop while the decision is in progress, then let it finish.
+    stop_tx.send(()).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !server.is_finished(),
+        "serve returned with a decision in progress"
+    );
+    drop(held);
+    let response = client.join().unwrap();
+    assert!(response.starts_with("HTTP/1.1 201"), "{response}");
+    runtime.block_on(server).unwrap().unwrap();
+    assert_eq!(desk.credits_for("t-1"), 1);
+}
+
+fn metrics(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_KEY}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (state, _) = app();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(toolgate_http::serve(
+        listener,
+        state,
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(1),
+    ));
+    for key in [AGENT_KEY, "wrong"] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let big = vec![b'a'; 3_000_000];
+        let head = format!(
+            "POST /v1/decisions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            big.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // The server may answer and close before the whole body is sent.
+        let _ = s.write_all(&big);
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(
+            out.starts_with("HTTP/1.1 413") || out.starts_with("HTTP/1.1 401"),
+            "{key}: {}",
+            out.lines().next().unwrap_or("")
+        );
+    }
+    let ok = raw_post(
+        addr,
+        AGENT_KEY,
+        &decision_body(credit(5), "t-1", "7").to_string(),
+    );
+    assert!(ok.starts_with("HTTP/1.1 201"), "{ok}");
+    stop_tx.send(()).unwrap();
+    runtime.block_on(server).unwrap().unwrap();
+}

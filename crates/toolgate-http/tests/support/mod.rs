@@ -1,0 +1,238 @@
+//! A small in-memory support desk for the HTTP tests: tickets with
+//! versions, an authoriser that can revoke an agent, and an executor that
+//! writes credits with the version as its precondition.
+
+#![allow(dead_code, reason = "each test binary uses part of the support")]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use toolgate::claim::{ClaimRecord, JsonText, MemoryClaimStore, ReconcileOutcome};
+use toolgate::contract::Policy;
+use toolgate::pipeline::{
+    Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
+    Principal, StateError, StateScope, StateSource, StateVersion,
+};
+use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
+
+pub const POLICY: &str = r#"
+version = 1
+reply_max_bytes = 2000
+abstain_message = "A colleague will follow up."
+
+[[tools]]
+name = "apply_goodwill_credit"
+description = "Goodwill credit."
+capability = "credit:issue"
+operation_key = ["customer_id", "ticket_id", "version_seen"]
+needs_approval = false
+max_argument_bytes = 1024
+schema = '''
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["amount_minor", "reason_code"],
+  "properties": {
+    "amount_minor": {"type": "integer", "minimum": 1, "maximum": 2000},
+    "reason_code": {"type": "string", "enum": ["late_delivery", "damaged_item", "wrong_item"]}
+  }
+}
+'''
+
+[[tools]]
+name = "refund_order"
+description = "Refund an order; a person approves each one."
+capability = "refund:issue"
+operation_key = ["customer_id", "ticket_id", "version_seen"]
+needs_approval = true
+max_argument_bytes = 1024
+schema = '''
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["amount_minor"],
+  "properties": {
+    "amount_minor": {"type": "integer", "minimum": 1, "maximum": 50000}
+  }
+}
+'''
+"#;
+
+pub const AGENT_KEY: &str = "tg_test_agent_key";
+pub const CLIENT_KEY: &str = "tg_test_client_key";
+pub const REVIEWER_KEY: &str = "tg_test_reviewer_key";
+pub const OPERATOR_KEY: &str = "tg_test_operator_key";
+pub const NOCAP_KEY: &str = "tg_test_nocap_key";
+
+#[derive(Default)]
+pub struct Desk {
+    pub versions: Mutex<HashMap<String, String>>,
+    pub credits: Mutex<Vec<(String, String, Value)>>,
+    pub revoked: Mutex<HashSet<String>>,
+    /// When set, the executor fails with an unknown outcome.
+    pub fail_execute: Mutex<bool>,
+}
+
+#[derive(Clone, Default)]
+pub struct DeskRef(pub Arc<Desk>);
+
+impl DeskRef {
+    pub fn set_version(&self, ticket: &str, v: &str) {
+        self.0
+            .versions
+            .lock()
+            .unwrap()
+            .insert(ticket.to_owned(), v.to_owned());
+    }
+
+    pub fn credits_for(&self, ticket: &str) -> usize {
+        self.0
+            .credits
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| c.0 == ticket)
+            .count()
+    }
+}
+
+impl Authorizer for DeskRef {
+    async fn authorize(&self, r: &AuthzRequest<'_>) -> AuthzDecision {
+        if self.0.revoked.lock().unwrap().contains(r.principal().id()) {
+            AuthzDecision::Deny {
+                message: "access revoked".into(),
+            }
+        } else {
+            AuthzDecision::Allow
+        }
+    }
+}
+
+impl StateSource for DeskRef {
+    async fn current_version(&self, s: StateScope<'_>) -> Result<StateVersion, StateError> {
+        let ticket = s
+            .field("ticket_id")
+            .ok_or_else(|| StateError::new("no ticket_id"))?;
+        let v = self.0.versions.lock().unwrap().get(&ticket).cloned();
+        v.and_then(StateVersion::new)
+            .ok_or_else(|| StateError::new("no such ticket"))
+    }
+}
+
+impl Executor for DeskRef {
+    async fn execute(&self, p: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        if *self.0.fail_execute.lock().unwrap() {
+            return Err(ExecError::new("downstream timed out"));
+        }
+        let ticket = p.field("ticket_id").unwrap_or_default();
+        let current = self.0.versions.lock().unwrap().get(&ticket).cloned();
+        if current.as_deref() != Some(p.precondition().as_str()) {
+            return Ok(ExecOutcome::PreconditionFailed {
+                current: current.and_then(StateVersion::new),
+            });
+        }
+        let mut credits = self.0.credits.lock().unwrap();
+        credits.push((ticket, p.key().to_hex(), p.arguments().clone()));
+        let receipt = json!({"credit_id": credits.len(), "arguments": p.arguments()});
+        Ok(ExecOutcome::Applied {
+            receipt: JsonText::result(receipt.to_string()).unwrap(),
+        })
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        let hex = claim.key.to_hex();
+        let found = self.0.credits.lock().unwrap().iter().any(|c| c.1 == hex);
+        let text = JsonText::result(json!({"found": found}).to_string()).unwrap();
+        Ok(if found {
+            ReconcileOutcome::Applied { receipt: text }
+        } else {
+            ReconcileOutcome::NotApplied { detail: text }
+        })
+    }
+}
+
+pub type TestParts = Backends<DeskRef, DeskRef, MemoryClaimStore, DeskRef>;
+
+fn key(text: &str, id: &str, caps: &[&str], mode: ExecutionMode) -> ApiKey {
+    ApiKey {
+        sha256: ApiKey::digest(text),
+        principal: Principal::new(id, caps.iter().copied()).unwrap(),
+        mode,
+    }
+}
+
+pub fn keys() -> KeyRing {
+    KeyRing::new([
+        key(
+            AGENT_KEY,
+            "agent-1",
+            &["credit:issue", "refund:issue"],
+            ExecutionMode::InProcess,
+        ),
+        key(
+            CLIENT_KEY,
+            "php-app",
+            &["credit:issue", "refund:issue"],
+            ExecutionMode::Client,
+        ),
+        key(
+            REVIEWER_KEY,
+            "reviewer-1",
+            &["toolgate:review"],
+            ExecutionMode::InProcess,
+        ),
+        key(
+            OPERATOR_KEY,
+            "operator-1",
+            &["toolgate:operate"],
+            ExecutionMode::InProcess,
+        ),
+        key(NOCAP_KEY, "agent-2", &[], ExecutionMode::InProcess),
+    ])
+    .unwrap()
+}
+
+pub fn app_with(settings: Settings) -> (AppState<TestParts>, DeskRef) {
+    let desk = DeskRef::default();
+    desk.set_version("t-1", "7");
+    desk.set_version("t-2", "3");
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: MemoryClaimStore::new(),
+        executor: desk.clone(),
+    };
+    let policy = Policy::load(POLICY).unwrap();
+    (AppState::new(policy, parts, keys(), settings), desk)
+}
+
+pub fn app() -> (AppState<TestParts>, DeskRef) {
+    app_with(Settings::default())
+}
+
+/// An envelope-provider body proposing `tool` with `arguments`.
+pub fn action(tool: &str, arguments: Value) -> Value {
+    json!({
+        "outcome": "action",
+        "reply": "Done: I applied it.",
+        "proposed_action": {"tool": tool, "arguments": arguments}
+    })
+}
+
+pub fn credit(amount: i64) -> Value {
+    action(
+        "apply_goodwill_credit",
+        json!({"amount_minor": amount, "reason_code": "late_delivery"}),
+    )
+}
+
+pub fn decision_body(response: Value, ticket: &str, version: &str) -> Value {
+    json!({
+        "provider": "envelope",
+        "response": response,
+        "scope": {"customer_id": "c-1", "ticket_id": ticket, "version_seen": version}
+    })
+}
