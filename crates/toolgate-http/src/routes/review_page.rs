@@ -89,6 +89,11 @@ fn json_text(v: Option<&Value>) -> String {
     }
 }
 
+/// A string field as plain (escaped) text, without JSON quotes.
+fn plain(d: &Value, k: &str) -> String {
+    esc(d.get(k).and_then(Value::as_str).unwrap_or("—"))
+}
+
 fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
     d.get(k).filter(|v| !v.is_null())
 }
@@ -128,13 +133,13 @@ fn render_item(i: &Item, csrf: &str) -> String {
             "<div>{}</div><div>prior proposal</div><div class=\"code\">{}</div><div>Reconcile: <code>POST /v1/claims/{}/reconcile</code> (never execute again).</div>",
             json_text(field(d, "message")),
             json_text(field(d, "prior")),
-            json_text(field(d, "operation_key")).trim_matches('"'),
+            plain(d, "operation_key"),
         ),
         _ => format!(
             "<div>arguments</div><div class=\"code arguments\">{}</div><div>version seen {} · operation key <code>{}</code></div>",
             json_text(field(d, "arguments")),
             json_text(field(d, "version_seen")),
-            json_text(field(d, "operation_key")).trim_matches('"'),
+            plain(d, "operation_key"),
         ),
     };
     let status = match &i.status {
@@ -149,7 +154,7 @@ fn render_item(i: &Item, csrf: &str) -> String {
         Status::Approved { by, decision } => format!(
             "<div class=\"status approved\">approved by {} → outcome <span class=\"outcome-after\">{}</span></div><div class=\"code result-after\">{}</div>",
             esc(by),
-            json_text(field(decision, "outcome")).trim_matches('"'),
+            plain(decision, "outcome"),
             json_text(field(decision, "result")),
         ),
         Status::Denied { by } => {
