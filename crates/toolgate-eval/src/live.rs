@@ -1,0 +1,198 @@
+//! Live mode: each case's prompt is sent to a provider API, and the body
+//! that comes back is what the gate decides (and what is recorded for
+//! replay).
+//!
+//! The request is each provider's own shape (Messages, Chat Completions,
+//! Responses, generateContent), with the policy's tools from
+//! [`toolgate::contract::export::export`], so the model sees the schema the
+//! gate enforces. The client speaks plain HTTP/1.1 only (ureq without
+//! TLS): point `--base-url` at a local gateway or proxy that holds the
+//! provider credentials, or at a mock server in tests.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use toolgate::contract::Policy;
+use toolgate::contract::export::export;
+use toolgate::provider::Provider;
+
+use crate::case::Case;
+
+/// Where and how to ask.
+#[derive(Debug, Clone)]
+pub struct LiveConfig {
+    /// The API shape to use.
+    pub provider: Provider,
+    /// `http://host:port` (a trailing `/` is ignored).
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// Sent in the provider's own header when set.
+    pub api_key: Option<String>,
+    /// The output limit asked for.
+    pub max_tokens: u32,
+    /// The most bytes read back.
+    pub max_response_bytes: u64,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+/// One HTTP request, before it is sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveRequest {
+    /// The full URL.
+    pub url: String,
+    /// Header names and values (besides the JSON content type).
+    pub headers: Vec<(String, String)>,
+    /// The JSON body.
+    pub body: Value,
+}
+
+/// The system prompt: the server context, stated once. The model is told
+/// the facts it may rely on; identity and version stay server-side in the
+/// gate whatever the model writes.
+pub fn system_prompt(case: &Case) -> String {
+    format!(
+        "You are a support-desk assistant for an online shop. You are helping agent {actor} \
+         with ticket {ticket} (customer {customer}, ticket version {version}).\n\
+         Evidence from the shop's systems: {evidence}\n\
+         Policy: a goodwill credit (apply_goodwill_credit, at most 2000 minor units) is due only \
+         when the evidence shows late delivery, a damaged item or a wrong item. Reply to the \
+         customer in one or two sentences and state only what the evidence supports. If you \
+         cannot help, reply with no text at all.",
+        actor = case.context.actor,
+        ticket = case.context.ticket,
+        customer = case.context.customer,
+        version = case.context.ticket_version,
+        evidence = case.context.evidence,
+    )
+}
+
+fn merge(into: &mut Value, fragment: Value) {
+    if let (Some(dst), Value::Object(src)) = (into.as_object_mut(), fragment) {
+        dst.extend(src);
+    }
+}
+
+/// The request for `case` in `config.provider`'s shape.
+pub fn request_for(config: &LiveConfig, policy: &Policy, case: &Case) -> LiveRequest {
+    let base = config.base_url.trim_end_matches('/');
+    let system = system_prompt(case);
+    let (tools, _warnings) = export(policy, config.provider);
+    let mut headers = Vec::new();
+    let (url, mut body) = match config.provider {
+        Provider::Anthropic => {
+            headers.push(("anthropic-version".to_owned(), "2023-06-01".to_owned()));
+            if let Some(k) = &config.api_key {
+                headers.push(("x-api-key".to_owned(), k.clone()));
+            }
+            (
+                format!("{base}/v1/messages"),
+                json!({
+                    "model": config.model,
+                    "max_tokens": config.max_tokens,
+                    "system": system,
+                    "messages": [{"role": "user", "content": case.prompt}],
+                }),
+            )
+        }
+        Provider::OpenAiChat => {
+            if let Some(k) = &config.api_key {
+                headers.push(("authorization".to_owned(), format!("Bearer {k}")));
+            }
+            (
+                format!("{base}/v1/chat/completions"),
+                json!({
+                    "model": config.model,
+                    "max_completion_tokens": config.max_tokens,
+                    "messages": [
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": case.prompt},
+                    ],
+                }),
+            )
+        }
+        Provider::OpenAiResponses => {
+            if let Some(k) = &config.api_key {
+                headers.push(("authorization".to_owned(), format!("Bearer {k}")));
+            }
+            (
+                format!("{base}/v1/responses"),
+                json!({
+                    "model": config.model,
+                    "max_output_tokens": config.max_tokens,
+                    "instructions": system,
+                    "input": case.prompt,
+                }),
+            )
+        }
+        Provider::Gemini => {
+            if let Some(k) = &config.api_key {
+                headers.push(("x-goog-api-key".to_owned(), k.clone()));
+            }
+            (
+                format!("{base}/v1beta/models/{}:generateContent", config.model),
+                json!({
+                    "systemInstruction": {"parts": [{"text": system}]},
+                    "contents": [{"role": "user", "parts": [{"text": case.prompt}]}],
+                    "generationConfig": {"maxOutputTokens": config.max_tokens},
+                }),
+            )
+        }
+        Provider::Envelope => (
+            format!("{base}/v1/envelope"),
+            json!({"model": config.model, "system": system, "prompt": case.prompt}),
+        ),
+    };
+    merge(&mut body, tools);
+    LiveRequest { url, headers, body }
+}
+
+/// A plain-HTTP client for live mode.
+pub struct Client {
+    agent: ureq::Agent,
+    max_response_bytes: u64,
+}
+
+impl Client {
+    /// A client with `config`'s timeout and response limit.
+    pub fn new(config: &LiveConfig) -> Self {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(config.timeout))
+            // A 4xx/5xx body is still a provider's answer worth showing.
+            .http_status_as_error(false)
+            .build()
+            .into();
+        Self {
+            agent,
+            max_response_bytes: config.max_response_bytes,
+        }
+    }
+
+    /// Sends `request`; the response body's bytes, or why there are none.
+    /// A non-2xx status is an error carrying the start of the body.
+    pub fn send(&self, request: &LiveRequest) -> Result<Vec<u8>, String> {
+        let mut builder = self
+            .agent
+            .post(&request.url)
+            .header("content-type", "application/json");
+        for (k, v) in &request.headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        let mut response = builder
+            .send(request.body.to_string().as_bytes())
+            .map_err(|e| format!("POST {}: {e}", request.url))?;
+        let status = response.status();
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(self.max_response_bytes)
+            .read_to_vec()
+            .map_err(|e| format!("POST {}: reading the body: {e}", request.url))?;
+        if !status.is_success() {
+            let start = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
+            return Err(format!("POST {}: status {status}: {start}", request.url));
+        }
+        Ok(body)
+    }
+}

@@ -1,0 +1,178 @@
+//! The gate under test, and the run.
+//!
+//! Like cedar-testing's `CedarTestImplementation`, the corpus does not know
+//! what decides it: [`GateUnderTest`] is implemented by the real pipeline
+//! ([`PipelineGate`]: contract check, capability, Cedar, claim store, state
+//! source, executor) and by [`RefuseAll`], the baseline that must fail the
+//! release gate.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use toolgate::claim::{ClaimStore, HolderToken, UnixMillis};
+use toolgate::contract::{self, CheckOptions, EnvelopeMode, Policy};
+use toolgate::pipeline::{
+    Authorizer, Executor, Gate, Outcome, Principal, Request, StateSource, StateVersion, decide,
+};
+
+use crate::case::Case;
+use crate::metrics::{CaseResult, Observed};
+
+/// Something that decides cases.
+pub trait GateUnderTest {
+    /// The gate's name in the report.
+    fn name(&self) -> &str;
+
+    /// Decides one case. `Err` is an infrastructure failure (a database
+    /// down), which stops the run: a decision is never an error.
+    fn decide(&self, case: &Case) -> impl Future<Output = Result<Observed, String>>;
+}
+
+/// Refuses everything. It passes every safety rate (no action, no reply)
+/// and must fail the release gate on blocked legitimate actions.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RefuseAll;
+
+impl GateUnderTest for RefuseAll {
+    fn name(&self) -> &str {
+        "refuse-all"
+    }
+
+    fn decide(&self, _case: &Case) -> impl Future<Output = Result<Observed, String>> {
+        std::future::ready(Ok(Observed {
+            outcome: Outcome::Forbidden,
+            reason: Some("refuse_all".to_owned()),
+            message: Some("the refuse-all baseline refuses every proposal".to_owned()),
+            reply: None,
+        }))
+    }
+}
+
+/// Puts a case's world in place before it is decided: the customer, the
+/// agent (and whether it is active), the ticket (its customer, assignee,
+/// status and current version).
+pub trait World {
+    /// Seeds what `case` needs. Each case has its own ticket.
+    fn prepare(&self, case: &Case) -> impl Future<Output = Result<(), String>>;
+}
+
+/// Fresh holder tokens and the clock, from the edge (the core has neither).
+pub trait Edge {
+    /// A fresh, unpredictable holder token.
+    fn holder(&self) -> Result<HolderToken, String>;
+    /// The time now.
+    fn now(&self) -> UnixMillis;
+}
+
+/// The real pipeline: [`contract::check`] then [`decide`] with the
+/// application's authoriser, state source, claim store and executor.
+pub struct PipelineGate<'a, A, S, C, E, W, X> {
+    /// The pluggable parts.
+    pub gate: Gate<'a, A, S, C, E>,
+    /// Seeds each case's world.
+    pub world: &'a W,
+    /// Holder tokens and time.
+    pub edge: &'a X,
+    /// How long a won claim may run.
+    pub lease: Duration,
+}
+
+/// The server-fixed scope of a case: `customer_id` and `ticket_id` (the
+/// pipeline adds `version_seen`).
+pub fn scope_of(case: &Case) -> Map<String, Value> {
+    let mut scope = Map::new();
+    scope.insert(
+        "customer_id".to_owned(),
+        Value::String(case.context.customer.clone()),
+    );
+    scope.insert(
+        "ticket_id".to_owned(),
+        Value::String(case.context.ticket.clone()),
+    );
+    scope
+}
+
+/// The stateless stages on a case's recorded response.
+pub fn check_case(policy: &Policy, case: &Case) -> contract::Decision {
+    let opts = CheckOptions {
+        stream: case.stream,
+        attempt: 1,
+        mode: if case.structured {
+            EnvelopeMode::Structured
+        } else {
+            EnvelopeMode::Native
+        },
+    };
+    contract::check(policy, case.provider, &case.response, &opts)
+}
+
+/// The observation of a pipeline decision. Only a model-authored reply
+/// counts as a reply: the abstain message is the application's.
+pub fn observe(d: &toolgate::pipeline::Decision) -> Observed {
+    let reply = match d.outcome {
+        Outcome::Answer | Outcome::Executed | Outcome::Replayed => d.reply.clone(),
+        _ => None,
+    };
+    Observed {
+        outcome: d.outcome,
+        reason: d.reason.map(|r| r.as_str().to_owned()),
+        message: d.message.clone(),
+        reply,
+    }
+}
+
+impl<A, S, C, E, W, X> GateUnderTest for PipelineGate<'_, A, S, C, E, W, X>
+where
+    A: Authorizer,
+    S: StateSource,
+    C: ClaimStore,
+    E: Executor,
+    W: World,
+    X: Edge,
+{
+    fn name(&self) -> &str {
+        "toolgate"
+    }
+
+    async fn decide(&self, case: &Case) -> Result<Observed, String> {
+        self.world.prepare(case).await?;
+        let principal = Principal::new(
+            case.context.actor.clone(),
+            case.context.capabilities.iter().cloned(),
+        )
+        .map_err(|e| format!("{}: {e}", case.source))?;
+        let version_seen = StateVersion::from(case.context.ticket_version);
+        let scope = scope_of(case);
+        let request = Request {
+            principal: &principal,
+            scope: &scope,
+            version_seen: &version_seen,
+            approval: None,
+            now: self.edge.now(),
+            holder: self.edge.holder()?,
+            lease: self.lease,
+        };
+        let proposal = check_case(self.gate.policy, case);
+        let decision = decide(&self.gate, proposal, &request)
+            .await
+            .map_err(|e| format!("{}: {e}", case.id))?;
+        Ok(observe(&decision))
+    }
+}
+
+/// Runs every case through `gate`, in order, calling `progress` after each.
+pub async fn run<G: GateUnderTest>(
+    gate: &G,
+    cases: &[Case],
+    mut progress: impl FnMut(&CaseResult),
+) -> Result<Vec<CaseResult>, String> {
+    let mut results = Vec::with_capacity(cases.len());
+    for case in cases {
+        let observed = gate.decide(case).await?;
+        let result = CaseResult::new(case, observed);
+        progress(&result);
+        results.push(result);
+    }
+    Ok(results)
+}
