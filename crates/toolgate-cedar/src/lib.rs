@@ -1,0 +1,204 @@
+//! # toolgate-cedar
+//!
+//! [Cedar](https://www.cedarpolicy.com) policies as toolgate's default
+//! [`Authorizer`]: live authorisation of *this actor, this resource, this
+//! customer, now*.
+//!
+//! Each decision becomes one Cedar request:
+//!
+//! | Cedar | from |
+//! |---|---|
+//! | principal | `<principal_type>::"<authenticated principal id>"` |
+//! | action | `Action::"<tool name>"` |
+//! | resource | `<resource_type>::"<scope[resource_field]>"` |
+//! | context | `{"scope": {…server-fixed scope…}, "arguments": {…validated arguments…}}` |
+//!
+//! The entities (the principal's and the resource's attributes, such as a
+//! ticket's assignee and customer) come from an [`EntitySource`] the
+//! application implements, read live for each decision.
+//!
+//! Cedar's `is_authorized` cannot fail: it returns a decision and
+//! diagnostics. This crate is stricter than Cedar's default: **any**
+//! evaluation error in the diagnostics denies, even if another policy
+//! permitted, and is reported as [`AuthzDecision::Error`] (the pipeline's
+//! `forbidden` / `authorization_error`). Cedar is strictly typed, so an
+//! attribute that holds `1` where a policy uses it as a boolean is an
+//! evaluation error, not a truthy value.
+
+use std::future::Future;
+use std::str::FromStr;
+
+use cedar_policy::{
+    Authorizer as Engine, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid,
+    PolicySet, Request,
+};
+use serde_json::{Value, json};
+use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
+
+/// Loads the Cedar entities one decision needs, in Cedar's JSON entity
+/// format (`[{"uid": {"type": "Ticket", "id": "t-9"}, "attrs": {…},
+/// "parents": []}, …]`).
+pub trait EntitySource: Send + Sync {
+    /// The entities for `request`. An error denies.
+    fn entities(
+        &self,
+        request: &AuthzRequest<'_>,
+    ) -> impl Future<Output = Result<Value, String>> + Send;
+}
+
+/// Which Cedar types and scope field name the principal and the resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// Entity type of principals, e.g. `Agent`.
+    pub principal_type: String,
+    /// Entity type of the resource, e.g. `Ticket`.
+    pub resource_type: String,
+    /// The scope field holding the resource id, e.g. `ticket_id`.
+    pub resource_field: String,
+}
+
+/// Why a policy set or mapping could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadError(String);
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cedar: {}", self.0)
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+/// The Cedar engine with its policies, a mapping and an entity source.
+pub struct CedarAuthorizer<S> {
+    policies: PolicySet,
+    principal_type: EntityTypeName,
+    resource_type: EntityTypeName,
+    resource_field: String,
+    entities: S,
+}
+
+impl<S: EntitySource> CedarAuthorizer<S> {
+    /// Parses `policies` (Cedar policy text) and the mapping's type names.
+    pub fn new(policies: &str, mapping: &Mapping, entities: S) -> Result<Self, LoadError> {
+        let policies = PolicySet::from_str(policies).map_err(|e| LoadError(e.to_string()))?;
+        let principal_type = EntityTypeName::from_str(&mapping.principal_type)
+            .map_err(|e| LoadError(e.to_string()))?;
+        let resource_type = EntityTypeName::from_str(&mapping.resource_type)
+            .map_err(|e| LoadError(e.to_string()))?;
+        Ok(Self {
+            policies,
+            principal_type,
+            resource_type,
+            resource_field: mapping.resource_field.clone(),
+            entities,
+        })
+    }
+
+    /// The entity source.
+    pub fn entity_source(&self) -> &S {
+        &self.entities
+    }
+
+    fn request(&self, r: &AuthzRequest<'_>) -> Result<Request, String> {
+        let principal = EntityUid::from_type_name_and_id(
+            self.principal_type.clone(),
+            EntityId::new(r.principal().id()),
+        );
+        let action_type = EntityTypeName::from_str("Action").map_err(|e| e.to_string())?;
+        let action = EntityUid::from_type_name_and_id(action_type, EntityId::new(r.tool()));
+        let resource_id = match r.scope().get(&self.resource_field) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
+            _ => {
+                return Err(format!(
+                    "the scope has no resource field `{}`",
+                    self.resource_field
+                ));
+            }
+        };
+        let resource = EntityUid::from_type_name_and_id(
+            self.resource_type.clone(),
+            EntityId::new(resource_id),
+        );
+        let context = Context::from_json_value(
+            json!({"scope": r.scope(), "arguments": r.arguments()}),
+            None,
+        )
+        .map_err(|e| e.to_string())?;
+        Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())
+    }
+
+    async fn decide(&self, r: &AuthzRequest<'_>) -> AuthzDecision {
+        let request = match self.request(r) {
+            Ok(q) => q,
+            Err(message) => return AuthzDecision::Error { message },
+        };
+        let entities = match self.entities.entities(r).await {
+            Ok(v) => v,
+            Err(message) => {
+                return AuthzDecision::Error {
+                    message: format!("loading entities: {message}"),
+                };
+            }
+        };
+        let entities = match Entities::from_json_value(entities, None) {
+            Ok(e) => e,
+            Err(e) => {
+                return AuthzDecision::Error {
+                    message: format!("entities: {e}"),
+                };
+            }
+        };
+        let response = Engine::new().is_authorized(&request, &self.policies, &entities);
+        let errors: Vec<String> = response
+            .diagnostics()
+            .errors()
+            .map(ToString::to_string)
+            .collect();
+        if !errors.is_empty() {
+            // Stricter than Cedar's default: an erroring policy is not just
+            // skipped; the whole decision denies.
+            return AuthzDecision::Error {
+                message: errors.join("; "),
+            };
+        }
+        match response.decision() {
+            Decision::Allow => AuthzDecision::Allow,
+            Decision::Deny => {
+                let reasons: Vec<String> = response
+                    .diagnostics()
+                    .reason()
+                    .map(ToString::to_string)
+                    .collect();
+                AuthzDecision::Deny {
+                    message: if reasons.is_empty() {
+                        "no policy permits this".to_owned()
+                    } else {
+                        format!("denied by {}", reasons.join(", "))
+                    },
+                }
+            }
+        }
+    }
+}
+
+impl<S: EntitySource> Authorizer for CedarAuthorizer<S> {
+    fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
+        self.decide(request)
+    }
+}
+
+/// The support-desk example's Cedar policies
+/// (`examples/support-desk/policy.cedar`).
+pub const SUPPORT_DESK_POLICIES: &str = include_str!("../../../examples/support-desk/policy.cedar");
+
+/// The support-desk example's mapping: `Agent` principals, `Ticket`
+/// resources named by the `ticket_id` scope field.
+pub fn support_desk_mapping() -> Mapping {
+    Mapping {
+        principal_type: "Agent".to_owned(),
+        resource_type: "Ticket".to_owned(),
+        resource_field: "ticket_id".to_owned(),
+    }
+}
