@@ -57,6 +57,7 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+pub mod support_desk;
 
 #[cfg(feature = "fault-injection")]
 pub mod fault;

@@ -18,6 +18,7 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Command {
     Stuck(StuckArgs),
+    Reconcile(ReconcileArgs),
 }
 
 /// List stuck claims: in flight past their lease, outcome unknown.
@@ -54,6 +55,7 @@ struct StuckArgs {
 pub fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Stuck(args) => stuck(args),
+        Command::Reconcile(args) => reconcile(args),
     }
 }
 
@@ -130,4 +132,103 @@ fn corrupt_line(c: &CorruptRow) -> Value {
             "message": c.problem.message(),
         }
     })
+}
+
+/// Reconcile one stuck claim: ask the downstream system whether the write
+/// for this operation happened, record the answer, never execute again.
+///
+/// The downstream system is the support-desk example's `credits` table in
+/// the same database (an application reconciles against its own executor
+/// with `toolgate::pipeline::reconcile`). Prints one JSON line:
+///
+///   {"operation_key":"<hex>","reconciled":"applied"|"not_applied",
+///    "result":{...}}
+///   {"operation_key":"<hex>","reconciled":"not_stuck","status":...}
+///
+/// A claim still within its lease, already completed, or absent is
+/// "not_stuck" and nothing is asked or written. An audit entry is appended
+/// either way. Exit 0 when the outcome was recorded, 1 when the claim was
+/// not stuck, 2 for usage, connection and database errors.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+struct ReconcileArgs {
+    /// The claim store: sqlite://PATH, postgres://... or mysql://...
+    #[arg(long, value_name = "URL")]
+    db: String,
+    /// The operation key (64 hex digits).
+    #[arg(value_name = "KEY")]
+    key: String,
+    /// Who is reconciling, for the audit log.
+    #[arg(long, value_name = "NAME", default_value = "operator")]
+    actor: String,
+    /// Judge the lease as of this time (Unix milliseconds) instead of now.
+    #[arg(long, value_name = "MS")]
+    now: Option<i64>,
+}
+
+fn reconcile(args: ReconcileArgs) -> ExitCode {
+    use toolgate::claim::{OperationKey, ReconcileOutcome};
+    use toolgate::pipeline::ReconcileReport;
+
+    let key: OperationKey = match args.key.parse() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("toolgate claims reconcile: KEY: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return io_failure("starting the async runtime", &e),
+    };
+    let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
+    let done = runtime.block_on(async {
+        let options = StoreOptions {
+            create_if_missing: false,
+            ..StoreOptions::default()
+        };
+        let store = AnyClaimStore::connect_with(&args.db, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let desk = toolgate_store::support_desk::SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| e.to_string())?;
+        toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    let report = match done {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("toolgate claims reconcile: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let value = |text: &toolgate::claim::JsonText| text.value().unwrap_or(Value::Null);
+    let (line, code) = match &report {
+        ReconcileReport::Recorded(ReconcileOutcome::Applied { receipt }) => (
+            json!({"operation_key": key.to_hex(), "reconciled": "applied", "result": value(receipt)}),
+            ExitCode::SUCCESS,
+        ),
+        ReconcileReport::Recorded(ReconcileOutcome::NotApplied { detail }) => (
+            json!({"operation_key": key.to_hex(), "reconciled": "not_applied", "result": value(detail)}),
+            ExitCode::SUCCESS,
+        ),
+        ReconcileReport::NotStuck(row) => (
+            json!({
+                "operation_key": key.to_hex(),
+                "reconciled": "not_stuck",
+                "status": row.as_ref().map(|r| r.status.as_str()),
+                "lease_expires_at": row.as_ref().map(|r| r.lease_expires_at.0),
+            }),
+            ExitCode::from(1),
+        ),
+    };
+    if let Err(e) = print_line(&line.to_string()) {
+        return io_failure("writing stdout", &e);
+    }
+    code
 }

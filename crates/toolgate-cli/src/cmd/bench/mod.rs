@@ -6,6 +6,7 @@
 
 mod check;
 mod decode;
+mod race;
 mod timing;
 
 use std::process::ExitCode;
@@ -21,11 +22,13 @@ pub struct Args {
 enum Which {
     Decode(decode::Args),
     Check(check::Args),
+    Race(race::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
     match args.which {
         Which::Decode(a) => decode::run(a),
         Which::Check(a) => check::run(a),
+        Which::Race(a) => race::run(a),
     }
 }

@@ -1,0 +1,396 @@
+//! `toolgate bench race`: N workers, each on its own database connection,
+//! propose a credit for the same ticket version, for each of M tickets,
+//! through the real pipeline (Cedar authorisation, claim store, support-desk
+//! executor). One operation key must admit exactly one write.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::Barrier;
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{
+    AuthzRequest, Decision, Gate, GateError, Outcome, Principal, Reason, Request, StateError,
+    StateScope, StateSource, StateVersion, decide,
+};
+use toolgate::provider::Provider;
+use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder, now_millis};
+
+/// The support-desk policy the race proposes against.
+const POLICY: &str = include_str!("../../../../../examples/support-desk/policy.toml");
+
+/// The scope field `--key-includes-arguments` adds to the operation key.
+const ARGUMENTS_FIELD: &str = "arguments_fingerprint";
+
+/// The one agent every worker acts for (the ticket's assignee): the race is
+/// about one operation, not about who may perform it.
+const AGENT: &str = "race-agent";
+
+/// Race N workers per ticket and count winners and credits.
+///
+/// Each worker opens its own connection (a pool of one) and, for each of M
+/// freshly seeded tickets, proposes apply_goodwill_credit against the
+/// ticket's current version with its own amount and its own wording of the
+/// reply. Every proposal goes through contract check, capability, Cedar
+/// authorisation, operation key, claim lookup, state read, claim, executor
+/// (a conditional write: UPDATE tickets ... WHERE id = ? AND version = ?)
+/// and completion. Prints one line:
+///   tickets=M winners=<claims won> credits=<credit rows>
+///     duplicates=<tickets with more than one credit> elapsed_s=<s>
+/// Exit 1 if any ticket has other than one winner or other than one credit.
+///
+/// --key-includes-arguments shows the anti-pattern: the proposal's
+/// fingerprint becomes part of the operation key, so every worker's claim
+/// wins, and only the executor's version precondition keeps the credits at
+/// one per ticket. Then exit 1 only if a ticket has other than one credit.
+///
+/// URLs: sqlite://PATH, postgres://... or mysql://... Exit 2 for usage and
+/// connection errors.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The database (claims and support-desk tables): sqlite://PATH,
+    /// postgres://... or mysql://...
+    #[arg(long, value_name = "URL")]
+    db: String,
+    /// Concurrent workers, each with its own connection.
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    workers: u32,
+    /// Tickets to race on.
+    #[arg(long, value_name = "M", default_value_t = 150)]
+    tickets: u32,
+    /// The anti-pattern: put the arguments' fingerprint in the operation key.
+    #[arg(long)]
+    key_includes_arguments: bool,
+    /// Fault-test hook: claim one operation, print its key and block before
+    /// executing, so a test can SIGKILL the process mid-operation.
+    #[arg(long, hide = true)]
+    hold_after_claim: bool,
+}
+
+/// Cedar entities read live from the support-desk tables.
+struct DeskEntities(SupportDesk);
+
+impl EntitySource for DeskEntities {
+    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Value, String> {
+        let ticket = match r.scope().get("ticket_id") {
+            Some(Value::String(t)) => t.clone(),
+            _ => return Err("the scope has no ticket_id".to_owned()),
+        };
+        cedar_entities(&self.0, r.principal().id(), &ticket)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The support desk's state source, with a meeting point: in the
+/// anti-pattern run every worker reads the version before any writes, so
+/// all of them propose against the same version and reach the claim.
+struct MeetingState {
+    desk: SupportDesk,
+    after_read: Option<Arc<Barrier>>,
+}
+
+impl StateSource for MeetingState {
+    async fn current_version(&self, scope: StateScope<'_>) -> Result<StateVersion, StateError> {
+        let v = self.desk.current_version(scope).await;
+        if let Some(b) = &self.after_read {
+            b.wait().await;
+        }
+        v
+    }
+}
+
+/// Blocks forever before executing (the fault test's hook), after printing
+/// the operation key it won.
+struct Hold;
+
+impl toolgate::pipeline::Executor for Hold {
+    async fn execute(
+        &self,
+        permit: toolgate::pipeline::ExecPermit<'_>,
+    ) -> Result<toolgate::pipeline::ExecOutcome, toolgate::pipeline::ExecError> {
+        println!("claimed {}", permit.key());
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+
+    async fn reconcile(
+        &self,
+        _claim: &toolgate::claim::ClaimRecord,
+    ) -> Result<toolgate::claim::ReconcileOutcome, toolgate::pipeline::ExecError> {
+        Err(toolgate::pipeline::ExecError::new(
+            "the hold executor never reconciles",
+        ))
+    }
+}
+
+struct Worker {
+    store: AnyClaimStore,
+    desk: SupportDesk,
+    authz: CedarAuthorizer<DeskEntities>,
+}
+
+#[derive(Default, Clone, Copy)]
+struct Tally {
+    won: u32,
+    errors: u32,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    if args.workers == 0 || args.tickets == 0 {
+        eprintln!("toolgate bench race: --workers and --tickets must be at least 1");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::io::io_failure("starting the async runtime", &e),
+    };
+    match runtime.block_on(race(&args)) {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("toolgate bench race: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn policy(key_includes_arguments: bool) -> Result<Policy, String> {
+    let text = if key_includes_arguments {
+        let from = r#"operation_key = ["customer_id", "ticket_id", "version_seen"]"#;
+        let to = format!(
+            r#"operation_key = ["customer_id", "ticket_id", "version_seen", "{ARGUMENTS_FIELD}"]"#
+        );
+        if !POLICY.contains(from) {
+            return Err("the support-desk policy's operation_key line has changed".to_owned());
+        }
+        POLICY.replacen(from, &to, 1)
+    } else {
+        POLICY.to_owned()
+    };
+    Policy::load(&text).map_err(|e| e.to_string())
+}
+
+async fn race(args: &Args) -> Result<ExitCode, String> {
+    let policy = Arc::new(policy(args.key_includes_arguments)?);
+    let setup = AnyClaimStore::connect(&args.db)
+        .await
+        .map_err(|e| e.to_string())?;
+    let desk = SupportDesk::on_store(&setup)
+        .await
+        .map_err(|e| e.to_string())?;
+    let run_id = fresh_holder().map_err(|e| e.to_string())?.to_hex();
+    let run_id = &run_id[..12];
+    let tickets: Vec<SeedTicket> = (0..args.tickets)
+        .map(|i| SeedTicket {
+            id: format!("race-{run_id}-{i}"),
+            customer_id: format!("cust-{run_id}-{i}"),
+            assignee: AGENT.to_owned(),
+            version: 1,
+        })
+        .collect();
+    desk.seed(&tickets).await.map_err(|e| e.to_string())?;
+
+    // Connect the workers one after another (each runs the migrations
+    // check), then start them together.
+    let mut workers = Vec::new();
+    let workers_n = if args.hold_after_claim {
+        1
+    } else {
+        args.workers
+    };
+    for _ in 0..workers_n {
+        let options = StoreOptions {
+            max_connections: 1,
+            ..StoreOptions::default()
+        };
+        let store = AnyClaimStore::connect_with(&args.db, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let desk = SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| e.to_string())?;
+        let authz = CedarAuthorizer::new(
+            SUPPORT_DESK_POLICIES,
+            &support_desk_mapping(),
+            DeskEntities(desk.clone()),
+        )
+        .map_err(|e| e.to_string())?;
+        workers.push(Worker { store, desk, authz });
+    }
+
+    if args.hold_after_claim {
+        let w = &workers[0];
+        let ticket = &tickets[0];
+        let state = MeetingState {
+            desk: w.desk.clone(),
+            after_read: None,
+        };
+        let gate = Gate {
+            policy: &policy,
+            authorizer: &w.authz,
+            state: &state,
+            claims: &w.store,
+            executor: &Hold,
+        };
+        let d = propose(&gate, &policy, ticket, 0, args.key_includes_arguments).await;
+        return Err(format!("the hold executor returned: {d:?}"));
+    }
+
+    let tickets = Arc::new(tickets);
+    let start_line: Vec<Arc<Barrier>> = (0..args.tickets)
+        .map(|_| Arc::new(Barrier::new(workers_n as usize)))
+        .collect();
+    let after_read: Vec<Arc<Barrier>> = (0..args.tickets)
+        .map(|_| Arc::new(Barrier::new(workers_n as usize)))
+        .collect();
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for (w, worker) in workers.into_iter().enumerate() {
+        let tickets = Arc::clone(&tickets);
+        let policy = Arc::clone(&policy);
+        let start_line = start_line.clone();
+        let after_read = after_read.clone();
+        let anti = args.key_includes_arguments;
+        handles.push(tokio::spawn(async move {
+            let mut tallies = Vec::with_capacity(tickets.len());
+            for (i, ticket) in tickets.iter().enumerate() {
+                start_line[i].wait().await;
+                let state = MeetingState {
+                    desk: worker.desk.clone(),
+                    after_read: anti.then(|| Arc::clone(&after_read[i])),
+                };
+                let gate = Gate {
+                    policy: &policy,
+                    authorizer: &worker.authz,
+                    state: &state,
+                    claims: &worker.store,
+                    executor: &worker.desk,
+                };
+                let d = propose(&gate, &policy, ticket, w, anti).await;
+                let mut t = Tally::default();
+                match d {
+                    Ok(d) if won(&d) => t.won = 1,
+                    Ok(_) => {}
+                    Err(e) => {
+                        eprintln!("worker {w} ticket {}: {e}", ticket.id);
+                        t.errors = 1;
+                    }
+                }
+                tallies.push(t);
+            }
+            tallies
+        }));
+    }
+    let mut per_ticket = vec![Tally::default(); tickets.len()];
+    for h in handles {
+        let tallies = h.await.map_err(|e| format!("a worker failed: {e}"))?;
+        for (sum, t) in per_ticket.iter_mut().zip(tallies) {
+            sum.won += t.won;
+            sum.errors += t.errors;
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+
+    let mut credits_total = 0i64;
+    let mut duplicates = 0u32;
+    let mut bad = 0u32;
+    for (ticket, tally) in tickets.iter().zip(&per_ticket) {
+        let credits = desk
+            .credit_count(&ticket.id)
+            .await
+            .map_err(|e| e.to_string())?;
+        credits_total += credits;
+        if credits > 1 {
+            duplicates += 1;
+        }
+        let winners_ok = args.key_includes_arguments || tally.won == 1;
+        if credits != 1 || !winners_ok || tally.errors > 0 {
+            bad += 1;
+        }
+    }
+    let winners: u32 = per_ticket.iter().map(|t| t.won).sum();
+    println!(
+        "tickets={} winners={winners} credits={credits_total} duplicates={duplicates} elapsed_s={elapsed:.3}",
+        args.tickets
+    );
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Whether this decision's attempt won its claim (executed, or ran the
+/// executor and lost on the precondition, or could not finish).
+fn won(d: &Decision) -> bool {
+    d.outcome == Outcome::Executed
+        || matches!(
+            d.reason,
+            Some(Reason::PreconditionFailed | Reason::LeaseLost | Reason::ExecutorFailed)
+        )
+}
+
+async fn propose<A, S, E>(
+    gate: &Gate<'_, A, S, AnyClaimStore, E>,
+    policy: &Policy,
+    ticket: &SeedTicket,
+    worker: usize,
+    key_includes_arguments: bool,
+) -> Result<Decision, GateError>
+where
+    A: toolgate::pipeline::Authorizer,
+    S: StateSource,
+    E: toolgate::pipeline::Executor,
+{
+    // A different amount and a differently worded reply per worker.
+    let amount = 1 + (100 + 35 * worker as i64) % 2000;
+    let reply = format!(
+        "Worker {worker} here: I have applied a goodwill credit of {amount} cents for the late delivery."
+    );
+    let body = json!({
+        "outcome": "action",
+        "reply": reply,
+        "proposed_action": {
+            "tool": "apply_goodwill_credit",
+            "arguments": {"amount_minor": amount, "reason_code": "late_delivery"},
+        },
+    })
+    .to_string();
+    let proposal = contract::check(
+        policy,
+        Provider::Envelope,
+        body.as_bytes(),
+        &CheckOptions::default(),
+    );
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!(ticket.customer_id));
+    scope.insert("ticket_id".into(), json!(ticket.id));
+    if key_includes_arguments {
+        // The anti-pattern under demonstration, not a recommendation.
+        if let Some(a) = &proposal.action {
+            scope.insert(ARGUMENTS_FIELD.into(), json!(a.fingerprint.to_hex()));
+        }
+    }
+    let principal =
+        Principal::new(AGENT, ["credit:issue"]).map_err(|e| GateError::Corrupt(e.to_string()))?;
+    let seen = StateVersion::from(ticket.version);
+    let holder = fresh_holder().map_err(GateError::Store)?;
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        approval: None,
+        now: now_millis(),
+        holder,
+        lease: Duration::from_secs(30),
+    };
+    decide(gate, proposal, &request).await
+}

@@ -1,0 +1,524 @@
+//! The support-desk example's downstream system, on the claim store's own
+//! database: `agents`, `customers`, `tickets` and `credits` tables, a
+//! [`StateSource`] (a ticket's version) and an [`Executor`] (a goodwill
+//! credit as a conditional write).
+//!
+//! The credit is one transaction:
+//!
+//! ```sql
+//! UPDATE tickets SET version = version + 1 WHERE id = ? AND version = ?;
+//! -- 0 rows: precondition failed, roll back, nothing written
+//! INSERT INTO credits (operation_key, ticket_id, …) VALUES (?, ?, …);
+//! COMMIT;
+//! ```
+//!
+//! The affected-row count is safe to use *here*, unlike in the claim
+//! protocol: the update always changes the row it matches (the version goes
+//! up), so "rows matched" (MySQL's `CLIENT_FOUND_ROWS`) and "rows changed"
+//! are the same number.
+//!
+//! Reconciliation looks the credit up by operation key; it never writes a
+//! credit.
+
+use std::future::Future;
+
+use serde_json::{Value, json};
+use sqlx::Row;
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use toolgate::claim::{
+    ClaimRecord, JsonText, OperationKey, ReconcileOutcome, StoreError, StoreErrorKind,
+};
+use toolgate::pipeline::{
+    ExecError, ExecOutcome, ExecPermit, Executor, StateError, StateScope, StateSource, StateVersion,
+};
+
+use crate::AnyClaimStore;
+use crate::common::map_err;
+
+/// The example's database: the same pool as the claim store.
+#[derive(Clone)]
+pub enum DeskPool {
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlx::SqlitePool),
+    /// PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(sqlx::PgPool),
+    /// MySQL or MariaDB.
+    #[cfg(feature = "mysql")]
+    MySql(sqlx::MySqlPool),
+}
+
+/// A statement with `?` placeholders (SQLite, MySQL) and `$n` (PostgreSQL).
+struct Sql {
+    qm: &'static str,
+    pg: &'static str,
+}
+
+const TICKET_VERSION: Sql = Sql {
+    qm: "SELECT version FROM tickets WHERE id = ?",
+    pg: "SELECT version FROM tickets WHERE id = $1",
+};
+const BUMP_VERSION: Sql = Sql {
+    qm: "UPDATE tickets SET version = version + 1 WHERE id = ? AND version = ?",
+    pg: "UPDATE tickets SET version = version + 1 WHERE id = $1 AND version = $2",
+};
+const INSERT_CREDIT: Sql = Sql {
+    qm: "INSERT INTO credits (operation_key, ticket_id, customer_id, agent_id, amount_minor, \
+         reason_code, version_seen) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    pg: "INSERT INTO credits (operation_key, ticket_id, customer_id, agent_id, amount_minor, \
+         reason_code, version_seen) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+};
+const CREDIT_BY_KEY: Sql = Sql {
+    qm: "SELECT ticket_id, amount_minor, reason_code, version_seen FROM credits \
+         WHERE operation_key = ?",
+    pg: "SELECT ticket_id, amount_minor, reason_code, version_seen FROM credits \
+         WHERE operation_key = $1",
+};
+const TICKET_FACTS: Sql = Sql {
+    qm: "SELECT t.customer_id, t.assignee, a.active FROM tickets t \
+         JOIN agents a ON a.id = t.assignee WHERE t.id = ?",
+    pg: "SELECT t.customer_id, t.assignee, a.active FROM tickets t \
+         JOIN agents a ON a.id = t.assignee WHERE t.id = $1",
+};
+const AGENT_ACTIVE: Sql = Sql {
+    qm: "SELECT active FROM agents WHERE id = ?",
+    pg: "SELECT active FROM agents WHERE id = $1",
+};
+const INSERT_AGENT: Sql = Sql {
+    qm: "INSERT INTO agents (id, active) VALUES (?, ?)",
+    pg: "INSERT INTO agents (id, active) VALUES ($1, $2)",
+};
+const INSERT_CUSTOMER: Sql = Sql {
+    qm: "INSERT INTO customers (id, name) VALUES (?, ?)",
+    pg: "INSERT INTO customers (id, name) VALUES ($1, $2)",
+};
+const CUSTOMER_EXISTS: Sql = Sql {
+    qm: "SELECT id FROM customers WHERE id = ?",
+    pg: "SELECT id FROM customers WHERE id = $1",
+};
+const INSERT_TICKET: Sql = Sql {
+    qm: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES (?, ?, ?, ?)",
+    pg: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES ($1, $2, $3, $4)",
+};
+const COUNT_CREDITS: Sql = Sql {
+    qm: "SELECT COUNT(*) FROM credits WHERE ticket_id = ?",
+    pg: "SELECT COUNT(*) FROM credits WHERE ticket_id = $1",
+};
+
+/// Runs `$body` with `$p` bound to the concrete pool and `$s` to the SQL
+/// picker, once per compiled-in backend.
+macro_rules! on_pool {
+    ($self:expr, $p:ident, $s:ident => $body:expr) => {
+        match &$self.pool {
+            #[cfg(feature = "sqlite")]
+            DeskPool::Sqlite($p) => {
+                let $s = |q: &Sql| q.qm;
+                $body
+            }
+            #[cfg(feature = "postgres")]
+            DeskPool::Postgres($p) => {
+                let $s = |q: &Sql| q.pg;
+                $body
+            }
+            #[cfg(feature = "mysql")]
+            DeskPool::MySql($p) => {
+                let $s = |q: &Sql| q.qm;
+                $body
+            }
+        }
+    };
+}
+
+/// A ticket to seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedTicket {
+    /// Ticket id.
+    pub id: String,
+    /// Its customer (created if missing).
+    pub customer_id: String,
+    /// The assigned agent (created active if missing).
+    pub assignee: String,
+    /// Starting version.
+    pub version: i64,
+}
+
+/// What a ticket's directory entry says, for authorisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketFacts {
+    /// The ticket's customer.
+    pub customer_id: String,
+    /// The assigned agent.
+    pub assignee: String,
+    /// Whether the assigned agent is active.
+    pub assignee_active: bool,
+}
+
+/// The support desk on one database.
+#[derive(Clone)]
+pub struct SupportDesk {
+    pool: DeskPool,
+}
+
+fn db(what: &str, e: sqlx::Error) -> StoreError {
+    map_err(what, e)
+}
+
+fn migrator(sql: &'static str) -> Migrator {
+    let mut m = Migrator::with_migrations(vec![Migration::new(
+        1,
+        "support desk tables".into(),
+        MigrationType::Simple,
+        sql.into_sql_str(),
+        false,
+    )]);
+    m.dangerous_set_table_name("support_desk_migrations");
+    m
+}
+
+impl SupportDesk {
+    /// The support desk on the claim store's database (same pool), with its
+    /// tables migrated.
+    pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
+        let pool = match store {
+            #[cfg(feature = "sqlite")]
+            AnyClaimStore::Sqlite(s) => DeskPool::Sqlite(s.pool().clone()),
+            #[cfg(feature = "postgres")]
+            AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
+            #[cfg(feature = "mysql")]
+            AnyClaimStore::MySql(s) => DeskPool::MySql(s.pool().clone()),
+        };
+        let desk = Self { pool };
+        desk.migrate().await?;
+        Ok(desk)
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let run = match &self.pool {
+            #[cfg(feature = "sqlite")]
+            DeskPool::Sqlite(p) => {
+                migrator(include_str!(
+                    "../migrations/support_desk/sqlite/0001_support_desk.sql"
+                ))
+                .run(p)
+                .await
+            }
+            #[cfg(feature = "postgres")]
+            DeskPool::Postgres(p) => {
+                migrator(include_str!(
+                    "../migrations/support_desk/postgres/0001_support_desk.sql"
+                ))
+                .run(p)
+                .await
+            }
+            #[cfg(feature = "mysql")]
+            DeskPool::MySql(p) => {
+                migrator(include_str!(
+                    "../migrations/support_desk/mysql/0001_support_desk.sql"
+                ))
+                .run(p)
+                .await
+            }
+        };
+        run.map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Migration,
+                format!("support desk migrations: {e}"),
+            )
+        })
+    }
+
+    /// Seeds tickets, creating their customers and (active) agents if
+    /// missing, in one transaction.
+    pub async fn seed(&self, tickets: &[SeedTicket]) -> Result<(), StoreError> {
+        on_pool!(self, p, s => {
+            let mut tx = p.begin().await.map_err(|e| db("seeding", e))?;
+            for t in tickets {
+                let has_agent = sqlx::query(s(&AGENT_ACTIVE))
+                    .bind(&t.assignee)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| db("seeding", e))?
+                    .is_some();
+                if !has_agent {
+                    sqlx::query(s(&INSERT_AGENT))
+                        .bind(&t.assignee)
+                        .bind(true)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| db("seeding an agent", e))?;
+                }
+                // Look before inserting: on PostgreSQL a failed insert would
+                // abort the whole seeding transaction.
+                let has_customer = sqlx::query(s(&CUSTOMER_EXISTS))
+                    .bind(&t.customer_id)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| db("seeding", e))?
+                    .is_some();
+                if !has_customer {
+                    sqlx::query(s(&INSERT_CUSTOMER))
+                        .bind(&t.customer_id)
+                        .bind(format!("Customer {}", t.customer_id))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| db("seeding a customer", e))?;
+                }
+                sqlx::query(s(&INSERT_TICKET))
+                    .bind(&t.id)
+                    .bind(&t.customer_id)
+                    .bind(&t.assignee)
+                    .bind(t.version)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db("seeding a ticket", e))?;
+            }
+            tx.commit().await.map_err(|e| db("seeding", e))
+        })
+    }
+
+    /// A ticket's current version, if it exists.
+    pub async fn ticket_version(&self, ticket: &str) -> Result<Option<i64>, StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&TICKET_VERSION))
+                .bind(ticket)
+                .fetch_optional(p)
+                .await
+                .map_err(|e| db("reading a ticket", e))?;
+            row.map(|r| r.try_get::<i64, _>(0))
+                .transpose()
+                .map_err(|e| db("reading a ticket", e))
+        })
+    }
+
+    /// How many credits a ticket has.
+    pub async fn credit_count(&self, ticket: &str) -> Result<i64, StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&COUNT_CREDITS))
+                .bind(ticket)
+                .fetch_one(p)
+                .await
+                .map_err(|e| db("counting credits", e))?;
+            row.try_get::<i64, _>(0).map_err(|e| db("counting credits", e))
+        })
+    }
+
+    /// The directory facts about a ticket, for authorisation.
+    pub async fn ticket_facts(&self, ticket: &str) -> Result<Option<TicketFacts>, StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&TICKET_FACTS))
+                .bind(ticket)
+                .fetch_optional(p)
+                .await
+                .map_err(|e| db("reading ticket facts", e))?;
+            match row {
+                None => Ok(None),
+                Some(r) => Ok(Some(TicketFacts {
+                    customer_id: r.try_get(0).map_err(|e| db("ticket facts", e))?,
+                    assignee: r.try_get(1).map_err(|e| db("ticket facts", e))?,
+                    assignee_active: r.try_get(2).map_err(|e| db("ticket facts", e))?,
+                })),
+            }
+        })
+    }
+
+    /// Whether an agent is active (`None`: unknown agent).
+    pub async fn agent_active(&self, agent: &str) -> Result<Option<bool>, StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&AGENT_ACTIVE))
+                .bind(agent)
+                .fetch_optional(p)
+                .await
+                .map_err(|e| db("reading an agent", e))?;
+            row.map(|r| r.try_get::<bool, _>(0))
+                .transpose()
+                .map_err(|e| db("reading an agent", e))
+        })
+    }
+
+    /// The credit: conditional version bump and credit row in one
+    /// transaction.
+    async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
+        on_pool!(self, p, s => {
+            let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
+            let bumped = sqlx::query(s(&BUMP_VERSION))
+                .bind(&c.ticket_id)
+                .bind(c.version)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db("crediting", e))?
+                .rows_affected();
+            if bumped != 1 {
+                tx.rollback().await.map_err(|e| db("crediting", e))?;
+                let current = self.ticket_version(&c.ticket_id).await?;
+                return Ok(ExecOutcome::PreconditionFailed {
+                    current: current.map(StateVersion::from),
+                });
+            }
+            sqlx::query(s(&INSERT_CREDIT))
+                .bind(c.key.as_bytes().to_vec())
+                .bind(&c.ticket_id)
+                .bind(&c.customer_id)
+                .bind(&c.agent_id)
+                .bind(c.amount_minor)
+                .bind(&c.reason_code)
+                .bind(c.version)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db("crediting", e))?;
+            tx.commit().await.map_err(|e| db("crediting", e))?;
+            receipt(&c.ticket_id, c.amount_minor, &c.reason_code, c.version)
+                .map(|receipt| ExecOutcome::Applied { receipt })
+        })
+    }
+
+    async fn credit_for(&self, key: &OperationKey) -> Result<Option<JsonText>, StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&CREDIT_BY_KEY))
+                .bind(key.as_bytes().to_vec())
+                .fetch_optional(p)
+                .await
+                .map_err(|e| db("looking up a credit", e))?;
+            match row {
+                None => Ok(None),
+                Some(r) => {
+                    let get = |e| db("reading a credit", e);
+                    let ticket: String = r.try_get(0).map_err(get)?;
+                    let amount: i64 = r.try_get(1).map_err(get)?;
+                    let reason: String = r.try_get(2).map_err(get)?;
+                    let version: i64 = r.try_get(3).map_err(get)?;
+                    receipt(&ticket, amount, &reason, version).map(Some)
+                }
+            }
+        })
+    }
+}
+
+fn receipt(ticket: &str, amount: i64, reason: &str, version: i64) -> Result<JsonText, StoreError> {
+    let text = json!({
+        "applied": true,
+        "ticket_id": ticket,
+        "amount_minor": amount,
+        "reason_code": reason,
+        "version_before": version,
+        "version_after": version.saturating_add(1),
+    })
+    .to_string();
+    JsonText::result(text).map_err(|e| StoreError::corrupt(&e))
+}
+
+struct Credit {
+    key: OperationKey,
+    ticket_id: String,
+    customer_id: String,
+    agent_id: String,
+    amount_minor: i64,
+    reason_code: String,
+    version: i64,
+}
+
+fn credit_from(permit: &ExecPermit<'_>) -> Result<Credit, ExecError> {
+    let field = |name: &str| {
+        permit
+            .field(name)
+            .ok_or_else(|| ExecError::new(format!("scope field `{name}` missing")))
+    };
+    let args = permit.arguments();
+    // The arguments passed the tool's contract, so these hold; a mismatch
+    // means the policy and this executor disagree, and nothing is written.
+    let amount_minor = args
+        .get("amount_minor")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ExecError::new("amount_minor is not an integer"))?;
+    let reason_code = args
+        .get("reason_code")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ExecError::new("reason_code is not a string"))?
+        .to_owned();
+    let version = permit
+        .precondition()
+        .as_str()
+        .parse::<i64>()
+        .map_err(|_| ExecError::new("the ticket version is not an integer"))?;
+    Ok(Credit {
+        key: *permit.key(),
+        ticket_id: field("ticket_id")?,
+        customer_id: field("customer_id")?,
+        agent_id: permit.principal().id().to_owned(),
+        amount_minor,
+        reason_code,
+        version,
+    })
+}
+
+impl StateSource for SupportDesk {
+    async fn current_version(&self, scope: StateScope<'_>) -> Result<StateVersion, StateError> {
+        let ticket = scope
+            .field("ticket_id")
+            .ok_or_else(|| StateError::new("scope field `ticket_id` missing"))?;
+        match self.ticket_version(&ticket).await {
+            Ok(Some(v)) => Ok(StateVersion::from(v)),
+            Ok(None) => Err(StateError::new(format!("ticket {ticket} does not exist"))),
+            Err(e) => Err(StateError::new(e.to_string())),
+        }
+    }
+}
+
+impl Executor for SupportDesk {
+    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        if permit.tool() != "apply_goodwill_credit" {
+            return Err(ExecError::new(format!(
+                "the support desk has no tool {}",
+                permit.tool()
+            )));
+        }
+        let credit = credit_from(&permit)?;
+        self.credit(&credit)
+            .await
+            .map_err(|e| ExecError::new(e.to_string()))
+    }
+
+    fn reconcile(
+        &self,
+        claim: &ClaimRecord,
+    ) -> impl Future<Output = Result<ReconcileOutcome, ExecError>> + Send {
+        let key = claim.key;
+        async move {
+            match self.credit_for(&key).await {
+                Ok(Some(receipt)) => Ok(ReconcileOutcome::Applied { receipt }),
+                Ok(None) => {
+                    let detail = json!({"applied": false, "reason": "no_credit_for_operation"});
+                    JsonText::result(detail.to_string())
+                        .map(|detail| ReconcileOutcome::NotApplied { detail })
+                        .map_err(|e| ExecError::new(e.to_string()))
+                }
+                Err(e) => Err(ExecError::new(e.to_string())),
+            }
+        }
+    }
+}
+
+/// Cedar entities for a support-desk decision (the JSON entity format
+/// `toolgate-cedar` reads): the acting agent with `active`, and the ticket
+/// with `assignee` and `customer`. A ticket missing from the directory is
+/// left out, which makes Cedar's attribute access an evaluation error and
+/// so a denial.
+pub async fn cedar_entities(
+    desk: &SupportDesk,
+    agent: &str,
+    ticket: &str,
+) -> Result<Value, StoreError> {
+    let mut list = Vec::new();
+    if let Some(active) = desk.agent_active(agent).await? {
+        list.push(json!({"uid": {"type": "Agent", "id": agent},
+                         "attrs": {"active": active}, "parents": []}));
+    }
+    if let Some(f) = desk.ticket_facts(ticket).await? {
+        list.push(json!({"uid": {"type": "Ticket", "id": ticket},
+            "attrs": {"assignee": {"__entity": {"type": "Agent", "id": f.assignee}},
+                      "customer": f.customer_id},
+            "parents": []}));
+    }
+    Ok(Value::Array(list))
+}
