@@ -1,7 +1,9 @@
 //! `toolgate`: the command line. One file per subcommand under `cmd/`.
 
 mod cmd;
+mod desk;
 mod io;
+mod scratch;
 
 use std::process::ExitCode;
 
@@ -27,6 +29,8 @@ enum Command {
     Check(cmd::check::Args),
     Policy(cmd::policy::Args),
     Claims(cmd::claims::Args),
+    Demo(cmd::demo::Args),
+    Eval(cmd::eval::Args),
 }
 
 fn main() -> ExitCode {
@@ -45,5 +49,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd::check::run(args),
         Command::Policy(args) => cmd::policy::run(args),
         Command::Claims(args) => cmd::claims::run(args),
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Eval(args) => cmd::eval::run(args),
     }
 }

@@ -4,5 +4,7 @@ pub mod bench;
 pub mod check;
 pub mod claims;
 pub mod decode;
+pub mod demo;
+pub mod eval;
 pub mod normalize;
 pub mod policy;

@@ -1,0 +1,284 @@
+//! `toolgate eval`: labelled cases through the real gate, rates with their
+//! denominators, and a release gate (DESIGN §10, issue 6).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use toolgate::contract::Policy;
+use toolgate::provider::Provider;
+use toolgate_eval::case::Case;
+use toolgate_eval::live::{Client, LiveConfig, request_for};
+use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
+use toolgate_eval::{GateUnderTest, RefuseAll, render};
+
+use crate::desk;
+use crate::io::print_line;
+use crate::scratch::Scratch;
+
+/// Evaluate the gate's decisions over labelled cases.
+///
+/// PATH is a directory of case files (*.jsonl, one case a line, and/or
+/// *.json, one case a file) or one such file; the format is in docs/eval.md.
+/// Every case goes through the real pipeline (contract, capability, Cedar,
+/// claim store, state read, executor) on a fresh embedded SQLite database
+/// seeded with the case's customer, agent and ticket.
+///
+/// Reported, each with numerator and denominator:
+///   unjustified_actions         executed but not eligible / actions taken
+///   blocked_legitimate_actions  eligible but not executed / eligible cases
+///   unsupported_replies         reply labelled unsupported / replies
+///   unnecessary_abstentions     abstain or refused / cases warranting an answer
+///   unexpected_outcomes         outcome other than expected / cases
+/// plus the number of cases per outcome.
+///
+/// Release gate: thresholds.toml beside the cases (in PATH, or beside the
+/// file) sets the highest rate allowed for any of the rates above. Without
+/// one, the gate is not evaluated.
+///
+/// Live mode (--live) sends each case's prompt to a provider API over plain
+/// HTTP (a local gateway or a mock), decides the response, and can record
+/// it for replay (--record DIR); --repeat K runs K trials, each on a fresh
+/// database, and reports pass^K (cases whose outcome was the expected one
+/// in every trial). TOOLGATE_EVAL_API_KEY, if set, is sent in the
+/// provider's key header.
+///
+/// A progress bar is drawn on stderr when it is a terminal.
+///
+/// Exit 0: the release gate passed (or there is no thresholds file).
+/// Exit 1: a rate is above its threshold.
+/// Exit 2: usage, case-file, policy, database or provider errors.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// Case directory or file.
+    #[arg(value_name = "PATH")]
+    path: PathBuf,
+    /// Output format.
+    #[arg(long, value_parser = ["human", "json", "markdown", "junit"], default_value = "human")]
+    format: String,
+    /// The gate under test: the real pipeline, or a baseline that refuses
+    /// everything (it must fail the release gate).
+    #[arg(long, value_parser = ["toolgate", "refuse-all"], default_value = "toolgate")]
+    gate: String,
+    /// The policy (default: the built-in support-desk policy,
+    /// examples/support-desk/policy.toml).
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Ask a provider instead of replaying recorded responses.
+    #[arg(long, requires_all = ["provider", "base_url", "model"])]
+    live: bool,
+    /// Live mode: the provider API shape.
+    #[arg(long, value_parser = ["anthropic", "openai-chat", "openai-responses", "gemini"], requires = "live")]
+    provider: Option<String>,
+    /// Live mode: http://HOST:PORT of the provider API (plain HTTP).
+    #[arg(long, value_name = "URL", requires = "live")]
+    base_url: Option<String>,
+    /// Live mode: the model name.
+    #[arg(long, value_name = "M", requires = "live")]
+    model: Option<String>,
+    /// Live mode: trials per case; pass^K is reported.
+    #[arg(long, value_name = "K", default_value_t = 1, requires = "live",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    /// Live mode: write each trial's responses as a replayable suite
+    /// (DIR/trial-N.jsonl, plus the thresholds file).
+    #[arg(long, value_name = "DIR", requires = "live")]
+    record: Option<PathBuf>,
+    /// Live mode: the output token limit asked for.
+    #[arg(long, value_name = "N", default_value_t = 1024, requires = "live")]
+    max_tokens: u32,
+    /// Live mode: per-request timeout in seconds.
+    #[arg(long, value_name = "S", default_value_t = 60, requires = "live")]
+    timeout: u64,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolgate eval: {message}");
+    ExitCode::from(2)
+}
+
+fn thresholds_dir(path: &Path) -> PathBuf {
+    if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let cases = match toolgate_eval::load(&args.path) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let thresholds = match Thresholds::find(&thresholds_dir(&args.path)) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let policy = match &args.policy {
+        Some(p) => match crate::cmd::policy::load(p) {
+            Ok(p) => p,
+            Err(code) => return code,
+        },
+        None => match Policy::load(desk::POLICY) {
+            Ok(p) => p,
+            Err(e) => return fail(format!("built-in policy: {e}")),
+        },
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("starting the async runtime: {e}")),
+    };
+    let suite = args.path.display().to_string();
+    let outcome = if args.live {
+        runtime.block_on(live(&args, &policy, &cases, thresholds.as_ref(), &suite))
+    } else {
+        let bar = progress(cases.len(), "replaying");
+        let done = runtime.block_on(replay(&args.gate, &policy, &cases, &bar));
+        bar.finish_and_clear();
+        done.map(|(gate, results)| Report::new(&gate, &suite, results, thresholds.as_ref()))
+    };
+    let report = match outcome {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let text = match args.format.as_str() {
+        "json" => report.to_json().to_string(),
+        "markdown" => render::markdown(&report),
+        "junit" => render::junit(&report),
+        _ => render::human(&report),
+    };
+    if let Err(e) = print_line(text.trim_end()) {
+        return fail(format!("writing stdout: {e}"));
+    }
+    if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// A bar on stderr; indicatif hides it when stderr is not a terminal, so
+/// piped and CI output carries no control sequences.
+fn progress(len: usize, what: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {elapsed}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_owned());
+    bar
+}
+
+async fn replay(
+    gate: &str,
+    policy: &Policy,
+    cases: &[Case],
+    bar: &ProgressBar,
+) -> Result<(String, Vec<CaseResult>), String> {
+    let tick = |_: &CaseResult| bar.inc(1);
+    if gate == "refuse-all" {
+        let results = toolgate_eval::run(&RefuseAll, cases, tick).await?;
+        return Ok((RefuseAll.name().to_owned(), results));
+    }
+    let scratch = Scratch::new("eval").map_err(|e| format!("scratch directory: {e}"))?;
+    let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
+    let gate = desk.gate(policy);
+    let results = toolgate_eval::run(&gate, cases, tick).await?;
+    Ok((gate.name().to_owned(), results))
+}
+
+async fn live(
+    args: &Args,
+    policy: &Policy,
+    cases: &[Case],
+    thresholds: Option<&Thresholds>,
+    suite: &str,
+) -> Result<Report, String> {
+    let provider = args
+        .provider
+        .as_deref()
+        .and_then(Provider::from_name)
+        .ok_or("--provider is required with --live")?;
+    let config = LiveConfig {
+        provider,
+        base_url: args.base_url.clone().ok_or("--base-url is required")?,
+        model: args.model.clone().ok_or("--model is required")?,
+        api_key: std::env::var("TOOLGATE_EVAL_API_KEY").ok(),
+        max_tokens: args.max_tokens,
+        max_response_bytes: policy.body_max_bytes() as u64 + 1,
+        timeout: Duration::from_secs(args.timeout),
+    };
+    if !config.base_url.starts_with("http://") {
+        return Err(
+            "--base-url must be http://HOST:PORT: live mode speaks plain HTTP to a local gateway"
+                .into(),
+        );
+    }
+    if let Some(dir) = &args.record {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let src = thresholds_dir(&args.path).join(toolgate_eval::metrics::THRESHOLDS_FILE);
+        if src.is_file() {
+            std::fs::copy(&src, dir.join(toolgate_eval::metrics::THRESHOLDS_FILE))
+                .map_err(|e| format!("copying {}: {e}", src.display()))?;
+        }
+    }
+    let client = Client::new(&config);
+    let k = args.repeat;
+    let bar = progress(cases.len() * k as usize, "asking");
+    let mut all = Vec::new();
+    let mut passed_every = vec![true; cases.len()];
+    for trial in 1..=k {
+        // Each trial starts from a fresh database: the same case's
+        // operation key would otherwise replay the previous trial's write.
+        let scratch = Scratch::new("eval").map_err(|e| format!("scratch directory: {e}"))?;
+        let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
+        let gate = desk.gate(policy);
+        let mut recorded = String::new();
+        for (i, case) in cases.iter().enumerate() {
+            let request = request_for(&config, policy, case);
+            let body = client
+                .send(&request)
+                .map_err(|e| format!("case {}: {e}", case.id))?;
+            let live_case = case_as(case, provider, &body);
+            recorded.push_str(&live_case.to_json_line(&body));
+            recorded.push('\n');
+            let observed = gate.decide(&live_case).await?;
+            let mut result = CaseResult::new(&live_case, observed);
+            passed_every[i] &= result.as_expected();
+            if k > 1 {
+                result.id = format!("{}#{trial}", result.id);
+            }
+            all.push(result);
+            bar.inc(1);
+        }
+        if let Some(dir) = &args.record {
+            let file = dir.join(format!("trial-{trial}.jsonl"));
+            std::fs::write(&file, recorded).map_err(|e| format!("{}: {e}", file.display()))?;
+        }
+    }
+    bar.finish_and_clear();
+    let mut report = Report::new("toolgate", suite, all, thresholds);
+    let passed = passed_every.iter().filter(|p| **p).count();
+    report.pass_k = Some(PassK {
+        k,
+        passed: u32::try_from(passed).unwrap_or(u32::MAX),
+        cases: u32::try_from(cases.len()).unwrap_or(u32::MAX),
+    });
+    Ok(report)
+}
+
+/// The case with a live response: the provider that answered, native tool
+/// calls (the request declared the tools), no stream.
+fn case_as(case: &Case, provider: Provider, body: &[u8]) -> Case {
+    let mut c = case.clone();
+    c.provider = provider;
+    c.stream = false;
+    c.structured = false;
+    c.response = body.to_vec();
+    c
+}

@@ -1,0 +1,278 @@
+//! The support desk assembled for `toolgate demo` and `toolgate eval`: the
+//! SQLite claim store, the support-desk tables, state source and executor
+//! (`toolgate_store::support_desk`), and the Cedar policies
+//! (`toolgate_cedar`), wired into [`toolgate::pipeline::decide`].
+//!
+//! Both commands run on a fresh embedded SQLite database, so the few writes
+//! the example's API does not offer (an agent deactivated, a ticket
+//! reassigned, credits summed per ticket) are plain SQLite statements on
+//! the example's tables.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use sqlx::Row;
+use toolgate::claim::{HolderToken, UnixMillis};
+use toolgate::contract::{CheckOptions, Policy, check};
+use toolgate::pipeline::{AuthzRequest, Decision, Gate, Principal, Request, StateVersion, decide};
+use toolgate::provider::Provider;
+use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_eval::case::Case;
+use toolgate_eval::runner::{Edge, PipelineGate, World};
+use toolgate_store::AnyClaimStore;
+use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+
+/// The support-desk policy (`examples/support-desk/policy.toml`).
+pub const POLICY: &str = include_str!("../../../examples/support-desk/policy.toml");
+
+/// The capability `apply_goodwill_credit` needs.
+pub const CREDIT_ISSUE: &str = "credit:issue";
+
+/// How long a won claim may run before it counts as stuck.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Cedar entities read live from the support-desk tables.
+pub struct Entities(SupportDesk);
+
+impl EntitySource for Entities {
+    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Value, String> {
+        let ticket = match r.scope().get("ticket_id") {
+            Some(Value::String(t)) => t.clone(),
+            _ => return Err("the scope has no ticket_id".to_owned()),
+        };
+        cedar_entities(&self.0, r.principal().id(), &ticket)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The wall clock and the operating system's random holder tokens.
+pub struct SystemEdge;
+
+impl Edge for SystemEdge {
+    fn holder(&self) -> Result<HolderToken, String> {
+        toolgate_store::fresh_holder().map_err(|e| e.to_string())
+    }
+
+    fn now(&self) -> UnixMillis {
+        toolgate_store::now_millis()
+    }
+}
+
+/// One proposal as the server sees it: who, about what, which version the
+/// model read, and the provider's raw body.
+#[derive(Debug, Clone, Copy)]
+pub struct Proposal<'a> {
+    /// The authenticated agent.
+    pub actor: &'a str,
+    /// Its capabilities.
+    pub capabilities: &'a [&'a str],
+    /// The customer.
+    pub customer: &'a str,
+    /// The ticket.
+    pub ticket: &'a str,
+    /// The ticket version the model was shown.
+    pub version_seen: i64,
+    /// The body's format.
+    pub provider: Provider,
+    /// The raw provider response.
+    pub body: &'a [u8],
+}
+
+/// Credits written for one ticket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketCredits {
+    /// The ticket.
+    pub ticket: String,
+    /// How many credit rows.
+    pub count: i64,
+    /// Their sum, in minor units.
+    pub total_minor: i64,
+}
+
+/// The assembled support desk.
+pub struct Desk {
+    store: AnyClaimStore,
+    desk: SupportDesk,
+    authorizer: CedarAuthorizer<Entities>,
+    pool: sqlx::SqlitePool,
+}
+
+fn db(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+impl Desk {
+    /// Opens (creating) the SQLite database at `url`, migrates the claim
+    /// store and the support-desk tables, and loads the Cedar policies.
+    pub async fn open(url: &str) -> Result<Self, String> {
+        let store = AnyClaimStore::connect(url)
+            .await
+            .map_err(|e| db(&format!("opening {url}"), e))?;
+        let pool = match &store {
+            AnyClaimStore::Sqlite(s) => s.pool().clone(),
+            #[allow(unreachable_patterns, reason = "other backends are compiled in")]
+            _ => return Err(format!("{url}: the demo and eval run on embedded SQLite")),
+        };
+        let desk = SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| db("the support-desk tables", e))?;
+        let authorizer = CedarAuthorizer::new(
+            SUPPORT_DESK_POLICIES,
+            &support_desk_mapping(),
+            Entities(desk.clone()),
+        )
+        .map_err(|e| db("the Cedar policies", e))?;
+        Ok(Self {
+            store,
+            desk,
+            authorizer,
+            pool,
+        })
+    }
+
+    /// Creates or updates an agent.
+    pub async fn seed_agent(&self, id: &str, active: bool) -> Result<(), String> {
+        sqlx::query(
+            "INSERT INTO agents (id, active) VALUES (?, ?) \
+             ON CONFLICT (id) DO UPDATE SET active = excluded.active",
+        )
+        .bind(id)
+        .bind(active)
+        .execute(&self.pool)
+        .await
+        .map(drop)
+        .map_err(|e| db("seeding an agent", e))
+    }
+
+    /// Creates a ticket (and its customer, and its assignee as an active
+    /// agent if missing).
+    pub async fn seed_ticket(
+        &self,
+        id: &str,
+        customer: &str,
+        assignee: &str,
+        version: i64,
+    ) -> Result<(), String> {
+        let ticket = SeedTicket {
+            id: id.to_owned(),
+            customer_id: customer.to_owned(),
+            assignee: assignee.to_owned(),
+            version,
+        };
+        self.desk
+            .seed(&[ticket])
+            .await
+            .map_err(|e| db("seeding a ticket", e))
+    }
+
+    /// Reassigns a ticket (the previous assignee loses access).
+    pub async fn assign(&self, ticket: &str, agent: &str) -> Result<(), String> {
+        let done = sqlx::query("UPDATE tickets SET assignee = ? WHERE id = ?")
+            .bind(agent)
+            .bind(ticket)
+            .execute(&self.pool)
+            .await
+            .map_err(|e| db("reassigning a ticket", e))?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(format!("ticket {ticket} does not exist"))
+        }
+    }
+
+    /// Credits per ticket, read from the credits table, by ticket id.
+    pub async fn credits_per_ticket(&self) -> Result<Vec<TicketCredits>, String> {
+        let rows = sqlx::query(
+            "SELECT ticket_id, COUNT(*), SUM(amount_minor) FROM credits \
+             GROUP BY ticket_id ORDER BY ticket_id",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| db("reading credits", e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(TicketCredits {
+                    ticket: r.try_get(0).map_err(|e| db("reading credits", e))?,
+                    count: r.try_get(1).map_err(|e| db("reading credits", e))?,
+                    total_minor: r.try_get(2).map_err(|e| db("reading credits", e))?,
+                })
+            })
+            .collect()
+    }
+
+    /// The pipeline's pluggable parts over this database.
+    pub fn parts<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> Gate<'a, CedarAuthorizer<Entities>, SupportDesk, AnyClaimStore, SupportDesk> {
+        Gate {
+            policy,
+            authorizer: &self.authorizer,
+            state: &self.desk,
+            claims: &self.store,
+            executor: &self.desk,
+        }
+    }
+
+    /// The gate `toolgate eval` runs cases through.
+    pub fn gate<'a>(
+        &'a self,
+        policy: &'a Policy,
+    ) -> PipelineGate<
+        'a,
+        CedarAuthorizer<Entities>,
+        SupportDesk,
+        AnyClaimStore,
+        SupportDesk,
+        Desk,
+        SystemEdge,
+    > {
+        PipelineGate {
+            gate: self.parts(policy),
+            world: self,
+            edge: &SystemEdge,
+            lease: LEASE,
+        }
+    }
+
+    /// Decides one proposal through the whole pipeline.
+    pub async fn decide(&self, policy: &Policy, p: &Proposal<'_>) -> Result<Decision, String> {
+        let principal =
+            Principal::new(p.actor, p.capabilities.iter().copied()).map_err(|e| e.to_string())?;
+        let mut scope = Map::new();
+        scope.insert("customer_id".into(), Value::String(p.customer.to_owned()));
+        scope.insert("ticket_id".into(), Value::String(p.ticket.to_owned()));
+        let version_seen = StateVersion::from(p.version_seen);
+        let request = Request {
+            principal: &principal,
+            scope: &scope,
+            version_seen: &version_seen,
+            approval: None,
+            now: SystemEdge.now(),
+            holder: SystemEdge.holder()?,
+            lease: LEASE,
+        };
+        let proposal = check(policy, p.provider, p.body, &CheckOptions::default());
+        decide(&self.parts(policy), proposal, &request)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl World for Desk {
+    /// The actor (active or not, as the case says), then the case's own
+    /// ticket with its customer, assignee and current version.
+    async fn prepare(&self, case: &Case) -> Result<(), String> {
+        self.seed_agent(&case.context.actor, case.agent_active())
+            .await?;
+        self.seed_ticket(
+            &case.context.ticket,
+            case.ticket_customer(),
+            case.assignee(),
+            case.current_version(),
+        )
+        .await
+        .map_err(|e| format!("case {}: {e}", case.id))
+    }
+}
