@@ -31,6 +31,7 @@ enum Command {
     Claims(cmd::claims::Args),
     Demo(cmd::demo::Args),
     Eval(cmd::eval::Args),
+    Serve(cmd::serve::Args),
 }
 
 fn main() -> ExitCode {
@@ -51,5 +52,6 @@ fn main() -> ExitCode {
         Command::Claims(args) => cmd::claims::run(args),
         Command::Demo(args) => cmd::demo::run(args),
         Command::Eval(args) => cmd::eval::run(args),
+        Command::Serve(args) => cmd::serve::run(args),
     }
 }

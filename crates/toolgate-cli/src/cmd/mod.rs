@@ -8,3 +8,4 @@ pub mod demo;
 pub mod eval;
 pub mod normalize;
 pub mod policy;
+pub mod serve;

@@ -7,6 +7,7 @@
 mod check;
 mod decode;
 mod race;
+mod serve;
 mod timing;
 
 use std::process::ExitCode;
@@ -23,6 +24,7 @@ enum Which {
     Decode(decode::Args),
     Check(check::Args),
     Race(race::Args),
+    Serve(serve::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -30,5 +32,6 @@ pub fn run(args: Args) -> ExitCode {
         Which::Decode(a) => decode::run(a),
         Which::Check(a) => check::run(a),
         Which::Race(a) => race::run(a),
+        Which::Serve(a) => serve::run(a),
     }
 }

@@ -1,0 +1,291 @@
+//! `toolgate bench serve`: decisions per second through the real HTTP
+//! sidecar over loopback, on a given claim store.
+//!
+//! The server (the support desk, Cedar, the claim store at `--db`) runs in
+//! this process on its own two-worker runtime and a loopback socket; the
+//! load generator runs `--concurrency` keep-alive connections on another
+//! runtime and speaks plain HTTP/1.1. The mix, by request number: one in
+//! five an answer (no state), two in five a fresh credit on its own ticket
+//! (claim, execute, complete), two in five a replay of an earlier credit
+//! (claim lookup only). Tickets are seeded with a per-run prefix, so runs
+//! can repeat on the same database.
+//!
+//! Prints one line:
+//! `decisions_per_s=… p50_ms=… p99_ms=… peak_rss_mb=… requests=… concurrency=… backend=… outcomes=…`
+//! (peak RSS is the whole process: server and load generator).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use toolgate::contract::Policy;
+use toolgate::pipeline::Principal;
+use toolgate_cedar::SUPPORT_DESK_POLICIES;
+use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_store::support_desk::SeedTicket;
+
+use crate::cmd::serve::desk_state;
+
+/// Load the HTTP sidecar over loopback and print decisions per second.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Claim store: sqlite://PATH, postgres://... or mysql://...
+    #[arg(long, value_name = "URL")]
+    db: String,
+    /// Parallel keep-alive connections.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=512))]
+    concurrency: u32,
+    /// Requests in all.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    requests: u32,
+}
+
+const KEY: &str = "bench-agent-key";
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolgate bench serve: {what}: {e}");
+    ExitCode::from(2)
+}
+
+pub fn run(args: Args) -> ExitCode {
+    let server_rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("server")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail("runtime", e),
+    };
+    let run_id = toolgate_store::now_millis().0;
+    let agent = format!("bench-{run_id}");
+    let fresh = (args.requests as usize).div_ceil(5) * 2 + 1;
+    let tickets: Vec<SeedTicket> = (0..fresh)
+        .map(|i| SeedTicket {
+            id: format!("B{run_id}-{i}"),
+            customer_id: format!("BC{run_id}"),
+            assignee: agent.clone(),
+            version: 1,
+        })
+        .collect();
+    let started = server_rt.block_on(async {
+        let policy = Policy::load(include_str!(
+            "../../../../../examples/support-desk/policy.toml"
+        ))
+        .map_err(|e| e.to_string())?;
+        let principal =
+            Principal::new(agent.clone(), ["credit:issue"]).map_err(|e| e.to_string())?;
+        let keys = KeyRing::new([ApiKey {
+            sha256: ApiKey::digest(KEY),
+            principal,
+            mode: ExecutionMode::InProcess,
+        }])
+        .map_err(|e| e.to_string())?;
+        let state = desk_state(
+            &args.db,
+            true,
+            policy,
+            SUPPORT_DESK_POLICIES,
+            keys,
+            Settings::default(),
+            Some(&tickets),
+        )
+        .await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(toolgate_http::serve(
+            listener,
+            state,
+            async {
+                let _ = rx.await;
+            },
+            Duration::from_secs(2),
+        ));
+        Ok::<_, String>((addr, tx, server))
+    });
+    let (addr, stop, server) = match started {
+        Ok(s) => s,
+        Err(e) => return fail("starting the server", e),
+    };
+
+    let client_rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("client")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail("runtime", e),
+    };
+    let next = Arc::new(AtomicUsize::new(0));
+    let customer = format!("BC{run_id}");
+    let total = args.requests as usize;
+    let begin = Instant::now();
+    let results = client_rt.block_on(async {
+        let mut workers = Vec::new();
+        for _ in 0..args.concurrency {
+            let next = Arc::clone(&next);
+            let customer = customer.clone();
+            let run_prefix = format!("B{run_id}");
+            workers.push(tokio::spawn(async move {
+                worker(addr, next, total, &run_prefix, &customer).await
+            }));
+        }
+        let mut all = Vec::new();
+        for w in workers {
+            match w.await {
+                Ok(Ok(r)) => all.push(r),
+                Ok(Err(e)) => return Err(e),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(all)
+    });
+    let elapsed = begin.elapsed().as_secs_f64();
+    let _ = stop.send(());
+    let _ = server_rt.block_on(server);
+    let results = match results {
+        Ok(r) => r,
+        Err(e) => return fail("load", e),
+    };
+    let mut latencies: Vec<f64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &results {
+        for (k, v) in &r.1 {
+            *outcomes.entry(k.clone()).or_default() += v;
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
+        latencies.get(i).copied().unwrap_or(0.0) * 1000.0
+    };
+    let backend = args.db.split(':').next().unwrap_or("?");
+    let outcome_text: Vec<String> = outcomes.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    println!(
+        "decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} peak_rss_mb={:.1} requests={} concurrency={} backend={backend} outcomes={}",
+        latencies.len() as f64 / elapsed,
+        pct(0.50),
+        pct(0.99),
+        peak_rss_mb(),
+        latencies.len(),
+        args.concurrency,
+        outcome_text.join(",")
+    );
+    ExitCode::SUCCESS
+}
+
+type WorkerResult = (Vec<f64>, BTreeMap<String, usize>);
+
+/// The request for number `i` of the mix.
+fn request_body(i: usize, prefix: &str, customer: &str) -> Value {
+    let fresh_index = |n: usize| (n / 5) * 2 + (n % 5) - 1;
+    let body = |ticket: usize, reply: &str| {
+        json!({"provider": "envelope",
+               "response": {"outcome": "action", "reply": reply,
+                            "proposed_action": {"tool": "apply_goodwill_credit",
+                                "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}}},
+               "scope": {"customer_id": customer, "ticket_id": format!("{prefix}-{ticket}"), "version_seen": 1}})
+    };
+    match i % 5 {
+        0 => json!({"provider": "envelope",
+                    "response": {"outcome": "answer", "reply": "Your parcel ships today."}}),
+        1 | 2 => body(fresh_index(i), "Applied a 15.00 credit."),
+        // A replay (reworded) of a credit made five requests earlier.
+        _ => body(
+            fresh_index(i.saturating_sub(2)).saturating_sub(2),
+            "Done: 15.00 credited.",
+        ),
+    }
+}
+
+async fn worker(
+    addr: std::net::SocketAddr,
+    next: Arc<AtomicUsize>,
+    total: usize,
+    prefix: &str,
+    customer: &str,
+) -> Result<WorkerResult, String> {
+    let mut conn = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    conn.set_nodelay(true).map_err(|e| e.to_string())?;
+    let mut latencies = Vec::new();
+    let mut outcomes = BTreeMap::new();
+    let mut buf = Vec::with_capacity(8192);
+    loop {
+        let i = next.fetch_add(1, Ordering::Relaxed);
+        if i >= total {
+            break;
+        }
+        let payload = request_body(i, prefix, customer).to_string();
+        let request = format!(
+            "POST /v1/decisions HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+            payload.len()
+        );
+        let t = Instant::now();
+        conn.write_all(request.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = read_response(&mut conn, &mut buf).await?;
+        latencies.push(t.elapsed().as_secs_f64());
+        let outcome = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v.get("outcome").and_then(Value::as_str).map(str::to_owned))
+            .unwrap_or_else(|| "error".to_owned());
+        *outcomes.entry(outcome).or_insert(0) += 1;
+    }
+    Ok((latencies, outcomes))
+}
+
+/// Reads one response with a Content-Length body (the sidecar always sends
+/// one) and returns the body; leftover bytes stay in `buf`.
+async fn read_response(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<u8>, String> {
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or("response without content-length")?;
+            let start = end + 4;
+            while buf.len() < start + len {
+                read_more(conn, buf).await?;
+            }
+            let body = buf[start..start + len].to_vec();
+            buf.drain(..start + len);
+            return Ok(body);
+        }
+        read_more(conn, buf).await?;
+    }
+}
+
+async fn read_more(conn: &mut TcpStream, buf: &mut Vec<u8>) -> Result<(), String> {
+    let mut chunk = [0u8; 8192];
+    let n = conn.read(&mut chunk).await.map_err(|e| e.to_string())?;
+    if n == 0 {
+        return Err("the server closed the connection".to_owned());
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
+/// Peak resident set of this process (VmHWM), in MiB; 0 where /proc is
+/// missing.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}

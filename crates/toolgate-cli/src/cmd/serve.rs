@@ -1,0 +1,411 @@
+//! `toolgate serve`: the HTTP sidecar (toolgate-http) on the support desk's
+//! executor, state source and Cedar policies, with a claim store from a URL.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use toolgate::contract::Policy;
+use toolgate::pipeline::{AuthzRequest, Principal};
+use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
+use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_store::{AnyClaimStore, StoreOptions};
+
+/// Run the HTTP sidecar.
+///
+/// --config FILE: a deployment. The file (TOML) names the policy, the Cedar
+/// policies, the database and the API keys (stored as SHA-256 digests):
+///
+///   listen = "127.0.0.1:8080"          # optional
+///   db = "sqlite:///var/lib/toolgate/toolgate.db"
+///   policy = "policy.toml"             # relative to the config file
+///   cedar = "policy.cedar"             # optional: the support desk's
+///   lease_ms = 30000                   # optional
+///   request_timeout_ms = 10000         # optional
+///   body_limit_bytes = 2097152         # optional
+///   [[keys]]
+///   sha256 = "<64 hex digits: SHA-256 of the key>"
+///   principal = "agent-ana"
+///   capabilities = ["credit:issue"]    # toolgate:review, toolgate:operate
+///   execution = "in_process"           # or "client": the caller writes
+///
+/// --demo: the support desk on a fresh embedded SQLite database (or --db),
+/// seeded with customers, tickets and agents; fresh API keys are printed at
+/// start. Binds 127.0.0.1:8080 unless --listen says otherwise.
+///
+/// Prints `listening on http://ADDR` once the socket is bound. SIGTERM or
+/// Ctrl-C stops it: requests in progress finish, no claim is left
+/// half-written. Logs are JSON lines on stderr (--log-level).
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+pub struct Args {
+    /// The deployment's configuration file.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "demo",
+        conflicts_with = "demo"
+    )]
+    config: Option<PathBuf>,
+    /// Run the seeded support-desk demo.
+    #[arg(long)]
+    demo: bool,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Claim store (and support desk) database: sqlite://PATH,
+    /// postgres://... or mysql://...
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    log_level: tracing::Level,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    listen: Option<SocketAddr>,
+    db: Option<String>,
+    policy: PathBuf,
+    cedar: Option<PathBuf>,
+    lease_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    body_limit_bytes: Option<usize>,
+    #[serde(default)]
+    keys: Vec<KeyConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeyConfig {
+    sha256: String,
+    principal: String,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    #[serde(default = "in_process")]
+    execution: String,
+}
+
+fn in_process() -> String {
+    "in_process".to_owned()
+}
+
+/// Cedar entities from the support desk's directory, read live.
+pub struct DeskEntities(pub SupportDesk);
+
+impl EntitySource for DeskEntities {
+    async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Value, String> {
+        let ticket = match request.scope().get("ticket_id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => return Err("the scope has no ticket_id".to_owned()),
+        };
+        cedar_entities(&self.0, request.principal().id(), &ticket)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The sidecar's parts for the support desk.
+pub type DeskParts =
+    Backends<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>;
+
+fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("toolgate serve: {what}: {e}");
+    ExitCode::from(2)
+}
+
+pub fn run(args: Args) -> ExitCode {
+    // JSON lines on stderr: one event per request and per decision.
+    tracing_subscriber::fmt()
+        .json()
+        .with_max_level(args.log_level)
+        .with_writer(std::io::stderr)
+        .with_current_span(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail("starting the async runtime", e),
+    };
+    runtime.block_on(async move {
+        match prepare(&args).await {
+            Ok((state, listen)) => serve(state, listen).await,
+            Err(code) => code,
+        }
+    })
+}
+
+/// The demo's seed: tickets with their customers and assigned agents.
+fn demo_tickets() -> Vec<SeedTicket> {
+    let t = |id: &str, customer: &str, agent: &str, version: i64| SeedTicket {
+        id: id.to_owned(),
+        customer_id: customer.to_owned(),
+        assignee: agent.to_owned(),
+        version,
+    };
+    vec![
+        t("T-100", "C-1", "agent-ana", 7),
+        t("T-101", "C-2", "agent-ana", 3),
+        t("T-200", "C-3", "agent-ben", 1),
+        t("T-300", "C-4", "agent-php", 5),
+        t("T-301", "C-5", "agent-php", 1),
+    ]
+}
+
+struct DemoKey {
+    principal: &'static str,
+    capabilities: &'static [&'static str],
+    mode: ExecutionMode,
+}
+
+const DEMO_KEYS: [DemoKey; 6] = [
+    DemoKey {
+        principal: "agent-ana",
+        capabilities: &["credit:issue"],
+        mode: ExecutionMode::InProcess,
+    },
+    DemoKey {
+        principal: "agent-ben",
+        capabilities: &["credit:issue"],
+        mode: ExecutionMode::InProcess,
+    },
+    DemoKey {
+        principal: "agent-cy",
+        capabilities: &[],
+        mode: ExecutionMode::InProcess,
+    },
+    DemoKey {
+        principal: "agent-php",
+        capabilities: &["credit:issue"],
+        mode: ExecutionMode::Client,
+    },
+    DemoKey {
+        principal: "reviewer",
+        capabilities: &["toolgate:review"],
+        mode: ExecutionMode::InProcess,
+    },
+    DemoKey {
+        principal: "operator",
+        capabilities: &["toolgate:operate"],
+        mode: ExecutionMode::InProcess,
+    },
+];
+
+async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitCode> {
+    let default_listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
+    let (policy, cedar, db, keys, settings, listen) = if args.demo {
+        let db = match &args.db {
+            Some(d) => d.clone(),
+            None => {
+                // A fresh file per run: the demo always starts from its seed.
+                let dir = std::env::temp_dir().join(format!(
+                    "toolgate-demo-{}-{}",
+                    std::process::id(),
+                    toolgate_store::now_millis()
+                ));
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| fail("creating the demo directory", e))?;
+                format!("sqlite://{}", dir.join("toolgate.sqlite").display())
+            }
+        };
+        let policy = Policy::load(include_str!(
+            "../../../../examples/support-desk/policy.toml"
+        ))
+        .map_err(|e| fail("the support-desk policy", e))?;
+        let mut keys = Vec::new();
+        println!("toolgate serve --demo: support desk on {db}");
+        for k in &DEMO_KEYS {
+            let secret = format!(
+                "tg_demo_{}",
+                toolgate_store::fresh_holder()
+                    .map_err(|e| fail("generating keys", e))?
+                    .to_hex()
+            );
+            println!(
+                "demo key {} {} capabilities={} execution={}",
+                k.principal,
+                secret,
+                k.capabilities.join(","),
+                k.mode.as_str()
+            );
+            keys.push(ApiKey {
+                sha256: ApiKey::digest(&secret),
+                principal: Principal::new(k.principal, k.capabilities.iter().copied())
+                    .map_err(|e| fail("a demo principal", e))?,
+                mode: k.mode,
+            });
+        }
+        for t in demo_tickets() {
+            println!(
+                "demo ticket {} customer={} assignee={} version={}",
+                t.id, t.customer_id, t.assignee, t.version
+            );
+        }
+        (
+            policy,
+            SUPPORT_DESK_POLICIES.to_owned(),
+            db,
+            keys,
+            Settings::default(),
+            args.listen.unwrap_or(default_listen),
+        )
+    } else {
+        let Some(path) = &args.config else {
+            return Err(fail("usage", "--config FILE or --demo"));
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| fail(&format!("reading {}", path.display()), e))?;
+        let config: Config =
+            toml::from_str(&text).map_err(|e| fail(&format!("{}", path.display()), e))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let policy_text = std::fs::read_to_string(base.join(&config.policy))
+            .map_err(|e| fail(&format!("reading {}", config.policy.display()), e))?;
+        let policy = Policy::load(&policy_text).map_err(|e| fail("policy", e))?;
+        let cedar = match &config.cedar {
+            Some(p) => std::fs::read_to_string(base.join(p))
+                .map_err(|e| fail(&format!("reading {}", p.display()), e))?,
+            None => SUPPORT_DESK_POLICIES.to_owned(),
+        };
+        let mut keys = Vec::new();
+        for (i, k) in config.keys.iter().enumerate() {
+            let sha256 =
+                ApiKey::parse_digest(&k.sha256).map_err(|e| fail(&format!("keys[{i}]"), e))?;
+            let mode = ExecutionMode::parse(&k.execution).ok_or_else(|| {
+                fail(
+                    &format!("keys[{i}].execution"),
+                    "must be in_process or client",
+                )
+            })?;
+            let principal = Principal::new(k.principal.clone(), k.capabilities.iter().cloned())
+                .map_err(|e| fail(&format!("keys[{i}]"), e))?;
+            keys.push(ApiKey {
+                sha256,
+                principal,
+                mode,
+            });
+        }
+        if keys.is_empty() {
+            return Err(fail(
+                "configuration",
+                "no [[keys]]: every request would be refused",
+            ));
+        }
+        let defaults = Settings::default();
+        let settings = Settings {
+            lease: config
+                .lease_ms
+                .map_or(defaults.lease, Duration::from_millis),
+            request_timeout: config
+                .request_timeout_ms
+                .map_or(defaults.request_timeout, Duration::from_millis),
+            body_limit: config.body_limit_bytes.unwrap_or(defaults.body_limit),
+            ..defaults
+        };
+        let db = args
+            .db
+            .clone()
+            .or(config.db)
+            .ok_or_else(|| fail("configuration", "no db (config `db` or --db)"))?;
+        let listen = args.listen.or(config.listen).unwrap_or(default_listen);
+        (policy, cedar, db, keys, settings, listen)
+    };
+    let keys = KeyRing::new(keys).map_err(|e| fail("configuration", e))?;
+    let seed = args.demo.then(demo_tickets);
+    let state = desk_state(
+        &db,
+        args.demo,
+        policy,
+        &cedar,
+        keys,
+        settings,
+        seed.as_deref(),
+    )
+    .await
+    .map_err(|e| fail("starting", e))?;
+    Ok((state, listen))
+}
+
+/// The support-desk sidecar on `db`: claim store, desk tables (seeded with
+/// `seed` if given), Cedar authoriser. Shared with `toolgate bench serve`.
+pub async fn desk_state(
+    db: &str,
+    create_if_missing: bool,
+    policy: Policy,
+    cedar: &str,
+    keys: KeyRing,
+    settings: Settings,
+    seed: Option<&[SeedTicket]>,
+) -> Result<AppState<DeskParts>, String> {
+    let options = StoreOptions {
+        // A deployment's mistyped path must fail rather than start empty.
+        create_if_missing,
+        ..StoreOptions::default()
+    };
+    let store = AnyClaimStore::connect_with(db, options)
+        .await
+        .map_err(|e| format!("connecting to {db}: {e}"))?;
+    let desk = SupportDesk::on_store(&store)
+        .await
+        .map_err(|e| format!("the support desk tables: {e}"))?;
+    if let Some(tickets) = seed {
+        desk.seed(tickets)
+            .await
+            .map_err(|e| format!("seeding: {e}"))?;
+    }
+    let authorizer =
+        CedarAuthorizer::new(cedar, &support_desk_mapping(), DeskEntities(desk.clone()))
+            .map_err(|e| format!("Cedar policies: {e}"))?;
+    let parts = Backends {
+        authorizer,
+        state: desk.clone(),
+        claims: store,
+        executor: desk,
+    };
+    Ok(AppState::new(policy, parts, keys, settings))
+}
+
+async fn serve(state: AppState<DeskParts>, listen: SocketAddr) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => return fail(&format!("binding {listen}"), e),
+    };
+    match listener.local_addr() {
+        Ok(addr) => println!("listening on http://{addr}"),
+        Err(e) => return fail("reading the bound address", e),
+    }
+    tracing::info!(event = "start", "{}", json!({"listen": listen.to_string()}));
+    match toolgate_http::serve(listener, state, shutdown_signal(), Duration::from_secs(5)).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail("serving", e),
+    }
+}
+
+/// SIGTERM (how service managers stop a process) or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
