@@ -51,7 +51,7 @@ fn decode_accepts_and_prints_compact() {
         b" { \"b\" : [1, 1.5e3, \"x\"] , \"a\": null }\n",
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout, "{\"a\":null,\"b\":[1,1500.0,\"x\"]}\n");
+    assert_eq!(run.stdout, "{\"b\":[1,1500.0,\"x\"],\"a\":null}\n");
 }
 
 #[test]

@@ -10,7 +10,7 @@ use crate::io::{io_failure, print_line, read_stdin_bounded};
 /// Strictly decode one JSON document from stdin.
 ///
 /// Accepted: exit 0 and the document on stdout, compact (object keys in
-/// sorted order). Rejected: exit 1 and one JSON line on stdout,
+/// input order). Rejected: exit 1 and one JSON line on stdout,
 /// {"rejected":"<code>","pointer":"<JSON pointer or empty>","message":"..."}.
 /// Usage or I/O error: exit 2.
 ///
