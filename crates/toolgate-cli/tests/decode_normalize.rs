@@ -40,7 +40,7 @@ fn rejection(run: &Run) -> Value {
         .keys()
         .map(String::as_str)
         .collect();
-    assert_eq!(keys, ["message", "pointer", "rejected"]);
+    assert_eq!(keys, ["rejected", "pointer", "message"]);
     v
 }
 

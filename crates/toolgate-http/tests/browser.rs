@@ -118,11 +118,16 @@ impl Driver {
         let (status, v) = http(addr, "POST", "/session", Some(&caps));
         assert_eq!(status, 200, "new session: {v}");
         let session = v["value"]["sessionId"].as_str().unwrap().to_owned();
-        Self {
+        let driver = Self {
             addr,
             child,
             session,
-        }
+        };
+        // A click that submits a form returns before the next page has
+        // loaded; let element look-ups wait for it instead of racing it
+        // (seen failing on a loaded two-core machine).
+        driver.cmd("POST", "/timeouts", Some(json!({"implicit": 15000})));
+        driver
     }
 
     fn cmd(&self, method: &str, path: &str, body: Option<Value>) -> Value {

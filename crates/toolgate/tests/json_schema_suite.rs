@@ -151,18 +151,20 @@ const REFUSED: &[(&str, &str)] = &[
         "unevaluatedProperties: unevaluatedProperties with $dynamicRef",
         "$ref",
     ),
-    // `$dynamicRef` to a URI other than a local fragment (same rule).
+    // These also hold a non-local `$dynamicRef`; the audit names the first
+    // offending keyword in document order (serde_json preserve_order), and
+    // here a non-local `$ref` comes first.
     (
         "dynamicRef: A $dynamicRef that initially resolves to a schema with a matching $dynamicAnchor resolves to the first $dynamicAnchor in the dynamic scope",
-        "$dynamicRef",
+        "$ref",
     ),
     (
         "dynamicRef: A $dynamicRef that initially resolves to a schema without a matching $dynamicAnchor behaves like a normal $ref to $anchor",
-        "$dynamicRef",
+        "$ref",
     ),
     (
         "dynamicRef: after leaving a dynamic scope, it is not used by a $dynamicRef",
-        "$dynamicRef",
+        "$ref",
     ),
     // content* keywords are annotations in 2020-12: nothing would be asserted.
     (
@@ -171,11 +173,11 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     (
         "content: validation of binary-encoded media type documents",
-        "contentEncoding",
+        "contentMediaType",
     ),
     (
         "content: validation of binary-encoded media type documents with schema",
-        "contentEncoding",
+        "contentMediaType",
     ),
     (
         "content: validation of string-encoded content based on media type",
