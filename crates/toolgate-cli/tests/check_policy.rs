@@ -1,40 +1,17 @@
 //! `toolgate check` and `toolgate policy export|explain` as scripts see them:
 //! the built binary over every provider fixture, exit codes, one JSON line.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde_json::Value;
+
+mod support;
+use support::{Run, toolgate};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
 fn policy_path() -> String {
     format!("{ROOT}/examples/support-desk/policy.toml")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn toolgate(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate");
-    // The command may stop reading early (byte limit); a broken pipe is fine.
-    let _ = child.stdin.take().expect("stdin").write_all(stdin);
-    let out = child.wait_with_output().expect("wait");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    }
 }
 
 fn decision(run: &Run) -> Value {

@@ -1,34 +1,10 @@
 //! The `decode` and `normalize` command interfaces, which other tooling
 //! depends on byte for byte (issue 2, deliverable 5).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use serde_json::{Value, json};
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn toolgate(args: &[&str], stdin: &[u8]) -> Run {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate");
-    // The command may stop reading early (byte limit); a broken pipe is fine.
-    let _ = child.stdin.take().expect("stdin").write_all(stdin);
-    let out = child.wait_with_output().expect("wait");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    }
-}
+mod support;
+use support::{Run, toolgate};
 
 fn rejection(run: &Run) -> Value {
     assert_eq!(run.code, 1, "stdout={} stderr={}", run.stdout, run.stderr);
