@@ -552,3 +552,30 @@ macro_rules! sql_claim_store {
 }
 
 pub(crate) use sql_claim_store;
+
+/// Statements whose text is identical on the backends that bind with `?`
+/// (SQLite and MySQL/MariaDB); each backend's `sql` module re-exports them
+/// beside its own insert, which is where the dialects differ.
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+pub(crate) mod qmark {
+    pub(crate) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = ?";
+    pub(crate) const COMPLETE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND holder = ?";
+    pub(crate) const RECONCILE: &str = "UPDATE toolgate_claims \
+        SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
+        WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
+    pub(crate) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
+        completed_at, resolution, result FROM toolgate_claims \
+        WHERE status = 'in_flight' AND lease_expires_at <= ? \
+        ORDER BY lease_expires_at, operation_key LIMIT ?";
+    pub(crate) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
+        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
+        VALUES (?, ?, ?, ?, ?, ?, ?)";
+    pub(crate) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
+        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = ? \
+        ORDER BY id LIMIT ?";
+}

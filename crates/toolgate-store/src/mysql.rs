@@ -28,6 +28,9 @@ pub struct MySqlClaimStore {
 
 /// The SQL, with the bind order the shared implementation uses.
 pub mod sql {
+    pub(super) use crate::common::qmark::{
+        APPEND_AUDIT, AUDIT_TRAIL, COMPLETE, LIST_STUCK, RECONCILE, SELECT_CLAIM,
+    };
     /// The conditional insert. `UPDATE operation_key = operation_key`
     /// changes nothing on a duplicate; unlike `INSERT IGNORE` it does not
     /// also swallow other errors (truncation, bad values) as warnings.
@@ -36,26 +39,6 @@ pub mod sql {
          status, holder, lease_expires_at, claimed_at) \
         VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?) \
         ON DUPLICATE KEY UPDATE operation_key = operation_key";
-    pub(super) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
-        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = ?";
-    pub(super) const COMPLETE: &str = "UPDATE toolgate_claims \
-        SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
-        WHERE operation_key = ? AND status = 'in_flight' AND holder = ?";
-    pub(super) const RECONCILE: &str = "UPDATE toolgate_claims \
-        SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
-        WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
-    pub(super) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
-        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims \
-        WHERE status = 'in_flight' AND lease_expires_at <= ? \
-        ORDER BY lease_expires_at, operation_key LIMIT ?";
-    pub(super) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
-        VALUES (?, ?, ?, ?, ?, ?, ?)";
-    pub(super) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = ? \
-        ORDER BY id LIMIT ?";
     #[cfg(feature = "fault-injection")]
     pub(super) const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED)";
 }
