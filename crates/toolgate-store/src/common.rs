@@ -87,6 +87,54 @@ pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
     StoreError::new(kind, format!("{what}: {e}"))
 }
 
+/// A write of one statement, outside the claim transaction.
+pub(crate) enum Write<'a> {
+    Complete {
+        key: &'a toolgate::claim::OperationKey,
+        holder: &'a toolgate::claim::HolderToken,
+        result: &'a toolgate::claim::JsonText,
+        now: toolgate::claim::UnixMillis,
+    },
+    Reconcile {
+        key: &'a toolgate::claim::OperationKey,
+        resolution: toolgate::claim::Resolution,
+        result: &'a toolgate::claim::JsonText,
+        now: toolgate::claim::UnixMillis,
+    },
+    Audit(&'a toolgate::claim::AuditEntry),
+}
+
+impl Write<'_> {
+    pub(crate) fn what(&self) -> &'static str {
+        match self {
+            Self::Complete { .. } => "completing the claim",
+            Self::Reconcile { .. } => "recording a reconciliation",
+            Self::Audit(_) => "appending to the audit log",
+        }
+    }
+}
+
+/// Why a single-statement write failed.
+#[derive(Debug)]
+pub(crate) enum WriteFail {
+    /// A lost race (lock, deadlock, busy): nothing was written; try again.
+    LostRace,
+    /// Anything else; the write may or may not have taken effect.
+    Failed(StoreError),
+}
+
+impl WriteFail {
+    pub(crate) fn into_store_error(self, what: &str) -> StoreError {
+        match self {
+            Self::LostRace => StoreError::new(
+                StoreErrorKind::Contention,
+                format!("{what}: lost a race for the write lock"),
+            ),
+            Self::Failed(e) => e,
+        }
+    }
+}
+
 /// Converts a `u32` limit for binding.
 pub(crate) fn limit(n: u32) -> i64 {
     i64::from(n)
@@ -94,9 +142,12 @@ pub(crate) fn limit(n: u32) -> i64 {
 
 /// Stamps out the claim protocol for one backend. See the crate docs for
 /// the protocol; `$sql` is the backend's SQL module and `$contention` its
-/// lost-race test.
+/// lost-race test. `$writes` says how writes reach the database: `pooled`
+/// (each claim its own transaction on a pooled connection; PostgreSQL,
+/// MySQL) or `batched` (the backend supplies `claim_once` and `write_one`
+/// itself; SQLite's group commit).
 macro_rules! sql_claim_store {
-    ($store:ident, $db:ty, $sql:ident, $contention:path) => {
+    ($store:ident, $db:ty, $sql:ident, $contention:path, $writes:ident) => {
         mod rows {
             use sqlx::Row;
             use toolgate::claim::{CorruptRecord, StoredClaim};
@@ -186,23 +237,6 @@ macro_rules! sql_claim_store {
                 &self.pool
             }
 
-            async fn fault(
-                &self,
-                point: $crate::common::Point,
-                tx: &mut sqlx::Transaction<'static, $db>,
-            ) {
-                #[cfg(feature = "fault-injection")]
-                if let Some(hook) = &self.hook {
-                    let id: i64 = sqlx::query_scalar($sql::CONNECTION_ID)
-                        .fetch_one(&mut **tx)
-                        .await
-                        .unwrap_or(-1);
-                    hook(point.into(), id).await;
-                }
-                #[cfg(not(feature = "fault-injection"))]
-                let _ = (point, tx);
-            }
-
             /// Whether a fault hook asks to report a successful COMMIT as
             /// failed (always false without the feature).
             async fn fault_after_commit(&self) -> bool {
@@ -235,6 +269,271 @@ macro_rules! sql_claim_store {
                         .map(Some)
                         .map_err(|p| toolgate::claim::StoreError::corrupt(&p)),
                 }
+            }
+
+            /// A COMMIT failed for a reason other than contention: the
+            /// outcome is unknown. Read the row back on another connection
+            /// (the pool tests it before handing it out) with the same
+            /// holder token before deciding.
+            async fn after_failed_commit(
+                &self,
+                req: &toolgate::claim::ClaimRequest,
+                commit_error: impl std::fmt::Display,
+            ) -> $crate::common::Step {
+                use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
+                use $crate::common::Step;
+
+                match self.read_row(req.key()).await {
+                    // The commit did not take effect and nobody else's did.
+                    Ok(None) => Step::Retry,
+                    Ok(Some(row)) => match req.judge(row) {
+                        ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
+                        ReadBack::Theirs(raw) => Step::Done(raw),
+                    },
+                    Err(e) => Step::Fail(StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!(
+                            "COMMIT failed ({commit_error}) and the claim could not be read back ({e})"
+                        ),
+                    )),
+                }
+            }
+        }
+
+        /// The statement for one single-statement write, binds encoded.
+        fn write_query(
+            w: &$crate::common::Write<'_>,
+        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
+            use $crate::common::Write;
+            match w {
+                Write::Complete { key, holder, result, now } => sqlx::query($sql::COMPLETE)
+                    .bind(now.0)
+                    .bind(result.as_str())
+                    .bind(key.as_bytes().as_slice())
+                    .bind(holder.as_bytes().as_slice()),
+                Write::Reconcile { key, resolution, result, now } => sqlx::query($sql::RECONCILE)
+                    .bind(now.0)
+                    .bind(resolution.as_str())
+                    .bind(result.as_str())
+                    .bind(key.as_bytes().as_slice())
+                    .bind(now.0),
+                Write::Audit(entry) => sqlx::query($sql::APPEND_AUDIT)
+                    .bind(entry.at().0)
+                    .bind(entry.actor())
+                    .bind(entry.tool())
+                    .bind(entry.outcome())
+                    .bind(entry.reason())
+                    .bind(entry.key().map(|k| k.as_bytes().as_slice()))
+                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice())),
+            }
+        }
+
+        $crate::common::sql_claim_store!(@$writes $store, $db, $sql, $contention);
+
+        impl toolgate::claim::ClaimStore for $store {
+            async fn claim(
+                &self,
+                request: toolgate::claim::ClaimRequest,
+            ) -> Result<toolgate::claim::RawClaim, toolgate::claim::StoreError> {
+                use $crate::common::{MAX_CLAIM_ATTEMPTS, Step, backoff};
+                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
+                    match self.claim_once(&request).await {
+                        Step::Done(raw) => return Ok(raw),
+                        Step::Fail(e) => return Err(e),
+                        Step::Retry => backoff(attempt).await,
+                    }
+                }
+                Err(toolgate::claim::StoreError::new(
+                    toolgate::claim::StoreErrorKind::Contention,
+                    format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+                ))
+            }
+
+            async fn complete(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                holder: &toolgate::claim::HolderToken,
+                result: &toolgate::claim::JsonText,
+                now: toolgate::claim::UnixMillis,
+            ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
+                use toolgate::claim::{ClaimStatus, Completion, StoreError, StoreErrorKind};
+                use $crate::common::{MAX_CLAIM_ATTEMPTS, backoff};
+                let write = $crate::common::Write::Complete { key, holder, result, now };
+                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
+                    match self.write_one(&write).await {
+                        // For an UPDATE the count is what we want on every
+                        // backend: with CLIENT_FOUND_ROWS MySQL counts rows
+                        // matched, and the WHERE clause is the ownership
+                        // check. (Claims never use the count.)
+                        Ok(n) => {
+                            return match n {
+                                1 => Ok(Completion::Recorded),
+                                0 => Ok(Completion::Reconcile),
+                                n => Err(StoreError::new(
+                                    StoreErrorKind::Invariant,
+                                    format!("completion matched {n} rows"),
+                                )),
+                            };
+                        }
+                        Err($crate::common::WriteFail::LostRace) => backoff(attempt).await,
+                        Err($crate::common::WriteFail::Failed(e)) => {
+                            // The update may or may not have committed.
+                            // Read the row back before answering: retrying
+                            // blindly would turn our own success into
+                            // "reconcile".
+                            let failure = format!("completing the claim: {e}");
+                            let row = self.read_row(key).await.map_err(|e2| {
+                                StoreError::new(
+                                    StoreErrorKind::OutcomeUnknown,
+                                    format!("{failure}; reading the claim back: {e2}"),
+                                )
+                            })?;
+                            match row {
+                                Some(r) if r.holder == *holder && r.status == ClaimStatus::InFlight => {
+                                    backoff(attempt).await;
+                                }
+                                Some(r)
+                                    if r.holder == *holder
+                                        && r.completion.as_ref().map(|c| (&c.result, c.completed_at))
+                                            == Some((result, now)) =>
+                                {
+                                    return Ok(Completion::Recorded);
+                                }
+                                _ => return Ok(Completion::Reconcile),
+                            }
+                        }
+                    }
+                }
+                Err(StoreError::new(
+                    StoreErrorKind::Contention,
+                    format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+                ))
+            }
+
+            async fn fetch(
+                &self,
+                key: &toolgate::claim::OperationKey,
+            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
+                self.read_row(key).await
+            }
+
+            async fn list_stuck(
+                &self,
+                now: toolgate::claim::UnixMillis,
+                limit: u32,
+            ) -> Result<Vec<toolgate::claim::StuckEntry>, toolgate::claim::StoreError> {
+                let found = sqlx::query($sql::LIST_STUCK)
+                    .bind(now.0)
+                    .bind($crate::common::limit(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("listing stuck claims", e))?;
+                Ok(found
+                    .iter()
+                    .map(|row| {
+                        record(row).map_err(|problem| toolgate::claim::CorruptRow {
+                            raw_key: rows::bytes(row, "operation_key").unwrap_or_default(),
+                            problem,
+                        })
+                    })
+                    .collect())
+            }
+
+            async fn record_reconciliation(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                outcome: &toolgate::claim::ReconcileOutcome,
+                now: toolgate::claim::UnixMillis,
+            ) -> Result<toolgate::claim::Reconciled, toolgate::claim::StoreError> {
+                use toolgate::claim::{ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind};
+                let (resolution, result) = match outcome {
+                    ReconcileOutcome::Applied { receipt } => (Resolution::ReconciledApplied, receipt),
+                    ReconcileOutcome::NotApplied { detail } => {
+                        (Resolution::ReconciledNotApplied, detail)
+                    }
+                };
+                let write = $crate::common::Write::Reconcile { key, resolution, result, now };
+                let updated = self
+                    .write_one(&write)
+                    .await
+                    .map_err(|e| e.into_store_error("recording a reconciliation"))?;
+                match updated {
+                    1 => Ok(Reconciled::Recorded),
+                    0 => Ok(Reconciled::NotStuck(self.read_row(key).await?)),
+                    n => Err(StoreError::new(
+                        StoreErrorKind::Invariant,
+                        format!("reconciliation matched {n} rows"),
+                    )),
+                }
+            }
+
+            async fn append_audit(
+                &self,
+                entry: &toolgate::claim::AuditEntry,
+            ) -> Result<(), toolgate::claim::StoreError> {
+                self.write_one(&$crate::common::Write::Audit(entry))
+                    .await
+                    .map_err(|e| e.into_store_error("appending to the audit log"))?;
+                Ok(())
+            }
+
+            async fn audit_trail(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                limit: u32,
+            ) -> Result<Vec<toolgate::claim::AuditEntry>, toolgate::claim::StoreError> {
+                use toolgate::claim::{AuditEntry, Fingerprint, OperationKey, StoreError, UnixMillis};
+                let found = sqlx::query($sql::AUDIT_TRAIL)
+                    .bind(key.as_bytes().as_slice())
+                    .bind($crate::common::limit(limit))
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("reading the audit log", e))?;
+                found
+                    .iter()
+                    .map(|row| {
+                        let entry = (|| {
+                            let key = rows::opt_bytes(row, "operation_key")?
+                                .map(|b| OperationKey::from_slice(&b))
+                                .transpose()
+                                .map_err(|e| ("operation_key", e))?;
+                            let fingerprint = rows::opt_bytes(row, "fingerprint")?
+                                .map(|b| Fingerprint::from_slice(&b))
+                                .transpose()
+                                .map_err(|e| ("fingerprint", e))?;
+                            AuditEntry::new(
+                                UnixMillis(rows::int(row, "at")?),
+                                rows::text(row, "actor")?,
+                                rows::opt_text(row, "tool")?,
+                                rows::text(row, "outcome")?,
+                                rows::opt_text(row, "reason")?,
+                                key,
+                                fingerprint,
+                            )
+                        })();
+                        entry.map_err(|p| StoreError::corrupt(&p))
+                    })
+                    .collect()
+            }
+        }
+    };
+    (@pooled $store:ident, $db:ty, $sql:ident, $contention:path) => {
+        impl $store {
+            async fn fault(
+                &self,
+                point: $crate::common::Point,
+                tx: &mut sqlx::Transaction<'static, $db>,
+            ) {
+                #[cfg(feature = "fault-injection")]
+                if let Some(hook) = &self.hook {
+                    let id: i64 = sqlx::query_scalar($sql::CONNECTION_ID)
+                        .fetch_one(&mut **tx)
+                        .await
+                        .unwrap_or(-1);
+                    hook(point.into(), id).await;
+                }
+                #[cfg(not(feature = "fault-injection"))]
+                let _ = (point, tx);
             }
 
             /// One pass of the claim transaction.
@@ -315,240 +614,26 @@ macro_rules! sql_claim_store {
                 }
             }
 
-            /// A COMMIT failed for a reason other than contention: the
-            /// outcome is unknown. Read the row back on another connection
-            /// (the pool tests it before handing it out) with the same
-            /// holder token before deciding.
-            async fn after_failed_commit(
+            /// One single-statement write in its own (implicit) transaction.
+            async fn write_one(
                 &self,
-                req: &toolgate::claim::ClaimRequest,
-                commit_error: sqlx::Error,
-            ) -> $crate::common::Step {
-                use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
-                use $crate::common::Step;
-
-                match self.read_row(req.key()).await {
-                    // The commit did not take effect and nobody else's did.
-                    Ok(None) => Step::Retry,
-                    Ok(Some(row)) => match req.judge(row) {
-                        ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
-                        ReadBack::Theirs(raw) => Step::Done(raw),
-                    },
-                    Err(e) => Step::Fail(StoreError::new(
-                        StoreErrorKind::OutcomeUnknown,
-                        format!(
-                            "COMMIT failed ({commit_error}) and the claim could not be read back ({e})"
-                        ),
-                    )),
-                }
-            }
-        }
-
-        impl toolgate::claim::ClaimStore for $store {
-            async fn claim(
-                &self,
-                request: toolgate::claim::ClaimRequest,
-            ) -> Result<toolgate::claim::RawClaim, toolgate::claim::StoreError> {
-                use $crate::common::{MAX_CLAIM_ATTEMPTS, Step, backoff};
-                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
-                    match self.claim_once(&request).await {
-                        Step::Done(raw) => return Ok(raw),
-                        Step::Fail(e) => return Err(e),
-                        Step::Retry => backoff(attempt).await,
-                    }
-                }
-                Err(toolgate::claim::StoreError::new(
-                    toolgate::claim::StoreErrorKind::Contention,
-                    format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
-                ))
-            }
-
-            async fn complete(
-                &self,
-                key: &toolgate::claim::OperationKey,
-                holder: &toolgate::claim::HolderToken,
-                result: &toolgate::claim::JsonText,
-                now: toolgate::claim::UnixMillis,
-            ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
-                use toolgate::claim::{ClaimStatus, Completion, StoreError, StoreErrorKind};
-                use $crate::common::{MAX_CLAIM_ATTEMPTS, backoff, map_err};
-                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
-                    let updated = sqlx::query($sql::COMPLETE)
-                        .bind(now.0)
-                        .bind(result.as_str())
-                        .bind(key.as_bytes().as_slice())
-                        .bind(holder.as_bytes().as_slice())
-                        .execute(&self.pool)
-                        .await;
-                    match updated {
-                        // For an UPDATE the count is what we want on every
-                        // backend: with CLIENT_FOUND_ROWS MySQL counts rows
-                        // matched, and the WHERE clause is the ownership
-                        // check. (Claims never use the count.)
-                        Ok(done) => {
-                            return match done.rows_affected() {
-                                1 => Ok(Completion::Recorded),
-                                0 => Ok(Completion::Reconcile),
-                                n => Err(StoreError::new(
-                                    StoreErrorKind::Invariant,
-                                    format!("completion matched {n} rows"),
-                                )),
-                            };
-                        }
-                        Err(e) if $contention(&e) => backoff(attempt).await,
-                        Err(e) => {
-                            // The update may or may not have committed.
-                            // Read the row back before answering: retrying
-                            // blindly would turn our own success into
-                            // "reconcile".
-                            let failure = map_err("completing the claim", e);
-                            let row = self.read_row(key).await.map_err(|e2| {
-                                StoreError::new(
-                                    StoreErrorKind::OutcomeUnknown,
-                                    format!("{failure}; reading the claim back: {e2}"),
-                                )
-                            })?;
-                            match row {
-                                Some(r) if r.holder == *holder && r.status == ClaimStatus::InFlight => {
-                                    backoff(attempt).await;
-                                }
-                                Some(r)
-                                    if r.holder == *holder
-                                        && r.completion.as_ref().map(|c| (&c.result, c.completed_at))
-                                            == Some((result, now)) =>
-                                {
-                                    return Ok(Completion::Recorded);
-                                }
-                                _ => return Ok(Completion::Reconcile),
-                            }
-                        }
-                    }
-                }
-                Err(StoreError::new(
-                    StoreErrorKind::Contention,
-                    format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
-                ))
-            }
-
-            async fn fetch(
-                &self,
-                key: &toolgate::claim::OperationKey,
-            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
-                self.read_row(key).await
-            }
-
-            async fn list_stuck(
-                &self,
-                now: toolgate::claim::UnixMillis,
-                limit: u32,
-            ) -> Result<Vec<toolgate::claim::StuckEntry>, toolgate::claim::StoreError> {
-                let found = sqlx::query($sql::LIST_STUCK)
-                    .bind(now.0)
-                    .bind($crate::common::limit(limit))
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(|e| $crate::common::map_err("listing stuck claims", e))?;
-                Ok(found
-                    .iter()
-                    .map(|row| {
-                        record(row).map_err(|problem| toolgate::claim::CorruptRow {
-                            raw_key: rows::bytes(row, "operation_key").unwrap_or_default(),
-                            problem,
-                        })
-                    })
-                    .collect())
-            }
-
-            async fn record_reconciliation(
-                &self,
-                key: &toolgate::claim::OperationKey,
-                outcome: &toolgate::claim::ReconcileOutcome,
-                now: toolgate::claim::UnixMillis,
-            ) -> Result<toolgate::claim::Reconciled, toolgate::claim::StoreError> {
-                use toolgate::claim::{ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind};
-                let (resolution, result) = match outcome {
-                    ReconcileOutcome::Applied { receipt } => (Resolution::ReconciledApplied, receipt),
-                    ReconcileOutcome::NotApplied { detail } => {
-                        (Resolution::ReconciledNotApplied, detail)
-                    }
-                };
-                let updated = sqlx::query($sql::RECONCILE)
-                    .bind(now.0)
-                    .bind(resolution.as_str())
-                    .bind(result.as_str())
-                    .bind(key.as_bytes().as_slice())
-                    .bind(now.0)
+                w: &$crate::common::Write<'_>,
+            ) -> Result<u64, $crate::common::WriteFail> {
+                write_query(w)
                     .execute(&self.pool)
                     .await
-                    .map_err(|e| $crate::common::map_err("recording a reconciliation", e))?;
-                match updated.rows_affected() {
-                    1 => Ok(Reconciled::Recorded),
-                    0 => Ok(Reconciled::NotStuck(self.read_row(key).await?)),
-                    n => Err(StoreError::new(
-                        StoreErrorKind::Invariant,
-                        format!("reconciliation matched {n} rows"),
-                    )),
-                }
-            }
-
-            async fn append_audit(
-                &self,
-                entry: &toolgate::claim::AuditEntry,
-            ) -> Result<(), toolgate::claim::StoreError> {
-                sqlx::query($sql::APPEND_AUDIT)
-                    .bind(entry.at().0)
-                    .bind(entry.actor())
-                    .bind(entry.tool())
-                    .bind(entry.outcome())
-                    .bind(entry.reason())
-                    .bind(entry.key().map(|k| k.as_bytes().as_slice()))
-                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice()))
-                    .execute(&self.pool)
-                    .await
-                    .map_err(|e| $crate::common::map_err("appending to the audit log", e))?;
-                Ok(())
-            }
-
-            async fn audit_trail(
-                &self,
-                key: &toolgate::claim::OperationKey,
-                limit: u32,
-            ) -> Result<Vec<toolgate::claim::AuditEntry>, toolgate::claim::StoreError> {
-                use toolgate::claim::{AuditEntry, Fingerprint, OperationKey, StoreError, UnixMillis};
-                let found = sqlx::query($sql::AUDIT_TRAIL)
-                    .bind(key.as_bytes().as_slice())
-                    .bind($crate::common::limit(limit))
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(|e| $crate::common::map_err("reading the audit log", e))?;
-                found
-                    .iter()
-                    .map(|row| {
-                        let entry = (|| {
-                            let key = rows::opt_bytes(row, "operation_key")?
-                                .map(|b| OperationKey::from_slice(&b))
-                                .transpose()
-                                .map_err(|e| ("operation_key", e))?;
-                            let fingerprint = rows::opt_bytes(row, "fingerprint")?
-                                .map(|b| Fingerprint::from_slice(&b))
-                                .transpose()
-                                .map_err(|e| ("fingerprint", e))?;
-                            AuditEntry::new(
-                                UnixMillis(rows::int(row, "at")?),
-                                rows::text(row, "actor")?,
-                                rows::opt_text(row, "tool")?,
-                                rows::text(row, "outcome")?,
-                                rows::opt_text(row, "reason")?,
-                                key,
-                                fingerprint,
-                            )
-                        })();
-                        entry.map_err(|p| StoreError::corrupt(&p))
+                    .map(|done| done.rows_affected())
+                    .map_err(|e| {
+                        if $contention(&e) {
+                            $crate::common::WriteFail::LostRace
+                        } else {
+                            $crate::common::WriteFail::Failed($crate::common::map_err(w.what(), e))
+                        }
                     })
-                    .collect()
             }
         }
     };
+    (@batched $store:ident, $db:ty, $sql:ident, $contention:path) => {};
 }
 
 pub(crate) use sql_claim_store;

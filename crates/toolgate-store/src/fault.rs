@@ -4,7 +4,9 @@
 //! A hook runs inside the claim transaction at a [`FaultPoint`] and is
 //! given the backend's id for the connection (`pg_backend_pid()`,
 //! `CONNECTION_ID()`), so a test can kill that connection from a second one
-//! and watch what the store does.
+//! and watch what the store does. SQLite's claims run inside a group commit
+//! (one shared writer connection, nothing to kill per claim), so there the
+//! hook is asked only at [`FaultPoint::AfterCommit`].
 
 use std::future::Future;
 use std::pin::Pin;

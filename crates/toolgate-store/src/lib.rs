@@ -41,6 +41,15 @@
 //! AND holder = ?` and must match exactly one row; zero is
 //! [`Completion::Reconcile`](toolgate::claim::Completion::Reconcile).
 //!
+//! On SQLite, steps 1–3 run as one unit of a [group commit](group_commit):
+//! one writer connection runs the waiting units in one transaction and
+//! answers only after the `COMMIT`; a unit that fails rolls the batch back,
+//! and the others, having written nothing, run again. The single
+//! writer makes step 4 moot within a process (a second claim on the same
+//! key in the same batch reads the first one's row); another process
+//! holding the lock past the busy timeout is a lost race as before, and a
+//! failed `COMMIT` is step 5.
+//!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
 //! which uses the strict JSON decoder): a corrupt row is an error value and
@@ -51,6 +60,8 @@ compile_error!("toolgate-store needs at least one of the features sqlite, postgr
 
 mod any;
 mod common;
+#[cfg(feature = "sqlite")]
+pub mod group_commit;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

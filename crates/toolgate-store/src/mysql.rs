@@ -53,7 +53,7 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
         .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
 }
 
-sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, is_lost_race);
+sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, is_lost_race, pooled);
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(

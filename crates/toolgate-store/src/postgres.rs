@@ -57,7 +57,7 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "40001" || code == "40P01")
 }
 
-sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, is_lost_race);
+sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, is_lost_race, pooled);
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(

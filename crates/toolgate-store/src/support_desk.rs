@@ -39,9 +39,10 @@ use crate::common::map_err;
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
 pub enum DeskPool {
-    /// SQLite.
+    /// SQLite, with the claim store's group-commit writer: credits join its
+    /// batches instead of contending with it for the file's write lock.
     #[cfg(feature = "sqlite")]
-    Sqlite(sqlx::SqlitePool),
+    Sqlite(sqlx::SqlitePool, crate::group_commit::GroupCommit),
     /// PostgreSQL.
     #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
@@ -82,6 +83,18 @@ const TICKET_FACTS: Sql = Sql {
     pg: "SELECT t.customer_id, t.assignee, a.active FROM tickets t \
          JOIN agents a ON a.id = t.assignee WHERE t.id = $1",
 };
+/// What authorisation needs in one round trip: the acting agent's `active`
+/// and the ticket's customer and assignee, each NULL when missing.
+const DIRECTORY: Sql = Sql {
+    qm: "SELECT ag.active, t.customer_id, t.assignee \
+         FROM (SELECT ? AS agent_id, ? AS ticket_id) q \
+         LEFT JOIN agents ag ON ag.id = q.agent_id \
+         LEFT JOIN tickets t ON t.id = q.ticket_id",
+    pg: "SELECT ag.active, t.customer_id, t.assignee \
+         FROM (SELECT $1::text AS agent_id, $2::text AS ticket_id) q \
+         LEFT JOIN agents ag ON ag.id = q.agent_id \
+         LEFT JOIN tickets t ON t.id = q.ticket_id",
+};
 const AGENT_ACTIVE: Sql = Sql {
     qm: "SELECT active FROM agents WHERE id = ?",
     pg: "SELECT active FROM agents WHERE id = $1",
@@ -113,7 +126,7 @@ macro_rules! on_pool {
     ($self:expr, $p:ident, $s:ident => $body:expr) => {
         match &$self.pool {
             #[cfg(feature = "sqlite")]
-            DeskPool::Sqlite($p) => {
+            DeskPool::Sqlite($p, _) => {
                 let $s = |q: &Sql| q.qm;
                 $body
             }
@@ -183,7 +196,7 @@ impl SupportDesk {
     pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
         let pool = match store {
             #[cfg(feature = "sqlite")]
-            AnyClaimStore::Sqlite(s) => DeskPool::Sqlite(s.pool().clone()),
+            AnyClaimStore::Sqlite(s) => DeskPool::Sqlite(s.pool().clone(), s.writer().clone()),
             #[cfg(feature = "postgres")]
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
             #[cfg(feature = "mysql")]
@@ -197,7 +210,7 @@ impl SupportDesk {
     async fn migrate(&self) -> Result<(), StoreError> {
         let run = match &self.pool {
             #[cfg(feature = "sqlite")]
-            DeskPool::Sqlite(p) => {
+            DeskPool::Sqlite(p, _) => {
                 migrator(include_str!(
                     "../migrations/support_desk/sqlite/0001_support_desk.sql"
                 ))
@@ -323,6 +336,28 @@ impl SupportDesk {
         })
     }
 
+    /// The acting agent's `active` (`None`: unknown agent) and the ticket's
+    /// customer and assignee (`None`: no such ticket), in one query.
+    async fn directory(
+        &self,
+        agent: &str,
+        ticket: &str,
+    ) -> Result<(Option<bool>, Option<(String, String)>), StoreError> {
+        on_pool!(self, p, s => {
+            let row = sqlx::query(s(&DIRECTORY))
+                .bind(agent)
+                .bind(ticket)
+                .fetch_one(p)
+                .await
+                .map_err(|e| db("reading the directory", e))?;
+            let get = |e| db("reading the directory", e);
+            let active: Option<bool> = row.try_get(0).map_err(get)?;
+            let customer: Option<String> = row.try_get(1).map_err(get)?;
+            let assignee: Option<String> = row.try_get(2).map_err(get)?;
+            Ok((active, customer.zip(assignee)))
+        })
+    }
+
     /// Whether an agent is active (`None`: unknown agent).
     pub async fn agent_active(&self, agent: &str) -> Result<Option<bool>, StoreError> {
         on_pool!(self, p, s => {
@@ -340,6 +375,10 @@ impl SupportDesk {
     /// The credit: conditional version bump and credit row in one
     /// transaction.
     async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
+        #[cfg(feature = "sqlite")]
+        if let DeskPool::Sqlite(_, writer) = &self.pool {
+            return self.credit_batched(writer, c).await;
+        }
         on_pool!(self, p, s => {
             let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
             let bumped = sqlx::query(s(&BUMP_VERSION))
@@ -371,6 +410,53 @@ impl SupportDesk {
             receipt(&c.ticket_id, c.amount_minor, &c.reason_code, c.version)
                 .map(|receipt| ExecOutcome::Applied { receipt })
         })
+    }
+
+    /// The same credit as one unit of SQLite's group commit. The unit
+    /// writes nothing when the version precondition fails; if the insert
+    /// fails after the bump, the whole batch rolls back, bump included.
+    #[cfg(feature = "sqlite")]
+    async fn credit_batched(
+        &self,
+        writer: &crate::group_commit::GroupCommit,
+        c: &Credit,
+    ) -> Result<ExecOutcome, StoreError> {
+        use crate::group_commit::WriteError;
+
+        let bump = sqlx::query(BUMP_VERSION.qm)
+            .bind(&c.ticket_id)
+            .bind(c.version);
+        let insert = sqlx::query(INSERT_CREDIT.qm)
+            .bind(c.key.as_bytes().to_vec())
+            .bind(&c.ticket_id)
+            .bind(&c.customer_id)
+            .bind(&c.agent_id)
+            .bind(c.amount_minor)
+            .bind(&c.reason_code)
+            .bind(c.version);
+        let applied = writer
+            .write(move |conn| {
+                Box::pin(async move {
+                    if bump.execute(&mut *conn).await?.rows_affected() != 1 {
+                        return Ok(false);
+                    }
+                    insert.execute(&mut *conn).await?;
+                    Ok(true)
+                })
+            })
+            .await
+            .map_err(|e| match e {
+                WriteError::Unit(e) => db("crediting", e),
+                e => StoreError::new(StoreErrorKind::Unavailable, format!("crediting: {e}")),
+            })?;
+        if !applied {
+            let current = self.ticket_version(&c.ticket_id).await?;
+            return Ok(ExecOutcome::PreconditionFailed {
+                current: current.map(StateVersion::from),
+            });
+        }
+        receipt(&c.ticket_id, c.amount_minor, &c.reason_code, c.version)
+            .map(|receipt| ExecOutcome::Applied { receipt })
     }
 
     async fn credit_for(&self, key: &OperationKey) -> Result<Option<JsonText>, StoreError> {
@@ -510,14 +596,15 @@ pub async fn cedar_entities(
     ticket: &str,
 ) -> Result<Value, StoreError> {
     let mut list = Vec::new();
-    if let Some(active) = desk.agent_active(agent).await? {
+    let (active, facts) = desk.directory(agent, ticket).await?;
+    if let Some(active) = active {
         list.push(json!({"uid": {"type": "Agent", "id": agent},
                          "attrs": {"active": active}, "parents": []}));
     }
-    if let Some(f) = desk.ticket_facts(ticket).await? {
+    if let Some((customer_id, assignee)) = facts {
         list.push(json!({"uid": {"type": "Ticket", "id": ticket},
-            "attrs": {"assignee": {"__entity": {"type": "Agent", "id": f.assignee}},
-                      "customer": f.customer_id},
+            "attrs": {"assignee": {"__entity": {"type": "Agent", "id": assignee}},
+                      "customer": customer_id},
             "parents": []}));
     }
     Ok(Value::Array(list))

@@ -1,0 +1,255 @@
+//! Group commit for SQLite: one writer connection, many callers.
+//!
+//! SQLite has one writer at a time and, with `synchronous = FULL`, an fsync
+//! per `COMMIT`. Committing every claim, credit, completion and audit entry
+//! on its own caps a server at the disk's fsync rate, and makes every
+//! caller queue on the file's write lock. Instead, every write goes to one
+//! task that owns a connection. It takes whatever units are waiting (up to
+//! [`MAX_BATCH`]), runs them one after another in one `BEGIN IMMEDIATE`
+//! transaction, `COMMIT`s once, and only then answers.
+//!
+//! What a caller can rely on:
+//! - **Nothing is acknowledged before it is durable.** A unit's result is
+//!   sent after the `COMMIT` of its batch returned.
+//! - **Units run in arrival order on one connection**, so a later unit in
+//!   the same batch sees an earlier one's writes (two claims on one key in
+//!   one batch: the second reads the first's row, exactly as if the first
+//!   had committed before it).
+//! - **All or nothing per batch.** A unit whose statement fails rolls the
+//!   whole batch back: it gets its own error, every other unit
+//!   [`WriteError::NotApplied`] (nothing written; safe to run again). The
+//!   units toolgate sends fail only when the database does (disk full,
+//!   I/O error), and SQLite may then have rolled the transaction back by
+//!   itself, after which later statements would commit one by one. Per-unit
+//!   savepoints would keep the others but cost two more round trips to the
+//!   connection's thread per unit, on every write.
+//! - **A failed `COMMIT` fails the whole batch** with
+//!   [`WriteError::Unknown`]: the caller must read back before deciding, as
+//!   after any failed commit. If the transaction could not begin, every
+//!   unit gets [`WriteError::NotApplied`].
+//!
+//! Other processes on the same file (an operator's `toolgate claims
+//! reconcile`) still take the lock in the ordinary way; `BEGIN IMMEDIATE`
+//! waits for them up to the busy timeout.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{ConnectOptions, Connection, Executor};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::sqlite::is_lost_race;
+
+/// A boxed future borrowing the writer's connection.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Most units in one transaction: bounds how long the first caller in a
+/// batch waits behind the others.
+pub const MAX_BATCH: usize = 256;
+
+/// Units that may wait for the writer; past this, callers wait for room
+/// (backpressure instead of unbounded memory).
+const QUEUE: usize = 4096;
+
+/// Why a unit's write did not take effect, or may not have.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The unit's own statement failed and the batch rolled back: nothing
+    /// it wrote remains.
+    Unit(sqlx::Error),
+    /// The batch was rolled back before its `COMMIT` (the transaction could
+    /// not begin, or broke): nothing any unit wrote remains. `lost_race`:
+    /// another process held the write lock past the busy timeout.
+    NotApplied { lost_race: bool, message: String },
+    /// The batch's `COMMIT` failed: the unit's writes may or may not be
+    /// durable. Read back before deciding.
+    Unknown(String),
+    /// The writer task has stopped (its connection could not be reopened).
+    Stopped,
+}
+
+impl std::fmt::Display for WriteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unit(e) => write!(f, "{e}"),
+            Self::NotApplied { message, .. } => {
+                write!(f, "the write batch was rolled back: {message}")
+            }
+            Self::Unknown(m) => write!(f, "COMMIT failed, outcome unknown: {m}"),
+            Self::Stopped => f.write_str("the SQLite writer has stopped"),
+        }
+    }
+}
+
+/// How a batch ended, as each unit hears it.
+#[derive(Clone)]
+enum BatchEnd {
+    Committed,
+    NotApplied(String),
+    Unknown(String),
+}
+
+/// One caller's unit of work, type-erased for the queue.
+trait Job: Send {
+    /// Runs the unit; returns how to answer once the batch has ended, and
+    /// whether it failed (which rolls the batch back).
+    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran>;
+    /// Answers without running (the batch could not begin, or broke).
+    fn abort(self: Box<Self>, lost_race: bool, why: String);
+}
+
+/// What running a unit left behind.
+struct Ran {
+    answer: Box<dyn FnOnce(BatchEnd) + Send>,
+    /// The unit failed: the batch must roll back.
+    failed: Option<String>,
+}
+
+struct Unit<T, F> {
+    work: F,
+    reply: oneshot::Sender<Result<T, WriteError>>,
+}
+
+impl<T, F> Job for Unit<T, F>
+where
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, sqlx::Error>>
+        + Send
+        + 'static,
+{
+    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran> {
+        Box::pin(async move {
+            let Unit { work, reply } = *self;
+            let outcome = work(&mut *conn).await;
+            let failed = outcome.as_ref().err().map(ToString::to_string);
+            Ran {
+                answer: Box::new(move |end| {
+                    let answer = match (outcome, end) {
+                        (Err(e), _) => Err(WriteError::Unit(e)),
+                        (Ok(v), BatchEnd::Committed) => Ok(v),
+                        (Ok(_), BatchEnd::NotApplied(message)) => Err(WriteError::NotApplied {
+                            lost_race: false,
+                            message,
+                        }),
+                        (Ok(_), BatchEnd::Unknown(m)) => Err(WriteError::Unknown(m)),
+                    };
+                    let _ = reply.send(answer);
+                }),
+                failed,
+            }
+        })
+    }
+
+    fn abort(self: Box<Self>, lost_race: bool, message: String) {
+        let _ = self
+            .reply
+            .send(Err(WriteError::NotApplied { lost_race, message }));
+    }
+}
+
+/// The handle callers write through. Cheap to clone.
+#[derive(Clone)]
+pub struct GroupCommit {
+    jobs: mpsc::Sender<Box<dyn Job>>,
+}
+
+impl GroupCommit {
+    /// Opens the writer's own connection and starts its task on the
+    /// current tokio runtime.
+    pub async fn start(options: SqliteConnectOptions) -> Result<Self, sqlx::Error> {
+        let conn = options.connect().await?;
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        tokio::spawn(writer(conn, options, queue));
+        Ok(Self { jobs })
+    }
+
+    /// Runs `work` in the next batch and returns its value once the batch
+    /// has committed. `work` must not start or end transactions itself. If
+    /// it fails, the whole batch rolls back (the other units get
+    /// [`WriteError::NotApplied`]).
+    pub async fn write<T, F>(&self, work: F) -> Result<T, WriteError>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, sqlx::Error>>
+            + Send
+            + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(Box::new(Unit { work, reply }))
+            .await
+            .map_err(|_| WriteError::Stopped)?;
+        answer.await.unwrap_or(Err(WriteError::Stopped))
+    }
+}
+
+async fn writer(
+    mut conn: SqliteConnection,
+    options: SqliteConnectOptions,
+    mut queue: mpsc::Receiver<Box<dyn Job>>,
+) {
+    let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
+    let mut answers = Vec::with_capacity(MAX_BATCH);
+    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        if let Err(e) = conn.execute("BEGIN IMMEDIATE").await {
+            let (lost_race, why) = (is_lost_race(&e), e.to_string());
+            for job in batch.drain(..) {
+                job.abort(lost_race, why.clone());
+            }
+            conn = match reopen(conn, &options).await {
+                Some(c) => c,
+                None => return,
+            };
+            continue;
+        }
+        let mut broken = None;
+        for job in batch.drain(..) {
+            if let Some(why) = &broken {
+                job.abort(false, format!("another unit in the batch failed: {why}"));
+                continue;
+            }
+            let ran = job.run(&mut conn).await;
+            broken = ran.failed;
+            answers.push(ran.answer);
+        }
+        let end = match broken {
+            Some(why) => {
+                let _ = conn.execute("ROLLBACK").await;
+                BatchEnd::NotApplied(why)
+            }
+            None => match conn.execute("COMMIT").await {
+                Ok(_) => BatchEnd::Committed,
+                Err(e) => {
+                    // SQLite may have kept the transaction open (or not);
+                    // either way this connection starts the next batch clean.
+                    let _ = conn.execute("ROLLBACK").await;
+                    BatchEnd::Unknown(e.to_string())
+                }
+            },
+        };
+        let failed = !matches!(end, BatchEnd::Committed);
+        for answer in answers.drain(..) {
+            answer(end.clone());
+        }
+        if failed {
+            conn = match reopen(conn, &options).await {
+                Some(c) => c,
+                None => return,
+            };
+        }
+    }
+}
+
+/// After a failure, keeps the connection if it still answers, or opens a
+/// new one; `None` stops the writer (callers then get `Stopped`).
+async fn reopen(
+    mut conn: SqliteConnection,
+    options: &SqliteConnectOptions,
+) -> Option<SqliteConnection> {
+    if conn.ping().await.is_ok() {
+        return Some(conn);
+    }
+    let _ = conn.close().await;
+    options.connect().await.ok()
+}
