@@ -30,9 +30,9 @@ use std::str::FromStr;
 
 use cedar_policy::{
     Authorizer as Engine, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid,
-    PolicySet, Request,
+    PolicySet, Request, RestrictedExpression,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
 
 /// Loads the Cedar entities one decision needs, in Cedar's JSON entity
@@ -121,10 +121,12 @@ impl<S: EntitySource> CedarAuthorizer<S> {
             self.resource_type.clone(),
             EntityId::new(resource_id),
         );
-        let context = Context::from_json_value(
-            json!({"scope": r.scope(), "arguments": r.arguments()}),
-            None,
-        )
+        let scope = restricted_map(r.scope())?;
+        let arguments = restricted(r.arguments())?;
+        let context = Context::from_pairs([
+            ("scope".to_owned(), scope),
+            ("arguments".to_owned(), arguments),
+        ])
         .map_err(|e| e.to_string())?;
         Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())
     }
@@ -181,6 +183,39 @@ impl<S: EntitySource> CedarAuthorizer<S> {
             }
         }
     }
+}
+
+/// A JSON value as a Cedar value: strings, booleans, longs, sets and
+/// records, nothing else. Built directly rather than through Cedar's JSON
+/// reader, which costs more than the whole evaluation and would read a
+/// model-chosen `{"__entity": …}` or `{"__extn": …}` as a reference or an
+/// extension value; here every object is a plain record. Floats, nulls and
+/// integers outside Cedar's 64-bit `Long` are errors, and so deny.
+fn restricted(v: &Value) -> Result<RestrictedExpression, String> {
+    Ok(match v {
+        Value::Null => return Err("context: null has no Cedar value".to_owned()),
+        Value::Bool(b) => RestrictedExpression::new_bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => RestrictedExpression::new_long(i),
+            None => return Err(format!("context: {n} is not a Cedar Long")),
+        },
+        Value::String(s) => RestrictedExpression::new_string(s.clone()),
+        Value::Array(items) => RestrictedExpression::new_set(
+            items
+                .iter()
+                .map(restricted)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        Value::Object(map) => restricted_map(map)?,
+    })
+}
+
+fn restricted_map(map: &Map<String, Value>) -> Result<RestrictedExpression, String> {
+    let fields = map
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), restricted(v)?)))
+        .collect::<Result<Vec<_>, String>>()?;
+    RestrictedExpression::new_record(fields).map_err(|e| format!("context: {e}"))
 }
 
 impl<S: EntitySource> Authorizer for CedarAuthorizer<S> {
