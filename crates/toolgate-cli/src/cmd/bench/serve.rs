@@ -6,8 +6,9 @@
 //! load generator runs `--concurrency` keep-alive connections on another
 //! runtime and speaks plain HTTP/1.1. The mix, by request number: one in
 //! five an answer (no state), two in five a fresh credit on its own ticket
-//! (claim, execute, complete), two in five a replay of an earlier credit
-//! (claim lookup only). Tickets are seeded with a per-run prefix, so runs
+//! (claim, execute, complete), two in five a reworded replay of the credit
+//! proposed 4 × concurrency fresh credits earlier, long enough ago that it
+//! has usually completed (claim lookup only). Tickets are seeded with a per-run prefix, so runs
 //! can repeat on the same database.
 //!
 //! Prints one line:
@@ -128,6 +129,9 @@ pub fn run(args: Args) -> ExitCode {
     let next = Arc::new(AtomicUsize::new(0));
     let customer = format!("BC{run_id}");
     let total = args.requests as usize;
+    // Each connection has about two fresh credits in flight per five
+    // requests; four times the concurrency is well behind all of them.
+    let lag = 4 * args.concurrency as usize;
     let begin = Instant::now();
     let results = client_rt.block_on(async {
         let mut workers = Vec::new();
@@ -136,7 +140,7 @@ pub fn run(args: Args) -> ExitCode {
             let customer = customer.clone();
             let run_prefix = format!("B{run_id}");
             workers.push(tokio::spawn(async move {
-                worker(addr, next, total, &run_prefix, &customer).await
+                worker(addr, next, total, lag, &run_prefix, &customer).await
             }));
         }
         let mut all = Vec::new();
@@ -186,7 +190,7 @@ pub fn run(args: Args) -> ExitCode {
 type WorkerResult = (Vec<f64>, BTreeMap<String, usize>);
 
 /// The request for number `i` of the mix.
-fn request_body(i: usize, prefix: &str, customer: &str) -> Value {
+fn request_body(i: usize, lag: usize, prefix: &str, customer: &str) -> Value {
     let fresh_index = |n: usize| (n / 5) * 2 + (n % 5) - 1;
     let body = |ticket: usize, reply: &str| {
         json!({"provider": "envelope",
@@ -199,9 +203,11 @@ fn request_body(i: usize, prefix: &str, customer: &str) -> Value {
         0 => json!({"provider": "envelope",
                     "response": {"outcome": "answer", "reply": "Your parcel ships today."}}),
         1 | 2 => body(fresh_index(i), "Applied a 15.00 credit."),
-        // A replay (reworded) of a credit made five requests earlier.
+        // A replay (reworded) of a credit proposed `lag` fresh credits
+        // earlier: far enough back that it has usually completed, so the
+        // mix measures replays rather than in-flight collisions.
         _ => body(
-            fresh_index(i.saturating_sub(2)).saturating_sub(2),
+            fresh_index(i.saturating_sub(2)).saturating_sub(lag),
             "Done: 15.00 credited.",
         ),
     }
@@ -211,6 +217,7 @@ async fn worker(
     addr: std::net::SocketAddr,
     next: Arc<AtomicUsize>,
     total: usize,
+    lag: usize,
     prefix: &str,
     customer: &str,
 ) -> Result<WorkerResult, String> {
@@ -224,7 +231,7 @@ async fn worker(
         if i >= total {
             break;
         }
-        let payload = request_body(i, prefix, customer).to_string();
+        let payload = request_body(i, lag, prefix, customer).to_string();
         let request = format!(
             "POST /v1/decisions HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
             payload.len()
