@@ -214,11 +214,15 @@ impl SupportDesk {
             }
             #[cfg(feature = "mysql")]
             DeskPool::MySql(p) => {
-                migrator(include_str!(
-                    "../migrations/support_desk/mysql/0001_support_desk.sql"
-                ))
-                .run(p)
-                .await
+                // sqlx's own lock does not hold on MariaDB (crate::mysql).
+                return crate::mysql::run_migrations(
+                    p,
+                    &migrator(include_str!(
+                        "../migrations/support_desk/mysql/0001_support_desk.sql"
+                    )),
+                    "support desk migrations",
+                )
+                .await;
             }
         };
         run.map_err(|e| {
