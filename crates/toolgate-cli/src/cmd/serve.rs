@@ -390,11 +390,14 @@ async fn serve(state: AppState<DeskParts>, listen: SocketAddr) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),
     };
-    match listener.local_addr() {
-        Ok(addr) => println!("listening on http://{addr}"),
+    let addr = match listener.local_addr() {
+        Ok(addr) => addr,
         Err(e) => return fail("reading the bound address", e),
-    }
-    tracing::info!(event = "start", "{}", json!({"listen": listen.to_string()}));
+    };
+    println!("listening on http://{addr}");
+    // The bound address, not the requested one: with port 0 (or several
+    // processes on one host) the log must say which port this one has.
+    tracing::info!(event = "start", "{}", json!({"listen": addr.to_string()}));
     match toolgate_http::serve(listener, state, shutdown_signal(), Duration::from_secs(5)).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("serving", e),
