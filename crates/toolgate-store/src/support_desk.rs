@@ -99,21 +99,36 @@ const AGENT_ACTIVE: Sql = Sql {
     qm: "SELECT active FROM agents WHERE id = ?",
     pg: "SELECT active FROM agents WHERE id = $1",
 };
-const INSERT_AGENT: Sql = Sql {
-    qm: "INSERT INTO agents (id, active) VALUES (?, ?)",
-    pg: "INSERT INTO agents (id, active) VALUES ($1, $2)",
-};
-const INSERT_CUSTOMER: Sql = Sql {
-    qm: "INSERT INTO customers (id, name) VALUES (?, ?)",
-    pg: "INSERT INTO customers (id, name) VALUES ($1, $2)",
-};
-const CUSTOMER_EXISTS: Sql = Sql {
-    qm: "SELECT id FROM customers WHERE id = ?",
-    pg: "SELECT id FROM customers WHERE id = $1",
-};
 const INSERT_TICKET: Sql = Sql {
     qm: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES (?, ?, ?, ?)",
     pg: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES ($1, $2, $3, $4)",
+};
+/// An insert that leaves an existing row as it is. Two processes seeding
+/// one database at once do not fail on each other's rows: the second waits
+/// for the first's row and then skips it.
+struct InsertMissing {
+    sqlite: &'static str,
+    pg: &'static str,
+    mysql: &'static str,
+}
+
+const SEED_AGENT: InsertMissing = InsertMissing {
+    sqlite: "INSERT INTO agents (id, active) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+    pg: "INSERT INTO agents (id, active) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+    mysql: "INSERT INTO agents (id, active) VALUES (?, ?) ON DUPLICATE KEY UPDATE id = id",
+};
+const SEED_CUSTOMER: InsertMissing = InsertMissing {
+    sqlite: "INSERT INTO customers (id, name) VALUES (?, ?) ON CONFLICT (id) DO NOTHING",
+    pg: "INSERT INTO customers (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+    mysql: "INSERT INTO customers (id, name) VALUES (?, ?) ON DUPLICATE KEY UPDATE id = id",
+};
+const SEED_TICKET: InsertMissing = InsertMissing {
+    sqlite: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (id) DO NOTHING",
+    pg: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO NOTHING",
+    mysql: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES (?, ?, ?, ?) \
+            ON DUPLICATE KEY UPDATE id = id",
 };
 const COUNT_CREDITS: Sql = Sql {
     qm: "SELECT COUNT(*) FROM credits WHERE ticket_id = ?",
@@ -227,11 +242,15 @@ impl SupportDesk {
             }
             #[cfg(feature = "mysql")]
             DeskPool::MySql(p) => {
-                migrator(include_str!(
-                    "../migrations/support_desk/mysql/0001_support_desk.sql"
-                ))
-                .run(p)
-                .await
+                // sqlx's own lock does not hold on MariaDB (crate::mysql).
+                return crate::mysql::run_migrations(
+                    p,
+                    &migrator(include_str!(
+                        "../migrations/support_desk/mysql/0001_support_desk.sql"
+                    )),
+                    "support desk migrations",
+                )
+                .await;
             }
         };
         run.map_err(|e| {
@@ -242,43 +261,45 @@ impl SupportDesk {
         })
     }
 
-    /// Seeds tickets, creating their customers and (active) agents if
-    /// missing, in one transaction.
+    /// Seeds new tickets, creating their customers and (active) agents if
+    /// missing, in one transaction. A ticket that exists already is an
+    /// error: the caller meant a fresh one.
     pub async fn seed(&self, tickets: &[SeedTicket]) -> Result<(), StoreError> {
+        self.seed_tickets(tickets, false).await
+    }
+
+    /// Like [`SupportDesk::seed`], but a ticket that exists already is left
+    /// as it is (with the version its writes moved it to). For a demo that
+    /// restarts on its database, or runs as several processes sharing one:
+    /// seeding again is a no-op, and processes seeding at once do not fail.
+    pub async fn seed_missing(&self, tickets: &[SeedTicket]) -> Result<(), StoreError> {
+        self.seed_tickets(tickets, true).await
+    }
+
+    async fn seed_tickets(&self, tickets: &[SeedTicket], keep: bool) -> Result<(), StoreError> {
+        let agent = self.insert_missing(&SEED_AGENT);
+        let customer = self.insert_missing(&SEED_CUSTOMER);
         on_pool!(self, p, s => {
+            let ticket = if keep {
+                self.insert_missing(&SEED_TICKET)
+            } else {
+                s(&INSERT_TICKET)
+            };
             let mut tx = p.begin().await.map_err(|e| db("seeding", e))?;
             for t in tickets {
-                let has_agent = sqlx::query(s(&AGENT_ACTIVE))
+                sqlx::query(agent)
                     .bind(&t.assignee)
-                    .fetch_optional(&mut *tx)
+                    .bind(true)
+                    .execute(&mut *tx)
                     .await
-                    .map_err(|e| db("seeding", e))?
-                    .is_some();
-                if !has_agent {
-                    sqlx::query(s(&INSERT_AGENT))
-                        .bind(&t.assignee)
-                        .bind(true)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| db("seeding an agent", e))?;
-                }
-                // Look before inserting: on PostgreSQL a failed insert would
-                // abort the whole seeding transaction.
-                let has_customer = sqlx::query(s(&CUSTOMER_EXISTS))
+                    .map_err(|e| db("seeding an agent", e))?;
+                sqlx::query(customer)
                     .bind(&t.customer_id)
-                    .fetch_optional(&mut *tx)
+                    .bind(format!("Customer {}", t.customer_id))
+                    .execute(&mut *tx)
                     .await
-                    .map_err(|e| db("seeding", e))?
-                    .is_some();
-                if !has_customer {
-                    sqlx::query(s(&INSERT_CUSTOMER))
-                        .bind(&t.customer_id)
-                        .bind(format!("Customer {}", t.customer_id))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(|e| db("seeding a customer", e))?;
-                }
-                sqlx::query(s(&INSERT_TICKET))
+                    .map_err(|e| db("seeding a customer", e))?;
+                sqlx::query(ticket)
                     .bind(&t.id)
                     .bind(&t.customer_id)
                     .bind(&t.assignee)
@@ -289,6 +310,17 @@ impl SupportDesk {
             }
             tx.commit().await.map_err(|e| db("seeding", e))
         })
+    }
+
+    fn insert_missing(&self, q: &InsertMissing) -> &'static str {
+        match &self.pool {
+            #[cfg(feature = "sqlite")]
+            DeskPool::Sqlite(_) => q.sqlite,
+            #[cfg(feature = "postgres")]
+            DeskPool::Postgres(_) => q.pg,
+            #[cfg(feature = "mysql")]
+            DeskPool::MySql(_) => q.mysql,
+        }
     }
 
     /// A ticket's current version, if it exists.

@@ -178,6 +178,38 @@ async fn support_desk_on(url: &str) {
         .await
         .unwrap();
     assert_eq!(none.as_array().unwrap().len(), 1);
+
+    // Seeding again: `seed` refuses a ticket that exists; `seed_missing`
+    // leaves it, and the version its credit moved it to, as it is.
+    let again = SeedTicket {
+        id: ticket.clone(),
+        customer_id: customer.clone(),
+        assignee: "agent-1".into(),
+        version: 1,
+    };
+    assert!(desk.seed(std::slice::from_ref(&again)).await.is_err());
+    desk.seed_missing(std::slice::from_ref(&again))
+        .await
+        .unwrap();
+    assert_eq!(desk.ticket_version(&ticket).await.unwrap(), Some(2));
+    assert_eq!(desk.credit_count(&ticket).await.unwrap(), 1);
+
+    // Two seedings of the same new rows at once (two demo processes
+    // starting together) both succeed.
+    let fresh: Vec<SeedTicket> = (0..3)
+        .map(|i| SeedTicket {
+            id: format!("{ticket}-n{i}"),
+            customer_id: format!("{customer}-n"),
+            assignee: format!("agent-{run}"),
+            version: 4,
+        })
+        .collect();
+    let (a, b) = tokio::join!(desk.seed_missing(&fresh), desk.seed_missing(&fresh));
+    a.unwrap();
+    b.unwrap();
+    for t in &fresh {
+        assert_eq!(desk.ticket_version(&t.id).await.unwrap(), Some(4));
+    }
 }
 
 #[tokio::test]

@@ -243,12 +243,6 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
                 mode: k.mode,
             });
         }
-        for t in demo_tickets() {
-            println!(
-                "demo ticket {} customer={} assignee={} version={}",
-                t.id, t.customer_id, t.assignee, t.version
-            );
-        }
         (
             policy,
             SUPPORT_DESK_POLICIES.to_owned(),
@@ -330,6 +324,23 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
     )
     .await
     .map_err(|e| fail("starting", e))?;
+    if let Some(tickets) = &seed {
+        // The version as it is now: on a database the demo has run on
+        // before, a ticket keeps the version its credits moved it to.
+        for t in tickets {
+            let version = state
+                .parts()
+                .state
+                .ticket_version(&t.id)
+                .await
+                .map_err(|e| fail("reading the demo tickets", e))?
+                .unwrap_or(t.version);
+            println!(
+                "demo ticket {} customer={} assignee={} version={version}",
+                t.id, t.customer_id, t.assignee
+            );
+        }
+    }
     Ok((state, listen))
 }
 
@@ -356,7 +367,9 @@ pub async fn desk_state(
         .await
         .map_err(|e| format!("the support desk tables: {e}"))?;
     if let Some(tickets) = seed {
-        desk.seed(tickets)
+        // Tickets already there stay as they are: a demo restarted on its
+        // database, or a second process sharing it, must not fail here.
+        desk.seed_missing(tickets)
             .await
             .map_err(|e| format!("seeding: {e}"))?;
     }
@@ -377,11 +390,14 @@ async fn serve(state: AppState<DeskParts>, listen: SocketAddr) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),
     };
-    match listener.local_addr() {
-        Ok(addr) => println!("listening on http://{addr}"),
+    let addr = match listener.local_addr() {
+        Ok(addr) => addr,
         Err(e) => return fail("reading the bound address", e),
-    }
-    tracing::info!(event = "start", "{}", json!({"listen": listen.to_string()}));
+    };
+    println!("listening on http://{addr}");
+    // The bound address, not the requested one: with port 0 (or several
+    // processes on one host) the log must say which port this one has.
+    tracing::info!(event = "start", "{}", json!({"listen": addr.to_string()}));
     match toolgate_http::serve(listener, state, shutdown_signal(), Duration::from_secs(5)).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("serving", e),
