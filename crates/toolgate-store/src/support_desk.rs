@@ -315,7 +315,7 @@ impl SupportDesk {
     fn insert_missing(&self, q: &InsertMissing) -> &'static str {
         match &self.pool {
             #[cfg(feature = "sqlite")]
-            DeskPool::Sqlite(_) => q.sqlite,
+            DeskPool::Sqlite(..) => q.sqlite,
             #[cfg(feature = "postgres")]
             DeskPool::Postgres(_) => q.pg,
             #[cfg(feature = "mysql")]
