@@ -25,34 +25,8 @@
 //! unless `TOOLGATE_REQUIRE_DATABASES=1`, which makes a missing database a
 //! failure.
 
-/// The store tests' skip-or-require rule, restated as in `race_fault.rs`:
-/// their helper module needs the store's fault-injection feature, which
-/// this crate's tests must not turn on.
-mod support {
-    use std::io::Write;
-
-    pub fn database_url(var: &str, what: &str) -> Option<String> {
-        match std::env::var(var) {
-            Ok(url) if !url.is_empty() => Some(url),
-            _ => {
-                let required = std::env::var("TOOLGATE_REQUIRE_DATABASES").is_ok_and(|v| v == "1");
-                assert!(
-                    !required,
-                    "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} tests cannot run"
-                );
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "SKIPPED: {var} is not set, so this {what} test did not run"
-                );
-                None
-            }
-        }
-    }
-
-    pub fn random_hex() -> String {
-        toolgate_store::fresh_holder().expect("random").to_hex()
-    }
-}
+#[path = "support/databases.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

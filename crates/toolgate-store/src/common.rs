@@ -300,6 +300,25 @@ macro_rules! sql_claim_store {
             }
         }
 
+        /// Step 1 of the claim protocol, the conditional insert, binds
+        /// encoded.
+        fn claim_insert(
+            req: &toolgate::claim::ClaimRequest,
+        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
+            let p = req.proposal();
+            sqlx::query($sql::INSERT_CLAIM)
+                .bind(req.key().as_bytes().as_slice())
+                .bind(req.fingerprint().as_bytes().as_slice())
+                .bind(p.tool())
+                .bind(p.arguments())
+                .bind(p.scope())
+                .bind(p.version_seen())
+                .bind(p.proposer())
+                .bind(req.holder().as_bytes().as_slice())
+                .bind(req.lease_expires_at().0)
+                .bind(req.now().0)
+        }
+
         /// The statement for one single-statement write, binds encoded.
         fn write_query(
             w: &$crate::common::Write<'_>,
@@ -555,21 +574,10 @@ macro_rules! sql_claim_store {
                     Ok(tx) => tx,
                     Err(e) => return lost_or(e, "beginning the claim transaction"),
                 };
-                let p = req.proposal();
                 // INVARIANT: no read before this insert (see the crate
                 // docs), and its affected-row count is deliberately ignored:
                 // on MySQL it is 1 for a duplicate too.
-                let inserted = sqlx::query($sql::INSERT_CLAIM)
-                    .bind(req.key().as_bytes().as_slice())
-                    .bind(req.fingerprint().as_bytes().as_slice())
-                    .bind(p.tool())
-                    .bind(p.arguments())
-                    .bind(p.scope())
-                    .bind(p.version_seen())
-                    .bind(p.proposer())
-                    .bind(req.holder().as_bytes().as_slice())
-                    .bind(req.lease_expires_at().0)
-                    .bind(req.now().0)
+                let inserted = claim_insert(req)
                     .execute(&mut *tx)
                     .await;
                 if let Err(e) = inserted {

@@ -65,18 +65,7 @@ impl SqliteClaimStore {
     async fn claim_once(&self, req: &toolgate::claim::ClaimRequest) -> Step {
         use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
 
-        let p = req.proposal();
-        let insert = sqlx::query(sql::INSERT_CLAIM)
-            .bind(req.key().as_bytes().as_slice())
-            .bind(req.fingerprint().as_bytes().as_slice())
-            .bind(p.tool())
-            .bind(p.arguments())
-            .bind(p.scope())
-            .bind(p.version_seen())
-            .bind(p.proposer())
-            .bind(req.holder().as_bytes().as_slice())
-            .bind(req.lease_expires_at().0)
-            .bind(req.now().0);
+        let insert = claim_insert(req);
         let read_back = sqlx::query(sql::SELECT_CLAIM).bind(req.key().as_bytes().as_slice());
         let written = self
             .writer

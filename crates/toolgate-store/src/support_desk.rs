@@ -159,6 +159,26 @@ macro_rules! on_pool {
     };
 }
 
+/// The credit's two statements, with the SQL `$s` picks for the backend
+/// and `$c`'s values bound: the conditional version bump and the credit row.
+macro_rules! credit_statements {
+    ($s:expr, $c:expr) => {
+        (
+            sqlx::query($s(&BUMP_VERSION))
+                .bind(&$c.ticket_id)
+                .bind($c.version),
+            sqlx::query($s(&INSERT_CREDIT))
+                .bind($c.key.as_bytes().to_vec())
+                .bind(&$c.ticket_id)
+                .bind(&$c.customer_id)
+                .bind(&$c.agent_id)
+                .bind($c.amount_minor)
+                .bind(&$c.reason_code)
+                .bind($c.version),
+        )
+    };
+}
+
 /// A ticket to seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeedTicket {
@@ -412,10 +432,9 @@ impl SupportDesk {
             return self.credit_batched(writer, c).await;
         }
         on_pool!(self, p, s => {
+            let (bump, insert) = credit_statements!(s, c);
             let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
-            let bumped = sqlx::query(s(&BUMP_VERSION))
-                .bind(&c.ticket_id)
-                .bind(c.version)
+            let bumped = bump
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| db("crediting", e))?
@@ -427,14 +446,7 @@ impl SupportDesk {
                     current: current.map(StateVersion::from),
                 });
             }
-            sqlx::query(s(&INSERT_CREDIT))
-                .bind(c.key.as_bytes().to_vec())
-                .bind(&c.ticket_id)
-                .bind(&c.customer_id)
-                .bind(&c.agent_id)
-                .bind(c.amount_minor)
-                .bind(&c.reason_code)
-                .bind(c.version)
+            insert
                 .execute(&mut *tx)
                 .await
                 .map_err(|e| db("crediting", e))?;
@@ -455,17 +467,7 @@ impl SupportDesk {
     ) -> Result<ExecOutcome, StoreError> {
         use crate::group_commit::WriteError;
 
-        let bump = sqlx::query(BUMP_VERSION.qm)
-            .bind(&c.ticket_id)
-            .bind(c.version);
-        let insert = sqlx::query(INSERT_CREDIT.qm)
-            .bind(c.key.as_bytes().to_vec())
-            .bind(&c.ticket_id)
-            .bind(&c.customer_id)
-            .bind(&c.agent_id)
-            .bind(c.amount_minor)
-            .bind(&c.reason_code)
-            .bind(c.version);
+        let (bump, insert) = credit_statements!(|q: &Sql| q.qm, c);
         let applied = writer
             .write(move |conn| {
                 Box::pin(async move {
