@@ -8,6 +8,7 @@
 mod limits;
 pub mod normalize;
 mod rejection;
+pub(crate) mod scan;
 pub mod strict;
 
 pub use limits::{Limits, LimitsError};
