@@ -47,3 +47,53 @@ pub(crate) fn string_stop(bytes: &[u8], mut i: usize) -> usize {
     }
     i
 }
+
+/// Decodes the escape whose backslash is just before `pos`: the character
+/// and the index after the escape, or `None` for an invalid escape, a
+/// malformed `\u` or a lone surrogate.
+pub(super) fn escape_char(bytes: &[u8], pos: usize) -> Option<(char, usize)> {
+    let c = match *bytes.get(pos)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let hi = hex4(bytes, pos + 1)?;
+            return match hi {
+                0xD800..=0xDBFF => {
+                    if bytes.get(pos + 5..pos + 7) != Some(b"\\u") {
+                        return None;
+                    }
+                    let lo = hex4(bytes, pos + 7)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return None;
+                    }
+                    let c = char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?;
+                    Some((c, pos + 11))
+                }
+                0xDC00..=0xDFFF => None,
+                _ => Some((char::from_u32(hi)?, pos + 5)),
+            };
+        }
+        _ => return None,
+    };
+    Some((c, pos + 1))
+}
+
+fn hex4(bytes: &[u8], pos: usize) -> Option<u32> {
+    let mut v = 0u32;
+    for &d in bytes.get(pos..pos + 4)? {
+        let n = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u32::from(n);
+    }
+    Some(v)
+}
