@@ -415,7 +415,7 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
             }
             structured(policy, text.as_bytes(), stop, attempt)
         }
-        EnvelopeMode::Native => native(policy, text, tool_calls, stop, attempt),
+        EnvelopeMode::Native => native(policy, text, &tool_calls, stop, attempt),
     }
 }
 
@@ -484,23 +484,20 @@ fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decisio
 fn native(
     policy: &Policy,
     text: Cow<'_, str>,
-    mut calls: Vec<RawToolCall<'_>>,
+    calls: &[RawToolCall<'_>],
     stop: Stop,
     attempt: u32,
 ) -> Decision {
     if let Err(e) = envelope::check_reply(&text, policy.reply_max_bytes()) {
         return Decision::rejected(e.reason, e.pointer, e.message, Some(stop), attempt);
     }
-    match calls.len() {
-        0 if text.trim().is_empty() => abstain(policy, stop, attempt),
-        0 => Decision {
+    match calls {
+        [] if text.trim().is_empty() => abstain(policy, stop, attempt),
+        [] => Decision {
             reply: Some(text.into_owned()),
             ..Decision::new(Outcome::Answer, Some(stop), attempt)
         },
-        1 => {
-            let Some(call) = calls.pop() else {
-                unreachable!("one call was just counted")
-            };
+        [call] => {
             let arguments = match &call.arguments {
                 RawArguments::Value(v) => Args::Decoded(*v),
                 RawArguments::Implied(v) => Args::Implied(v),
@@ -519,14 +516,14 @@ fn native(
                 attempt,
             )
         }
-        _ => {
-            let names: Vec<&str> = calls.iter().map(|c| c.name.as_ref()).collect();
+        many => {
+            let names: Vec<&str> = many.iter().map(|c| c.name.as_ref()).collect();
             Decision::rejected(
                 Reason::MultipleActions,
                 "",
                 format!(
                     "{} tool calls in one turn ({}); toolgate admits exactly one",
-                    calls.len(),
+                    many.len(),
                     names.join(", ")
                 ),
                 Some(stop),
