@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode, decode_borrowed};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -115,6 +115,21 @@ fn no_case_panics_under_any_nesting_limit() {
             .expect("within ceiling");
         for bytes in cases().values() {
             let _ = decode(bytes, &limits);
+        }
+    }
+}
+
+/// The tape decoder the provider adapters read gives the strict decoder's
+/// answer on every case: the same value, or the same rejection.
+#[test]
+fn the_borrowed_decoder_agrees_on_every_case() {
+    for n in [1, 2, Limits::DEFAULT_MAX_NESTING, Limits::NESTING_CEILING] {
+        let limits = Limits::provider_body()
+            .with_max_nesting(n)
+            .expect("within ceiling");
+        for (name, bytes) in cases() {
+            let borrowed = decode_borrowed(&bytes, &limits).map(|doc| doc.root().to_value());
+            assert_eq!(borrowed, decode(&bytes, &limits), "{name} (nesting {n})");
         }
     }
 }

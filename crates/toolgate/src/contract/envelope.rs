@@ -8,28 +8,27 @@
 //! optional members, because strict structured-output modes make every
 //! property required and express "absent" as `null`.
 
-use serde_json::{Map, Value};
-
 use super::Reason;
+use crate::decode::{Json, Object};
 
-/// What the model said it is doing.
+/// What the model said it is doing, borrowing from the decoded envelope.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Envelope {
+pub enum Envelope<'t> {
     /// A reply, no action.
     Answer {
         /// The reply text.
-        reply: String,
+        reply: &'t str,
     },
     /// No reply, no action.
     Abstain,
     /// A reply plus exactly one proposed action.
     Action {
         /// The reply text (may be empty).
-        reply: String,
+        reply: &'t str,
         /// The tool the model chose.
-        tool: String,
+        tool: &'t str,
         /// The arguments, not yet checked against the tool's contract.
-        arguments: Value,
+        arguments: Json<'t>,
     },
 }
 
@@ -52,8 +51,8 @@ fn fail(reason: Reason, pointer: &str, message: impl Into<String>) -> EnvelopeEr
     }
 }
 
-fn closed(map: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), EnvelopeError> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+fn closed(map: Object<'_>, allowed: &[&str], at: &str) -> Result<(), EnvelopeError> {
+    match map.keys().find(|k| !allowed.contains(k)) {
         Some(k) => Err(fail(
             Reason::UnknownKey,
             &format!("{at}/{}", super::schema::escape(k)),
@@ -67,16 +66,13 @@ fn closed(map: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), En
 }
 
 /// `null` counts as absent.
-fn present(v: Option<Value>) -> Option<Value> {
+fn present(v: Option<Json<'_>>) -> Option<Json<'_>> {
     v.filter(|v| !v.is_null())
 }
 
 /// Reads a decoded envelope; `reply_max_bytes` bounds the reply in UTF-8 bytes.
-///
-/// Takes the value by ownership so that the reply and the arguments are
-/// moved out rather than copied: this runs once per model turn.
-pub fn parse(value: Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeError> {
-    let Value::Object(mut map) = value else {
+pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, EnvelopeError> {
+    let Some(map) = value.as_object() else {
         return Err(fail(
             Reason::InvalidEnvelope,
             "",
@@ -85,14 +81,15 @@ pub fn parse(value: Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeE
     };
     // Unknown keys first: `approved_by` is reported as what it is even when
     // the rest of the envelope is also wrong.
-    closed(&map, &["outcome", "reply", "proposed_action"], "")?;
-    if let Some(Value::Object(action)) = map.get("proposed_action") {
+    closed(map, &["outcome", "reply", "proposed_action"], "")?;
+    if let Some(action) = map.get("proposed_action").and_then(|a| a.as_object()) {
         closed(action, &["tool", "arguments"], "/proposed_action")?;
     }
-    let reply = match present(map.remove("reply")) {
+    let reply = match present(map.get("reply")) {
         None => None,
-        Some(Value::String(s)) => {
-            check_reply(&s, reply_max_bytes)?;
+        Some(v) if v.as_str().is_some() => {
+            let s = v.as_str().unwrap_or_default();
+            check_reply(s, reply_max_bytes)?;
             Some(s)
         }
         Some(_) => {
@@ -103,8 +100,8 @@ pub fn parse(value: Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeE
             ));
         }
     };
-    let action = present(map.remove("proposed_action"));
-    match map.get("outcome").and_then(Value::as_str) {
+    let action = present(map.get("proposed_action"));
+    match map.get("outcome").and_then(|o| o.as_str()) {
         Some("answer") => {
             if action.is_some() {
                 return Err(fail(
@@ -147,21 +144,21 @@ pub fn parse(value: Value, reply_max_bytes: usize) -> Result<Envelope, EnvelopeE
                     "an action needs a reply",
                 ));
             };
-            let Some(Value::Object(mut action)) = action else {
+            let Some(action) = action.and_then(|a| a.as_object()) else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action",
                     "an action needs one proposed_action object {tool, arguments}",
                 ));
             };
-            let Some(Value::String(tool)) = action.remove("tool") else {
+            let Some(tool) = action.get("tool").and_then(|t| t.as_str()) else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action/tool",
                     "the tool must be a string",
                 ));
             };
-            let Some(arguments) = action.remove("arguments") else {
+            let Some(arguments) = action.get("arguments") else {
                 return Err(fail(
                     Reason::InvalidEnvelope,
                     "/proposed_action/arguments",

@@ -12,6 +12,7 @@ pub mod export;
 mod policy;
 pub mod schema;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::{Value, json};
@@ -22,11 +23,13 @@ pub use policy::{
 };
 pub use schema::{AuditError, Schema, Violation};
 
-use crate::decode::{DecodeCode, Limits, Rejection, decode};
+use crate::decode::{DecodeCode, Json, Limits, Rejection, decode, decode_borrowed};
 use crate::op::{
     Fingerprint, FingerprintError, canonical_json, fingerprint::fingerprint_canonical,
 };
-use crate::provider::{self, Provider, ProviderError, RawArguments, RawToolCall, Stop, StopClass};
+use crate::provider::{
+    self, Provider, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn,
+};
 
 /// The outcome of the stateless stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -366,24 +369,19 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
         return structured(policy, body, Stop::envelope(), attempt);
     }
     let limits = Limits::provider_body().with_max_bytes(policy.body_max_bytes());
-    let turn = match provider::parse(provider, body, opts.stream, &limits) {
-        Ok(turn) => turn,
-        Err(ProviderError::Body(r)) => {
-            // The provider's own JSON is broken: re-asking the model is not a
-            // repair for that, so this is never repairable.
-            return Decision::rejected(
-                Reason::from(r.code()),
-                r.pointer(),
-                format!("provider body: {}", r.message()),
-                None,
-                attempt,
-            );
-        }
-        Err(ProviderError::Malformed { pointer, message }) => {
-            return Decision::rejected(Reason::MalformedResponse, pointer, message, None, attempt);
-        }
+    let body = match provider::decode(provider, body, opts.stream, &limits) {
+        Ok(body) => body,
+        Err(e) => return unreadable(e, attempt),
     };
-    let stop = turn.stop.clone();
+    let turn = match body.turn() {
+        Ok(turn) => turn,
+        Err(e) => return unreadable(e, attempt),
+    };
+    let Turn {
+        text,
+        tool_calls,
+        stop,
+    } = turn;
     match stop.class {
         // INVARIANT: nothing the model wrote is parsed in these three arms.
         StopClass::Truncated => return Decision::new(Outcome::Truncated, Some(stop), attempt),
@@ -404,7 +402,7 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
     }
     match opts.mode {
         EnvelopeMode::Structured => {
-            if let Some(call) = turn.tool_calls.first() {
+            if let Some(call) = tool_calls.first() {
                 let mut d = Decision::rejected(
                     Reason::UnexpectedToolCall,
                     "",
@@ -412,29 +410,49 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
                     Some(stop),
                     attempt,
                 );
-                d.tool = Some(call.name.clone());
+                d.tool = Some(call.name.clone().into_owned());
                 return d;
             }
-            structured(policy, turn.text.as_bytes(), stop, attempt)
+            structured(policy, text.as_bytes(), stop, attempt)
         }
-        EnvelopeMode::Native => native(policy, turn.text, &turn.tool_calls, stop, attempt),
+        EnvelopeMode::Native => native(policy, text, &tool_calls, stop, attempt),
+    }
+}
+
+/// A body that could not be read as a turn at all.
+fn unreadable(e: ProviderError, attempt: u32) -> Decision {
+    match e {
+        ProviderError::Body(r) => {
+            // The provider's own JSON is broken: re-asking the model is not a
+            // repair for that, so this is never repairable.
+            Decision::rejected(
+                Reason::from(r.code()),
+                r.pointer(),
+                format!("provider body: {}", r.message()),
+                None,
+                attempt,
+            )
+        }
+        ProviderError::Malformed { pointer, message } => {
+            Decision::rejected(Reason::MalformedResponse, pointer, message, None, attempt)
+        }
     }
 }
 
 /// Structured style: `text` is the envelope JSON.
 fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decision {
     let limits = Limits::envelope().with_max_bytes(policy.envelope_max_bytes());
-    let value = match decode(text, &limits) {
+    let value = match decode_borrowed(text, &limits) {
         Ok(v) => v,
         Err(r) => return model_json_rejection(&r, "", Some(stop), attempt),
     };
-    let envelope = match envelope::parse(value, policy.reply_max_bytes()) {
+    let envelope = match envelope::parse(value.root(), policy.reply_max_bytes()) {
         Ok(e) => e,
         Err(e) => return Decision::rejected(e.reason, e.pointer, e.message, Some(stop), attempt),
     };
     match envelope {
         Envelope::Answer { reply } => Decision {
-            reply: Some(reply),
+            reply: Some(reply.to_owned()),
             ..Decision::new(Outcome::Answer, Some(stop), attempt)
         },
         Envelope::Abstain => abstain(policy, stop, attempt),
@@ -444,10 +462,12 @@ fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decisio
             arguments,
         } => contract(
             policy,
-            &tool,
-            None,
-            Args::Decoded(arguments),
-            reply,
+            Proposal {
+                tool,
+                call_id: None,
+                arguments: Args::Decoded(arguments),
+                reply: Cow::Borrowed(reply),
+            },
             "/proposed_action/arguments",
             stop,
             attempt,
@@ -463,8 +483,8 @@ fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decisio
 /// fixed message is shown instead of an empty bubble.
 fn native(
     policy: &Policy,
-    text: String,
-    calls: &[RawToolCall],
+    text: Cow<'_, str>,
+    calls: &[RawToolCall<'_>],
     stop: Stop,
     attempt: u32,
 ) -> Decision {
@@ -474,27 +494,30 @@ fn native(
     match calls {
         [] if text.trim().is_empty() => abstain(policy, stop, attempt),
         [] => Decision {
-            reply: Some(text),
+            reply: Some(text.into_owned()),
             ..Decision::new(Outcome::Answer, Some(stop), attempt)
         },
         [call] => {
-            let args = match &call.arguments {
-                RawArguments::Value(v) => Args::Decoded(v.clone()),
+            let arguments = match &call.arguments {
+                RawArguments::Value(v) => Args::Decoded(*v),
+                RawArguments::Implied(v) => Args::Implied(v),
                 RawArguments::Text(t) => Args::Text(t),
             };
             contract(
                 policy,
-                &call.name,
-                call.id.clone(),
-                args,
-                text,
+                Proposal {
+                    tool: &call.name,
+                    call_id: call.id.as_deref(),
+                    arguments,
+                    reply: text,
+                },
                 "",
                 stop,
                 attempt,
             )
         }
         many => {
-            let names: Vec<&str> = many.iter().map(|c| c.name.as_str()).collect();
+            let names: Vec<&str> = many.iter().map(|c| c.name.as_ref()).collect();
             Decision::rejected(
                 Reason::MultipleActions,
                 "",
@@ -532,30 +555,34 @@ fn model_json_rejection(r: &Rejection, prefix: &str, stop: Option<Stop>, attempt
 }
 
 enum Args<'a> {
-    /// Already a value (envelope `arguments`, Anthropic `input`, Gemini `args`).
-    Decoded(Value),
+    /// Already decoded (envelope `arguments`, Anthropic `input`, Gemini `args`).
+    Decoded(Json<'a>),
+    /// Not in the body; implied by the provider's format.
+    Implied(&'a Value),
     /// JSON text still to be strictly decoded.
     Text(&'a str),
 }
 
+/// One tool call on its way through the contract stage.
+struct Proposal<'a> {
+    tool: &'a str,
+    call_id: Option<&'a str>,
+    arguments: Args<'a>,
+    reply: Cow<'a, str>,
+}
+
 /// The tool contract stage. `at` prefixes pointers for envelope-borne
 /// arguments, which live at `/proposed_action/arguments`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one internal stage with its full context"
-)]
 fn contract(
     policy: &Policy,
-    tool: &str,
-    call_id: Option<String>,
-    args: Args<'_>,
-    reply: String,
+    proposal: Proposal<'_>,
     at: &str,
     stop: Stop,
     attempt: u32,
 ) -> Decision {
-    let reject = |reason: Reason, pointer: String, message: String| {
-        let mut d = Decision::rejected(reason, pointer, message, Some(stop.clone()), attempt);
+    let tool = proposal.tool;
+    let reject = |reason: Reason, pointer: String, message: String, stop: Stop| {
+        let mut d = Decision::rejected(reason, pointer, message, Some(stop), attempt);
         d.tool = Some(tool.to_owned());
         d
     };
@@ -564,33 +591,45 @@ fn contract(
             Reason::UnknownTool,
             String::new(),
             format!("tool {tool:?} is not in the policy"),
+            stop,
         );
     };
     let limits = Limits::envelope().with_max_bytes(contract.max_argument_bytes());
-    let arguments = match args {
+    // Arguments decoded as part of a larger document are held to the
+    // tool's own byte limit as if they had arrived alone.
+    let too_large = |size: usize| {
+        (size > contract.max_argument_bytes()).then(|| {
+            reject(
+                Reason::TooLarge,
+                at.to_owned(),
+                format!(
+                    "arguments are {size} bytes; the limit is {}",
+                    contract.max_argument_bytes()
+                ),
+                stop.clone(),
+            )
+        })
+    };
+    let arguments = match proposal.arguments {
         Args::Text(text) => match decode(text.as_bytes(), &limits) {
             Ok(v) => v,
             Err(r) => {
-                let mut d = model_json_rejection(&r, at, Some(stop.clone()), attempt);
+                let mut d = model_json_rejection(&r, at, Some(stop), attempt);
                 d.tool = Some(tool.to_owned());
                 return d;
             }
         },
         Args::Decoded(v) => {
-            // The value was decoded as part of a larger document; hold it to
-            // the tool's own byte limit as if it had arrived alone.
-            let size = serialized_len(&v);
-            if size > contract.max_argument_bytes() {
-                return reject(
-                    Reason::TooLarge,
-                    at.to_owned(),
-                    format!(
-                        "arguments are {size} bytes; the limit is {}",
-                        contract.max_argument_bytes()
-                    ),
-                );
+            if let Some(d) = too_large(v.compact_len()) {
+                return d;
             }
-            v
+            v.to_value()
+        }
+        Args::Implied(v) => {
+            if let Some(d) = too_large(serialized_len(v)) {
+                return d;
+            }
+            v.clone()
         }
     };
     let Some(map) = arguments.as_object() else {
@@ -598,6 +637,7 @@ fn contract(
             Reason::InvalidArguments,
             at.to_owned(),
             "arguments must be a JSON object".to_owned(),
+            stop,
         );
     };
     // Unknown keys get their own reason, before the schema runs, so that
@@ -608,6 +648,7 @@ fn contract(
             Reason::UnknownKey,
             format!("{at}/{}", schema::escape(k)),
             format!("`{k}` is not an argument of {tool}"),
+            stop,
         );
     }
     if let Err(v) = contract.schema().validate(&arguments) {
@@ -615,6 +656,7 @@ fn contract(
             Reason::InvalidArguments,
             format!("{at}{}", v.instance_pointer),
             format!("{} (keyword `{}`)", v.message, v.keyword),
+            stop,
         );
     }
     let canonical = match canonical_json(&arguments) {
@@ -624,19 +666,20 @@ fn contract(
                 Reason::NumberOutOfRange,
                 format!("{at}{p}"),
                 "integer beyond ±(2^53-1)".to_owned(),
+                stop,
             );
         }
         Err(e @ FingerprintError::NotCanonicalisable(_)) => {
-            return reject(Reason::InvalidArguments, at.to_owned(), e.to_string());
+            return reject(Reason::InvalidArguments, at.to_owned(), e.to_string(), stop);
         }
     };
     let fingerprint = fingerprint_canonical(&canonical);
     let mut d = Decision::new(Outcome::Action, Some(stop), attempt);
     d.tool = Some(tool.to_owned());
-    d.reply = Some(reply);
+    d.reply = Some(proposal.reply.into_owned());
     d.action = Some(ProposedAction {
         tool: tool.to_owned(),
-        call_id,
+        call_id: proposal.call_id.map(str::to_owned),
         arguments,
         canonical_arguments: canonical,
         fingerprint,
@@ -646,7 +689,8 @@ fn contract(
     d
 }
 
-/// The compact serialised length of `v`, without building the text.
+/// The compact serialised length of `v` (as `serde_json` writes it), without
+/// building the text.
 fn serialized_len(v: &Value) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {

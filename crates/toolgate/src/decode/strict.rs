@@ -24,6 +24,7 @@
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
+use super::scan::string_stop;
 use super::{DecodeCode, Limits, Rejection};
 
 /// Decodes `input` as one JSON document under `limits`.
@@ -93,20 +94,6 @@ struct Parser<'a> {
     limits: &'a Limits,
     stack: Vec<Frame>,
 }
-
-/// Bytes that end the fast path of a string: the closing quote, an escape,
-/// or a control character (which JSON forbids raw inside strings).
-static STRING_STOP: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < 0x20 {
-        table[i] = true;
-        i += 1;
-    }
-    table[b'"' as usize] = true;
-    table[b'\\' as usize] = true;
-    table
-};
 
 impl<'a> Parser<'a> {
     fn document(mut self) -> Result<Value, Rejection> {
@@ -278,12 +265,9 @@ impl<'a> Parser<'a> {
     /// Parses a string starting at the opening quote.
     fn string(&mut self) -> Result<String, Rejection> {
         let start = self.pos + 1;
-        let mut i = start;
         // Fast path: no escapes. The input is valid UTF-8 and the stop bytes
         // are ASCII, so the slice always falls on char boundaries.
-        while i < self.bytes.len() && !STRING_STOP[self.bytes[i] as usize] {
-            i += 1;
-        }
+        let i = string_stop(self.bytes, start);
         if self.bytes.get(i) == Some(&b'"') {
             self.pos = i + 1;
             return Ok(self.text[start..i].to_owned());
@@ -293,9 +277,7 @@ impl<'a> Parser<'a> {
         self.pos = i;
         loop {
             let run = self.pos;
-            while self.pos < self.bytes.len() && !STRING_STOP[self.bytes[self.pos] as usize] {
-                self.pos += 1;
-            }
+            self.pos = string_stop(self.bytes, self.pos);
             out.push_str(&self.text[run..self.pos]);
             match self.next_byte() {
                 Some(b'"') => return Ok(out),

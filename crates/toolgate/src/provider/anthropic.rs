@@ -1,14 +1,15 @@
 //! Anthropic Messages: `content` blocks, `stop_reason`, `stop_details`.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, object,
-    opt_str, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
+    object, opt_str, push_text, req_str,
 };
+use crate::decode::{Json, Object};
 
-fn classify(stop_reason: Option<&str>, details: Option<&Map<String, Value>>) -> Stop {
+fn classify(stop_reason: Option<&str>, details: Option<Object<'_>>) -> Stop {
     let class = match stop_reason {
         Some("end_turn" | "stop_sequence") => StopClass::Complete,
         Some("tool_use") => StopClass::ToolUse,
@@ -20,55 +21,51 @@ fn classify(stop_reason: Option<&str>, details: Option<&Map<String, Value>>) -> 
     };
     let mut stop = Stop::new(class, stop_reason.map(str::to_owned));
     if let Some(d) = details {
-        stop.category = d.get("category").and_then(Value::as_str).map(str::to_owned);
+        stop.category = d
+            .get("category")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned);
         stop.explanation = d
             .get("explanation")
-            .and_then(Value::as_str)
+            .and_then(|v| v.as_str())
             .map(str::to_owned);
     }
     stop
 }
 
 /// A complete (non-stream) Messages response.
-pub(super) fn parse(body: &Value) -> Result<Turn, ProviderError> {
-    let msg = object(body, "")?;
-    if let Some(kind) = opt_str(msg, "type", "")?
+pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
+    let root = At::ROOT;
+    let msg = object(body, root)?;
+    if let Some(kind) = opt_str(msg, "type", root)?
         && kind != "message"
     {
         return Err(malformed(
-            "/type",
+            root.key("type"),
             format!("expected \"message\", got {kind:?}"),
         ));
     }
-    let stop_reason = opt_str(msg, "stop_reason", "")?;
-    let details = msg.get("stop_details").and_then(Value::as_object);
+    let stop_reason = opt_str(msg, "stop_reason", root)?;
+    let details = msg.get("stop_details").and_then(|v| v.as_object());
     let stop = classify(stop_reason, details);
-    let content = array(
-        msg.get("content")
-            .ok_or_else(|| malformed("/content", "missing"))?,
-        "/content",
-    )?;
-    let mut text = String::new();
+    let cp = root.key("content");
+    let content = array(member(msg, "content", root)?, cp)?;
+    let mut text = Cow::Borrowed("");
     let mut tool_calls = Vec::new();
     for (i, block) in content.iter().enumerate() {
-        let p = format!("/content/{i}");
-        let block = object(block, &p)?;
-        match req_str(block, "type", &p)? {
-            "text" => text.push_str(req_str(block, "text", &p)?),
+        let p = cp.index(i);
+        let block = object(block, p)?;
+        match req_str(block, "type", p)? {
+            "text" => push_text(&mut text, req_str(block, "text", p)?),
             "tool_use" => tool_calls.push(RawToolCall {
-                name: req_str(block, "name", &p)?.to_owned(),
-                id: opt_str(block, "id", &p)?.map(str::to_owned),
-                arguments: RawArguments::Value(
-                    block
-                        .get("input")
-                        .cloned()
-                        .ok_or_else(|| malformed(&format!("{p}/input"), "missing"))?,
-                ),
+                name: Cow::Borrowed(req_str(block, "name", p)?),
+                id: opt_str(block, "id", p)?.map(Cow::Borrowed),
+                arguments: RawArguments::Value(member(block, "input", p)?),
             }),
             "thinking" | "redacted_thinking" => {}
             other => {
                 return Err(malformed(
-                    &format!("{p}/type"),
+                    p.key("type"),
                     format!("content block type {other:?} is not supported"),
                 ));
             }
@@ -82,66 +79,60 @@ pub(super) fn parse(body: &Value) -> Result<Turn, ProviderError> {
 }
 
 /// A block being assembled from a stream.
-enum Block {
+enum Block<'t> {
     Text(String),
     Tool {
-        name: String,
-        id: Option<String>,
+        name: &'t str,
+        id: Option<&'t str>,
         json: String,
         /// `content_block_start` may carry a non-empty `input` (it normally
         /// carries `{}` and the deltas bring the JSON).
-        start_input: Value,
+        start_input: Option<Json<'t>>,
     },
     Ignored,
 }
 
 /// A Messages stream: `message_start`, `content_block_start/delta/stop`,
 /// `message_delta` (the stop reason), `message_stop`.
-pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
-    let mut blocks: Vec<(Block, bool)> = Vec::new();
-    let mut stop_reason: Option<String> = None;
-    let mut details: Option<Map<String, Value>> = None;
+pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, ProviderError> {
+    let mut blocks: Vec<(Block<'t>, bool)> = Vec::new();
+    let mut stop_reason: Option<&str> = None;
+    let mut details: Option<Object<'t>> = None;
     let mut saw_start = false;
     let mut saw_stop = false;
+    let all = At::ROOT.key("events");
     for (n, ev) in events.iter().enumerate() {
-        let p = format!("/events/{n}");
+        let p = all.index(n);
         let Some(data) = &ev.data else { continue };
-        let data = object(data, &p)?;
-        match req_str(data, "type", &p)? {
+        let data = object(data.root(), p)?;
+        match req_str(data, "type", p)? {
             "message_start" => {
                 saw_start = true;
-                if let Some(m) = data.get("message").and_then(Value::as_object)
-                    && let Some(r) = m.get("stop_reason").and_then(Value::as_str)
+                if let Some(m) = data.get("message").and_then(|v| v.as_object())
+                    && let Some(r) = m.get("stop_reason").and_then(|v| v.as_str())
                 {
-                    stop_reason = Some(r.to_owned());
+                    stop_reason = Some(r);
                 }
             }
             "content_block_start" => {
-                let index = index(data, &p)?;
+                let index = index(data, p)?;
                 if index != blocks.len() {
-                    return Err(malformed(
-                        &format!("{p}/index"),
-                        "content blocks out of order",
-                    ));
+                    return Err(malformed(p.key("index"), "content blocks out of order"));
                 }
-                let cb = object(
-                    data.get("content_block")
-                        .ok_or_else(|| malformed(&format!("{p}/content_block"), "missing"))?,
-                    &format!("{p}/content_block"),
-                )?;
-                let cp = format!("{p}/content_block");
-                let block = match req_str(cb, "type", &cp)? {
-                    "text" => Block::Text(opt_str(cb, "text", &cp)?.unwrap_or("").to_owned()),
+                let cp = p.key("content_block");
+                let cb = object(member(data, "content_block", p)?, cp)?;
+                let block = match req_str(cb, "type", cp)? {
+                    "text" => Block::Text(opt_str(cb, "text", cp)?.unwrap_or("").to_owned()),
                     "tool_use" => Block::Tool {
-                        name: req_str(cb, "name", &cp)?.to_owned(),
-                        id: opt_str(cb, "id", &cp)?.map(str::to_owned),
+                        name: req_str(cb, "name", cp)?,
+                        id: opt_str(cb, "id", cp)?,
                         json: String::new(),
-                        start_input: cb.get("input").cloned().unwrap_or(Value::Null),
+                        start_input: cb.get("input"),
                     },
                     "thinking" | "redacted_thinking" => Block::Ignored,
                     other => {
                         return Err(malformed(
-                            &format!("{cp}/type"),
+                            cp.key("type"),
                             format!("content block type {other:?} is not supported"),
                         ));
                     }
@@ -149,51 +140,42 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
                 blocks.push((block, false));
             }
             "content_block_delta" => {
-                let index = index(data, &p)?;
-                let dp = format!("{p}/delta");
-                let delta = object(
-                    data.get("delta").ok_or_else(|| malformed(&dp, "missing"))?,
-                    &dp,
-                )?;
+                let index = index(data, p)?;
+                let dp = p.key("delta");
+                let delta = object(member(data, "delta", p)?, dp)?;
                 let Some((block, _)) = blocks.get_mut(index) else {
-                    return Err(malformed(
-                        &format!("{p}/index"),
-                        "delta for a block never started",
-                    ));
+                    return Err(malformed(p.key("index"), "delta for a block never started"));
                 };
-                match (block, req_str(delta, "type", &dp)?) {
-                    (Block::Text(t), "text_delta") => t.push_str(req_str(delta, "text", &dp)?),
+                match (block, req_str(delta, "type", dp)?) {
+                    (Block::Text(t), "text_delta") => t.push_str(req_str(delta, "text", dp)?),
                     (Block::Tool { json, .. }, "input_json_delta") => {
-                        json.push_str(req_str(delta, "partial_json", &dp)?);
+                        json.push_str(req_str(delta, "partial_json", dp)?);
                     }
                     (Block::Ignored, _) | (_, "citations_delta") => {}
                     (_, other) => {
                         return Err(malformed(
-                            &format!("{dp}/type"),
+                            dp.key("type"),
                             format!("delta type {other:?} does not fit its block"),
                         ));
                     }
                 }
             }
             "content_block_stop" => {
-                let index = index(data, &p)?;
+                let index = index(data, p)?;
                 match blocks.get_mut(index) {
                     Some((_, stopped)) => *stopped = true,
                     None => {
-                        return Err(malformed(
-                            &format!("{p}/index"),
-                            "stop for a block never started",
-                        ));
+                        return Err(malformed(p.key("index"), "stop for a block never started"));
                     }
                 }
             }
             "message_delta" => {
-                if let Some(d) = data.get("delta").and_then(Value::as_object) {
-                    if let Some(r) = d.get("stop_reason").and_then(Value::as_str) {
-                        stop_reason = Some(r.to_owned());
+                if let Some(d) = data.get("delta").and_then(|v| v.as_object()) {
+                    if let Some(r) = d.get("stop_reason").and_then(|v| v.as_str()) {
+                        stop_reason = Some(r);
                     }
-                    if let Some(sd) = d.get("stop_details").and_then(Value::as_object) {
-                        details = Some(sd.clone());
+                    if let Some(sd) = d.get("stop_details").and_then(|v| v.as_object()) {
+                        details = Some(sd);
                     }
                 }
             }
@@ -203,26 +185,22 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
                 let message = data
                     .get("error")
                     .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
+                    .and_then(|v| v.as_str())
                     .unwrap_or("stream error")
                     .to_owned();
                 let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
                 stop.explanation = Some(message);
-                return Ok(Turn {
-                    text: String::new(),
-                    tool_calls: Vec::new(),
-                    stop,
-                });
+                return Ok(Turn::stopped(stop));
             }
             // New event types are additive in Anthropic's versioning policy.
             _ => {}
         }
     }
     if !saw_start {
-        return Err(malformed("/events", "no message_start event"));
+        return Err(malformed(all, "no message_start event"));
     }
     let complete = saw_stop && blocks.iter().all(|(_, stopped)| *stopped);
-    let mut stop = classify(stop_reason.as_deref(), details.as_ref());
+    let mut stop = classify(stop_reason, details);
     if !complete && stop.class != StopClass::Truncated {
         // The stream was cut: whatever the last stop value said, nothing in
         // it is whole. (A `max_tokens` stream keeps its own raw value.)
@@ -240,13 +218,16 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
                 start_input,
             } => {
                 let arguments = if json.is_empty() {
-                    RawArguments::Value(start_input)
+                    match start_input {
+                        Some(input) => RawArguments::Value(input),
+                        None => RawArguments::Implied(serde_json::Value::Null),
+                    }
                 } else {
-                    RawArguments::Text(json)
+                    RawArguments::Text(Cow::Owned(json))
                 };
                 tool_calls.push(RawToolCall {
-                    name,
-                    id,
+                    name: Cow::Borrowed(name),
+                    id: id.map(Cow::Borrowed),
                     arguments,
                 });
             }
@@ -254,15 +235,15 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
         }
     }
     Ok(Turn {
-        text,
+        text: Cow::Owned(text),
         tool_calls,
         stop,
     })
 }
 
-fn index(data: &Map<String, Value>, p: &str) -> Result<usize, ProviderError> {
+fn index(data: Object<'_>, p: At<'_>) -> Result<usize, ProviderError> {
     data.get("index")
-        .and_then(Value::as_u64)
+        .and_then(|v| v.as_u64())
         .and_then(|i| usize::try_from(i).ok())
-        .ok_or_else(|| malformed(&format!("{p}/index"), "expected a block index"))
+        .ok_or_else(|| malformed(p.key("index"), "expected a block index"))
 }

@@ -1,12 +1,13 @@
 //! Gemini `generateContent`: `candidates[0].content.parts`, `finishReason`,
 //! `promptFeedback.blockReason`.
 
-use serde_json::Value;
+use std::borrow::Cow;
 
 use super::{
-    ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, object,
-    opt_str, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
+    object, opt_str, push_text, req_str,
 };
+use crate::decode::Json;
 
 fn classify(reason: Option<&str>, has_calls: bool) -> StopClass {
     match reason {
@@ -23,73 +24,70 @@ fn classify(reason: Option<&str>, has_calls: bool) -> StopClass {
     }
 }
 
-pub(super) fn parse(body: &Value) -> Result<Turn, ProviderError> {
-    let resp = object(body, "")?;
+pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
+    let root = At::ROOT;
+    let resp = object(body, root)?;
     // A blocked prompt has no candidates, only the block reason.
-    if let Some(fb) = resp.get("promptFeedback").and_then(Value::as_object)
-        && let Some(block) = opt_str(fb, "blockReason", "/promptFeedback")?
+    let fbp = root.key("promptFeedback");
+    if let Some(fb) = resp.get("promptFeedback").and_then(|v| v.as_object())
+        && let Some(block) = opt_str(fb, "blockReason", fbp)?
     {
         let mut stop = Stop::new(
             StopClass::ContentFiltered,
             Some(format!("promptFeedback.blockReason:{block}")),
         );
         stop.category = Some(block.to_owned());
-        stop.explanation = opt_str(fb, "blockReasonMessage", "/promptFeedback")?.map(str::to_owned);
-        return Ok(Turn {
-            text: String::new(),
-            tool_calls: Vec::new(),
-            stop,
-        });
+        stop.explanation = opt_str(fb, "blockReasonMessage", fbp)?.map(str::to_owned);
+        return Ok(Turn::stopped(stop));
     }
-    let candidates = array(
-        resp.get("candidates")
-            .ok_or_else(|| malformed("/candidates", "missing"))?,
-        "/candidates",
-    )?;
-    let [candidate] = candidates.as_slice() else {
+    let cands = root.key("candidates");
+    let candidates = array(member(resp, "candidates", root)?, cands)?;
+    let (Some(candidate), 1) = (candidates.get(0), candidates.len()) else {
         return Err(malformed(
-            "/candidates",
+            cands,
             format!("expected exactly one candidate, got {}", candidates.len()),
         ));
     };
-    let cp = "/candidates/0";
+    let cp = cands.index(0);
     let candidate = object(candidate, cp)?;
     let reason = opt_str(candidate, "finishReason", cp)?;
-    let mut text = String::new();
+    let mut text = Cow::Borrowed("");
     let mut tool_calls = Vec::new();
     // A filtered candidate may have no content at all.
     if let Some(content) = candidate.get("content") {
-        let content = object(content, &format!("{cp}/content"))?;
-        let pp = format!("{cp}/content/parts");
+        let content_at = cp.key("content");
+        let content = object(content, content_at)?;
+        let pp = content_at.key("parts");
         let parts = match content.get("parts") {
-            Some(parts) => array(parts, &pp)?.as_slice(),
-            None => &[],
+            Some(parts) => Some(array(parts, pp)?),
+            None => None,
         };
-        for (i, part) in parts.iter().enumerate() {
-            let p = format!("{pp}/{i}");
-            let part = object(part, &p)?;
-            if part.get("thought").and_then(Value::as_bool) == Some(true) {
+        for (i, part) in parts.iter().flat_map(|p| p.iter()).enumerate() {
+            let p = pp.index(i);
+            let part = object(part, p)?;
+            if part.get("thought").and_then(|v| v.as_bool()) == Some(true) {
                 continue;
             }
-            if let Some(t) = opt_str(part, "text", &p)? {
-                text.push_str(t);
+            if let Some(t) = opt_str(part, "text", p)? {
+                push_text(&mut text, t);
             } else if let Some(call) = part.get("functionCall") {
-                let fp = format!("{p}/functionCall");
-                let call = object(call, &fp)?;
+                let fp = p.key("functionCall");
+                let call = object(call, fp)?;
                 tool_calls.push(RawToolCall {
-                    name: req_str(call, "name", &fp)?.to_owned(),
-                    id: opt_str(call, "id", &fp)?.map(str::to_owned),
+                    name: Cow::Borrowed(req_str(call, "name", fp)?),
+                    id: opt_str(call, "id", fp)?.map(Cow::Borrowed),
                     // No `args` means a call without arguments.
-                    arguments: RawArguments::Value(
-                        call.get("args")
-                            .cloned()
-                            .unwrap_or_else(|| Value::Object(Default::default())),
-                    ),
+                    arguments: match call.get("args") {
+                        Some(args) => RawArguments::Value(args),
+                        None => {
+                            RawArguments::Implied(serde_json::Value::Object(Default::default()))
+                        }
+                    },
                 });
             } else if part.contains_key("thoughtSignature") {
                 // A signature-only part carries no content.
             } else {
-                return Err(malformed(&p, "part kind is not supported"));
+                return Err(malformed(p, "part kind is not supported"));
             }
         }
     }

@@ -1,13 +1,20 @@
 //! Provider adapters (DESIGN §5): one raw response body in, one normalised
 //! [`Turn`] out.
 //!
-//! Each adapter knows one provider's response shape and nothing else. It
-//! strictly decodes the body, classifies the stop, and collects the text
-//! parts and tool calls. It does **not** decode a tool call's arguments when
-//! they arrive as JSON text (OpenAI's `arguments` string, an Anthropic stream's
-//! `input_json_delta`s): whether they may be parsed at all depends on the stop
-//! class, and a truncated turn is never parsed (DESIGN §1, invariant 2). The
-//! contract layer does that decoding, after the stop has been classified.
+//! Two steps: [`decode`] strictly decodes the whole body (or each event of
+//! a stream) into a [`Body`], a tape that borrows from the input; then
+//! [`Body::turn`] reads it as a turn. Each adapter knows one provider's
+//! response shape and nothing else: it classifies the stop and collects the
+//! text parts and tool calls, borrowing them from the body. Only the tool
+//! arguments are ever turned into a `serde_json::Value`, by the contract
+//! stage. JSON pointers for malformed shapes are built only on error.
+//!
+//! An adapter does **not** decode a tool call's arguments when they arrive
+//! as JSON text (OpenAI's `arguments` string, an Anthropic stream's
+//! `input_json_delta`s): whether they may be parsed at all depends on the
+//! stop class, and a truncated turn is never parsed (DESIGN §1, invariant
+//! 2). The contract layer does that decoding, after the stop has been
+//! classified.
 //!
 //! Unknown or missing stop values are classified [`StopClass::Unknown`], which
 //! the contract layer turns into a rejection: a stop toolgate does not
@@ -19,11 +26,11 @@ mod openai_chat;
 mod openai_responses;
 pub mod sse;
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde_json::{Map, Value};
-
-use crate::decode::{Limits, Rejection, decode};
+use crate::decode::{Array, Document, Json, Limits, Object, Rejection, decode_borrowed};
+use sse::Event;
 
 /// The response formats toolgate reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -157,36 +164,61 @@ impl Stop {
 
 /// A tool call's arguments as the provider delivered them.
 #[derive(Debug, Clone, PartialEq)]
-pub enum RawArguments {
+pub enum RawArguments<'t> {
     /// Already a JSON value inside the (strictly decoded) body: Anthropic's
     /// `input`, Gemini's `args`.
-    Value(Value),
+    Value(Json<'t>),
+    /// Not in the body at all; the value the provider's format implies
+    /// (`{}` for a Gemini `functionCall` without `args`, `null` for an
+    /// Anthropic stream's `tool_use` block that never carried `input`).
+    Implied(serde_json::Value),
     /// JSON text still to be decoded: OpenAI's `arguments` string, or an
     /// Anthropic stream's concatenated `input_json_delta`s.
-    Text(String),
+    Text(Cow<'t, str>),
 }
 
 /// One tool call proposed by the model, not yet checked against a contract.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RawToolCall {
+pub struct RawToolCall<'t> {
     /// The tool name the model chose.
-    pub name: String,
+    pub name: Cow<'t, str>,
     /// The provider's call id, where it gives one.
-    pub id: Option<String>,
+    pub id: Option<Cow<'t, str>>,
     /// The arguments, undecoded when they arrived as text.
-    pub arguments: RawArguments,
+    pub arguments: RawArguments<'t>,
 }
 
-/// One normalised model turn.
+/// One normalised model turn, borrowing from the decoded [`Body`] it was
+/// read from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Turn {
+pub struct Turn<'t> {
     /// The text parts, concatenated in order (reasoning/thinking parts are
     /// not text and are left out).
-    pub text: String,
+    pub text: Cow<'t, str>,
     /// Tool calls in the order the provider listed them.
-    pub tool_calls: Vec<RawToolCall>,
+    pub tool_calls: Vec<RawToolCall<'t>>,
     /// How the turn ended.
     pub stop: Stop,
+}
+
+impl Turn<'_> {
+    /// A turn with nothing in it but its stop.
+    fn stopped(stop: Stop) -> Self {
+        Self {
+            text: Cow::Borrowed(""),
+            tool_calls: Vec::new(),
+            stop,
+        }
+    }
+}
+
+/// Appends a text part, borrowing it while it is the only one.
+fn push_text<'t>(text: &mut Cow<'t, str>, part: &'t str) {
+    if text.is_empty() {
+        *text = Cow::Borrowed(part);
+    } else {
+        text.to_mut().push_str(part);
+    }
 }
 
 /// Why a body could not be read as a turn at all.
@@ -214,33 +246,65 @@ impl fmt::Display for ProviderError {
 
 impl std::error::Error for ProviderError {}
 
-/// Reads one provider response body as a turn.
+/// One provider response body, strictly decoded (every byte of it: a
+/// duplicate key or an out-of-range integer anywhere rejects it), and not
+/// yet read as a turn. The [`Turn`] borrows from it.
+#[derive(Debug)]
+pub struct Body<'a> {
+    provider: Provider,
+    content: Content<'a>,
+}
+
+#[derive(Debug)]
+enum Content<'a> {
+    Whole(Document<'a>),
+    Stream(Vec<Event<'a>>),
+}
+
+/// Strictly decodes one provider response body.
 ///
 /// `stream` selects Server-Sent Events assembly. `limits` bound the body
 /// (and each stream event); the default is [`Limits::provider_body`].
 /// [`Provider::Envelope`] has no turn form: the contract layer reads its
 /// body directly, so it is reported as malformed here.
-pub fn parse(
+pub fn decode<'a>(
     provider: Provider,
-    body: &[u8],
+    body: &'a [u8],
     stream: bool,
     limits: &Limits,
-) -> Result<Turn, ProviderError> {
-    match (provider, stream) {
-        (Provider::Anthropic, false) => anthropic::parse(&decode(body, limits)?),
-        (Provider::Anthropic, true) => anthropic::parse_stream(&sse::events(body, limits)?),
-        (Provider::OpenAiChat, false) => openai_chat::parse(&decode(body, limits)?),
-        (Provider::OpenAiChat, true) => openai_chat::parse_stream(&sse::events(body, limits)?),
-        (Provider::OpenAiResponses, false) => openai_responses::parse(&decode(body, limits)?),
-        (Provider::OpenAiResponses, true) => {
-            openai_responses::parse_stream(&sse::events(body, limits)?)
+) -> Result<Body<'a>, ProviderError> {
+    let content = match (provider, stream) {
+        (Provider::Anthropic | Provider::OpenAiChat | Provider::OpenAiResponses, true) => {
+            Content::Stream(sse::events(body, limits)?)
         }
-        (Provider::Gemini, false) => gemini::parse(&decode(body, limits)?),
+        (Provider::Anthropic | Provider::OpenAiChat | Provider::OpenAiResponses, false)
+        | (Provider::Gemini, false) => Content::Whole(decode_borrowed(body, limits)?),
         (Provider::Gemini | Provider::Envelope, true) | (Provider::Envelope, false) => {
-            Err(malformed(
-                "",
+            return Err(malformed(
+                At::ROOT,
                 format!("provider {provider} has no {} form", mode(stream)),
-            ))
+            ));
+        }
+    };
+    Ok(Body { provider, content })
+}
+
+impl<'a> Body<'a> {
+    /// Reads the body as one turn in its provider's shape.
+    pub fn turn(&self) -> Result<Turn<'_>, ProviderError> {
+        match (&self.content, self.provider) {
+            (Content::Whole(body), Provider::Anthropic) => anthropic::parse(body.root()),
+            (Content::Whole(body), Provider::OpenAiChat) => openai_chat::parse(body.root()),
+            (Content::Whole(body), Provider::OpenAiResponses) => {
+                openai_responses::parse(body.root())
+            }
+            (Content::Whole(body), Provider::Gemini) => gemini::parse(body.root()),
+            (Content::Stream(events), Provider::Anthropic) => anthropic::parse_stream(events),
+            (Content::Stream(events), Provider::OpenAiChat) => openai_chat::parse_stream(events),
+            (Content::Stream(events), Provider::OpenAiResponses) => {
+                openai_responses::parse_stream(events)
+            }
+            (_, provider) => unreachable!("`decode` makes no {provider} body"),
         }
     }
 }
@@ -255,47 +319,129 @@ impl From<Rejection> for ProviderError {
     }
 }
 
+/// Where an adapter is in the body, as a chain of segments on the stack.
+/// The JSON pointer text is built only when something is malformed, so a
+/// well-formed body is read without formatting a single pointer.
+#[derive(Clone, Copy)]
+pub(crate) struct At<'p> {
+    parent: Option<&'p At<'p>>,
+    segment: Segment<'p>,
+}
+
+#[derive(Clone, Copy)]
+enum Segment<'p> {
+    /// The body's root: the empty pointer.
+    Root,
+    /// An object member (adapters name only plain keys).
+    Key(&'p str),
+    /// An array item.
+    Index(usize),
+}
+
+impl<'p> At<'p> {
+    /// The body's root.
+    pub(crate) const ROOT: At<'static> = At {
+        parent: None,
+        segment: Segment::Root,
+    };
+
+    /// The member `key` of the value here.
+    pub(crate) fn key(&'p self, key: &'p str) -> At<'p> {
+        At {
+            parent: Some(self),
+            segment: Segment::Key(key),
+        }
+    }
+
+    /// The item `index` of the array here.
+    pub(crate) fn index(&'p self, index: usize) -> At<'p> {
+        At {
+            parent: Some(self),
+            segment: Segment::Index(index),
+        }
+    }
+
+    /// The JSON pointer text.
+    pub(crate) fn pointer(&self) -> String {
+        let mut segments = Vec::new();
+        let mut at = Some(self);
+        while let Some(a) = at {
+            segments.push(a.segment);
+            at = a.parent;
+        }
+        let mut out = String::new();
+        for segment in segments.into_iter().rev() {
+            match segment {
+                Segment::Root => {}
+                Segment::Key(k) => {
+                    out.push('/');
+                    out.push_str(k);
+                }
+                Segment::Index(i) => {
+                    out.push('/');
+                    out.push_str(&i.to_string());
+                }
+            }
+        }
+        out
+    }
+}
+
 // Small accessors shared by the adapters. Each returns a `Malformed` error
 // naming the pointer, so adapters read as a list of field look-ups.
 
-pub(crate) fn malformed(pointer: &str, message: impl Into<String>) -> ProviderError {
+pub(crate) fn malformed(at: At<'_>, message: impl Into<String>) -> ProviderError {
     ProviderError::Malformed {
-        pointer: pointer.to_owned(),
+        pointer: at.pointer(),
         message: message.into(),
     }
 }
 
-pub(crate) fn object<'a>(
-    v: &'a Value,
-    pointer: &str,
-) -> Result<&'a Map<String, Value>, ProviderError> {
+#[inline]
+pub(crate) fn object<'t>(v: Json<'t>, at: At<'_>) -> Result<Object<'t>, ProviderError> {
     v.as_object()
-        .ok_or_else(|| malformed(pointer, "expected an object"))
+        .ok_or_else(|| malformed(at, "expected an object"))
 }
 
-pub(crate) fn array<'a>(v: &'a Value, pointer: &str) -> Result<&'a Vec<Value>, ProviderError> {
+#[inline]
+pub(crate) fn array<'t>(v: Json<'t>, at: At<'_>) -> Result<Array<'t>, ProviderError> {
     v.as_array()
-        .ok_or_else(|| malformed(pointer, "expected an array"))
+        .ok_or_else(|| malformed(at, "expected an array"))
+}
+
+/// A member that must be present.
+#[inline]
+pub(crate) fn member<'t>(
+    obj: Object<'t>,
+    key: &str,
+    at: At<'_>,
+) -> Result<Json<'t>, ProviderError> {
+    obj.get(key)
+        .ok_or_else(|| malformed(at.key(key), "missing"))
 }
 
 /// A field that may be absent or null; present with another type is malformed.
-pub(crate) fn opt_str<'a>(
-    obj: &'a Map<String, Value>,
+#[inline]
+pub(crate) fn opt_str<'t>(
+    obj: Object<'t>,
     key: &str,
-    pointer: &str,
-) -> Result<Option<&'a str>, ProviderError> {
+    at: At<'_>,
+) -> Result<Option<&'t str>, ProviderError> {
     match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(malformed(&format!("{pointer}/{key}"), "expected a string")),
+        None => Ok(None),
+        Some(v) if v.is_null() => Ok(None),
+        Some(v) => match v.as_str() {
+            Some(s) => Ok(Some(s)),
+            None => Err(malformed(at.key(key), "expected a string")),
+        },
     }
 }
 
-pub(crate) fn req_str<'a>(
-    obj: &'a Map<String, Value>,
+#[inline]
+pub(crate) fn req_str<'t>(
+    obj: Object<'t>,
     key: &str,
-    pointer: &str,
-) -> Result<&'a str, ProviderError> {
-    opt_str(obj, key, pointer)?
-        .ok_or_else(|| malformed(&format!("{pointer}/{key}"), "missing string"))
+    at: At<'_>,
+) -> Result<&'t str, ProviderError> {
+    opt_str(obj, key, at)?.ok_or_else(|| malformed(at.key(key), "missing string"))
 }

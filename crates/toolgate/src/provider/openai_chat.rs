@@ -1,15 +1,15 @@
 //! OpenAI Chat Completions: `choices[0].message`, `finish_reason`, and
 //! `tool_calls[].function.arguments` as a JSON string.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-
-use serde_json::{Map, Value};
 
 use super::sse::Event;
 use super::{
-    ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, object,
-    opt_str, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
+    object, opt_str, req_str,
 };
+use crate::decode::{Json, Object};
 
 fn classify(finish_reason: Option<&str>, refusal: Option<&str>) -> Stop {
     // An explicit refusal wins over any finish reason: it is terminal and
@@ -32,59 +32,49 @@ fn classify(finish_reason: Option<&str>, refusal: Option<&str>) -> Stop {
 }
 
 /// The single choice toolgate gates: `n > 1` is several proposals at once.
-fn only_choice<'a>(body: &'a Map<String, Value>, p: &str) -> Result<&'a Value, ProviderError> {
-    let choices = array(
-        body.get("choices")
-            .ok_or_else(|| malformed(&format!("{p}/choices"), "missing"))?,
-        &format!("{p}/choices"),
-    )?;
-    match choices.as_slice() {
-        [one] => Ok(one),
+fn only_choice<'t>(body: Object<'t>, at: At<'_>) -> Result<Json<'t>, ProviderError> {
+    let choices = array(member(body, "choices", at)?, at.key("choices"))?;
+    match choices.get(0) {
+        Some(one) if choices.len() == 1 => Ok(one),
         _ => Err(malformed(
-            &format!("{p}/choices"),
+            at.key("choices"),
             format!("expected exactly one choice, got {}", choices.len()),
         )),
     }
 }
 
 /// A complete (non-stream) chat completion.
-pub(super) fn parse(body: &Value) -> Result<Turn, ProviderError> {
-    let body = object(body, "")?;
-    let choice = object(only_choice(body, "")?, "/choices/0")?;
-    let finish = opt_str(choice, "finish_reason", "/choices/0")?;
-    let mp = "/choices/0/message";
-    let message = object(
-        choice
-            .get("message")
-            .ok_or_else(|| malformed(mp, "missing"))?,
-        mp,
-    )?;
+pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
+    let root = At::ROOT;
+    let body = object(body, root)?;
+    let choices = root.key("choices");
+    let cp = choices.index(0);
+    let choice = object(only_choice(body, root)?, cp)?;
+    let finish = opt_str(choice, "finish_reason", cp)?;
+    let mp = cp.key("message");
+    let message = object(member(choice, "message", cp)?, mp)?;
     let refusal = opt_str(message, "refusal", mp)?;
     let stop = classify(finish, refusal);
-    let text = opt_str(message, "content", mp)?.unwrap_or("").to_owned();
+    let text = Cow::Borrowed(opt_str(message, "content", mp)?.unwrap_or(""));
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
-        let tp = format!("{mp}/tool_calls");
-        for (i, call) in array(calls, &tp)?.iter().enumerate() {
-            let cp = format!("{tp}/{i}");
-            let call = object(call, &cp)?;
-            let kind = opt_str(call, "type", &cp)?.unwrap_or("function");
+        let tp = mp.key("tool_calls");
+        for (i, call) in array(calls, tp)?.iter().enumerate() {
+            let cp = tp.index(i);
+            let call = object(call, cp)?;
+            let kind = opt_str(call, "type", cp)?.unwrap_or("function");
             if kind != "function" {
                 return Err(malformed(
-                    &format!("{cp}/type"),
+                    cp.key("type"),
                     format!("tool call type {kind:?} is not supported"),
                 ));
             }
-            let fp = format!("{cp}/function");
-            let function = object(
-                call.get("function")
-                    .ok_or_else(|| malformed(&fp, "missing"))?,
-                &fp,
-            )?;
+            let fp = cp.key("function");
+            let function = object(member(call, "function", cp)?, fp)?;
             tool_calls.push(RawToolCall {
-                name: req_str(function, "name", &fp)?.to_owned(),
-                id: opt_str(call, "id", &cp)?.map(str::to_owned),
-                arguments: RawArguments::Text(req_str(function, "arguments", &fp)?.to_owned()),
+                name: Cow::Borrowed(req_str(function, "name", fp)?),
+                id: opt_str(call, "id", cp)?.map(Cow::Borrowed),
+                arguments: RawArguments::Text(Cow::Borrowed(req_str(function, "arguments", fp)?)),
             });
         }
     }
@@ -105,78 +95,76 @@ struct StreamCall {
 /// A chat completion stream: `chat.completion.chunk` events whose `delta`s
 /// add content, refusal text and tool-call fragments (keyed by `index`),
 /// the last one carrying `finish_reason`, then `[DONE]`.
-pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
+pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, ProviderError> {
     let mut text = String::new();
     let mut refusal: Option<String> = None;
-    let mut finish: Option<String> = None;
+    let mut finish: Option<&str> = None;
     let mut done = false;
     let mut calls: BTreeMap<u64, StreamCall> = BTreeMap::new();
+    let all = At::ROOT.key("events");
     for (n, ev) in events.iter().enumerate() {
-        let p = format!("/events/{n}");
+        let p = all.index(n);
         let Some(data) = &ev.data else {
             done = true;
             continue;
         };
-        let chunk = object(data, &p)?;
+        let chunk = object(data.root(), p)?;
         if let Some(err) = chunk.get("error") {
             let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
             stop.explanation = err
                 .get("message")
-                .and_then(Value::as_str)
+                .and_then(|v| v.as_str())
                 .map(str::to_owned);
-            return Ok(Turn {
-                text: String::new(),
-                tool_calls: Vec::new(),
-                stop,
-            });
+            return Ok(Turn::stopped(stop));
         }
         let choices = match chunk.get("choices") {
-            Some(c) => array(c, &format!("{p}/choices"))?,
+            Some(c) => array(c, p.key("choices"))?,
             None => continue,
         };
+        let cps = p.key("choices");
         for (ci, choice) in choices.iter().enumerate() {
-            let cp = format!("{p}/choices/{ci}");
-            let choice = object(choice, &cp)?;
-            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+            let cp = cps.index(ci);
+            let choice = object(choice, cp)?;
+            if choice.get("index").and_then(|v| v.as_u64()).unwrap_or(0) != 0 {
                 return Err(malformed(
-                    &format!("{cp}/index"),
+                    cp.key("index"),
                     "expected exactly one choice (index 0)",
                 ));
             }
-            if let Some(f) = opt_str(choice, "finish_reason", &cp)? {
-                finish = Some(f.to_owned());
+            if let Some(f) = opt_str(choice, "finish_reason", cp)? {
+                finish = Some(f);
             }
             let Some(delta) = choice.get("delta") else {
                 continue;
             };
-            let dp = format!("{cp}/delta");
-            let delta = object(delta, &dp)?;
-            if let Some(c) = opt_str(delta, "content", &dp)? {
+            let dp = cp.key("delta");
+            let delta = object(delta, dp)?;
+            if let Some(c) = opt_str(delta, "content", dp)? {
                 text.push_str(c);
             }
-            if let Some(r) = opt_str(delta, "refusal", &dp)? {
+            if let Some(r) = opt_str(delta, "refusal", dp)? {
                 refusal.get_or_insert_with(String::new).push_str(r);
             }
             if let Some(tcs) = delta.get("tool_calls").filter(|v| !v.is_null()) {
-                let tp = format!("{dp}/tool_calls");
-                for (ti, tc) in array(tcs, &tp)?.iter().enumerate() {
-                    let tcp = format!("{tp}/{ti}");
-                    let tc = object(tc, &tcp)?;
+                let tp = dp.key("tool_calls");
+                for (ti, tc) in array(tcs, tp)?.iter().enumerate() {
+                    let tcp = tp.index(ti);
+                    let tc = object(tc, tcp)?;
                     let index = tc
                         .get("index")
-                        .and_then(Value::as_u64)
-                        .ok_or_else(|| malformed(&format!("{tcp}/index"), "missing index"))?;
+                        .and_then(|v| v.as_u64())
+                        .ok_or_else(|| malformed(tcp.key("index"), "missing index"))?;
                     let entry = calls.entry(index).or_default();
-                    if let Some(id) = opt_str(tc, "id", &tcp)? {
+                    if let Some(id) = opt_str(tc, "id", tcp)? {
                         entry.id = Some(id.to_owned());
                     }
                     if let Some(f) = tc.get("function") {
-                        let fp = format!("{tcp}/function");
-                        let f = object(f, &fp)?;
-                        if let Some(name) = opt_str(f, "name", &fp)? {
+                        let fp = tcp.key("function");
+                        let f = object(f, fp)?;
+                        if let Some(name) = opt_str(f, "name", fp)? {
                             entry.name.push_str(name);
                         }
-                        if let Some(args) = opt_str(f, "arguments", &fp)? {
+                        if let Some(args) = opt_str(f, "arguments", fp)? {
                             entry.arguments.push_str(args);
                         }
                     }
@@ -184,7 +172,7 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
             }
         }
     }
-    let mut stop = classify(finish.as_deref(), refusal.as_deref());
+    let mut stop = classify(finish, refusal.as_deref());
     if (!done || finish.is_none()) && stop.class != StopClass::Refused {
         // No finish reason or no `[DONE]`: the stream was cut.
         if stop.class != StopClass::Truncated {
@@ -194,13 +182,13 @@ pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
     let tool_calls = calls
         .into_values()
         .map(|c| RawToolCall {
-            name: c.name,
-            id: c.id,
-            arguments: RawArguments::Text(c.arguments),
+            name: Cow::Owned(c.name),
+            id: c.id.map(Cow::Owned),
+            arguments: RawArguments::Text(Cow::Owned(c.arguments)),
         })
         .collect();
     Ok(Turn {
-        text,
+        text: Cow::Owned(text),
         tool_calls,
         stop,
     })

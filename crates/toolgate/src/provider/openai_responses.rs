@@ -1,57 +1,50 @@
 //! OpenAI Responses: `status`, `incomplete_details.reason`, and `output`
 //! items (`message` with `output_text`/`refusal` parts, `function_call`).
 
-use serde_json::Value;
+use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, object,
-    opt_str, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, member, object,
+    opt_str, push_text, req_str,
 };
+use crate::decode::Json;
 
 /// A complete response object.
-pub(super) fn parse(body: &Value) -> Result<Turn, ProviderError> {
-    parse_at(body, "")
+pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
+    parse_at(body, At::ROOT)
 }
 
-fn parse_at(body: &Value, p: &str) -> Result<Turn, ProviderError> {
+fn parse_at<'t>(body: Json<'t>, p: At<'_>) -> Result<Turn<'t>, ProviderError> {
     let resp = object(body, p)?;
     let status = opt_str(resp, "status", p)?;
     let reason = resp
         .get("incomplete_details")
         .and_then(|d| d.get("reason"))
-        .and_then(Value::as_str);
-    let op = format!("{p}/output");
-    let output = array(
-        resp.get("output")
-            .ok_or_else(|| malformed(&op, "missing"))?,
-        &op,
-    )?;
-    let mut text = String::new();
+        .and_then(|v| v.as_str());
+    let op = p.key("output");
+    let output = array(member(resp, "output", p)?, op)?;
+    let mut text = Cow::Borrowed("");
     let mut refusal: Option<String> = None;
     let mut tool_calls = Vec::new();
     for (i, item) in output.iter().enumerate() {
-        let ip = format!("{op}/{i}");
-        let item = object(item, &ip)?;
-        match req_str(item, "type", &ip)? {
+        let ip = op.index(i);
+        let item = object(item, ip)?;
+        match req_str(item, "type", ip)? {
             "message" => {
-                let cp = format!("{ip}/content");
-                let content = array(
-                    item.get("content")
-                        .ok_or_else(|| malformed(&cp, "missing"))?,
-                    &cp,
-                )?;
+                let cp = ip.key("content");
+                let content = array(member(item, "content", ip)?, cp)?;
                 for (j, part) in content.iter().enumerate() {
-                    let pp = format!("{cp}/{j}");
-                    let part = object(part, &pp)?;
-                    match req_str(part, "type", &pp)? {
-                        "output_text" => text.push_str(req_str(part, "text", &pp)?),
+                    let pp = cp.index(j);
+                    let part = object(part, pp)?;
+                    match req_str(part, "type", pp)? {
+                        "output_text" => push_text(&mut text, req_str(part, "text", pp)?),
                         "refusal" => refusal
                             .get_or_insert_with(String::new)
-                            .push_str(req_str(part, "refusal", &pp)?),
+                            .push_str(req_str(part, "refusal", pp)?),
                         other => {
-                            return Err(malformed(
-                                &format!("{pp}/type"),
+                            return Err(super::malformed(
+                                pp.key("type"),
                                 format!("content part type {other:?} is not supported"),
                             ));
                         }
@@ -59,18 +52,18 @@ fn parse_at(body: &Value, p: &str) -> Result<Turn, ProviderError> {
                 }
             }
             "function_call" => tool_calls.push(RawToolCall {
-                name: req_str(item, "name", &ip)?.to_owned(),
+                name: Cow::Borrowed(req_str(item, "name", ip)?),
                 // `call_id` is what a follow-up `function_call_output` quotes;
                 // `id` is the item's own id.
-                id: opt_str(item, "call_id", &ip)?
-                    .or(opt_str(item, "id", &ip)?)
-                    .map(str::to_owned),
-                arguments: RawArguments::Text(req_str(item, "arguments", &ip)?.to_owned()),
+                id: opt_str(item, "call_id", ip)?
+                    .or(opt_str(item, "id", ip)?)
+                    .map(Cow::Borrowed),
+                arguments: RawArguments::Text(Cow::Borrowed(req_str(item, "arguments", ip)?)),
             }),
             "reasoning" => {}
             other => {
-                return Err(malformed(
-                    &format!("{ip}/type"),
+                return Err(super::malformed(
+                    ip.key("type"),
                     format!("output item type {other:?} is not supported"),
                 ));
             }
@@ -107,7 +100,7 @@ fn parse_at(body: &Value, p: &str) -> Result<Turn, ProviderError> {
                 stop.explanation = resp
                     .get("error")
                     .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
+                    .and_then(|v| v.as_str())
                     .map(str::to_owned);
                 stop
             }
@@ -125,42 +118,33 @@ fn parse_at(body: &Value, p: &str) -> Result<Turn, ProviderError> {
 /// `response.incomplete` or `response.failed`) carries the whole response
 /// object, so that object is what gets classified; a stream without one was
 /// cut and is truncated. The deltas before it are not needed.
-pub(super) fn parse_stream(events: &[Event]) -> Result<Turn, ProviderError> {
+pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, ProviderError> {
+    let all = At::ROOT.key("events");
     for (n, ev) in events.iter().enumerate().rev() {
-        let p = format!("/events/{n}");
+        let p = all.index(n);
         let Some(data) = &ev.data else { continue };
-        let data = object(data, &p)?;
-        let kind = opt_str(data, "type", &p)?.or(ev.name.as_deref());
+        let data = object(data.root(), p)?;
+        let kind = opt_str(data, "type", p)?.or(ev.name);
         match kind {
             Some("response.completed" | "response.incomplete" | "response.failed") => {
-                let rp = format!("{p}/response");
-                return parse_at(
-                    data.get("response")
-                        .ok_or_else(|| malformed(&rp, "missing"))?,
-                    &rp,
-                );
+                return parse_at(member(data, "response", p)?, p.key("response"));
             }
             Some("error") => {
                 let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
                 stop.explanation = data
                     .get("message")
-                    .and_then(Value::as_str)
+                    .and_then(|v| v.as_str())
                     .map(str::to_owned);
-                return Ok(Turn {
-                    text: String::new(),
-                    tool_calls: Vec::new(),
-                    stop,
-                });
+                return Ok(Turn::stopped(stop));
             }
             _ => {}
         }
     }
     if events.is_empty() {
-        return Err(malformed("/events", "empty stream"));
+        return Err(super::malformed(all, "empty stream"));
     }
-    Ok(Turn {
-        text: String::new(),
-        tool_calls: Vec::new(),
-        stop: Stop::new(StopClass::Truncated, Some("stream_cut".to_owned())),
-    })
+    Ok(Turn::stopped(Stop::new(
+        StopClass::Truncated,
+        Some("stream_cut".to_owned()),
+    )))
 }

@@ -6,18 +6,18 @@
 //! each event's data is strictly decoded like any other provider JSON, so a
 //! stream is never a way around the decoder.
 
-use serde_json::Value;
+use std::borrow::Cow;
 
 use super::ProviderError;
-use crate::decode::{Limits, Rejection, decode};
+use crate::decode::{Document, Limits, Rejection, decode, decode_borrowed};
 
-/// One dispatched event.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+/// One dispatched event, borrowing from the stream.
+#[derive(Debug)]
+pub struct Event<'a> {
     /// The `event:` field, if any.
-    pub name: Option<String>,
+    pub name: Option<&'a str>,
     /// The decoded `data:` payload, or `None` for OpenAI's `[DONE]` marker.
-    pub data: Option<Value>,
+    pub data: Option<Document<'a>>,
 }
 
 /// Splits a stream into events and strictly decodes each one's data.
@@ -25,7 +25,7 @@ pub struct Event {
 /// An event whose data is `[DONE]` is kept with `data: None`, because OpenAI
 /// Chat uses it to mark a stream that ended normally. Events without data
 /// (bare `event:` lines) are dropped, as the format prescribes.
-pub fn events(body: &[u8], limits: &Limits) -> Result<Vec<Event>, ProviderError> {
+pub fn events<'a>(body: &'a [u8], limits: &Limits) -> Result<Vec<Event<'a>>, ProviderError> {
     if body.len() > limits.max_bytes() {
         // decode() rejects an over-limit input before parsing anything; use
         // it so that the rejection reads the same as a non-stream body's.
@@ -35,14 +35,14 @@ pub fn events(body: &[u8], limits: &Limits) -> Result<Vec<Event>, ProviderError>
     }
     let text = std::str::from_utf8(body).map_err(|e| {
         super::malformed(
-            "",
+            super::At::ROOT,
             format!("stream is not UTF-8 (byte {})", e.valid_up_to()),
         )
     })?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut out = Vec::new();
-    let mut name: Option<String> = None;
-    let mut data: Option<String> = None;
+    let mut name: Option<&str> = None;
+    let mut data: Option<Cow<'a, str>> = None;
     for line in lines(text) {
         if line.is_empty() {
             dispatch(&mut out, name.take(), data.take(), limits)?;
@@ -56,13 +56,14 @@ pub fn events(body: &[u8], limits: &Limits) -> Result<Vec<Event>, ProviderError>
             None => (line, ""),
         };
         match field {
-            "event" => name = Some(value.to_owned()),
+            "event" => name = Some(value),
             "data" => match &mut data {
                 Some(d) => {
+                    let d = d.to_mut();
                     d.push('\n');
                     d.push_str(value);
                 }
-                None => data = Some(value.to_owned()),
+                None => data = Some(Cow::Borrowed(value)),
             },
             // `id` and `retry` matter to reconnecting clients, not here.
             _ => {}
@@ -75,10 +76,10 @@ pub fn events(body: &[u8], limits: &Limits) -> Result<Vec<Event>, ProviderError>
     Ok(out)
 }
 
-fn dispatch(
-    out: &mut Vec<Event>,
-    name: Option<String>,
-    data: Option<String>,
+fn dispatch<'a>(
+    out: &mut Vec<Event<'a>>,
+    name: Option<&'a str>,
+    data: Option<Cow<'a, str>>,
     limits: &Limits,
 ) -> Result<(), ProviderError> {
     let Some(data) = data else {
@@ -91,7 +92,13 @@ fn dispatch(
         // A rejected event keeps its decoder code (a duplicate key in a
         // streamed body is `duplicate_key`, as in a whole one), with the
         // pointer prefixed by the event's position.
-        Some(decode(data.as_bytes(), limits).map_err(|r| {
+        // A single `data:` line is a slice of the stream; lines joined
+        // into a new string give a document that owns its strings.
+        let decoded = match &data {
+            Cow::Borrowed(text) => decode_borrowed(text.as_bytes(), limits),
+            Cow::Owned(text) => decode_borrowed(text.as_bytes(), limits).map(Document::into_owned),
+        };
+        Some(decoded.map_err(|r| {
             ProviderError::Body(Rejection::new(
                 r.code(),
                 format!("/events/{index}{}", r.pointer()),

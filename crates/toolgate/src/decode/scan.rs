@@ -1,0 +1,99 @@
+//! Byte-level scanning shared by the strict decoder and its fast path.
+
+/// Bytes that end the plain run of a string: the closing quote, an escape,
+/// or a control character (which JSON forbids raw inside strings).
+static STRING_STOP: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        table[i] = true;
+        i += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
+/// The index of the first byte at or after `i` that ends a string's plain
+/// run (see `STRING_STOP`), or `bytes.len()`.
+///
+/// Eight bytes at a time: each test below sets the high bit of a byte that
+/// matches. Bits can also be set spuriously, but only above a true match
+/// (by a borrow), so the lowest set bit is exact.
+#[inline]
+pub(crate) fn string_stop(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    const SPACES: u64 = u64::from_ne_bytes([0x20; 8]);
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        let quote = w ^ QUOTES;
+        let backslash = w ^ BACKSLASHES;
+        let hits = (quote.wrapping_sub(ONES) & !quote
+            | backslash.wrapping_sub(ONES) & !backslash
+            | w.wrapping_sub(SPACES) & !w)
+            & HIGHS;
+        if hits != 0 {
+            return i + (hits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !STRING_STOP[bytes[i] as usize] {
+        i += 1;
+    }
+    i
+}
+
+/// Decodes the escape whose backslash is just before `pos`: the character
+/// and the index after the escape, or `None` for an invalid escape, a
+/// malformed `\u` or a lone surrogate.
+pub(super) fn escape_char(bytes: &[u8], pos: usize) -> Option<(char, usize)> {
+    let c = match *bytes.get(pos)? {
+        b'"' => '"',
+        b'\\' => '\\',
+        b'/' => '/',
+        b'b' => '\u{8}',
+        b'f' => '\u{c}',
+        b'n' => '\n',
+        b'r' => '\r',
+        b't' => '\t',
+        b'u' => {
+            let hi = hex4(bytes, pos + 1)?;
+            return match hi {
+                0xD800..=0xDBFF => {
+                    if bytes.get(pos + 5..pos + 7) != Some(b"\\u") {
+                        return None;
+                    }
+                    let lo = hex4(bytes, pos + 7)?;
+                    if !(0xDC00..=0xDFFF).contains(&lo) {
+                        return None;
+                    }
+                    let c = char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))?;
+                    Some((c, pos + 11))
+                }
+                0xDC00..=0xDFFF => None,
+                _ => Some((char::from_u32(hi)?, pos + 5)),
+            };
+        }
+        _ => return None,
+    };
+    Some((c, pos + 1))
+}
+
+fn hex4(bytes: &[u8], pos: usize) -> Option<u32> {
+    let mut v = 0u32;
+    for &d in bytes.get(pos..pos + 4)? {
+        let n = match d {
+            b'0'..=b'9' => d - b'0',
+            b'a'..=b'f' => d - b'a' + 10,
+            b'A'..=b'F' => d - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u32::from(n);
+    }
+    Some(v)
+}
