@@ -238,3 +238,90 @@ async fn lost_race_codes_come_from_sqlite() {
         .expect_err("duplicate id");
     assert!(!is_lost_race(&dup), "{dup}");
 }
+
+async fn audit_rows(store: &SqliteClaimStore, actor: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM toolgate_audit WHERE actor = ?")
+        .bind(actor.to_owned())
+        .fetch_one(store.pool())
+        .await
+        .expect("count")
+}
+
+/// Group commit: a unit that wrote and then failed leaves nothing behind,
+/// the writer carries on, and what it acknowledges is visible to readers
+/// (other connections) at once.
+#[tokio::test]
+async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
+    use toolgate_store::group_commit::WriteError;
+
+    let db = TempDb::new();
+    let store = store(&db).await;
+    let writer = store.writer().clone();
+    let failed = writer
+        .write(|conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'gc-test', 'x')",
+                )
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("INSERT INTO no_such_table VALUES (1)")
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await;
+    assert!(matches!(failed, Err(WriteError::Unit(_))), "{failed:?}");
+    assert_eq!(
+        audit_rows(&store, "gc-test").await,
+        0,
+        "the failed unit's insert remains"
+    );
+
+    writer
+        .write(|conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (2, 'gc-test', 'y')",
+                )
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+        .expect("the writer carries on after a failed unit");
+    assert_eq!(audit_rows(&store, "gc-test").await, 1);
+}
+
+/// Many writers at once share batches: every unit is answered, and every
+/// acknowledged row is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_commit_answers_every_unit_of_concurrent_batches() {
+    let db = TempDb::new();
+    let store = store(&db).await;
+    let mut tasks = Vec::new();
+    for i in 0..300_i64 {
+        let writer = store.writer().clone();
+        tasks.push(tokio::spawn(async move {
+            writer
+                .write(move |conn| {
+                    Box::pin(async move {
+                        sqlx::query(
+                            "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (?, 'gc-many', 'x')",
+                        )
+                        .bind(i)
+                        .execute(&mut *conn)
+                        .await
+                        .map(|done| done.rows_affected())
+                    })
+                })
+                .await
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.expect("task").expect("write"), 1);
+    }
+    assert_eq!(audit_rows(&store, "gc-many").await, 300);
+}
