@@ -206,19 +206,11 @@ fn reviewer_sees_a_conflict_and_approves_a_pending_action_in_chromium() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (state, desk) = app();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(toolgate_http::serve(
-        listener,
-        state,
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(1),
-    ));
+    let support::Running {
+        addr,
+        stop: stop_tx,
+        server,
+    } = support::start(&runtime, state, Duration::from_secs(1));
     let api = |key: &str, body: Value| -> Value {
         let mut s = TcpStream::connect(addr).unwrap();
         let payload = body.to_string();

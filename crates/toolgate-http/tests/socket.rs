@@ -27,19 +27,11 @@ fn raw_post(addr: SocketAddr, key: &str, body: &str) -> String {
 fn shutdown_waits_for_the_decision_in_progress() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (state, desk) = app();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(toolgate_http::serve(
-        listener,
-        state,
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(30),
-    ));
+    let support::Running {
+        addr,
+        stop: stop_tx,
+        server,
+    } = support::start(&runtime, state, Duration::from_secs(30));
     // Block the executor: the decision will sit between claim and
     // completion until the test lets go.
     let held = desk.0.credits.lock().unwrap();
@@ -86,19 +78,11 @@ fn metrics(addr: SocketAddr) -> String {
 fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let (state, _) = app();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = runtime.spawn(toolgate_http::serve(
-        listener,
-        state,
-        async {
-            let _ = stop_rx.await;
-        },
-        Duration::from_secs(1),
-    ));
+    let support::Running {
+        addr,
+        stop: stop_tx,
+        server,
+    } = support::start(&runtime, state, Duration::from_secs(1));
     for key in [AGENT_KEY, "wrong"] {
         let mut s = TcpStream::connect(addr).unwrap();
         let big = vec![b'a'; 3_000_000];

@@ -236,3 +236,33 @@ pub fn decision_body(response: Value, ticket: &str, version: &str) -> Value {
         "scope": {"customer_id": "c-1", "ticket_id": ticket, "version_seen": version}
     })
 }
+
+/// A sidecar serving a test app on a loopback port until `stop` is sent.
+pub struct Running {
+    pub addr: std::net::SocketAddr,
+    pub stop: tokio::sync::oneshot::Sender<()>,
+    pub server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds 127.0.0.1:0 and spawns `toolgate_http::serve` on `runtime`, with
+/// `grace` for the requests in progress at shutdown.
+pub fn start(
+    runtime: &tokio::runtime::Runtime,
+    state: AppState<TestParts>,
+    grace: std::time::Duration,
+) -> Running {
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(toolgate_http::serve(
+        listener,
+        state,
+        async {
+            let _ = stop_rx.await;
+        },
+        grace,
+    ));
+    Running { addr, stop, server }
+}
