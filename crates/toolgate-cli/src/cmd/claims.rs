@@ -59,22 +59,31 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-fn stuck(args: StuckArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
+        .map_err(|e| io_failure("starting the async runtime", &e))
+}
+
+/// Opens the store at `db`, which must exist: an operator's mistyped path
+/// must fail, not open an empty new store that reports nothing stuck.
+async fn open_existing(db: &str) -> Result<AnyClaimStore, toolgate::claim::StoreError> {
+    let options = StoreOptions {
+        create_if_missing: false,
+        ..StoreOptions::default()
+    };
+    AnyClaimStore::connect_with(db, options).await
+}
+
+fn stuck(args: StuckArgs) -> ExitCode {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => return io_failure("starting the async runtime", &e),
+        Err(code) => return code,
     };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
     let listed = runtime.block_on(async {
-        // An operator's mistyped path must fail, not list an empty new store.
-        let options = StoreOptions {
-            create_if_missing: false,
-            ..StoreOptions::default()
-        };
-        let store = AnyClaimStore::connect_with(&args.db, options).await?;
+        let store = open_existing(&args.db).await?;
         store.list_stuck(now, args.limit).await
     });
     let entries = match listed {
@@ -177,22 +186,13 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => return io_failure("starting the async runtime", &e),
+        Err(code) => return code,
     };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
     let done = runtime.block_on(async {
-        let options = StoreOptions {
-            create_if_missing: false,
-            ..StoreOptions::default()
-        };
-        let store = AnyClaimStore::connect_with(&args.db, options)
-            .await
-            .map_err(|e| e.to_string())?;
+        let store = open_existing(&args.db).await.map_err(|e| e.to_string())?;
         let desk = toolgate_store::support_desk::SupportDesk::on_store(&store)
             .await
             .map_err(|e| e.to_string())?;
