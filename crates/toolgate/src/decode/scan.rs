@@ -97,3 +97,24 @@ fn hex4(bytes: &[u8], pos: usize) -> Option<u32> {
     }
     Some(v)
 }
+
+/// The digits of an integer part that starts with `1`–`9` at `i`: the index
+/// after the last digit, the value, and whether it overflowed `u64` (the
+/// value is then meaningless). Both decoders read integers with this, so
+/// their range checks see the same number.
+#[inline]
+pub(crate) fn integer_digits(bytes: &[u8], mut i: usize) -> (usize, u64, bool) {
+    let mut magnitude: u64 = 0;
+    let mut overflow = false;
+    while let Some(&d @ b'0'..=b'9') = bytes.get(i) {
+        match magnitude
+            .checked_mul(10)
+            .and_then(|m| m.checked_add(u64::from(d - b'0')))
+        {
+            Some(m) => magnitude = m,
+            None => overflow = true,
+        }
+        i += 1;
+    }
+    (i, magnitude, overflow)
+}

@@ -24,7 +24,7 @@
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
-use super::scan::string_stop;
+use super::scan::{integer_digits, string_stop};
 use super::{DecodeCode, Limits, Rejection};
 
 /// Decodes `input` as one JSON document under `limits`.
@@ -365,16 +365,7 @@ impl<'a> Parser<'a> {
             Some(b'0') => self.pos += 1,
             Some(b'1'..=b'9') => {
                 nonzero_digit = true;
-                while let Some(d @ b'0'..=b'9') = self.peek() {
-                    match magnitude
-                        .checked_mul(10)
-                        .and_then(|m| m.checked_add(u64::from(d - b'0')))
-                    {
-                        Some(m) => magnitude = m,
-                        None => overflow = true,
-                    }
-                    self.pos += 1;
-                }
+                (self.pos, magnitude, overflow) = integer_digits(self.bytes, self.pos);
             }
             _ => return Err(self.unexpected("a digit")),
         }

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use super::json::{Document, Node, tape_with_capacity};
-use super::scan::{escape_char, string_stop};
+use super::scan::{escape_char, integer_digits, string_stop};
 use super::{Limits, Rejection, decode};
 
 /// Decodes `input` like [`decode`], into a [`Document`] whose strings
@@ -395,16 +395,7 @@ impl<'a> Parser<'a> {
             b'0' => self.pos += 1,
             b'1'..=b'9' => {
                 nonzero_digit = true;
-                while let Some(d @ b'0'..=b'9') = self.peek() {
-                    match magnitude
-                        .checked_mul(10)
-                        .and_then(|m| m.checked_add(u64::from(d - b'0')))
-                    {
-                        Some(m) => magnitude = m,
-                        None => overflow = true,
-                    }
-                    self.pos += 1;
-                }
+                (self.pos, magnitude, overflow) = integer_digits(self.bytes, self.pos);
             }
             _ => return None,
         }
