@@ -154,6 +154,17 @@ impl ClaimStore for AnyClaimStore {
         delegate!(self, s => s.complete(key, holder, result, now).await)
     }
 
+    async fn complete_audited(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<(Completion, bool), StoreError> {
+        delegate!(self, s => s.complete_audited(key, holder, result, now, audit).await)
+    }
+
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
         delegate!(self, s => s.fetch(key).await)
     }

@@ -102,12 +102,21 @@ pub(crate) enum Write<'a> {
         now: toolgate::claim::UnixMillis,
     },
     Audit(&'a toolgate::claim::AuditEntry),
+    /// `Complete`, then `audit` only if the completion changed a row, in
+    /// one transaction (batched backends only).
+    CompleteAudited {
+        key: &'a toolgate::claim::OperationKey,
+        holder: &'a toolgate::claim::HolderToken,
+        result: &'a toolgate::claim::JsonText,
+        now: toolgate::claim::UnixMillis,
+        audit: &'a toolgate::claim::AuditEntry,
+    },
 }
 
 impl Write<'_> {
     pub(crate) fn what(&self) -> &'static str {
         match self {
-            Self::Complete { .. } => "completing the claim",
+            Self::Complete { .. } | Self::CompleteAudited { .. } => "completing the claim",
             Self::Reconcile { .. } => "recording a reconciliation",
             Self::Audit(_) => "appending to the audit log",
         }
@@ -254,130 +263,23 @@ macro_rules! sql_claim_store {
                 self
             }
 
-            async fn read_row(
+            /// An ownership-checked completion (`write` is `Complete` or
+            /// `CompleteAudited`), retried on lost races and read back
+            /// when its outcome is unknown.
+            async fn finish(
                 &self,
-                key: &toolgate::claim::OperationKey,
-            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
-                let row = sqlx::query($sql::SELECT_CLAIM)
-                    .bind(key.as_bytes().as_slice())
-                    .fetch_optional(&self.pool)
-                    .await
-                    .map_err(|e| $crate::common::map_err("reading a claim", e))?;
-                match row {
-                    None => Ok(None),
-                    Some(row) => record(&row)
-                        .map(Some)
-                        .map_err(|p| toolgate::claim::StoreError::corrupt(&p)),
-                }
-            }
-
-            /// A COMMIT failed for a reason other than contention: the
-            /// outcome is unknown. Read the row back on another connection
-            /// (the pool tests it before handing it out) with the same
-            /// holder token before deciding.
-            async fn after_failed_commit(
-                &self,
-                req: &toolgate::claim::ClaimRequest,
-                commit_error: impl std::fmt::Display,
-            ) -> $crate::common::Step {
-                use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
-                use $crate::common::Step;
-
-                match self.read_row(req.key()).await {
-                    // The commit did not take effect and nobody else's did.
-                    Ok(None) => Step::Retry,
-                    Ok(Some(row)) => match req.judge(row) {
-                        ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
-                        ReadBack::Theirs(raw) => Step::Done(raw),
-                    },
-                    Err(e) => Step::Fail(StoreError::new(
-                        StoreErrorKind::OutcomeUnknown,
-                        format!(
-                            "COMMIT failed ({commit_error}) and the claim could not be read back ({e})"
-                        ),
-                    )),
-                }
-            }
-        }
-
-        /// Step 1 of the claim protocol, the conditional insert, binds
-        /// encoded.
-        fn claim_insert(
-            req: &toolgate::claim::ClaimRequest,
-        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
-            let p = req.proposal();
-            sqlx::query($sql::INSERT_CLAIM)
-                .bind(req.key().as_bytes().as_slice())
-                .bind(req.fingerprint().as_bytes().as_slice())
-                .bind(p.tool())
-                .bind(p.arguments())
-                .bind(p.scope())
-                .bind(p.version_seen())
-                .bind(p.proposer())
-                .bind(req.holder().as_bytes().as_slice())
-                .bind(req.lease_expires_at().0)
-                .bind(req.now().0)
-        }
-
-        /// The statement for one single-statement write, binds encoded.
-        fn write_query(
-            w: &$crate::common::Write<'_>,
-        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
-            use $crate::common::Write;
-            match w {
-                Write::Complete { key, holder, result, now } => sqlx::query($sql::COMPLETE)
-                    .bind(now.0)
-                    .bind(result.as_str())
-                    .bind(key.as_bytes().as_slice())
-                    .bind(holder.as_bytes().as_slice()),
-                Write::Reconcile { key, resolution, result, now } => sqlx::query($sql::RECONCILE)
-                    .bind(now.0)
-                    .bind(resolution.as_str())
-                    .bind(result.as_str())
-                    .bind(key.as_bytes().as_slice())
-                    .bind(now.0),
-                Write::Audit(entry) => sqlx::query($sql::APPEND_AUDIT)
-                    .bind(entry.at().0)
-                    .bind(entry.actor())
-                    .bind(entry.tool())
-                    .bind(entry.outcome())
-                    .bind(entry.reason())
-                    .bind(entry.key().map(|k| k.as_bytes().as_slice()))
-                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice())),
-            }
-        }
-
-        $crate::common::sql_claim_store!(@$writes $store, $db, $sql, $contention);
-
-        impl toolgate::claim::ClaimStore for $store {
-            async fn claim(
-                &self,
-                request: toolgate::claim::ClaimRequest,
-            ) -> Result<toolgate::claim::RawClaim, toolgate::claim::StoreError> {
-                use $crate::common::{MAX_CLAIM_ATTEMPTS, Step, backoff};
-                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
-                    match self.claim_once(&request).await {
-                        Step::Done(raw) => return Ok(raw),
-                        Step::Fail(e) => return Err(e),
-                        Step::Retry => backoff(attempt).await,
-                    }
-                }
-                Err(toolgate::claim::StoreError::new(
-                    toolgate::claim::StoreErrorKind::Contention,
-                    format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
-                ))
-            }
-
-            async fn complete(
-                &self,
-                key: &toolgate::claim::OperationKey,
-                holder: &toolgate::claim::HolderToken,
-                result: &toolgate::claim::JsonText,
-                now: toolgate::claim::UnixMillis,
+                write: $crate::common::Write<'_>,
             ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
                 use toolgate::claim::{ClaimStatus, Completion, StoreError, StoreErrorKind};
                 use $crate::common::{MAX_CLAIM_ATTEMPTS, backoff};
-                let write = $crate::common::Write::Complete { key, holder, result, now };
+                let ($crate::common::Write::Complete { key, holder, result, now }
+                | $crate::common::Write::CompleteAudited { key, holder, result, now, .. }) = write
+                else {
+                    return Err(StoreError::new(
+                        StoreErrorKind::Invariant,
+                        "finish takes a completion",
+                    ));
+                };
                 for attempt in 1..=MAX_CLAIM_ATTEMPTS {
                     match self.write_one(&write).await {
                         // For an UPDATE the count is what we want on every
@@ -427,6 +329,81 @@ macro_rules! sql_claim_store {
                     StoreErrorKind::Contention,
                     format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
                 ))
+            }
+
+            /// A COMMIT failed for a reason other than contention: the
+            /// outcome is unknown. Read the row back on another connection
+            /// (the pool tests it before handing it out) with the same
+            /// holder token before deciding.
+            async fn after_failed_commit(
+                &self,
+                req: &toolgate::claim::ClaimRequest,
+                commit_error: impl std::fmt::Display,
+            ) -> $crate::common::Step {
+                use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
+                use $crate::common::Step;
+
+                match self.read_row(req.key()).await {
+                    // The commit did not take effect and nobody else's did.
+                    Ok(None) => Step::Retry,
+                    Ok(Some(row)) => match req.judge(row) {
+                        ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
+                        ReadBack::Theirs(raw) => Step::Done(raw),
+                    },
+                    Err(e) => Step::Fail(StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!(
+                            "COMMIT failed ({commit_error}) and the claim could not be read back ({e})"
+                        ),
+                    )),
+                }
+            }
+        }
+
+        $crate::common::sql_claim_store!(@$writes $store, $db, $sql, $contention);
+
+        impl toolgate::claim::ClaimStore for $store {
+            async fn claim(
+                &self,
+                request: toolgate::claim::ClaimRequest,
+            ) -> Result<toolgate::claim::RawClaim, toolgate::claim::StoreError> {
+                use $crate::common::{MAX_CLAIM_ATTEMPTS, Step, backoff};
+                for attempt in 1..=MAX_CLAIM_ATTEMPTS {
+                    match self.claim_once(&request).await {
+                        Step::Done(raw) => return Ok(raw),
+                        Step::Fail(e) => return Err(e),
+                        Step::Retry => backoff(attempt).await,
+                    }
+                }
+                Err(toolgate::claim::StoreError::new(
+                    toolgate::claim::StoreErrorKind::Contention,
+                    format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+                ))
+            }
+
+            async fn complete(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                holder: &toolgate::claim::HolderToken,
+                result: &toolgate::claim::JsonText,
+                now: toolgate::claim::UnixMillis,
+            ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
+                self.finish($crate::common::Write::Complete { key, holder, result, now }).await
+            }
+
+            async fn complete_audited(
+                &self,
+                key: &toolgate::claim::OperationKey,
+                holder: &toolgate::claim::HolderToken,
+                result: &toolgate::claim::JsonText,
+                now: toolgate::claim::UnixMillis,
+                audit: &toolgate::claim::AuditEntry,
+            ) -> Result<(toolgate::claim::Completion, bool), toolgate::claim::StoreError> {
+                use toolgate::claim::Completion;
+                let write = $crate::common::Write::CompleteAudited { key, holder, result, now, audit };
+                // The audit row is in the completion's transaction: it is
+                // there exactly when the completion is.
+                self.finish(write).await.map(|c| (c, c == Completion::Recorded))
             }
 
             async fn fetch(
@@ -538,6 +515,75 @@ macro_rules! sql_claim_store {
     };
     (@pooled $store:ident, $db:ty, $sql:ident, $contention:path) => {
         impl $store {
+            async fn read_row(
+                &self,
+                key: &toolgate::claim::OperationKey,
+            ) -> Result<Option<toolgate::claim::ClaimRecord>, toolgate::claim::StoreError> {
+                let row = sqlx::query($sql::SELECT_CLAIM)
+                    .bind(key.as_bytes().as_slice())
+                    .fetch_optional(&self.pool)
+                    .await
+                    .map_err(|e| $crate::common::map_err("reading a claim", e))?;
+                match row {
+                    None => Ok(None),
+                    Some(row) => record(&row)
+                        .map(Some)
+                        .map_err(|p| toolgate::claim::StoreError::corrupt(&p)),
+                }
+            }
+        }
+
+        /// Step 1 of the claim protocol, the conditional insert, binds
+        /// encoded.
+        fn claim_insert(
+            req: &toolgate::claim::ClaimRequest,
+        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
+            let p = req.proposal();
+            sqlx::query($sql::INSERT_CLAIM)
+                .bind(req.key().as_bytes().as_slice())
+                .bind(req.fingerprint().as_bytes().as_slice())
+                .bind(p.tool())
+                .bind(p.arguments())
+                .bind(p.scope())
+                .bind(p.version_seen())
+                .bind(p.proposer())
+                .bind(req.holder().as_bytes().as_slice())
+                .bind(req.lease_expires_at().0)
+                .bind(req.now().0)
+        }
+
+        /// The statement for one single-statement write, binds encoded.
+        fn write_query(
+            w: &$crate::common::Write<'_>,
+        ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
+            use $crate::common::Write;
+            match w {
+                // CompleteAudited's audit row is `write_one`'s second statement.
+                Write::Complete { key, holder, result, now }
+                | Write::CompleteAudited { key, holder, result, now, .. } => sqlx::query($sql::COMPLETE)
+                    .bind(now.0)
+                    .bind(result.as_str())
+                    .bind(key.as_bytes().as_slice())
+                    .bind(holder.as_bytes().as_slice()),
+                Write::Reconcile { key, resolution, result, now } => sqlx::query($sql::RECONCILE)
+                    .bind(now.0)
+                    .bind(resolution.as_str())
+                    .bind(result.as_str())
+                    .bind(key.as_bytes().as_slice())
+                    .bind(now.0),
+                Write::Audit(entry) => sqlx::query($sql::APPEND_AUDIT)
+                    .bind(entry.at().0)
+                    .bind(entry.actor())
+                    .bind(entry.tool())
+                    .bind(entry.outcome())
+                    .bind(entry.reason())
+                    .bind(entry.key().map(|k| k.as_bytes().as_slice()))
+                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice())),
+            }
+        }
+
+        impl $store {
+
             async fn fault(
                 &self,
                 point: $crate::common::Point,
@@ -622,22 +668,42 @@ macro_rules! sql_claim_store {
                 }
             }
 
-            /// One single-statement write in its own (implicit) transaction.
+            /// One write in its own transaction: a single statement, or
+            /// for `CompleteAudited` the completion and, if it changed a
+            /// row, the audit entry.
             async fn write_one(
                 &self,
                 w: &$crate::common::Write<'_>,
             ) -> Result<u64, $crate::common::WriteFail> {
-                write_query(w)
-                    .execute(&self.pool)
+                use $crate::common::{Write, WriteFail};
+                let fail = |e: sqlx::Error| {
+                    if $contention(&e) {
+                        WriteFail::LostRace
+                    } else {
+                        WriteFail::Failed($crate::common::map_err(w.what(), e))
+                    }
+                };
+                let Write::CompleteAudited { audit, .. } = w else {
+                    return write_query(w)
+                        .execute(&self.pool)
+                        .await
+                        .map(|done| done.rows_affected())
+                        .map_err(fail);
+                };
+                let mut tx = self.pool.begin().await.map_err(fail)?;
+                let n = write_query(w)
+                    .execute(&mut *tx)
                     .await
-                    .map(|done| done.rows_affected())
-                    .map_err(|e| {
-                        if $contention(&e) {
-                            $crate::common::WriteFail::LostRace
-                        } else {
-                            $crate::common::WriteFail::Failed($crate::common::map_err(w.what(), e))
-                        }
-                    })
+                    .map_err(fail)?
+                    .rows_affected();
+                if n == 1 {
+                    write_query(&Write::Audit(audit))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(fail)?;
+                }
+                tx.commit().await.map_err(fail)?;
+                Ok(n)
             }
         }
     };

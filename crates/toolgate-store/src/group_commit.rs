@@ -31,18 +31,25 @@
 //! Other processes on the same file (an operator's `toolgate claims
 //! reconcile`) still take the lock in the ordinary way; `BEGIN IMMEDIATE`
 //! waits for them up to the busy timeout.
+//!
+//! The writer is a plain thread with its own `rusqlite` connection, not a
+//! task on an sqlx connection: sqlx runs each SQLite statement on the
+//! connection's worker thread and answers over a channel, two thread
+//! wake-ups per statement. Every write of every decision passes through
+//! this one writer, so those hand-offs were its main cost; here a unit's
+//! statements run where the batch runs, and only the unit's arrival and its
+//! answer cross threads. Reads stay on the sqlx pool. A unit that panics
+//! is caught and fails like a unit whose statement failed, so the writer
+//! outlives it.
 
-use std::future::Future;
-use std::pin::Pin;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-use sqlx::{ConnectOptions, Connection, Executor};
+/// The driver the units run on, for naming `Connection` and its errors.
+pub use rusqlite;
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
-
-use crate::sqlite::is_lost_race;
-
-/// A boxed future borrowing the writer's connection.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Most units in one transaction: bounds how long the first caller in a
 /// batch waits behind the others.
@@ -52,12 +59,15 @@ pub const MAX_BATCH: usize = 256;
 /// (backpressure instead of unbounded memory).
 const QUEUE: usize = 4096;
 
+/// How long `BEGIN IMMEDIATE` waits for another process's write lock.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Why a unit's write did not take effect, or may not have.
 #[derive(Debug)]
 pub enum WriteError {
     /// The unit's own statement failed and the batch rolled back: nothing
     /// it wrote remains.
-    Unit(sqlx::Error),
+    Unit(rusqlite::Error),
     /// The batch was rolled back before its `COMMIT` (the transaction could
     /// not begin, or broke): nothing any unit wrote remains. `lost_race`:
     /// another process held the write lock past the busy timeout.
@@ -65,7 +75,7 @@ pub enum WriteError {
     /// The batch's `COMMIT` failed: the unit's writes may or may not be
     /// durable. Read back before deciding.
     Unknown(String),
-    /// The writer task has stopped (its connection could not be reopened).
+    /// The writer has stopped (its connection could not be reopened).
     Stopped,
 }
 
@@ -82,6 +92,15 @@ impl std::fmt::Display for WriteError {
     }
 }
 
+/// SQLite's lost-race errors, `SQLITE_BUSY` and `SQLITE_LOCKED` (any
+/// extended code): another connection held the lock past the timeout.
+pub fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+    )
+}
+
 /// How a batch ended, as each unit hears it.
 #[derive(Clone)]
 enum BatchEnd {
@@ -94,7 +113,7 @@ enum BatchEnd {
 trait Job: Send {
     /// Runs the unit; returns how to answer once the batch has ended, and
     /// whether it failed (which rolls the batch back).
-    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran>;
+    fn run(self: Box<Self>, conn: &Connection) -> Ran;
     /// Answers without running (the batch could not begin, or broke).
     fn abort(self: Box<Self>, lost_race: bool, why: String);
 }
@@ -114,31 +133,30 @@ struct Unit<T, F> {
 impl<T, F> Job for Unit<T, F>
 where
     T: Send + 'static,
-    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, sqlx::Error>>
-        + Send
-        + 'static,
+    F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
 {
-    fn run<'c>(self: Box<Self>, conn: &'c mut SqliteConnection) -> BoxFuture<'c, Ran> {
-        Box::pin(async move {
-            let Unit { work, reply } = *self;
-            let outcome = work(&mut *conn).await;
-            let failed = outcome.as_ref().err().map(ToString::to_string);
-            Ran {
-                answer: Box::new(move |end| {
-                    let answer = match (outcome, end) {
-                        (Err(e), _) => Err(WriteError::Unit(e)),
-                        (Ok(v), BatchEnd::Committed) => Ok(v),
-                        (Ok(_), BatchEnd::NotApplied(message)) => Err(WriteError::NotApplied {
-                            lost_race: false,
-                            message,
-                        }),
-                        (Ok(_), BatchEnd::Unknown(m)) => Err(WriteError::Unknown(m)),
-                    };
-                    let _ = reply.send(answer);
-                }),
-                failed,
-            }
-        })
+    fn run(self: Box<Self>, conn: &Connection) -> Ran {
+        let Unit { work, reply } = *self;
+        // A panicking unit must not take the writer (and every later write)
+        // down with it: it fails, and its batch rolls back.
+        let outcome = catch_unwind(AssertUnwindSafe(|| work(conn)))
+            .unwrap_or(Err(rusqlite::Error::UnwindingPanic));
+        let failed = outcome.as_ref().err().map(ToString::to_string);
+        Ran {
+            answer: Box::new(move |end| {
+                let answer = match (outcome, end) {
+                    (Err(e), _) => Err(WriteError::Unit(e)),
+                    (Ok(v), BatchEnd::Committed) => Ok(v),
+                    (Ok(_), BatchEnd::NotApplied(message)) => Err(WriteError::NotApplied {
+                        lost_race: false,
+                        message,
+                    }),
+                    (Ok(_), BatchEnd::Unknown(m)) => Err(WriteError::Unknown(m)),
+                };
+                let _ = reply.send(answer);
+            }),
+            failed,
+        }
     }
 
     fn abort(self: Box<Self>, lost_race: bool, message: String) {
@@ -148,32 +166,36 @@ where
     }
 }
 
-/// The handle callers write through. Cheap to clone.
+/// The handle callers write through. Cheap to clone; the writer thread
+/// ends when the last handle is dropped.
 #[derive(Clone)]
 pub struct GroupCommit {
     jobs: mpsc::Sender<Box<dyn Job>>,
 }
 
 impl GroupCommit {
-    /// Opens the writer's own connection and starts its task on the
-    /// current tokio runtime.
-    pub async fn start(options: SqliteConnectOptions) -> Result<Self, sqlx::Error> {
-        let conn = options.connect().await?;
+    /// Opens the writer's own connection to the database file at `path`
+    /// (which must exist, with its schema) and starts the writer thread.
+    pub fn start(path: &Path) -> Result<Self, String> {
+        let path = path.to_path_buf();
+        let conn = open(&path).map_err(|e| e.to_string())?;
         let (jobs, queue) = mpsc::channel(QUEUE);
-        tokio::spawn(writer(conn, options, queue));
+        std::thread::Builder::new()
+            .name("sqlite-writer".to_owned())
+            .spawn(move || writer(conn, &path, queue))
+            .map_err(|e| format!("starting the writer thread: {e}"))?;
         Ok(Self { jobs })
     }
 
     /// Runs `work` in the next batch and returns its value once the batch
-    /// has committed. `work` must not start or end transactions itself. If
-    /// it fails, the whole batch rolls back (the other units get
+    /// has committed. `work` must not start or end transactions itself,
+    /// and runs on the writer thread: it should only run statements. If it
+    /// fails, the whole batch rolls back (the other units get
     /// [`WriteError::NotApplied`]).
     pub async fn write<T, F>(&self, work: F) -> Result<T, WriteError>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T, sqlx::Error>>
-            + Send
-            + 'static,
+        F: FnOnce(&Connection) -> Result<T, rusqlite::Error> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         self.jobs
@@ -184,20 +206,37 @@ impl GroupCommit {
     }
 }
 
-async fn writer(
-    mut conn: SqliteConnection,
-    options: SqliteConnectOptions,
-    mut queue: mpsc::Receiver<Box<dyn Job>>,
-) {
+/// The writer's connection: the same settings as the pool's (WAL,
+/// `synchronous = FULL`, foreign keys, the busy timeout).
+fn open(path: &PathBuf) -> Result<Connection, rusqlite::Error> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )?;
+    Ok(conn)
+}
+
+fn writer(mut conn: Connection, path: &PathBuf, mut queue: mpsc::Receiver<Box<dyn Job>>) {
     let mut batch: Vec<Box<dyn Job>> = Vec::with_capacity(MAX_BATCH);
     let mut answers = Vec::with_capacity(MAX_BATCH);
-    while queue.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        if let Err(e) = conn.execute("BEGIN IMMEDIATE").await {
-            let (lost_race, why) = (is_lost_race(&e), e.to_string());
+    while let Some(first) = queue.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            let (lost_race, why) = (is_busy(&e), e.to_string());
             for job in batch.drain(..) {
                 job.abort(lost_race, why.clone());
             }
-            conn = match reopen(conn, &options).await {
+            conn = match reopen(conn, path) {
                 Some(c) => c,
                 None => return,
             };
@@ -209,21 +248,21 @@ async fn writer(
                 job.abort(false, format!("another unit in the batch failed: {why}"));
                 continue;
             }
-            let ran = job.run(&mut conn).await;
+            let ran = job.run(&conn);
             broken = ran.failed;
             answers.push(ran.answer);
         }
         let end = match broken {
             Some(why) => {
-                let _ = conn.execute("ROLLBACK").await;
+                let _ = conn.execute_batch("ROLLBACK");
                 BatchEnd::NotApplied(why)
             }
-            None => match conn.execute("COMMIT").await {
-                Ok(_) => BatchEnd::Committed,
+            None => match conn.execute_batch("COMMIT") {
+                Ok(()) => BatchEnd::Committed,
                 Err(e) => {
                     // SQLite may have kept the transaction open (or not);
                     // either way this connection starts the next batch clean.
-                    let _ = conn.execute("ROLLBACK").await;
+                    let _ = conn.execute_batch("ROLLBACK");
                     BatchEnd::Unknown(e.to_string())
                 }
             },
@@ -233,7 +272,7 @@ async fn writer(
             answer(end.clone());
         }
         if failed {
-            conn = match reopen(conn, &options).await {
+            conn = match reopen(conn, path) {
                 Some(c) => c,
                 None => return,
             };
@@ -241,15 +280,13 @@ async fn writer(
     }
 }
 
-/// After a failure, keeps the connection if it still answers, or opens a
-/// new one; `None` stops the writer (callers then get `Stopped`).
-async fn reopen(
-    mut conn: SqliteConnection,
-    options: &SqliteConnectOptions,
-) -> Option<SqliteConnection> {
-    if conn.ping().await.is_ok() {
+/// After a failure, keeps the connection if it still answers outside a
+/// transaction, or opens a new one; `None` stops the writer (callers then
+/// get `Stopped`).
+fn reopen(conn: Connection, path: &PathBuf) -> Option<Connection> {
+    if conn.is_autocommit() && conn.execute_batch("SELECT 1").is_ok() {
         return Some(conn);
     }
-    let _ = conn.close().await;
-    options.connect().await.ok()
+    drop(conn);
+    open(path).ok()
 }

@@ -50,6 +50,12 @@
 //! holding the lock past the busy timeout is a lost race as before, and a
 //! failed `COMMIT` is step 5.
 //!
+//! A completion can carry the decision's audit entry
+//! ([`complete_audited`](toolgate::claim::ClaimStore::complete_audited)):
+//! the entry is inserted in the completion's transaction, only if the
+//! completion changed its row, so it is there exactly when the completion
+//! is, and an executed decision costs one commit less.
+//!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
 //! which uses the strict JSON decoder): a corrupt row is an error value and

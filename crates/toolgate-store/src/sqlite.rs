@@ -1,7 +1,9 @@
 //! SQLite: the embedded default. One file in WAL mode, created on first
 //! use; nothing to install or run.
 
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::SqlSafeStr;
@@ -13,7 +15,7 @@ use toolgate::claim::{StoreError, StoreErrorKind};
 
 use crate::StoreOptions;
 use crate::common::{Step, Write, WriteFail, map_err, sql_claim_store};
-use crate::group_commit::{GroupCommit, WriteError};
+use crate::group_commit::{GroupCommit, WriteError, is_busy};
 
 /// The claims and audit tables on SQLite. Reads use the pool; every write
 /// goes through one writer connection with group commit (see
@@ -21,6 +23,7 @@ use crate::group_commit::{GroupCommit, WriteError};
 pub struct SqliteClaimStore {
     pool: SqlitePool,
     writer: GroupCommit,
+    readers: Arc<Readers>,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
 }
@@ -49,12 +52,104 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
 
 sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, is_lost_race, batched);
 
+/// Idle read connections kept for reuse.
+const MAX_IDLE_READERS: usize = 8;
+
+/// The hot reads (a claim, a ticket's version, the directory) on the
+/// backend's own `rusqlite` connections, run on the caller's thread.
+///
+/// sqlx hands every SQLite statement to the connection's worker thread and
+/// waits for the answer over a channel; for a read of a few cached pages
+/// the two thread switches cost more than the read. A read here is a local
+/// file read in WAL mode, which does not wait for the writer, so running
+/// it inline on an async worker is as short as the other work done there.
+/// Colder reads (listings, the audit trail, migrations) stay on the sqlx
+/// pool.
+pub struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<rusqlite::Connection>>,
+}
+
+impl Readers {
+    fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Runs `read` on an idle connection, or a new one.
+    pub fn read<T>(
+        &self,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> rusqlite::Result<T> {
+        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match idle {
+            Some(conn) => conn,
+            None => open_reader(&self.path)?,
+        };
+        let answer = read(&conn);
+        // A connection whose read failed is dropped rather than reused.
+        if answer.is_ok()
+            && let Ok(mut idle) = self.idle.lock()
+            && idle.len() < MAX_IDLE_READERS
+        {
+            idle.push(conn);
+        }
+        answer
+    }
+}
+
+/// A connection that only reads (`query_only`), with the pool's busy
+/// timeout.
+fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(crate::group_commit::BUSY_TIMEOUT)?;
+    conn.execute_batch("PRAGMA query_only = ON;")?;
+    Ok(conn)
+}
+
+/// A failed read on a reader connection: busy is contention, anything
+/// else the database's.
+pub(crate) fn read_error(what: &str, e: &rusqlite::Error) -> StoreError {
+    let kind = if is_busy(e) {
+        StoreErrorKind::Contention
+    } else {
+        StoreErrorKind::Database
+    };
+    StoreError::new(kind, format!("{what}: {e}"))
+}
+
 impl SqliteClaimStore {
     /// The group-commit writer, for the downstream tables' writes on the
     /// same file (the support desk's credits): they then share its batches
     /// instead of fighting it for the write lock.
     pub fn writer(&self) -> &GroupCommit {
         &self.writer
+    }
+
+    /// The read connections, for the downstream tables' hot reads.
+    pub fn readers(&self) -> &Arc<Readers> {
+        &self.readers
+    }
+
+    /// One claim, read on a reader connection.
+    async fn read_row(
+        &self,
+        key: &toolgate::claim::OperationKey,
+    ) -> Result<Option<toolgate::claim::ClaimRecord>, StoreError> {
+        let row = self
+            .readers
+            .read(|conn| {
+                let mut select = conn.prepare_cached(sql::SELECT_CLAIM)?;
+                let mut rows = select.query([key.as_bytes().as_slice()])?;
+                Ok(rows.next()?.map(written_row::record))
+            })
+            .map_err(|e| read_error("reading a claim", &e))?;
+        row.transpose().map_err(|p| StoreError::corrupt(&p))
     }
 
     /// One pass of the claim: the conditional insert and the read-back as
@@ -65,17 +160,28 @@ impl SqliteClaimStore {
     async fn claim_once(&self, req: &toolgate::claim::ClaimRequest) -> Step {
         use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
 
-        let insert = claim_insert(req);
-        let read_back = sqlx::query(sql::SELECT_CLAIM).bind(req.key().as_bytes().as_slice());
+        let unit = req.clone();
         let written = self
             .writer
             .write(move |conn| {
-                Box::pin(async move {
-                    // INVARIANT: no read before this insert (crate docs).
-                    insert.execute(&mut *conn).await?;
-                    let row = read_back.fetch_optional(&mut *conn).await?;
-                    Ok(row.map(|row| record(&row)))
-                })
+                let p = unit.proposal();
+                // INVARIANT: no read before this insert (crate docs).
+                conn.prepare_cached(sql::INSERT_CLAIM)?
+                    .execute(rusqlite::params![
+                        unit.key().as_bytes().as_slice(),
+                        unit.fingerprint().as_bytes().as_slice(),
+                        p.tool(),
+                        p.arguments(),
+                        p.scope(),
+                        p.version_seen(),
+                        p.proposer(),
+                        unit.holder().as_bytes().as_slice(),
+                        unit.lease_expires_at().0,
+                        unit.now().0,
+                    ])?;
+                let mut read_back = conn.prepare_cached(sql::SELECT_CLAIM)?;
+                let mut rows = read_back.query([unit.key().as_bytes().as_slice()])?;
+                Ok(rows.next()?.map(written_row::record))
             })
             .await;
         match written {
@@ -91,8 +197,11 @@ impl SqliteClaimStore {
                 }
                 ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
             },
-            Err(WriteError::Unit(e)) if is_lost_race(&e) => Step::Retry,
-            Err(WriteError::Unit(e)) => Step::Fail(map_err("claiming", e)),
+            Err(WriteError::Unit(e)) if is_busy(&e) => Step::Retry,
+            Err(WriteError::Unit(e)) => Step::Fail(StoreError::new(
+                StoreErrorKind::Database,
+                format!("claiming: {e}"),
+            )),
             // The batch rolled back (another process held the lock, or
             // another unit broke it): nothing was written, so try again; a
             // lasting cause ends as a contention error after the attempts.
@@ -107,19 +216,79 @@ impl SqliteClaimStore {
 
     /// One single-statement write as a unit of a group commit.
     async fn write_one(&self, w: &Write<'_>) -> Result<u64, WriteFail> {
+        use rusqlite::params;
         use toolgate::claim::{StoreError, StoreErrorKind};
 
-        let query = write_query(w);
-        let written = self
-            .writer
-            .write(move |conn| {
-                Box::pin(async move { Ok(query.execute(&mut *conn).await?.rows_affected()) })
-            })
-            .await;
+        let bytes = |b: &[u8]| b.to_vec();
+        let run: RowsUnit = match *w {
+            Write::Complete {
+                key,
+                holder,
+                result,
+                now,
+            } => {
+                let (key, holder, result) = (
+                    bytes(key.as_bytes()),
+                    bytes(holder.as_bytes()),
+                    result.as_str().to_owned(),
+                );
+                Box::new(move |conn| {
+                    conn.prepare_cached(sql::COMPLETE)?
+                        .execute(params![now.0, result, key, holder])
+                })
+            }
+            Write::CompleteAudited {
+                key,
+                holder,
+                result,
+                now,
+                audit,
+            } => {
+                let (key, holder, result, audit) = (
+                    bytes(key.as_bytes()),
+                    bytes(holder.as_bytes()),
+                    result.as_str().to_owned(),
+                    audit.clone(),
+                );
+                Box::new(move |conn| {
+                    let n = conn
+                        .prepare_cached(sql::COMPLETE)?
+                        .execute(params![now.0, result, key, holder])?;
+                    if n == 1 {
+                        append_audit(conn, &audit)?;
+                    }
+                    Ok(n)
+                })
+            }
+            Write::Reconcile {
+                key,
+                resolution,
+                result,
+                now,
+            } => {
+                let (key, resolution, result) = (
+                    bytes(key.as_bytes()),
+                    resolution.as_str(),
+                    result.as_str().to_owned(),
+                );
+                Box::new(move |conn| {
+                    conn.prepare_cached(sql::RECONCILE)?
+                        .execute(params![now.0, resolution, result, key, now.0])
+                })
+            }
+            Write::Audit(entry) => {
+                let entry = entry.clone();
+                Box::new(move |conn| append_audit(conn, &entry))
+            }
+        };
+        let written = self.writer.write(run).await;
         let what = w.what();
-        written.map_err(|e| match e {
-            WriteError::Unit(e) if is_lost_race(&e) => WriteFail::LostRace,
-            WriteError::Unit(e) => WriteFail::Failed(map_err(what, e)),
+        written.map(|n| n as u64).map_err(|e| match e {
+            WriteError::Unit(e) if is_busy(&e) => WriteFail::LostRace,
+            WriteError::Unit(e) => WriteFail::Failed(StoreError::new(
+                StoreErrorKind::Database,
+                format!("{what}: {e}"),
+            )),
             WriteError::NotApplied {
                 lost_race: true, ..
             } => WriteFail::LostRace,
@@ -127,6 +296,94 @@ impl SqliteClaimStore {
                 StoreErrorKind::Unavailable,
                 format!("{what}: {e}"),
             )),
+        })
+    }
+}
+
+/// A write unit answering with the rows it changed.
+type RowsUnit = Box<dyn FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send>;
+
+/// The audit insert on the writer's connection.
+pub(crate) fn append_audit(
+    conn: &rusqlite::Connection,
+    entry: &toolgate::claim::AuditEntry,
+) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql::APPEND_AUDIT)?
+        .execute(rusqlite::params![
+            entry.at().0,
+            entry.actor(),
+            entry.tool(),
+            entry.outcome(),
+            entry.reason(),
+            entry.key().map(|k| k.as_bytes().as_slice()),
+            entry.fingerprint().map(|f| f.as_bytes().as_slice()),
+        ])
+}
+
+/// A claim row read back on the writer's connection (`rusqlite`), decoded
+/// by the same rules as the pool's rows: bytes from BLOB or TEXT, text
+/// that must be UTF-8, integers that must be integers.
+mod written_row {
+    use rusqlite::Row;
+    use rusqlite::types::ValueRef;
+    use toolgate::claim::{ClaimRecord, CorruptRecord, StoredClaim};
+
+    fn value<'r>(row: &'r Row<'_>, col: &'static str) -> Result<ValueRef<'r>, CorruptRecord> {
+        row.get_ref(col)
+            .map_err(|e| CorruptRecord::new(col, format!("cannot be read: {e}")))
+    }
+
+    fn opt_bytes(row: &Row<'_>, col: &'static str) -> Result<Option<Vec<u8>>, CorruptRecord> {
+        match value(row, col)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b.to_vec())),
+            _ => Err(CorruptRecord::new(col, "is not bytes")),
+        }
+    }
+
+    fn bytes(row: &Row<'_>, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
+        opt_bytes(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    }
+
+    fn opt_text(row: &Row<'_>, col: &'static str) -> Result<Option<String>, CorruptRecord> {
+        opt_bytes(row, col)?
+            .map(|b| String::from_utf8(b).map_err(|_| CorruptRecord::new(col, "is not UTF-8")))
+            .transpose()
+    }
+
+    fn text(row: &Row<'_>, col: &'static str) -> Result<String, CorruptRecord> {
+        opt_text(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    }
+
+    fn opt_int(row: &Row<'_>, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
+        match value(row, col)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Integer(i) => Ok(Some(i)),
+            _ => Err(CorruptRecord::new(col, "is not an integer")),
+        }
+    }
+
+    fn int(row: &Row<'_>, col: &'static str) -> Result<i64, CorruptRecord> {
+        opt_int(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    }
+
+    /// Validates a claim row (core rules, strict JSON).
+    pub(super) fn record(row: &Row<'_>) -> Result<ClaimRecord, CorruptRecord> {
+        ClaimRecord::from_stored(StoredClaim {
+            key: bytes(row, "operation_key")?,
+            fingerprint: bytes(row, "fingerprint")?,
+            tool: text(row, "tool")?,
+            arguments: text(row, "arguments")?,
+            scope: text(row, "scope")?,
+            version_seen: text(row, "version_seen")?,
+            proposer: text(row, "proposer")?,
+            status: text(row, "status")?,
+            holder: bytes(row, "holder")?,
+            lease_expires_at: int(row, "lease_expires_at")?,
+            claimed_at: int(row, "claimed_at")?,
+            completed_at: opt_int(row, "completed_at")?,
+            resolution: opt_text(row, "resolution")?,
+            result: opt_text(row, "result")?,
         })
     }
 }
@@ -170,12 +427,25 @@ impl SqliteClaimStore {
         migrator().run(&pool).await.map_err(|e| {
             StoreError::new(StoreErrorKind::Migration, format!("SQLite migrations: {e}"))
         })?;
-        let writer = GroupCommit::start(connect)
-            .await
-            .map_err(|e| map_err("opening the SQLite writer connection", e))?;
+        // The writer opens the same file itself, so an in-memory database
+        // (which each connection would see as its own) cannot work.
+        if !connect.get_filename().is_file() {
+            return Err(StoreError::new(
+                StoreErrorKind::Config,
+                format!("{url}: toolgate needs a SQLite database file, not an in-memory database"),
+            ));
+        }
+        let writer = GroupCommit::start(connect.get_filename()).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("opening the SQLite writer connection: {e}"),
+            )
+        })?;
+        let readers = Arc::new(Readers::new(connect.get_filename()));
         Ok(Self {
             pool,
             writer,
+            readers,
             #[cfg(feature = "fault-injection")]
             hook: None,
         })

@@ -41,8 +41,13 @@ use crate::common::map_err;
 pub enum DeskPool {
     /// SQLite, with the claim store's group-commit writer: credits join its
     /// batches instead of contending with it for the file's write lock.
+    /// Its hot reads use the claim store's reader connections.
     #[cfg(feature = "sqlite")]
-    Sqlite(sqlx::SqlitePool, crate::group_commit::GroupCommit),
+    Sqlite(
+        sqlx::SqlitePool,
+        crate::group_commit::GroupCommit,
+        std::sync::Arc<crate::sqlite::Readers>,
+    ),
     /// PostgreSQL.
     #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
@@ -141,7 +146,7 @@ macro_rules! on_pool {
     ($self:expr, $p:ident, $s:ident => $body:expr) => {
         match &$self.pool {
             #[cfg(feature = "sqlite")]
-            DeskPool::Sqlite($p, _) => {
+            DeskPool::Sqlite($p, ..) => {
                 let $s = |q: &Sql| q.qm;
                 $body
             }
@@ -156,26 +161,6 @@ macro_rules! on_pool {
                 $body
             }
         }
-    };
-}
-
-/// The credit's two statements, with the SQL `$s` picks for the backend
-/// and `$c`'s values bound: the conditional version bump and the credit row.
-macro_rules! credit_statements {
-    ($s:expr, $c:expr) => {
-        (
-            sqlx::query($s(&BUMP_VERSION))
-                .bind(&$c.ticket_id)
-                .bind($c.version),
-            sqlx::query($s(&INSERT_CREDIT))
-                .bind($c.key.as_bytes().to_vec())
-                .bind(&$c.ticket_id)
-                .bind(&$c.customer_id)
-                .bind(&$c.agent_id)
-                .bind($c.amount_minor)
-                .bind(&$c.reason_code)
-                .bind($c.version),
-        )
     };
 }
 
@@ -231,7 +216,9 @@ impl SupportDesk {
     pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
         let pool = match store {
             #[cfg(feature = "sqlite")]
-            AnyClaimStore::Sqlite(s) => DeskPool::Sqlite(s.pool().clone(), s.writer().clone()),
+            AnyClaimStore::Sqlite(s) => {
+                DeskPool::Sqlite(s.pool().clone(), s.writer().clone(), s.readers().clone())
+            }
             #[cfg(feature = "postgres")]
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
             #[cfg(feature = "mysql")]
@@ -245,7 +232,7 @@ impl SupportDesk {
     async fn migrate(&self) -> Result<(), StoreError> {
         let run = match &self.pool {
             #[cfg(feature = "sqlite")]
-            DeskPool::Sqlite(p, _) => {
+            DeskPool::Sqlite(p, ..) => {
                 migrator(include_str!(
                     "../migrations/support_desk/sqlite/0001_support_desk.sql"
                 ))
@@ -345,6 +332,16 @@ impl SupportDesk {
 
     /// A ticket's current version, if it exists.
     pub async fn ticket_version(&self, ticket: &str) -> Result<Option<i64>, StoreError> {
+        #[cfg(feature = "sqlite")]
+        if let DeskPool::Sqlite(_, _, readers) = &self.pool {
+            return readers
+                .read(|conn| {
+                    let mut select = conn.prepare_cached(TICKET_VERSION.qm)?;
+                    let mut rows = select.query([ticket])?;
+                    rows.next()?.map(|row| row.get::<_, i64>(0)).transpose()
+                })
+                .map_err(|e| crate::sqlite::read_error("reading a ticket", &e));
+        }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&TICKET_VERSION))
                 .bind(ticket)
@@ -395,6 +392,20 @@ impl SupportDesk {
         agent: &str,
         ticket: &str,
     ) -> Result<(Option<bool>, Option<(String, String)>), StoreError> {
+        #[cfg(feature = "sqlite")]
+        if let DeskPool::Sqlite(_, _, readers) = &self.pool {
+            return readers
+                .read(|conn| {
+                    conn.prepare_cached(DIRECTORY.qm)?
+                        .query_row([agent, ticket], |row| {
+                            let active: Option<bool> = row.get(0)?;
+                            let customer: Option<String> = row.get(1)?;
+                            let assignee: Option<String> = row.get(2)?;
+                            Ok((active, customer.zip(assignee)))
+                        })
+                })
+                .map_err(|e| crate::sqlite::read_error("reading the directory", &e));
+        }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&DIRECTORY))
                 .bind(agent)
@@ -428,11 +439,19 @@ impl SupportDesk {
     /// transaction.
     async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
         #[cfg(feature = "sqlite")]
-        if let DeskPool::Sqlite(_, writer) = &self.pool {
+        if let DeskPool::Sqlite(_, writer, _) = &self.pool {
             return self.credit_batched(writer, c).await;
         }
         on_pool!(self, p, s => {
-            let (bump, insert) = credit_statements!(s, c);
+            let bump = sqlx::query(s(&BUMP_VERSION)).bind(&c.ticket_id).bind(c.version);
+            let insert = sqlx::query(s(&INSERT_CREDIT))
+                .bind(c.key.as_bytes().to_vec())
+                .bind(&c.ticket_id)
+                .bind(&c.customer_id)
+                .bind(&c.agent_id)
+                .bind(c.amount_minor)
+                .bind(&c.reason_code)
+                .bind(c.version);
             let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
             let bumped = bump
                 .execute(&mut *tx)
@@ -466,21 +485,33 @@ impl SupportDesk {
         c: &Credit,
     ) -> Result<ExecOutcome, StoreError> {
         use crate::group_commit::WriteError;
+        use rusqlite::params;
 
-        let (bump, insert) = credit_statements!(|q: &Sql| q.qm, c);
+        let c2 = c.clone();
         let applied = writer
             .write(move |conn| {
-                Box::pin(async move {
-                    if bump.execute(&mut *conn).await?.rows_affected() != 1 {
-                        return Ok(false);
-                    }
-                    insert.execute(&mut *conn).await?;
-                    Ok(true)
-                })
+                let bumped = conn
+                    .prepare_cached(BUMP_VERSION.qm)?
+                    .execute(params![c2.ticket_id, c2.version])?;
+                if bumped != 1 {
+                    return Ok(false);
+                }
+                conn.prepare_cached(INSERT_CREDIT.qm)?.execute(params![
+                    c2.key.as_bytes().as_slice(),
+                    c2.ticket_id,
+                    c2.customer_id,
+                    c2.agent_id,
+                    c2.amount_minor,
+                    c2.reason_code,
+                    c2.version,
+                ])?;
+                Ok(true)
             })
             .await
             .map_err(|e| match e {
-                WriteError::Unit(e) => db("crediting", e),
+                WriteError::Unit(e) => {
+                    StoreError::new(StoreErrorKind::Database, format!("crediting: {e}"))
+                }
                 e => StoreError::new(StoreErrorKind::Unavailable, format!("crediting: {e}")),
             })?;
         if !applied {
@@ -528,6 +559,7 @@ fn receipt(ticket: &str, amount: i64, reason: &str, version: i64) -> Result<Json
     JsonText::result(text).map_err(|e| StoreError::corrupt(&e))
 }
 
+#[derive(Clone)]
 struct Credit {
     key: OperationKey,
     ticket_id: String,

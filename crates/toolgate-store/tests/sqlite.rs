@@ -259,17 +259,12 @@ async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
     let writer = store.writer().clone();
     let failed = writer
         .write(|conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'gc-test', 'x')",
-                )
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("INSERT INTO no_such_table VALUES (1)")
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+            conn.execute(
+                "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'gc-test', 'x')",
+                [],
+            )?;
+            conn.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+            Ok(())
         })
         .await;
     assert!(matches!(failed, Err(WriteError::Unit(_))), "{failed:?}");
@@ -281,14 +276,11 @@ async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
 
     writer
         .write(|conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (2, 'gc-test', 'y')",
-                )
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            conn.execute(
+                "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (2, 'gc-test', 'y')",
+                [],
+            )?;
+            Ok(())
         })
         .await
         .expect("the writer carries on after a failed unit");
@@ -307,15 +299,10 @@ async fn group_commit_answers_every_unit_of_concurrent_batches() {
         tasks.push(tokio::spawn(async move {
             writer
                 .write(move |conn| {
-                    Box::pin(async move {
-                        sqlx::query(
-                            "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (?, 'gc-many', 'x')",
-                        )
-                        .bind(i)
-                        .execute(&mut *conn)
-                        .await
-                        .map(|done| done.rows_affected())
-                    })
+                    conn.execute(
+                        "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (?, 'gc-many', 'x')",
+                        [i],
+                    )
                 })
                 .await
         }));
@@ -324,4 +311,49 @@ async fn group_commit_answers_every_unit_of_concurrent_batches() {
         assert_eq!(t.await.expect("task").expect("write"), 1);
     }
     assert_eq!(audit_rows(&store, "gc-many").await, 300);
+}
+
+/// A unit that panics fails like a unit whose statement failed: its batch
+/// rolls back, and the writer (every later write) carries on.
+#[tokio::test]
+async fn group_commit_survives_a_panicking_unit() {
+    use toolgate_store::group_commit::WriteError;
+
+    let db = TempDb::new();
+    let store = store(&db).await;
+    let writer = store.writer().clone();
+    let panicked = writer
+        .write(|conn| -> Result<(), _> {
+            conn.execute(
+                "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'gc-panic', 'x')",
+                [],
+            )?;
+            panic!("a bug in a unit");
+        })
+        .await;
+    assert!(matches!(panicked, Err(WriteError::Unit(_))), "{panicked:?}");
+    assert_eq!(audit_rows(&store, "gc-panic").await, 0);
+    writer
+        .write(|conn| {
+            conn.execute(
+                "INSERT INTO toolgate_audit (at, actor, outcome) VALUES (2, 'gc-panic', 'y')",
+                [],
+            )
+        })
+        .await
+        .expect("the writer outlives a panicking unit");
+    assert_eq!(audit_rows(&store, "gc-panic").await, 1);
+}
+
+/// The writer opens the database file itself, so an in-memory database
+/// (each connection its own) is refused with a configuration error rather
+/// than silently split in two.
+#[tokio::test]
+async fn an_in_memory_database_is_refused() {
+    let err = SqliteClaimStore::connect("sqlite::memory:", StoreOptions::default())
+        .await
+        .err()
+        .expect("an in-memory database must be refused");
+    assert_eq!(err.kind(), toolgate::claim::StoreErrorKind::Config, "{err}");
+    assert!(err.to_string().contains("database file"), "{err}");
 }

@@ -441,6 +441,81 @@ pub async fn audit_is_append_only<S: ClaimStore>(store: &S, ns: &Namespace) {
     assert_eq!(limited, vec![first], "{check}");
 }
 
+/// A completion with its audit entry: the entry is in the trail exactly
+/// when the store says it wrote it, and it may say so only for a recorded
+/// completion. A stranger's completion and a second completion write no
+/// entry.
+pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "audited_completion";
+    let key = ns.key(13, 0);
+    let lease = acquire(check, store, request(ns, key, 1, 100, T0)).await;
+    let entry = |outcome: &str| {
+        AuditEntry::new(
+            T0,
+            "agent:1".into(),
+            Some("apply_goodwill_credit".into()),
+            outcome.into(),
+            None,
+            Some(key),
+            Some(fingerprint(1)),
+        )
+        .unwrap_or_else(|e| panic!("{check}: {e}"))
+    };
+    let executed = entry("executed");
+    let stranger = ns.holder();
+    let (done, audited) = ok(
+        check,
+        store
+            .complete_audited(&key, &stranger, &json("{}"), T0, &entry("stranger"))
+            .await,
+    );
+    assert_eq!(
+        (done, audited),
+        (Completion::Reconcile, false),
+        "{check}: stranger"
+    );
+    assert_eq!(
+        fetch(check, store, &key).await.status,
+        ClaimStatus::InFlight,
+        "{check}"
+    );
+
+    let receipt = json(r#"{"credit_id":"cr-13"}"#);
+    let (done, audited) = ok(
+        check,
+        store
+            .complete_audited(&key, &lease.holder, &receipt, T0.plus_millis(1), &executed)
+            .await,
+    );
+    assert_eq!(done, Completion::Recorded, "{check}");
+    let trail = ok(check, store.audit_trail(&key, 10).await);
+    let expected = if audited {
+        vec![executed.clone()]
+    } else {
+        vec![]
+    };
+    assert_eq!(trail, expected, "{check}: audited={audited}");
+    let row = fetch(check, store, &key).await;
+    assert_eq!(row.result(), Some(&receipt), "{check}");
+
+    let (again, audited_again) = ok(
+        check,
+        store
+            .complete_audited(&key, &lease.holder, &receipt, T0.plus_millis(2), &executed)
+            .await,
+    );
+    assert_eq!(
+        (again, audited_again),
+        (Completion::Reconcile, false),
+        "{check}: twice"
+    );
+    assert_eq!(
+        ok(check, store.audit_trail(&key, 10).await),
+        expected,
+        "{check}"
+    );
+}
+
 /// Only in-flight claims past their lease are stuck; live and completed
 /// ones are not. Reconciliation closes a stuck claim (never executing), a
 /// retry then replays it, and the old holder's late completion reconciles.
@@ -634,6 +709,7 @@ pub async fn run_all<S: ClaimStore + 'static>(
     expired_lease_is_never_reacquired(&*store, ns).await;
     records_round_trip(&*store, ns).await;
     audit_is_append_only(&*store, ns).await;
+    audited_completion(&*store, ns).await;
     stuck_claims_and_reconciliation(&*store, ns).await;
     completion_after_takeover_reconciles(&*store, ns).await;
     concurrent_claims_one_winner(store, ns, spawn, attempts).await;

@@ -72,8 +72,10 @@ impl MemoryClaimStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
+        audit: Option<&AuditEntry>,
     ) -> Result<Completion, StoreError> {
-        let mut state = self.lock()?;
+        let mut guard = self.lock()?;
+        let state = &mut *guard;
         match state.claims.get_mut(key) {
             Some(row) if row.status == ClaimStatus::InFlight && row.holder == *holder => {
                 row.status = ClaimStatus::Completed;
@@ -82,6 +84,7 @@ impl MemoryClaimStore {
                     resolution: Resolution::Executed,
                     result: result.clone(),
                 });
+                state.audit.extend(audit.cloned());
                 Ok(Completion::Recorded)
             }
             _ => Ok(Completion::Reconcile),
@@ -145,7 +148,19 @@ impl ClaimStore for MemoryClaimStore {
         result: &JsonText,
         now: UnixMillis,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
-        std::future::ready(self.complete_now(key, holder, result, now))
+        std::future::ready(self.complete_now(key, holder, result, now, None))
+    }
+
+    fn complete_audited(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> impl Future<Output = Result<(Completion, bool), StoreError>> + Send {
+        let done = self.complete_now(key, holder, result, now, Some(audit));
+        std::future::ready(done.map(|c| (c, c == Completion::Recorded)))
     }
 
     fn fetch(

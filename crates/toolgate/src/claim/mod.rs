@@ -89,6 +89,25 @@ pub trait ClaimStore: Send + Sync {
         now: UnixMillis,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
 
+    /// [`ClaimStore::complete`], and, only when the completion is recorded,
+    /// `audit` appended in the same transaction: one durable write instead
+    /// of two on the path every executed operation takes. The flag says
+    /// whether `audit` was appended (never with [`Completion::Reconcile`]);
+    /// if not, the caller appends the entry it decides on. The default
+    /// appends nothing and returns `false`.
+    fn complete_audited(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> impl Future<Output = Result<(Completion, bool), StoreError>> + Send {
+        let _ = audit;
+        let completed = self.complete(key, holder, result, now);
+        async move { completed.await.map(|c| (c, false)) }
+    }
+
     /// Reads one claim (operations and reconciliation; the pipeline only
     /// ever uses [`ClaimStore::claim`]). A corrupt row is an error.
     fn fetch(

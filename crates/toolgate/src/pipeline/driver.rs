@@ -142,17 +142,11 @@ where
     C: ClaimStore,
     E: Executor,
 {
-    let decision = run(gate, proposal, request).await?;
-    let entry = AuditEntry::new(
-        request.now,
-        request.principal.id().to_owned(),
-        decision.tool.clone(),
-        decision.outcome.as_str().to_owned(),
-        decision.reason.map(|r| r.as_str().to_owned()),
-        decision.key,
-        decision.fingerprint,
-    );
-    let appended = match entry {
+    let Decided { decision, audited } = run(gate, proposal, request).await?;
+    if audited {
+        return Ok(decision);
+    }
+    let appended = match audit_entry(&decision, request.principal.id(), request.now) {
         Ok(entry) => gate.claims.append_audit(&entry).await,
         Err(e) => Err(StoreError::corrupt(&e)),
     };
@@ -163,6 +157,40 @@ where
             error,
         }),
     }
+}
+
+/// A decision, and whether its audit entry was already written with the
+/// claim's completion (one commit for both; see
+/// [`ClaimStore::complete_audited`]).
+struct Decided {
+    decision: Decision,
+    audited: bool,
+}
+
+impl From<Decision> for Decided {
+    fn from(decision: Decision) -> Self {
+        Self {
+            decision,
+            audited: false,
+        }
+    }
+}
+
+/// The one audit entry of `decision`, made by `actor` at `now`.
+fn audit_entry(
+    decision: &Decision,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<AuditEntry, crate::claim::CorruptRecord> {
+    AuditEntry::new(
+        now,
+        actor.to_owned(),
+        decision.tool.clone(),
+        decision.outcome.as_str().to_owned(),
+        decision.reason.map(|r| r.as_str().to_owned()),
+        decision.key,
+        decision.fingerprint,
+    )
 }
 
 fn stateless(d: contract::Decision) -> Decision {
@@ -210,7 +238,7 @@ async fn run<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
     proposal: contract::Decision,
     request: &Request<'_>,
-) -> Result<Decision, GateError>
+) -> Result<Decided, GateError>
 where
     A: Authorizer,
     S: StateSource,
@@ -223,10 +251,10 @@ where
             let reply = proposal.reply.clone().unwrap_or_default();
             match proposal.action {
                 Some(a) => (a, reply),
-                None => return Ok(stateless(proposal)),
+                None => return Ok(stateless(proposal).into()),
             }
         }
-        _ => return Ok(stateless(proposal)),
+        _ => return Ok(stateless(proposal).into()),
     };
     let Some(contract) = gate.policy.tool(&action.tool) else {
         let mut d = Decision::new(Outcome::Rejected);
@@ -236,7 +264,7 @@ where
             action.tool
         ));
         d.tool = Some(action.tool);
-        return Ok(d);
+        return Ok(d.into());
     };
     let validated = Validated::new(action, reply, contract);
 
@@ -247,7 +275,7 @@ where
             request.principal.id(),
             validated.capability()
         );
-        return Ok(forbidden(&validated, Reason::MissingCapability, message));
+        return Ok(forbidden(&validated, Reason::MissingCapability, message).into());
     }
 
     // Live authorisation, on every path (before the lookup that would tell
@@ -264,10 +292,10 @@ where
     match verdict {
         AuthzDecision::Allow => {}
         AuthzDecision::Deny { message } => {
-            return Ok(forbidden(&validated, Reason::NotAuthorized, message));
+            return Ok(forbidden(&validated, Reason::NotAuthorized, message).into());
         }
         AuthzDecision::Error { message } => {
-            return Ok(forbidden(&validated, Reason::AuthorizationError, message));
+            return Ok(forbidden(&validated, Reason::AuthorizationError, message).into());
         }
     }
     let authorized = Authorized::new(
@@ -286,13 +314,13 @@ where
             d.message = Some(e.to_string());
             d.tool = Some(auth.validated().tool().to_owned());
             d.fingerprint = Some(*auth.validated().fingerprint());
-            return Ok(d);
+            return Ok(d.into());
         }
     };
 
     // Resolve the operation before validating state (invariant 4).
     if let Some(record) = gate.claims.fetch(bound.key()).await? {
-        return existing(gate.policy, &bound, record, request.now);
+        return existing(gate.policy, &bound, record, request.now).map(Decided::from);
     }
 
     // No claim: is the version the model read still current? A filter,
@@ -308,7 +336,7 @@ where
             bound.authorized().version_seen()
         ));
         d.current_version = Some(current);
-        return Ok(d);
+        return Ok(d.into());
     }
 
     // Approval, bound to (key, fingerprint, version).
@@ -328,7 +356,7 @@ where
                 "this tool needs a person's approval for this operation key, fingerprint and version"
                     .to_owned(),
             );
-            return Ok(d);
+            return Ok(d.into());
         }
     }
 
@@ -341,22 +369,25 @@ where
         RawClaim::InFlight(r)
         | RawClaim::Completed(r)
         | RawClaim::Mismatch(r)
-        | RawClaim::Expired(r) => return existing(gate.policy, &bound, r, request.now),
+        | RawClaim::Expired(r) => {
+            return existing(gate.policy, &bound, r, request.now).map(Decided::from);
+        }
     };
     let claimed = Claimed::new(bound, lease);
-    execute(gate, &claimed, request.now).await
+    execute(gate, &claimed, request).await
 }
 
 async fn execute<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
     claimed: &Claimed,
-    now: UnixMillis,
-) -> Result<Decision, GateError>
+    request: &Request<'_>,
+) -> Result<Decided, GateError>
 where
     C: ClaimStore,
     E: Executor,
 {
     let bound = claimed.bound();
+    let now = request.now;
     let (result, mut decision) = match gate.executor.execute(claimed.permit()).await {
         Ok(ExecOutcome::Applied { receipt }) => {
             (receipt, bound_decision(bound, Outcome::Executed, None))
@@ -389,7 +420,7 @@ where
             let mut d = bound_decision(bound, Outcome::Permitted, None);
             d.permit = Some(claimed.lease().clone());
             d.reply = Some(bound.authorized().validated().reply().to_owned());
-            return Ok(d);
+            return Ok(d.into());
         }
         Err(e) => {
             // The outcome is unknown: leave the claim in flight. After its
@@ -401,12 +432,16 @@ where
                 Some(Reason::ExecutorFailed),
             );
             d.message = Some(e.to_string());
-            return Ok(d);
+            return Ok(d.into());
         }
     };
-    let completion = gate
+    // The entry this decision gets if the completion is recorded: written
+    // with it, in one commit, by stores that can.
+    let entry = audit_entry(&decision, request.principal.id(), now)
+        .map_err(|e| GateError::Corrupt(e.to_string()))?;
+    let (completion, audited) = gate
         .claims
-        .complete(bound.key(), &claimed.lease().holder, &result, now)
+        .complete_audited(bound.key(), &claimed.lease().holder, &result, now, &entry)
         .await?;
     match completion {
         Completion::Recorded => {
@@ -418,7 +453,7 @@ where
             if decision.outcome == Outcome::Executed {
                 decision.reply = Some(bound.authorized().validated().reply().to_owned());
             }
-            Ok(decision)
+            Ok(Decided { decision, audited })
         }
         Completion::Reconcile => {
             // Invariant 7: zero rows means this holder no longer owns the
@@ -428,7 +463,7 @@ where
             d.message = Some(
                 "completion matched no row: the claim was taken over or reconciled".to_owned(),
             );
-            Ok(d)
+            Ok(d.into())
         }
     }
 }
