@@ -12,6 +12,7 @@
 //! decoders to the same answers on generated and mutated documents.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 
 use super::json::{Document, Node, tape_with_capacity};
@@ -65,6 +66,27 @@ struct Open {
     set: bool,
 }
 
+thread_local! {
+    /// The container and key stacks of the last parse on this thread, kept
+    /// for the next one: a parse then allocates neither.
+    static SPARE_STACKS: Cell<Stacks> = const {
+        Cell::new(Stacks {
+            open: Vec::new(),
+            keys: Vec::new(),
+        })
+    };
+}
+
+/// A parser's container stack and key stack.
+#[derive(Default)]
+struct Stacks {
+    open: Vec<Open>,
+    keys: Vec<(u32, usize)>,
+}
+
+/// Stacks with room for more entries than this are freed, not kept.
+const SPARE_STACK_MAX: usize = 1024;
+
 /// Up to this many members, a new key's signature is compared with each
 /// earlier one's; beyond it, a hash set keeps duplicate detection linear.
 const LINEAR_KEY_SCAN: usize = 32;
@@ -90,6 +112,12 @@ struct Parser<'a> {
 /// byte-order mark and valid UTF-8) into a tape, or `None` if the strict
 /// decoder would reject it.
 fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
+    let Stacks {
+        open: mut stack,
+        mut keys,
+    } = SPARE_STACKS.try_with(Cell::take).unwrap_or_default();
+    stack.clear();
+    keys.clear();
     let mut p = Parser {
         input,
         bytes: input.as_bytes(),
@@ -100,12 +128,25 @@ fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
         // a document is denser.
         nodes: tape_with_capacity(input.len() / 8 + 1),
         unescaped: String::new(),
-        stack: Vec::with_capacity(8),
-        keys: Vec::with_capacity(32),
+        stack,
+        keys,
         sets: Vec::new(),
     };
-    p.document()?;
-    Some(Document::from_tape(input, p.nodes, p.unescaped))
+    let parsed = p.document();
+    let Parser {
+        nodes,
+        unescaped,
+        stack,
+        keys,
+        ..
+    } = p;
+    if stack.capacity() <= SPARE_STACK_MAX && keys.capacity() <= SPARE_STACK_MAX {
+        // During thread teardown the spare is already gone; they are then
+        // simply freed.
+        let _ = SPARE_STACKS.try_with(|spare| spare.set(Stacks { open: stack, keys }));
+    }
+    parsed?;
+    Some(Document::from_tape(input, nodes, unescaped))
 }
 
 /// A cheap summary of a key: equal keys have equal signatures, so only
