@@ -69,6 +69,23 @@ thread_local! {
 /// Tapes with room for more nodes than this (96 KiB) are freed, not kept.
 const SPARE_TAPE_MAX_NODES: usize = 4096;
 
+thread_local! {
+    /// The side buffer of unescaped strings of the last document dropped
+    /// on this thread, kept for the next document that needs one.
+    static SPARE_TEXT: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// Side buffers larger than this are freed, not kept.
+const SPARE_TEXT_MAX_BYTES: usize = 64 * 1024;
+
+/// An empty side buffer for unescaped strings, reusing this thread's spare
+/// when there is one.
+pub(crate) fn text_buffer() -> String {
+    let mut text = SPARE_TEXT.try_with(Cell::take).unwrap_or_default();
+    text.clear();
+    text
+}
+
 /// An empty tape with room for at least `nodes` nodes, reusing this
 /// thread's spare tape when there is one.
 pub(crate) fn tape_with_capacity(nodes: usize) -> Vec<Node> {
@@ -201,7 +218,7 @@ impl<'a> Document<'a> {
         };
         end - start == key.len()
             && buffer.get(start) == key.first()
-            && buffer.get(start..end) == Some(key)
+            && buffer.get(start..end).is_some_and(|k| same_bytes(k, key))
     }
 
     /// The index just past the value whose node is at `at`.
@@ -221,6 +238,10 @@ impl Drop for Document<'_> {
             // During thread teardown the spare is already gone; the tape is
             // then simply freed.
             let _ = SPARE_TAPE.try_with(|spare| spare.set(tape));
+        }
+        let text = std::mem::take(&mut self.unescaped);
+        if text.capacity() > 0 && text.capacity() <= SPARE_TEXT_MAX_BYTES {
+            let _ = SPARE_TEXT.try_with(|spare| spare.set(text));
         }
     }
 }
@@ -368,6 +389,27 @@ impl<'t> Json<'t> {
             }
         }
     }
+}
+
+/// Whether two byte strings of the same length are equal, compared inline
+/// eight bytes at a time: keys are short, and a call to `memcmp` for each
+/// one cost more than the comparison.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a, mut b) = (a, b);
+    while let (Some((x, rest_a)), Some((y, rest_b))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
+        if x != y {
+            return false;
+        }
+        a = rest_a;
+        b = rest_b;
+    }
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// The number of decimal digits of `u`.
@@ -575,3 +617,24 @@ impl<'t> Iterator for Items<'t> {
 }
 
 impl ExactSizeIterator for Items<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_finds_a_difference_anywhere() {
+        for len in 0..24 {
+            let a: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{len}");
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "{len} {at}");
+            }
+            let mut longer = a.clone();
+            longer.push(b'z');
+            assert!(!same_bytes(&a, &longer), "{len}");
+        }
+    }
+}

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashSet;
 
-use super::json::{Document, Node, tape_with_capacity};
+use super::json::{Document, Node, tape_with_capacity, text_buffer};
 use super::scan::{escape_char, integer_digits, string_stop};
 use super::{Limits, Rejection, decode};
 
@@ -409,6 +409,9 @@ impl<'a> Parser<'a> {
     /// its closing quote: unescaped into the side buffer.
     #[inline(never)]
     fn escaped_string(&mut self, start: usize, stop: usize) -> Option<()> {
+        if self.unescaped.capacity() == 0 {
+            self.unescaped = text_buffer();
+        }
         let from = self.unescaped.len();
         self.unescaped.reserve(2 * (stop - start) + 64);
         self.unescaped.push_str(self.input.get(start..stop)?);
