@@ -260,16 +260,19 @@ pub struct Json<'t> {
 }
 
 impl<'t> Json<'t> {
+    #[inline]
     fn node(&self) -> Option<&'t Node> {
         self.doc.nodes.get(self.at)
     }
 
     /// The member `key`, when this is an object that has it.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Json<'t>> {
         self.as_object().and_then(|o| o.get(key))
     }
 
     /// The object, if this is one.
+    #[inline]
     pub fn as_object(&self) -> Option<Object<'t>> {
         match self.node()? {
             Node::Object { len, end } => Some(Object {
@@ -283,6 +286,7 @@ impl<'t> Json<'t> {
     }
 
     /// The array, if this is one.
+    #[inline]
     pub fn as_array(&self) -> Option<Array<'t>> {
         match self.node()? {
             Node::Array { len, end } => Some(Array {
@@ -296,11 +300,13 @@ impl<'t> Json<'t> {
     }
 
     /// The text, if this is a string.
+    #[inline]
     pub fn as_str(&self) -> Option<&'t str> {
         self.doc.str_at(self.at)
     }
 
     /// The boolean, if this is one.
+    #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self.node()? {
             Node::True => Some(true),
@@ -319,6 +325,7 @@ impl<'t> Json<'t> {
     }
 
     /// Whether this is `null`.
+    #[inline]
     pub fn is_null(&self) -> bool {
         matches!(self.node(), Some(Node::Null))
     }
@@ -484,6 +491,7 @@ impl<'t> Object<'t> {
     }
 
     /// The members in input order.
+    #[inline]
     pub fn iter(&self) -> Members<'t> {
         Members {
             doc: self.doc,
@@ -529,6 +537,7 @@ pub struct Members<'t> {
 impl<'t> Iterator for Members<'t> {
     type Item = (&'t str, Json<'t>);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 || self.at >= self.end {
             return None;
@@ -562,6 +571,7 @@ pub struct Array<'t> {
 
 impl<'t> Array<'t> {
     /// The items in order.
+    #[inline]
     pub fn iter(&self) -> Items<'t> {
         Items {
             doc: self.doc,
@@ -598,6 +608,7 @@ pub struct Items<'t> {
 impl<'t> Iterator for Items<'t> {
     type Item = Json<'t>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 || self.at >= self.end {
             return None;
