@@ -6,8 +6,10 @@
 //! items or members it has and where its last descendant ends, an object
 //! member is its key's node followed by its value's nodes, and a string
 //! without escapes is a slice of the input (unescaped strings are copied
-//! into one side buffer). Decoding allocates the tape and, if a string had
-//! escapes, that buffer; nothing per value.
+//! into one side buffer). Decoding needs the tape and, if a string had
+//! escapes, that buffer, both taken from a per-thread spare that a dropped
+//! document gives back (so a steady stream of bodies allocates neither);
+//! nothing per value.
 //!
 //! Object keys are unique (the decoder rejected repeats) and keep their
 //! input order, so [`Json::to_value`] gives exactly the `serde_json::Value`
