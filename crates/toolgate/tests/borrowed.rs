@@ -271,6 +271,40 @@ proptest! {
         }
         agree(format!("{{{}}}", members.join(",")).as_bytes(), &Limits::provider_body())?;
     }
+
+    #[test]
+    fn nested_objects_keep_their_own_keys(
+        outer in 1usize..50,
+        inner in 0usize..50,
+        at in any::<prop::sample::Index>(),
+        inner_repeat in prop::option::of(any::<prop::sample::Index>()),
+        after in prop::option::of((any::<prop::sample::Index>(), any::<bool>())),
+    ) {
+        // An object (small or large) inside another (small or large): a
+        // key repeated inside the inner one is a duplicate; after it
+        // closes, the outer one's keys are checked against its own
+        // members only, never the inner one's.
+        let inner_keys: Vec<String> = (0..inner).map(|i| format!("k{i}")).collect();
+        let mut inner_members: Vec<String> =
+            inner_keys.iter().map(|k| format!("\"{k}\":0")).collect();
+        if let Some(which) = inner_repeat
+            && inner > 0
+        {
+            inner_members.push(format!("\"{}\":1", inner_keys[which.index(inner)]));
+        }
+        let mut members: Vec<String> = (0..outer).map(|i| format!("\"o{i}\":0")).collect();
+        let at = at.index(outer);
+        members[at] = format!("\"o{at}\":{{{}}}", inner_members.join(","));
+        if let Some((which, from_inner)) = after {
+            let k = if from_inner && inner > 0 {
+                inner_keys[which.index(inner)].clone()
+            } else {
+                format!("o{}", which.index(outer))
+            };
+            members.push(format!("\"{k}\":1"));
+        }
+        agree(format!("{{{}}}", members.join(",")).as_bytes(), &Limits::provider_body())?;
+    }
 }
 
 /// Integers at and around every magnitude limit, both signs, under each

@@ -332,8 +332,15 @@ fn run_suite() -> Run {
                     test["description"].as_str().expect("test description")
                 );
                 let got = schema.is_valid(&test["data"]);
-                // validate() must agree with is_valid() on every case.
+                // validate() must agree with is_valid() on every case, and
+                // so must the full violation search validate() falls back
+                // on (it asks is_valid() first).
                 assert_eq!(schema.validate(&test["data"]).is_ok(), got, "{test_id}");
+                assert_eq!(
+                    schema.first_violation(&test["data"]).is_none(),
+                    got,
+                    "{test_id}"
+                );
                 if got == expected {
                     run.passed += 1;
                 } else {

@@ -6,8 +6,10 @@
 //! items or members it has and where its last descendant ends, an object
 //! member is its key's node followed by its value's nodes, and a string
 //! without escapes is a slice of the input (unescaped strings are copied
-//! into one side buffer). Decoding allocates the tape and, if a string had
-//! escapes, that buffer; nothing per value.
+//! into one side buffer). Decoding needs the tape and, if a string had
+//! escapes, that buffer, both taken from a per-thread spare that a dropped
+//! document gives back (so a steady stream of bodies allocates neither);
+//! nothing per value.
 //!
 //! Object keys are unique (the decoder rejected repeats) and keep their
 //! input order, so [`Json::to_value`] gives exactly the `serde_json::Value`
@@ -68,6 +70,23 @@ thread_local! {
 
 /// Tapes with room for more nodes than this (96 KiB) are freed, not kept.
 const SPARE_TAPE_MAX_NODES: usize = 4096;
+
+thread_local! {
+    /// The side buffer of unescaped strings of the last document dropped
+    /// on this thread, kept for the next document that needs one.
+    static SPARE_TEXT: Cell<String> = const { Cell::new(String::new()) };
+}
+
+/// Side buffers larger than this are freed, not kept.
+const SPARE_TEXT_MAX_BYTES: usize = 64 * 1024;
+
+/// An empty side buffer for unescaped strings, reusing this thread's spare
+/// when there is one.
+pub(crate) fn text_buffer() -> String {
+    let mut text = SPARE_TEXT.try_with(Cell::take).unwrap_or_default();
+    text.clear();
+    text
+}
 
 /// An empty tape with room for at least `nodes` nodes, reusing this
 /// thread's spare tape when there is one.
@@ -201,7 +220,7 @@ impl<'a> Document<'a> {
         };
         end - start == key.len()
             && buffer.get(start) == key.first()
-            && buffer.get(start..end) == Some(key)
+            && buffer.get(start..end).is_some_and(|k| same_bytes(k, key))
     }
 
     /// The index just past the value whose node is at `at`.
@@ -222,6 +241,10 @@ impl Drop for Document<'_> {
             // then simply freed.
             let _ = SPARE_TAPE.try_with(|spare| spare.set(tape));
         }
+        let text = std::mem::take(&mut self.unescaped);
+        if text.capacity() > 0 && text.capacity() <= SPARE_TEXT_MAX_BYTES {
+            let _ = SPARE_TEXT.try_with(|spare| spare.set(text));
+        }
     }
 }
 
@@ -239,16 +262,19 @@ pub struct Json<'t> {
 }
 
 impl<'t> Json<'t> {
+    #[inline]
     fn node(&self) -> Option<&'t Node> {
         self.doc.nodes.get(self.at)
     }
 
     /// The member `key`, when this is an object that has it.
+    #[inline]
     pub fn get(&self, key: &str) -> Option<Json<'t>> {
         self.as_object().and_then(|o| o.get(key))
     }
 
     /// The object, if this is one.
+    #[inline]
     pub fn as_object(&self) -> Option<Object<'t>> {
         match self.node()? {
             Node::Object { len, end } => Some(Object {
@@ -262,6 +288,7 @@ impl<'t> Json<'t> {
     }
 
     /// The array, if this is one.
+    #[inline]
     pub fn as_array(&self) -> Option<Array<'t>> {
         match self.node()? {
             Node::Array { len, end } => Some(Array {
@@ -275,11 +302,13 @@ impl<'t> Json<'t> {
     }
 
     /// The text, if this is a string.
+    #[inline]
     pub fn as_str(&self) -> Option<&'t str> {
         self.doc.str_at(self.at)
     }
 
     /// The boolean, if this is one.
+    #[inline]
     pub fn as_bool(&self) -> Option<bool> {
         match self.node()? {
             Node::True => Some(true),
@@ -298,6 +327,7 @@ impl<'t> Json<'t> {
     }
 
     /// Whether this is `null`.
+    #[inline]
     pub fn is_null(&self) -> bool {
         matches!(self.node(), Some(Node::Null))
     }
@@ -368,6 +398,27 @@ impl<'t> Json<'t> {
             }
         }
     }
+}
+
+/// Whether two byte strings of the same length are equal, compared inline
+/// eight bytes at a time: keys are short, and a call to `memcmp` for each
+/// one cost more than the comparison.
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (mut a, mut b) = (a, b);
+    while let (Some((x, rest_a)), Some((y, rest_b))) =
+        (a.split_first_chunk::<8>(), b.split_first_chunk::<8>())
+    {
+        if x != y {
+            return false;
+        }
+        a = rest_a;
+        b = rest_b;
+    }
+    a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 /// The number of decimal digits of `u`.
@@ -442,6 +493,7 @@ impl<'t> Object<'t> {
     }
 
     /// The members in input order.
+    #[inline]
     pub fn iter(&self) -> Members<'t> {
         Members {
             doc: self.doc,
@@ -487,6 +539,7 @@ pub struct Members<'t> {
 impl<'t> Iterator for Members<'t> {
     type Item = (&'t str, Json<'t>);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 || self.at >= self.end {
             return None;
@@ -520,6 +573,7 @@ pub struct Array<'t> {
 
 impl<'t> Array<'t> {
     /// The items in order.
+    #[inline]
     pub fn iter(&self) -> Items<'t> {
         Items {
             doc: self.doc,
@@ -556,6 +610,7 @@ pub struct Items<'t> {
 impl<'t> Iterator for Items<'t> {
     type Item = Json<'t>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.left == 0 || self.at >= self.end {
             return None;
@@ -575,3 +630,24 @@ impl<'t> Iterator for Items<'t> {
 }
 
 impl ExactSizeIterator for Items<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_finds_a_difference_anywhere() {
+        for len in 0..24 {
+            let a: Vec<u8> = (0..len).map(|i| b'a' + (i % 26) as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "{len}");
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "{len} {at}");
+            }
+            let mut longer = a.clone();
+            longer.push(b'z');
+            assert!(!same_bytes(&a, &longer), "{len}");
+        }
+    }
+}

@@ -12,9 +12,10 @@
 //! decoders to the same answers on generated and mutated documents.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashSet;
 
-use super::json::{Document, Node, tape_with_capacity};
+use super::json::{Document, Node, tape_with_capacity, text_buffer};
 use super::scan::{escape_char, integer_digits, string_stop};
 use super::{Limits, Rejection, decode};
 
@@ -52,18 +53,39 @@ pub fn decode_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<
     decode(input, limits).map(|value| Document::from_value(&value))
 }
 
-/// An open container.
-struct Open<'a> {
+/// An open container. Kept small: one is pushed and popped per container.
+struct Open {
     /// Its node.
     at: usize,
     /// Items or members so far.
     len: usize,
-    object: bool,
     /// Where its members' keys start on the key stack.
     keys_from: usize,
-    /// Once an object has many members, a set of their keys.
-    set: Option<HashSet<Cow<'a, [u8]>>>,
+    object: bool,
+    /// Whether its keys moved to a set (the last of `Parser::sets`).
+    set: bool,
 }
+
+thread_local! {
+    /// The container and key stacks of the last parse on this thread, kept
+    /// for the next one: a parse then allocates neither.
+    static SPARE_STACKS: Cell<Stacks> = const {
+        Cell::new(Stacks {
+            open: Vec::new(),
+            keys: Vec::new(),
+        })
+    };
+}
+
+/// A parser's container stack and key stack.
+#[derive(Default)]
+struct Stacks {
+    open: Vec<Open>,
+    keys: Vec<(u32, usize)>,
+}
+
+/// Stacks with room for more entries than this are freed, not kept.
+const SPARE_STACK_MAX: usize = 1024;
 
 /// Up to this many members, a new key's signature is compared with each
 /// earlier one's; beyond it, a hash set keeps duplicate detection linear.
@@ -77,16 +99,25 @@ struct Parser<'a> {
     max_integer: u64,
     nodes: Vec<Node>,
     unescaped: String,
-    stack: Vec<Open<'a>>,
+    stack: Vec<Open>,
     /// The keys of the open objects' members, innermost object last: a
     /// signature of the key and the index of its node.
     keys: Vec<(u32, usize)>,
+    /// The key sets of the open objects that have many members, innermost
+    /// last.
+    sets: Vec<HashSet<Cow<'a, [u8]>>>,
 }
 
 /// Parses `input` (already checked against the byte limit, free of a
 /// byte-order mark and valid UTF-8) into a tape, or `None` if the strict
 /// decoder would reject it.
 fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
+    let Stacks {
+        open: mut stack,
+        mut keys,
+    } = SPARE_STACKS.try_with(Cell::take).unwrap_or_default();
+    stack.clear();
+    keys.clear();
     let mut p = Parser {
         input,
         bytes: input.as_bytes(),
@@ -97,11 +128,25 @@ fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
         // a document is denser.
         nodes: tape_with_capacity(input.len() / 8 + 1),
         unescaped: String::new(),
-        stack: Vec::with_capacity(8),
-        keys: Vec::with_capacity(32),
+        stack,
+        keys,
+        sets: Vec::new(),
     };
-    p.document()?;
-    Some(Document::from_tape(input, p.nodes, p.unescaped))
+    let parsed = p.document();
+    let Parser {
+        nodes,
+        unescaped,
+        stack,
+        keys,
+        ..
+    } = p;
+    if stack.capacity() <= SPARE_STACK_MAX && keys.capacity() <= SPARE_STACK_MAX {
+        // During thread teardown the spare is already gone; they are then
+        // simply freed.
+        let _ = SPARE_STACKS.try_with(|spare| spare.set(Stacks { open: stack, keys }));
+    }
+    parsed?;
+    Some(Document::from_tape(input, nodes, unescaped))
 }
 
 /// A cheap summary of a key: equal keys have equal signatures, so only
@@ -158,9 +203,6 @@ impl<'a> Parser<'a> {
                 };
                 top.len += 1;
                 let object = top.object;
-                if object {
-                    self.insert()?;
-                }
                 self.skip_ws();
                 match (self.next_byte()?, object) {
                     (b',', false) => {
@@ -216,9 +258,9 @@ impl<'a> Parser<'a> {
         self.stack.push(Open {
             at,
             len: 0,
-            object,
             keys_from: self.keys.len(),
-            set: None,
+            object,
+            set: false,
         });
         self.skip_ws();
         Some(())
@@ -233,6 +275,9 @@ impl<'a> Parser<'a> {
         let end = self.nodes.len();
         self.nodes[open.at] = if open.object {
             self.keys.truncate(open.keys_from);
+            if open.set {
+                self.sets.pop();
+            }
             Node::Object { len: open.len, end }
         } else {
             Node::Array { len: open.len, end }
@@ -240,16 +285,28 @@ impl<'a> Parser<'a> {
     }
 
     /// Reads `"key"` and the `:` (and whitespace) after it; the key's node
-    /// goes on the tape and its signature on the key stack.
+    /// goes on the tape and, unless an earlier member of the same object
+    /// has the same key (then the document is refused), its signature on
+    /// the key stack. (Refusing a repeat here rather than after its value
+    /// changes no answer: any refusal hands the input to the strict
+    /// decoder, which finds the first fault itself.)
     #[inline(always)]
     fn key(&mut self) -> Option<()> {
         if self.peek() != Some(b'"') {
             return None;
         }
         let at = self.nodes.len();
-        self.string()?;
-        let sig = signature(self.bytes_of(&self.nodes[at]));
-        self.keys.push((sig, at));
+        let start = self.pos + 1;
+        let stop = string_stop(self.bytes, start);
+        let sig = if self.bytes.get(stop) == Some(&b'"') {
+            self.pos = stop + 1;
+            self.nodes.push(Node::Str { start, end: stop });
+            signature(self.bytes.get(start..stop)?)
+        } else {
+            self.escaped_string(start, stop)?;
+            signature(self.bytes_of(&self.nodes[at]))
+        };
+        self.insert(sig, at)?;
         self.skip_ws();
         if self.next_byte()? != b':' {
             return None;
@@ -272,15 +329,14 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// The member whose value was just read is complete: refuse its key if
-    /// an earlier member of the same object has it.
+    /// Records the key whose node is at `at` in the innermost object, or
+    /// refuses it if an earlier member of that object has it.
     #[inline(always)]
-    fn insert(&mut self) -> Option<()> {
+    fn insert(&mut self, sig: u32, at: usize) -> Option<()> {
         let open = self.stack.last()?;
-        let &(sig, at) = self.keys.last()?;
-        let earlier = &self.keys[open.keys_from..self.keys.len() - 1];
-        if open.set.is_some() || earlier.len() >= LINEAR_KEY_SCAN {
-            return self.insert_into_set();
+        let earlier = self.keys.get(open.keys_from..)?;
+        if open.set || earlier.len() >= LINEAR_KEY_SCAN {
+            return self.insert_into_set(at);
         }
         if earlier.iter().any(|&(s, _)| s == sig) {
             let key = self.bytes_of(&self.nodes[at]);
@@ -290,6 +346,7 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+        self.keys.push((sig, at));
         Some(())
     }
 
@@ -297,23 +354,20 @@ impl<'a> Parser<'a> {
     /// from the key stack into a set, and each later key goes straight to
     /// the set.
     #[inline(never)]
-    fn insert_into_set(&mut self) -> Option<()> {
-        let keys_from = self.stack.last()?.keys_from;
-        let (_, at) = self.keys.pop()?;
-        let mut set = match self.stack.last_mut()?.set.take() {
-            Some(set) => set,
-            None => {
-                let mut set = HashSet::with_capacity(4 * LINEAR_KEY_SCAN);
-                for &(_, k) in &self.keys[keys_from..] {
-                    set.insert(self.owned_key(k));
-                }
-                set
+    fn insert_into_set(&mut self, at: usize) -> Option<()> {
+        let open = self.stack.last_mut()?;
+        if !open.set {
+            open.set = true;
+            let keys_from = open.keys_from;
+            let mut set = HashSet::with_capacity(4 * LINEAR_KEY_SCAN);
+            for &(_, k) in self.keys.get(keys_from..)? {
+                set.insert(self.owned_key(k));
             }
-        };
-        self.keys.truncate(keys_from);
-        let fresh = set.insert(self.owned_key(at));
-        self.stack.last_mut()?.set = Some(set);
-        fresh.then_some(())
+            self.keys.truncate(keys_from);
+            self.sets.push(set);
+        }
+        let key = self.owned_key(at);
+        self.sets.last_mut()?.insert(key).then_some(())
     }
 
     /// The key whose node is at `at`, borrowed from the input when it had
@@ -355,6 +409,9 @@ impl<'a> Parser<'a> {
     /// its closing quote: unescaped into the side buffer.
     #[inline(never)]
     fn escaped_string(&mut self, start: usize, stop: usize) -> Option<()> {
+        if self.unescaped.capacity() == 0 {
+            self.unescaped = text_buffer();
+        }
         let from = self.unescaped.len();
         self.unescaped.reserve(2 * (stop - start) + 64);
         self.unescaped.push_str(self.input.get(start..stop)?);

@@ -63,11 +63,12 @@ impl std::error::Error for FingerprintError {}
 /// non-ASCII key, keys out of order) goes to `serde_jcs`. The direct path is
 /// many times faster; a test compares both paths on generated values.
 pub fn canonical_json(value: &Value) -> Result<String, FingerprintError> {
-    check_range(value)?;
     let mut out = String::with_capacity(64);
     if write_plain(value, &mut out) {
         return Ok(out);
     }
+    // Not plain, or an integer out of range: `canonical_json_jcs` checks
+    // the range first and names the offending number.
     canonical_json_jcs(value)
 }
 
@@ -78,18 +79,23 @@ pub fn canonical_json_jcs(value: &Value) -> Result<String, FingerprintError> {
 }
 
 /// Appends the compact JSON text of `value` to `out` if the value is
-/// plain: no floats, and every object's keys are ASCII and strictly
-/// increasing in iteration order. Returns `false` (leaving `out` partly
-/// written) otherwise.
+/// plain: no floats, every integer within ±(2^53−1), and every object's
+/// keys ASCII and strictly increasing in iteration order. Returns `false`
+/// (leaving `out` partly written) otherwise.
 fn write_plain(value: &Value, out: &mut String) -> bool {
+    let max = Limits::INTEROPERABLE_INTEGER;
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(true) => out.push_str("true"),
         Value::Bool(false) => out.push_str("false"),
         Value::Number(n) => {
-            if let Some(u) = n.as_u64() {
+            if let Some(u) = n.as_u64()
+                && u <= max
+            {
                 push_integer(out, false, u);
-            } else if let Some(i) = n.as_i64() {
+            } else if let Some(i) = n.as_i64()
+                && i.unsigned_abs() <= max
+            {
                 push_integer(out, i < 0, i.unsigned_abs());
             } else {
                 return false;

@@ -390,6 +390,8 @@ impl<'p> At<'p> {
 // Small accessors shared by the adapters. Each returns a `Malformed` error
 // naming the pointer, so adapters read as a list of field look-ups.
 
+#[cold]
+#[inline(never)]
 pub(crate) fn malformed(at: At<'_>, message: impl Into<String>) -> ProviderError {
     ProviderError::Malformed {
         pointer: at.pointer(),
@@ -397,20 +399,20 @@ pub(crate) fn malformed(at: At<'_>, message: impl Into<String>) -> ProviderError
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn object<'t>(v: Json<'t>, at: At<'_>) -> Result<Object<'t>, ProviderError> {
     v.as_object()
         .ok_or_else(|| malformed(at, "expected an object"))
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn array<'t>(v: Json<'t>, at: At<'_>) -> Result<Array<'t>, ProviderError> {
     v.as_array()
         .ok_or_else(|| malformed(at, "expected an array"))
 }
 
 /// A member that must be present.
-#[inline]
+#[inline(always)]
 pub(crate) fn member<'t>(
     obj: Object<'t>,
     key: &str,
@@ -421,7 +423,7 @@ pub(crate) fn member<'t>(
 }
 
 /// A field that may be absent or null; present with another type is malformed.
-#[inline]
+#[inline(always)]
 pub(crate) fn opt_str<'t>(
     obj: Object<'t>,
     key: &str,
@@ -437,7 +439,7 @@ pub(crate) fn opt_str<'t>(
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn req_str<'t>(
     obj: Object<'t>,
     key: &str,
