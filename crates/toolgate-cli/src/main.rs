@@ -9,6 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Gate LLM tool calls: strict decoding, contracts, one write per operation.
 ///
 /// Exit codes are part of the interface: 0 for a decision (a rejection is a
