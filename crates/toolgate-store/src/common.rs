@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use toolgate::claim::{RawClaim, StoreError, StoreErrorKind};
+use toolgate::claim::{CorruptRecord, RawClaim, StoreError, StoreErrorKind, StoredClaim};
 
 /// How many times one claim is retried after lost races or read-backs that
 /// found no row, before giving up with [`StoreErrorKind::Contention`].
@@ -144,6 +144,44 @@ impl WriteFail {
     }
 }
 
+/// A claim row's columns, read by whichever driver holds the row.
+pub(crate) trait ClaimColumns {
+    fn bytes(&self, col: &'static str) -> Result<Vec<u8>, CorruptRecord>;
+    fn opt_text(&self, col: &'static str) -> Result<Option<String>, CorruptRecord>;
+    fn opt_int(&self, col: &'static str) -> Result<Option<i64>, CorruptRecord>;
+
+    fn text(&self, col: &'static str) -> Result<String, CorruptRecord> {
+        self.opt_text(col)?
+            .ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    }
+
+    fn int(&self, col: &'static str) -> Result<i64, CorruptRecord> {
+        self.opt_int(col)?
+            .ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    }
+}
+
+/// The stored claim in a row (`SELECT_CLAIM`'s columns), not yet
+/// validated.
+pub(crate) fn stored_claim(row: &impl ClaimColumns) -> Result<StoredClaim, CorruptRecord> {
+    Ok(StoredClaim {
+        key: row.bytes("operation_key")?,
+        fingerprint: row.bytes("fingerprint")?,
+        tool: row.text("tool")?,
+        arguments: row.text("arguments")?,
+        scope: row.text("scope")?,
+        version_seen: row.text("version_seen")?,
+        proposer: row.text("proposer")?,
+        status: row.text("status")?,
+        holder: row.bytes("holder")?,
+        lease_expires_at: row.int("lease_expires_at")?,
+        claimed_at: row.int("claimed_at")?,
+        completed_at: row.opt_int("completed_at")?,
+        resolution: row.opt_text("resolution")?,
+        result: row.opt_text("result")?,
+    })
+}
+
 /// Converts a `u32` limit for binding.
 pub(crate) fn limit(n: u32) -> i64 {
     i64::from(n)
@@ -213,23 +251,23 @@ macro_rules! sql_claim_store {
                     .map_err(|e| problem(col, e))
             }
 
+            /// The row's columns, for [`stored_claim`](crate::common::stored_claim).
+            struct Columns<'r>(&'r DbRow);
+
+            impl $crate::common::ClaimColumns for Columns<'_> {
+                fn bytes(&self, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
+                    bytes(self.0, col)
+                }
+                fn opt_text(&self, col: &'static str) -> Result<Option<String>, CorruptRecord> {
+                    opt_text(self.0, col)
+                }
+                fn opt_int(&self, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
+                    opt_int(self.0, col)
+                }
+            }
+
             pub(super) fn stored(row: &DbRow) -> Result<StoredClaim, CorruptRecord> {
-                Ok(StoredClaim {
-                    key: bytes(row, "operation_key")?,
-                    fingerprint: bytes(row, "fingerprint")?,
-                    tool: text(row, "tool")?,
-                    arguments: text(row, "arguments")?,
-                    scope: text(row, "scope")?,
-                    version_seen: text(row, "version_seen")?,
-                    proposer: text(row, "proposer")?,
-                    status: text(row, "status")?,
-                    holder: bytes(row, "holder")?,
-                    lease_expires_at: int(row, "lease_expires_at")?,
-                    claimed_at: int(row, "claimed_at")?,
-                    completed_at: opt_int(row, "completed_at")?,
-                    resolution: opt_text(row, "resolution")?,
-                    result: opt_text(row, "result")?,
-                })
+                $crate::common::stored_claim(&Columns(row))
             }
         }
 

@@ -326,7 +326,9 @@ pub(crate) fn append_audit(
 mod written_row {
     use rusqlite::Row;
     use rusqlite::types::ValueRef;
-    use toolgate::claim::{ClaimRecord, CorruptRecord, StoredClaim};
+    use toolgate::claim::{ClaimRecord, CorruptRecord};
+
+    use crate::common::{ClaimColumns, stored_claim};
 
     fn value<'r>(row: &'r Row<'_>, col: &'static str) -> Result<ValueRef<'r>, CorruptRecord> {
         row.get_ref(col)
@@ -341,18 +343,10 @@ mod written_row {
         }
     }
 
-    fn bytes(row: &Row<'_>, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
-        opt_bytes(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
-    }
-
     fn opt_text(row: &Row<'_>, col: &'static str) -> Result<Option<String>, CorruptRecord> {
         opt_bytes(row, col)?
             .map(|b| String::from_utf8(b).map_err(|_| CorruptRecord::new(col, "is not UTF-8")))
             .transpose()
-    }
-
-    fn text(row: &Row<'_>, col: &'static str) -> Result<String, CorruptRecord> {
-        opt_text(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
     }
 
     fn opt_int(row: &Row<'_>, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
@@ -363,28 +357,23 @@ mod written_row {
         }
     }
 
-    fn int(row: &Row<'_>, col: &'static str) -> Result<i64, CorruptRecord> {
-        opt_int(row, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+    struct Columns<'a, 'r>(&'a Row<'r>);
+
+    impl ClaimColumns for Columns<'_, '_> {
+        fn bytes(&self, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
+            opt_bytes(self.0, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
+        }
+        fn opt_text(&self, col: &'static str) -> Result<Option<String>, CorruptRecord> {
+            opt_text(self.0, col)
+        }
+        fn opt_int(&self, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
+            opt_int(self.0, col)
+        }
     }
 
     /// Validates a claim row (core rules, strict JSON).
     pub(super) fn record(row: &Row<'_>) -> Result<ClaimRecord, CorruptRecord> {
-        ClaimRecord::from_stored(StoredClaim {
-            key: bytes(row, "operation_key")?,
-            fingerprint: bytes(row, "fingerprint")?,
-            tool: text(row, "tool")?,
-            arguments: text(row, "arguments")?,
-            scope: text(row, "scope")?,
-            version_seen: text(row, "version_seen")?,
-            proposer: text(row, "proposer")?,
-            status: text(row, "status")?,
-            holder: bytes(row, "holder")?,
-            lease_expires_at: int(row, "lease_expires_at")?,
-            claimed_at: int(row, "claimed_at")?,
-            completed_at: opt_int(row, "completed_at")?,
-            resolution: opt_text(row, "resolution")?,
-            result: opt_text(row, "result")?,
-        })
+        ClaimRecord::from_stored(stored_claim(&Columns(row))?)
     }
 }
 

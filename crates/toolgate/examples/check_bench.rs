@@ -1,8 +1,7 @@
 //! `check` per provider shape, from the core crate alone (no CLI build).
 //!
-//! The same five bodies as `toolgate bench check` (`shapes()` in
-//! `crates/toolgate-cli/src/cmd/bench/check.rs`); prints ns/op and ops/s
-//! per shape, the median of short batches.
+//! The same five bodies as `toolgate bench check` (`fixtures/bench/`);
+//! prints ns/op and ops/s per shape, the median of short batches.
 //!
 //! ```text
 //! cargo run --release -p toolgate --example check_bench -- [seconds] [policy.toml] [shape]
@@ -11,7 +10,6 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use toolgate::contract::{CheckOptions, Outcome, Policy, check};
 use toolgate::provider::Provider;
 
@@ -37,17 +35,17 @@ fn main() {
         }
     };
     let opts = CheckOptions::default();
-    for (name, provider, body) in shapes() {
+    for (name, provider, body) in SHAPES {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        let d = check(&policy, provider, &body, &opts);
+        let d = check(&policy, provider, body, &opts);
         if d.outcome != Outcome::Action {
             eprintln!("check_bench: {name} gives {} ({:?})", d.outcome, d.message);
             std::process::exit(2);
         }
         let ns = measure(Duration::from_secs_f64(seconds), || {
-            black_box(check(&policy, provider, black_box(&body), &opts));
+            black_box(check(&policy, provider, black_box(body), &opts));
         });
         println!(
             "{name:<17} bytes={:<4} ns_per_op={ns:>7.1} ops_per_s={:>9.0}",
@@ -80,80 +78,31 @@ fn time(f: &mut impl FnMut(), batch: u64) -> Duration {
     start.elapsed()
 }
 
-/// The bodies of `toolgate bench check` (keep in step with its `shapes()`).
-fn shapes() -> Vec<(&'static str, Provider, Vec<u8>)> {
-    let seed = json!({
-        "outcome": "action",
-        "reply": "I'm sorry your order arrived late. I've applied a goodwill credit of \
-                  15.00 to your account; it will show on your next invoice within two \
-                  working days. If it does not, reply to this message and quote your \
-                  ticket number. Is there anything else I can help with today?",
-        "proposed_action": {
-            "tool": "apply_goodwill_credit",
-            "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}
-        }
-    });
-    let envelope = seed.to_string().into_bytes();
-    let reply = seed["reply"].as_str().unwrap_or_default().to_owned();
-    let args = seed["proposed_action"]["arguments"].clone();
-    let args_text = args.to_string();
-    let anthropic = json!({
-        "id": "msg_01Bench", "type": "message", "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [
-            {"type": "text", "text": reply},
-            {"type": "tool_use", "id": "toolu_01Bench", "name": "apply_goodwill_credit", "input": args}
-        ],
-        "stop_reason": "tool_use", "stop_sequence": null,
-        "usage": {"input_tokens": 512, "output_tokens": 96}
-    });
-    let openai_chat = json!({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_764_460_800,
-        "model": "gpt-4o-2024-08-06",
-        "choices": [{
-            "index": 0,
-            "message": {
-                "role": "assistant", "content": reply, "refusal": null,
-                "tool_calls": [{"id": "call_bench", "type": "function",
-                    "function": {"name": "apply_goodwill_credit", "arguments": args_text}}]
-            },
-            "logprobs": null, "finish_reason": "tool_calls"
-        }],
-        "usage": {"prompt_tokens": 512, "completion_tokens": 96, "total_tokens": 608}
-    });
-    let openai_responses = json!({
-        "id": "resp_bench", "object": "response", "created_at": 1_764_460_800,
-        "status": "completed", "incomplete_details": null, "model": "gpt-4.1",
-        "output": [
-            {"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
-             "content": [{"type": "output_text", "text": reply, "annotations": []}]},
-            {"type": "function_call", "id": "fc_bench", "call_id": "call_bench",
-             "name": "apply_goodwill_credit", "arguments": args_text, "status": "completed"}
-        ],
-        "parallel_tool_calls": false,
-        "usage": {"input_tokens": 512, "output_tokens": 96, "total_tokens": 608}
-    });
-    let gemini = json!({
-        "candidates": [{
-            "content": {"role": "model", "parts": [
-                {"text": reply},
-                {"functionCall": {"name": "apply_goodwill_credit", "args": args}}
-            ]},
-            "finishReason": "STOP", "index": 0
-        }],
-        "usageMetadata": {"promptTokenCount": 512, "candidatesTokenCount": 96, "totalTokenCount": 608},
-        "modelVersion": "gemini-2.5-flash"
-    });
-    let value = |v: Value| v.to_string().into_bytes();
-    vec![
-        ("envelope", Provider::Envelope, envelope),
-        ("anthropic", Provider::Anthropic, value(anthropic)),
-        ("openai-chat", Provider::OpenAiChat, value(openai_chat)),
-        (
-            "openai-responses",
-            Provider::OpenAiResponses,
-            value(openai_responses),
-        ),
-        ("gemini", Provider::Gemini, value(gemini)),
-    ]
-}
+/// The bodies of `toolgate bench check`, as committed in `fixtures/bench/`.
+const SHAPES: [(&str, Provider, &[u8]); 5] = [
+    (
+        "envelope",
+        Provider::Envelope,
+        include_bytes!("../../../fixtures/bench/envelope.json"),
+    ),
+    (
+        "anthropic",
+        Provider::Anthropic,
+        include_bytes!("../../../fixtures/bench/anthropic.json"),
+    ),
+    (
+        "openai-chat",
+        Provider::OpenAiChat,
+        include_bytes!("../../../fixtures/bench/openai-chat.json"),
+    ),
+    (
+        "openai-responses",
+        Provider::OpenAiResponses,
+        include_bytes!("../../../fixtures/bench/openai-responses.json"),
+    ),
+    (
+        "gemini",
+        Provider::Gemini,
+        include_bytes!("../../../fixtures/bench/gemini.json"),
+    ),
+];

@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use toolgate::contract::{CheckOptions, Outcome, check};
 use toolgate::provider::Provider;
 
@@ -49,9 +49,9 @@ pub fn run(args: Args) -> ExitCode {
     };
     let budget = Duration::from_secs_f64(args.seconds);
     let opts = CheckOptions::default();
-    for (name, provider, body) in shapes() {
+    for (name, provider, body) in SHAPES {
         // Only a body that really reaches `action` measures the full path.
-        let d = check(&policy, provider, &body, &opts);
+        let d = check(&policy, provider, body, &opts);
         if d.outcome != Outcome::Action {
             eprintln!(
                 "toolgate bench check: shape {name} gives {} ({:?}) under this policy, not action",
@@ -65,10 +65,10 @@ pub fn run(args: Args) -> ExitCode {
             budget,
             [
                 &mut || {
-                    black_box(check(&policy, provider, black_box(&body), &opts));
+                    black_box(check(&policy, provider, black_box(body), &opts));
                 },
                 &mut || {
-                    black_box(serde_json::from_slice::<Value>(black_box(&body)).ok());
+                    black_box(serde_json::from_slice::<Value>(black_box(body)).ok());
                 },
             ],
         );
@@ -85,77 +85,33 @@ pub fn run(args: Args) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The seed envelope and the same proposal in each provider's shape.
-fn shapes() -> Vec<(&'static str, Provider, Vec<u8>)> {
-    let envelope = super::decode::envelope();
-    let seed: Value = serde_json::from_slice(&envelope).unwrap_or(Value::Null);
-    let reply = seed["reply"].as_str().unwrap_or_default().to_owned();
-    let args = seed["proposed_action"]["arguments"].clone();
-    let args_text = args.to_string();
-    let anthropic = json!({
-        "id": "msg_01Bench", "type": "message", "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": [
-            {"type": "text", "text": reply},
-            {"type": "tool_use", "id": "toolu_01Bench", "name": "apply_goodwill_credit", "input": args}
-        ],
-        "stop_reason": "tool_use", "stop_sequence": null,
-        "usage": {"input_tokens": 512, "output_tokens": 96}
-    });
-    let openai_chat = json!({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_764_460_800,
-        "model": "gpt-4o-2024-08-06",
-        "choices": [{
-            "index": 0,
-            "message": {
-                "role": "assistant", "content": reply, "refusal": null,
-                "tool_calls": [{"id": "call_bench", "type": "function",
-                    "function": {"name": "apply_goodwill_credit", "arguments": args_text}}]
-            },
-            "logprobs": null, "finish_reason": "tool_calls"
-        }],
-        "usage": {"prompt_tokens": 512, "completion_tokens": 96, "total_tokens": 608}
-    });
-    let openai_responses = json!({
-        "id": "resp_bench", "object": "response", "created_at": 1_764_460_800,
-        "status": "completed", "incomplete_details": null, "model": "gpt-4.1",
-        "output": [
-            {"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
-             "content": [{"type": "output_text", "text": reply, "annotations": []}]},
-            {"type": "function_call", "id": "fc_bench", "call_id": "call_bench",
-             "name": "apply_goodwill_credit", "arguments": args_text, "status": "completed"}
-        ],
-        "parallel_tool_calls": false,
-        "usage": {"input_tokens": 512, "output_tokens": 96, "total_tokens": 608}
-    });
-    let gemini = json!({
-        "candidates": [{
-            "content": {"role": "model", "parts": [
-                {"text": reply},
-                {"functionCall": {"name": "apply_goodwill_credit", "args": args}}
-            ]},
-            "finishReason": "STOP", "index": 0
-        }],
-        "usageMetadata": {"promptTokenCount": 512, "candidatesTokenCount": 96, "totalTokenCount": 608},
-        "modelVersion": "gemini-2.5-flash"
-    });
-    vec![
-        ("envelope", Provider::Envelope, envelope),
-        (
-            "anthropic",
-            Provider::Anthropic,
-            anthropic.to_string().into_bytes(),
-        ),
-        (
-            "openai-chat",
-            Provider::OpenAiChat,
-            openai_chat.to_string().into_bytes(),
-        ),
-        (
-            "openai-responses",
-            Provider::OpenAiResponses,
-            openai_responses.to_string().into_bytes(),
-        ),
-        ("gemini", Provider::Gemini, gemini.to_string().into_bytes()),
-    ]
-}
+/// The seed envelope and the same proposal in each provider's shape, as
+/// committed in `fixtures/bench/` (the core crate's `check_bench` example
+/// reads the same files).
+const SHAPES: [(&str, Provider, &[u8]); 5] = [
+    (
+        "envelope",
+        Provider::Envelope,
+        include_bytes!("../../../../../fixtures/bench/envelope.json"),
+    ),
+    (
+        "anthropic",
+        Provider::Anthropic,
+        include_bytes!("../../../../../fixtures/bench/anthropic.json"),
+    ),
+    (
+        "openai-chat",
+        Provider::OpenAiChat,
+        include_bytes!("../../../../../fixtures/bench/openai-chat.json"),
+    ),
+    (
+        "openai-responses",
+        Provider::OpenAiResponses,
+        include_bytes!("../../../../../fixtures/bench/openai-responses.json"),
+    ),
+    (
+        "gemini",
+        Provider::Gemini,
+        include_bytes!("../../../../../fixtures/bench/gemini.json"),
+    ),
+];

@@ -182,21 +182,10 @@ pub fn zeros(target: usize) -> Vec<u8> {
     out
 }
 
-/// A ~400-byte action envelope, as a model returns it.
+/// A ~400-byte action envelope, as a model returns it (the seed of
+/// `fixtures/bench/`).
 pub fn envelope() -> Vec<u8> {
-    json!({
-        "outcome": "action",
-        "reply": "I'm sorry your order arrived late. I've applied a goodwill credit of \
-                  15.00 to your account; it will show on your next invoice within two \
-                  working days. If it does not, reply to this message and quote your \
-                  ticket number. Is there anything else I can help with today?",
-        "proposed_action": {
-            "tool": "apply_goodwill_credit",
-            "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}
-        }
-    })
-    .to_string()
-    .into_bytes()
+    include_bytes!("../../../../../fixtures/bench/envelope.json").to_vec()
 }
 
 /// A ~2 KB tool input: mixed scalars, nested objects and a list.
