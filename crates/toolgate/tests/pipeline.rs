@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -89,10 +90,13 @@ impl StateSource for SpyState {
     }
 }
 
-/// A MemoryClaimStore that logs every call.
+/// A MemoryClaimStore that logs every call. With `with_completion`, it
+/// writes the audit entry in the completion (as the SQL stores do);
+/// otherwise it keeps the trait's default, and the driver appends it.
 struct SpyStore {
     log: Log,
     inner: MemoryClaimStore,
+    with_completion: AtomicBool,
 }
 
 impl ClaimStore for SpyStore {
@@ -112,6 +116,27 @@ impl ClaimStore for SpyStore {
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
         push(&self.log, "complete");
         self.inner.complete(key, holder, result, now)
+    }
+    async fn complete_audited(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<(Completion, bool), StoreError> {
+        if self.with_completion.load(Ordering::Relaxed) {
+            push(&self.log, "complete+audit");
+            self.inner
+                .complete_audited(key, holder, result, now, audit)
+                .await
+        } else {
+            push(&self.log, "complete");
+            self.inner
+                .complete(key, holder, result, now)
+                .await
+                .map(|c| (c, false))
+        }
     }
     fn fetch(
         &self,
@@ -265,6 +290,7 @@ impl World {
         let store = Arc::new(SpyStore {
             log: log.clone(),
             inner: MemoryClaimStore::new(),
+            with_completion: AtomicBool::new(false),
         });
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!("c-1"));
@@ -636,6 +662,48 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
     assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
     assert_eq!(d.reason, Some(Reason::LeaseLost));
     assert_eq!(d.result, None);
+}
+
+/// A store that writes the audit entry with the completion gets no second
+/// entry from the driver: one decision, one entry, in one write.
+#[test]
+fn an_entry_written_with_the_completion_is_not_appended_again() {
+    let w = World::new();
+    w.store.with_completion.store(true, Ordering::Relaxed);
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(
+        w.calls(),
+        [
+            "authorize",
+            "fetch",
+            "state",
+            "claim",
+            "execute",
+            "complete+audit"
+        ]
+    );
+    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    assert_eq!(trail[0].outcome(), "executed");
+    assert_eq!(trail[0].actor(), "agent-1");
+    assert_eq!(trail[0].fingerprint(), d.fingerprint.as_ref());
+}
+
+/// When the completion matches no row (the lease was taken over), the
+/// store writes nothing with it, and the driver appends the entry for the
+/// decision it did make: `needs_reconciliation`, once.
+#[test]
+fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
+    let w = World::new();
+    w.store.with_completion.store(true, Ordering::Relaxed);
+    *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(w.calls().last().copied(), Some("audit"));
+    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
+    assert_eq!(outcomes, ["needs_reconciliation"]);
 }
 
 /// A principal who lost access gets `forbidden` on every path, with no
