@@ -40,17 +40,13 @@ mod sql {
         ON CONFLICT (operation_key) DO NOTHING";
 }
 
-/// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
-/// extended code (the primary code is the low byte). The claim rolls back
-/// and runs again on these.
-pub fn is_lost_race(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|db| db.code())
-        .and_then(|code| code.parse::<i64>().ok())
-        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
-}
+// Every write goes through the group-commit writer, whose lost-race test
+// is `group_commit::is_busy` (re-exported here as `is_lost_race`).
+sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, is_busy, batched);
 
-sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, is_lost_race, batched);
+/// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
+/// extended code. A claim rolls back and runs again on these.
+pub use crate::group_commit::is_busy as is_lost_race;
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 8;

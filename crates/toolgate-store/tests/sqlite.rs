@@ -212,29 +212,21 @@ async fn many_concurrent_races_have_one_winner_each() {
 /// busy timeout gets SQLITE_BUSY; a constraint violation is not a race.
 #[tokio::test]
 async fn lost_race_codes_come_from_sqlite() {
-    use std::str::FromStr;
-    use std::time::Duration;
-
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
-    use sqlx::{ConnectOptions, Executor};
+    use toolgate_store::group_commit::rusqlite::Connection;
     use toolgate_store::sqlite::is_lost_race;
 
     let db = TempDb::new();
     let _store = store(&db).await;
-    let options = SqliteConnectOptions::from_str(&db.url())
-        .expect("url")
-        .busy_timeout(Duration::ZERO);
-    let mut a: SqliteConnection = options.connect().await.expect("a");
-    let mut b: SqliteConnection = options.connect().await.expect("b");
-    a.execute("BEGIN IMMEDIATE")
-        .await
+    let a = Connection::open(&db.0).expect("a");
+    let b = Connection::open(&db.0).expect("b");
+    b.busy_timeout(std::time::Duration::ZERO).expect("no wait");
+    a.execute_batch("BEGIN IMMEDIATE")
         .expect("a holds the write lock");
-    let busy = b.execute("BEGIN IMMEDIATE").await.expect_err("busy");
+    let busy = b.execute_batch("BEGIN IMMEDIATE").expect_err("busy");
     assert!(is_lost_race(&busy), "{busy}");
-    a.execute("ROLLBACK").await.expect("rollback");
+    a.execute_batch("ROLLBACK").expect("rollback");
     let dup = a
-        .execute("INSERT INTO toolgate_audit (id, at, actor, outcome) VALUES (1, 1, 'a', 'x'), (1, 1, 'a', 'x')")
-        .await
+        .execute_batch("INSERT INTO toolgate_audit (id, at, actor, outcome) VALUES (1, 1, 'a', 'x'), (1, 1, 'a', 'x')")
         .expect_err("duplicate id");
     assert!(!is_lost_race(&dup), "{dup}");
 }
