@@ -15,7 +15,9 @@
 //!
 //! The entities (the principal's and the resource's attributes, such as a
 //! ticket's assignee and customer) come from an [`EntitySource`] the
-//! application implements, read live for each decision.
+//! application implements, read live for each decision, as
+//! [`EntityRecord`]s: values built directly, not Cedar's JSON entity format,
+//! whose parser cost more than the evaluation.
 //!
 //! Cedar's `is_authorized` cannot fail: it returns a decision and
 //! diagnostics. This crate is stricter than Cedar's default: **any**
@@ -25,25 +27,67 @@
 //! attribute that holds `1` where a policy uses it as a boolean is an
 //! evaluation error, not a truthy value.
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::str::FromStr;
 
 use cedar_policy::{
-    Authorizer as Engine, Context, Decision, Entities, EntityId, EntityTypeName, EntityUid,
+    Authorizer as Engine, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid,
     PolicySet, Request, RestrictedExpression,
 };
 use serde_json::{Map, Value};
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
 
-/// Loads the Cedar entities one decision needs, in Cedar's JSON entity
-/// format (`[{"uid": {"type": "Ticket", "id": "t-9"}, "attrs": {…},
-/// "parents": []}, …]`).
+/// Loads the Cedar entities one decision needs.
 pub trait EntitySource: Send + Sync {
     /// The entities for `request`. An error denies.
     fn entities(
         &self,
         request: &AuthzRequest<'_>,
-    ) -> impl Future<Output = Result<Value, String>> + Send;
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send;
+}
+
+/// One entity: its type and id, attributes and parents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityRecord {
+    /// The entity type, e.g. `Agent`.
+    pub type_name: String,
+    /// The entity id, e.g. `agent-ana`.
+    pub id: String,
+    /// Attributes, by name.
+    pub attrs: Vec<(String, Attr)>,
+    /// Parent entities, as (type, id).
+    pub parents: Vec<(String, String)>,
+}
+
+impl EntityRecord {
+    /// An entity with no attributes and no parents yet.
+    pub fn new(type_name: impl Into<String>, id: impl Into<String>) -> Self {
+        Self {
+            type_name: type_name.into(),
+            id: id.into(),
+            attrs: Vec::new(),
+            parents: Vec::new(),
+        }
+    }
+
+    /// Adds an attribute.
+    #[must_use]
+    pub fn attr(mut self, name: impl Into<String>, value: Attr) -> Self {
+        self.attrs.push((name.into(), value));
+        self
+    }
+}
+
+/// An attribute's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Attr {
+    /// A JSON value, read as in the request context: strings, booleans,
+    /// 64-bit integers, arrays as sets, objects as records (never as
+    /// entity references or extension values); anything else denies.
+    Value(Value),
+    /// A reference to another entity, as (type, id).
+    Entity(String, String),
 }
 
 /// Which Cedar types and scope field name the principal and the resource.
@@ -72,6 +116,7 @@ impl std::error::Error for LoadError {}
 /// The Cedar engine with its policies, a mapping and an entity source.
 pub struct CedarAuthorizer<S> {
     policies: PolicySet,
+    action_type: EntityTypeName,
     principal_type: EntityTypeName,
     resource_type: EntityTypeName,
     resource_field: String,
@@ -86,8 +131,11 @@ impl<S: EntitySource> CedarAuthorizer<S> {
             .map_err(|e| LoadError(e.to_string()))?;
         let resource_type = EntityTypeName::from_str(&mapping.resource_type)
             .map_err(|e| LoadError(e.to_string()))?;
+        let action_type =
+            EntityTypeName::from_str("Action").map_err(|e| LoadError(e.to_string()))?;
         Ok(Self {
             policies,
+            action_type,
             principal_type,
             resource_type,
             resource_field: mapping.resource_field.clone(),
@@ -105,8 +153,8 @@ impl<S: EntitySource> CedarAuthorizer<S> {
             self.principal_type.clone(),
             EntityId::new(r.principal().id()),
         );
-        let action_type = EntityTypeName::from_str("Action").map_err(|e| e.to_string())?;
-        let action = EntityUid::from_type_name_and_id(action_type, EntityId::new(r.tool()));
+        let action =
+            EntityUid::from_type_name_and_id(self.action_type.clone(), EntityId::new(r.tool()));
         let resource_id = match r.scope().get(&self.resource_field) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) if n.is_i64() || n.is_u64() => n.to_string(),
@@ -121,8 +169,8 @@ impl<S: EntitySource> CedarAuthorizer<S> {
             self.resource_type.clone(),
             EntityId::new(resource_id),
         );
-        let scope = restricted_map(r.scope())?;
-        let arguments = restricted(r.arguments())?;
+        let scope = restricted_map(r.scope()).map_err(|e| format!("context: {e}"))?;
+        let arguments = restricted(r.arguments()).map_err(|e| format!("context: {e}"))?;
         let context = Context::from_pairs([
             ("scope".to_owned(), scope),
             ("arguments".to_owned(), arguments),
@@ -144,7 +192,11 @@ impl<S: EntitySource> CedarAuthorizer<S> {
                 };
             }
         };
-        let entities = match Entities::from_json_value(entities, None) {
+        let entities = match entities.iter().map(entity).collect::<Result<Vec<_>, _>>() {
+            Ok(list) => Entities::from_entities(list, None).map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        let entities = match entities {
             Ok(e) => e,
             Err(e) => {
                 return AuthzDecision::Error {
@@ -193,11 +245,11 @@ impl<S: EntitySource> CedarAuthorizer<S> {
 /// integers outside Cedar's 64-bit `Long` are errors, and so deny.
 fn restricted(v: &Value) -> Result<RestrictedExpression, String> {
     Ok(match v {
-        Value::Null => return Err("context: null has no Cedar value".to_owned()),
+        Value::Null => return Err("null has no Cedar value".to_owned()),
         Value::Bool(b) => RestrictedExpression::new_bool(*b),
         Value::Number(n) => match n.as_i64() {
             Some(i) => RestrictedExpression::new_long(i),
-            None => return Err(format!("context: {n} is not a Cedar Long")),
+            None => return Err(format!("{n} is not a Cedar Long")),
         },
         Value::String(s) => RestrictedExpression::new_string(s.clone()),
         Value::Array(items) => RestrictedExpression::new_set(
@@ -210,12 +262,42 @@ fn restricted(v: &Value) -> Result<RestrictedExpression, String> {
     })
 }
 
+/// An entity type and id as a Cedar uid.
+fn uid(type_name: &str, id: &str) -> Result<EntityUid, String> {
+    let type_name = EntityTypeName::from_str(type_name).map_err(|e| e.to_string())?;
+    Ok(EntityUid::from_type_name_and_id(
+        type_name,
+        EntityId::new(id),
+    ))
+}
+
+/// A record as a Cedar entity.
+fn entity(r: &EntityRecord) -> Result<Entity, String> {
+    let attrs = r
+        .attrs
+        .iter()
+        .map(|(name, value)| {
+            let value = match value {
+                Attr::Value(v) => restricted(v)?,
+                Attr::Entity(t, id) => RestrictedExpression::new_entity_uid(uid(t, id)?),
+            };
+            Ok((name.clone(), value))
+        })
+        .collect::<Result<HashMap<_, _>, String>>()?;
+    let parents = r
+        .parents
+        .iter()
+        .map(|(t, id)| uid(t, id))
+        .collect::<Result<HashSet<_>, String>>()?;
+    Entity::new(uid(&r.type_name, &r.id)?, attrs, parents).map_err(|e| e.to_string())
+}
+
 fn restricted_map(map: &Map<String, Value>) -> Result<RestrictedExpression, String> {
     let fields = map
         .iter()
         .map(|(k, v)| Ok((k.clone(), restricted(v)?)))
         .collect::<Result<Vec<_>, String>>()?;
-    RestrictedExpression::new_record(fields).map_err(|e| format!("context: {e}"))
+    RestrictedExpression::new_record(fields).map_err(|e| e.to_string())
 }
 
 impl<S: EntitySource> Authorizer for CedarAuthorizer<S> {
@@ -236,4 +318,29 @@ pub fn support_desk_mapping() -> Mapping {
         resource_type: "Ticket".to_owned(),
         resource_field: "ticket_id".to_owned(),
     }
+}
+
+/// The support-desk example's entities for one decision: the acting agent
+/// with `active`, and the ticket with `assignee` (an `Agent`) and
+/// `customer`, from the directory's answer. An unknown agent or ticket
+/// (`None`) is left out, which makes Cedar's attribute access an
+/// evaluation error and so a denial.
+pub fn support_desk_entities(
+    agent: &str,
+    agent_active: Option<bool>,
+    ticket: &str,
+    customer_and_assignee: Option<(String, String)>,
+) -> Vec<EntityRecord> {
+    let mut list = Vec::with_capacity(2);
+    if let Some(active) = agent_active {
+        list.push(EntityRecord::new("Agent", agent).attr("active", Attr::Value(active.into())));
+    }
+    if let Some((customer, assignee)) = customer_and_assignee {
+        list.push(
+            EntityRecord::new("Ticket", ticket)
+                .attr("assignee", Attr::Entity("Agent".to_owned(), assignee))
+                .attr("customer", Attr::Value(customer.into())),
+        );
+    }
+    list
 }

@@ -17,7 +17,9 @@ use toolgate::pipeline::{
     Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_cedar::{
+    Attr, CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping,
+};
 
 fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
@@ -36,17 +38,25 @@ struct Directory {
 }
 
 impl EntitySource for Directory {
-    fn entities(&self, r: &AuthzRequest<'_>) -> impl Future<Output = Result<Value, String>> + Send {
-        let agent = json!({"uid": {"type": "Agent", "id": r.principal().id()},
-                           "attrs": {"active": self.active.lock().unwrap().clone()}, "parents": []});
-        let ticket = json!({"uid": {"type": "Ticket", "id": "t-9"},
-            "attrs": {"assignee": {"__entity": {"type": "Agent", "id": *self.assignee.lock().unwrap()}},
-                      "customer": *self.customer.lock().unwrap()},
-            "parents": []});
+    fn entities(
+        &self,
+        r: &AuthzRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send {
+        let agent = EntityRecord::new("Agent", r.principal().id())
+            .attr("active", Attr::Value(self.active.lock().unwrap().clone()));
+        let ticket = EntityRecord::new("Ticket", "t-9")
+            .attr(
+                "assignee",
+                Attr::Entity("Agent".to_owned(), self.assignee.lock().unwrap().clone()),
+            )
+            .attr(
+                "customer",
+                Attr::Value(json!(*self.customer.lock().unwrap())),
+            );
         let list = if *self.ticket_exists.lock().unwrap() {
-            json!([agent, ticket])
+            vec![agent, ticket]
         } else {
-            json!([agent])
+            vec![agent]
         };
         std::future::ready(Ok(list))
     }

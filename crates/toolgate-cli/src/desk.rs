@@ -16,11 +16,14 @@ use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::{CheckOptions, Policy, check};
 use toolgate::pipeline::{AuthzRequest, Decision, Gate, Principal, Request, StateVersion, decide};
 use toolgate::provider::Provider;
-use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_cedar::{
+    CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_entities,
+    support_desk_mapping,
+};
 use toolgate_eval::case::Case;
 use toolgate_eval::runner::{Edge, PipelineGate, World};
 use toolgate_store::AnyClaimStore;
-use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_store::support_desk::{SeedTicket, SupportDesk};
 
 /// The support-desk policy (`examples/support-desk/policy.toml`).
 pub const POLICY: &str = include_str!("../../../examples/support-desk/policy.toml");
@@ -31,18 +34,30 @@ pub const CREDIT_ISSUE: &str = "credit:issue";
 /// How long a won claim may run before it counts as stuck.
 const LEASE: Duration = Duration::from_secs(30);
 
-/// Cedar entities read live from the support-desk tables.
-pub struct Entities(SupportDesk);
+/// Cedar entities read live from the support-desk tables
+/// ([`support_desk_entities`]). `toolgate serve`, `demo`, `eval` and
+/// `bench race` all authorise through this.
+pub struct DeskEntities(pub SupportDesk);
 
-impl EntitySource for Entities {
-    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Value, String> {
+impl EntitySource for DeskEntities {
+    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
         let ticket = match r.scope().get("ticket_id") {
             Some(Value::String(t)) => t.clone(),
+            Some(Value::Number(n)) => n.to_string(),
             _ => return Err("the scope has no ticket_id".to_owned()),
         };
-        cedar_entities(&self.0, r.principal().id(), &ticket)
+        let agent = r.principal().id();
+        let found = self
+            .0
+            .directory(agent, &ticket)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        Ok(support_desk_entities(
+            agent,
+            found.agent_active,
+            &ticket,
+            found.ticket.map(|t| (t.customer_id, t.assignee)),
+        ))
     }
 }
 
@@ -94,7 +109,7 @@ pub struct TicketCredits {
 pub struct Desk {
     store: AnyClaimStore,
     desk: SupportDesk,
-    authorizer: CedarAuthorizer<Entities>,
+    authorizer: CedarAuthorizer<DeskEntities>,
     pool: sqlx::SqlitePool,
 }
 
@@ -120,7 +135,7 @@ impl Desk {
         let authorizer = CedarAuthorizer::new(
             SUPPORT_DESK_POLICIES,
             &support_desk_mapping(),
-            Entities(desk.clone()),
+            DeskEntities(desk.clone()),
         )
         .map_err(|e| db("the Cedar policies", e))?;
         Ok(Self {
@@ -205,7 +220,7 @@ impl Desk {
     pub fn parts<'a>(
         &'a self,
         policy: &'a Policy,
-    ) -> Gate<'a, CedarAuthorizer<Entities>, SupportDesk, AnyClaimStore, SupportDesk> {
+    ) -> Gate<'a, CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk> {
         Gate {
             policy,
             authorizer: &self.authorizer,
@@ -221,7 +236,7 @@ impl Desk {
         policy: &'a Policy,
     ) -> PipelineGate<
         'a,
-        CedarAuthorizer<Entities>,
+        CedarAuthorizer<DeskEntities>,
         SupportDesk,
         AnyClaimStore,
         SupportDesk,

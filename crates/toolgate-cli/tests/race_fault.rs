@@ -20,8 +20,11 @@ use toolgate::claim::{ClaimStatus, ClaimStore, OperationKey, UnixMillis};
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
 use toolgate::provider::Provider;
-use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mapping};
-use toolgate_store::support_desk::{SupportDesk, cedar_entities};
+use toolgate_cedar::{
+    CedarAuthorizer, EntityRecord, SUPPORT_DESK_POLICIES, support_desk_entities,
+    support_desk_mapping,
+};
+use toolgate_store::support_desk::SupportDesk;
 use toolgate_store::{AnyClaimStore, fresh_holder};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
@@ -29,14 +32,23 @@ const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 struct Entities(SupportDesk);
 
 impl toolgate_cedar::EntitySource for Entities {
-    async fn entities(&self, r: &toolgate::pipeline::AuthzRequest<'_>) -> Result<Value, String> {
-        let ticket = r.scope()["ticket_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        cedar_entities(&self.0, r.principal().id(), &ticket)
+    async fn entities(
+        &self,
+        r: &toolgate::pipeline::AuthzRequest<'_>,
+    ) -> Result<Vec<EntityRecord>, String> {
+        let ticket = r.scope()["ticket_id"].as_str().unwrap_or_default();
+        let agent = r.principal().id();
+        let found = self
+            .0
+            .directory(agent, ticket)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        Ok(support_desk_entities(
+            agent,
+            found.agent_active,
+            ticket,
+            found.ticket.map(|t| (t.customer_id, t.assignee)),
+        ))
     }
 }
 

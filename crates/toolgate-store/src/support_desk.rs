@@ -177,6 +177,24 @@ pub struct SeedTicket {
     pub version: i64,
 }
 
+/// The directory's answer for one decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Directory {
+    /// The acting agent's `active` flag; `None` for an unknown agent.
+    pub agent_active: Option<bool>,
+    /// The ticket's customer and assignee; `None` for an unknown ticket.
+    pub ticket: Option<TicketOwner>,
+}
+
+/// Whose a ticket is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketOwner {
+    /// The ticket's customer.
+    pub customer_id: String,
+    /// The assigned agent.
+    pub assignee: String,
+}
+
 /// What a ticket's directory entry says, for authorisation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketFacts {
@@ -385,9 +403,19 @@ impl SupportDesk {
         })
     }
 
-    /// The acting agent's `active` (`None`: unknown agent) and the ticket's
-    /// customer and assignee (`None`: no such ticket), in one query.
-    async fn directory(
+    /// What authorising `agent` on `ticket` needs, read live in one query.
+    pub async fn directory(&self, agent: &str, ticket: &str) -> Result<Directory, StoreError> {
+        let (agent_active, ticket) = self.directory_row(agent, ticket).await?;
+        Ok(Directory {
+            agent_active,
+            ticket: ticket.map(|(customer_id, assignee)| TicketOwner {
+                customer_id,
+                assignee,
+            }),
+        })
+    }
+
+    async fn directory_row(
         &self,
         agent: &str,
         ticket: &str,
@@ -649,29 +677,4 @@ impl Executor for SupportDesk {
             }
         }
     }
-}
-
-/// Cedar entities for a support-desk decision (the JSON entity format
-/// `toolgate-cedar` reads): the acting agent with `active`, and the ticket
-/// with `assignee` and `customer`. A ticket missing from the directory is
-/// left out, which makes Cedar's attribute access an evaluation error and
-/// so a denial.
-pub async fn cedar_entities(
-    desk: &SupportDesk,
-    agent: &str,
-    ticket: &str,
-) -> Result<Value, StoreError> {
-    let mut list = Vec::new();
-    let (active, facts) = desk.directory(agent, ticket).await?;
-    if let Some(active) = active {
-        list.push(json!({"uid": {"type": "Agent", "id": agent},
-                         "attrs": {"active": active}, "parents": []}));
-    }
-    if let Some((customer_id, assignee)) = facts {
-        list.push(json!({"uid": {"type": "Ticket", "id": ticket},
-            "attrs": {"assignee": {"__entity": {"type": "Agent", "id": assignee}},
-                      "customer": customer_id},
-            "parents": []}));
-    }
-    Ok(Value::Array(list))
 }

@@ -8,7 +8,7 @@ mod support;
 use std::future::Future;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use toolgate::claim::{ClaimStore, ReconcileOutcome};
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{
@@ -16,7 +16,7 @@ use toolgate::pipeline::{
     Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_store::support_desk::{Directory, SeedTicket, SupportDesk, TicketOwner};
 use toolgate_store::{AnyClaimStore, fresh_holder};
 
 struct AllowAll;
@@ -169,15 +169,26 @@ async fn support_desk_on(url: &str) {
         ReconcileOutcome::NotApplied { .. }
     ));
 
-    // Cedar entities from the directory.
-    let e = cedar_entities(&desk, "agent-1", &ticket).await.unwrap();
-    assert_eq!(e[0]["attrs"]["active"], Value::Bool(true));
-    assert_eq!(e[1]["attrs"]["assignee"]["__entity"]["id"], "agent-1");
-    assert_eq!(e[1]["attrs"]["customer"], customer.as_str());
-    let none = cedar_entities(&desk, "agent-1", "no-such-ticket")
-        .await
-        .unwrap();
-    assert_eq!(none.as_array().unwrap().len(), 1);
+    // The directory, as the authoriser reads it.
+    assert_eq!(
+        desk.directory("agent-1", &ticket).await.unwrap(),
+        Directory {
+            agent_active: Some(true),
+            ticket: Some(TicketOwner {
+                customer_id: customer.clone(),
+                assignee: "agent-1".into(),
+            }),
+        }
+    );
+    assert_eq!(
+        desk.directory("no-such-agent", "no-such-ticket")
+            .await
+            .unwrap(),
+        Directory {
+            agent_active: None,
+            ticket: None,
+        }
+    );
 
     // Seeding again: `seed` refuses a ticket that exists; `seed_missing`
     // leaves it, and the version its credit moved it to, as it is.

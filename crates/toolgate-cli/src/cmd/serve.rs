@@ -7,12 +7,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use toolgate::contract::Policy;
-use toolgate::pipeline::{AuthzRequest, Principal};
-use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate::pipeline::Principal;
+use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mapping};
 use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
-use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_store::support_desk::{SeedTicket, SupportDesk};
+
+use crate::desk::DeskEntities;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
 /// Run the HTTP sidecar.
@@ -93,22 +95,6 @@ struct KeyConfig {
 
 fn in_process() -> String {
     "in_process".to_owned()
-}
-
-/// Cedar entities from the support desk's directory, read live.
-pub struct DeskEntities(pub SupportDesk);
-
-impl EntitySource for DeskEntities {
-    async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Value, String> {
-        let ticket = match request.scope().get("ticket_id") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => return Err("the scope has no ticket_id".to_owned()),
-        };
-        cedar_entities(&self.0, request.principal().id(), &ticket)
-            .await
-            .map_err(|e| e.to_string())
-    }
 }
 
 /// The sidecar's parts for the support desk.

@@ -7,16 +7,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use tokio::sync::Barrier;
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{
-    AuthzRequest, Decision, Gate, GateError, Outcome, Principal, Reason, Request, StateError,
-    StateScope, StateSource, StateVersion, decide,
+    Decision, Gate, GateError, Outcome, Principal, Reason, Request, StateError, StateScope,
+    StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{CedarAuthorizer, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping};
-use toolgate_store::support_desk::{SeedTicket, SupportDesk, cedar_entities};
+use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_store::support_desk::{SeedTicket, SupportDesk};
+
+use crate::desk::DeskEntities;
 use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder, now_millis};
 
 /// The support-desk policy the race proposes against.
@@ -69,21 +71,6 @@ pub struct Args {
     /// executing, so a test can SIGKILL the process mid-operation.
     #[arg(long, hide = true)]
     hold_after_claim: bool,
-}
-
-/// Cedar entities read live from the support-desk tables.
-struct DeskEntities(SupportDesk);
-
-impl EntitySource for DeskEntities {
-    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Value, String> {
-        let ticket = match r.scope().get("ticket_id") {
-            Some(Value::String(t)) => t.clone(),
-            _ => return Err("the scope has no ticket_id".to_owned()),
-        };
-        cedar_entities(&self.0, r.principal().id(), &ticket)
-            .await
-            .map_err(|e| e.to_string())
-    }
 }
 
 /// The support desk's state source, with a meeting point: in the
