@@ -222,40 +222,14 @@ impl SqliteClaimStore {
                 holder,
                 result,
                 now,
-            } => {
-                let (key, holder, result) = (
-                    bytes(key.as_bytes()),
-                    bytes(holder.as_bytes()),
-                    result.as_str().to_owned(),
-                );
-                Box::new(move |conn| {
-                    conn.prepare_cached(sql::COMPLETE)?
-                        .execute(params![now.0, result, key, holder])
-                })
-            }
+            } => complete_unit(key, holder, result, now, None),
             Write::CompleteAudited {
                 key,
                 holder,
                 result,
                 now,
                 audit,
-            } => {
-                let (key, holder, result, audit) = (
-                    bytes(key.as_bytes()),
-                    bytes(holder.as_bytes()),
-                    result.as_str().to_owned(),
-                    audit.clone(),
-                );
-                Box::new(move |conn| {
-                    let n = conn
-                        .prepare_cached(sql::COMPLETE)?
-                        .execute(params![now.0, result, key, holder])?;
-                    if n == 1 {
-                        append_audit(conn, &audit)?;
-                    }
-                    Ok(n)
-                })
-            }
+            } => complete_unit(key, holder, result, now, Some(audit.clone())),
             Write::Reconcile {
                 key,
                 resolution,
@@ -298,6 +272,32 @@ impl SqliteClaimStore {
 
 /// A write unit answering with the rows it changed.
 type RowsUnit = Box<dyn FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send>;
+
+/// The completion's UPDATE and, if it changed the row, `audit`.
+fn complete_unit(
+    key: &toolgate::claim::OperationKey,
+    holder: &toolgate::claim::HolderToken,
+    result: &toolgate::claim::JsonText,
+    now: toolgate::claim::UnixMillis,
+    audit: Option<toolgate::claim::AuditEntry>,
+) -> RowsUnit {
+    let (key, holder, result) = (
+        key.as_bytes().to_vec(),
+        holder.as_bytes().to_vec(),
+        result.as_str().to_owned(),
+    );
+    Box::new(move |conn| {
+        let n = conn
+            .prepare_cached(sql::COMPLETE)?
+            .execute(rusqlite::params![now.0, result, key, holder])?;
+        if n == 1
+            && let Some(audit) = &audit
+        {
+            append_audit(conn, audit)?;
+        }
+        Ok(n)
+    })
+}
 
 /// The audit insert on the writer's connection.
 pub(crate) fn append_audit(
