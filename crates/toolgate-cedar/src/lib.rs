@@ -192,10 +192,11 @@ impl<S: EntitySource> CedarAuthorizer<S> {
                 };
             }
         };
-        let entities = match entities.iter().map(entity).collect::<Result<Vec<_>, _>>() {
-            Ok(list) => Entities::from_entities(list, None).map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
+        let entities = entities
+            .iter()
+            .map(entity)
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|list| Entities::from_entities(list, None).map_err(|e| e.to_string()));
         let entities = match entities {
             Ok(e) => e,
             Err(e) => {

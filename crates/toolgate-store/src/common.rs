@@ -89,11 +89,14 @@ pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
 
 /// A write of one statement, outside the claim transaction.
 pub(crate) enum Write<'a> {
+    /// The ownership-checked completion and, with `audit`, that entry
+    /// only if the completion changed its row, in the same transaction.
     Complete {
         key: &'a toolgate::claim::OperationKey,
         holder: &'a toolgate::claim::HolderToken,
         result: &'a toolgate::claim::JsonText,
         now: toolgate::claim::UnixMillis,
+        audit: Option<&'a toolgate::claim::AuditEntry>,
     },
     Reconcile {
         key: &'a toolgate::claim::OperationKey,
@@ -102,21 +105,12 @@ pub(crate) enum Write<'a> {
         now: toolgate::claim::UnixMillis,
     },
     Audit(&'a toolgate::claim::AuditEntry),
-    /// `Complete`, then `audit` only if the completion changed a row, in
-    /// one transaction (batched backends only).
-    CompleteAudited {
-        key: &'a toolgate::claim::OperationKey,
-        holder: &'a toolgate::claim::HolderToken,
-        result: &'a toolgate::claim::JsonText,
-        now: toolgate::claim::UnixMillis,
-        audit: &'a toolgate::claim::AuditEntry,
-    },
 }
 
 impl Write<'_> {
     pub(crate) fn what(&self) -> &'static str {
         match self {
-            Self::Complete { .. } | Self::CompleteAudited { .. } => "completing the claim",
+            Self::Complete { .. } => "completing the claim",
             Self::Reconcile { .. } => "recording a reconciliation",
             Self::Audit(_) => "appending to the audit log",
         }
@@ -301,23 +295,20 @@ macro_rules! sql_claim_store {
                 self
             }
 
-            /// An ownership-checked completion (`write` is `Complete` or
-            /// `CompleteAudited`), retried on lost races and read back
+            /// The ownership-checked completion, with `audit` written in its
+            /// transaction if given, retried on lost races and read back
             /// when its outcome is unknown.
             async fn finish(
                 &self,
-                write: $crate::common::Write<'_>,
+                key: &toolgate::claim::OperationKey,
+                holder: &toolgate::claim::HolderToken,
+                result: &toolgate::claim::JsonText,
+                now: toolgate::claim::UnixMillis,
+                audit: Option<&toolgate::claim::AuditEntry>,
             ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
                 use toolgate::claim::{ClaimStatus, Completion, StoreError, StoreErrorKind};
                 use $crate::common::{MAX_CLAIM_ATTEMPTS, backoff};
-                let ($crate::common::Write::Complete { key, holder, result, now }
-                | $crate::common::Write::CompleteAudited { key, holder, result, now, .. }) = write
-                else {
-                    return Err(StoreError::new(
-                        StoreErrorKind::Invariant,
-                        "finish takes a completion",
-                    ));
-                };
+                let write = $crate::common::Write::Complete { key, holder, result, now, audit };
                 for attempt in 1..=MAX_CLAIM_ATTEMPTS {
                     match self.write_one(&write).await {
                         // For an UPDATE the count is what we want on every
@@ -426,7 +417,7 @@ macro_rules! sql_claim_store {
                 result: &toolgate::claim::JsonText,
                 now: toolgate::claim::UnixMillis,
             ) -> Result<toolgate::claim::Completion, toolgate::claim::StoreError> {
-                self.finish($crate::common::Write::Complete { key, holder, result, now }).await
+                self.finish(key, holder, result, now, None).await
             }
 
             async fn complete_audited(
@@ -438,10 +429,11 @@ macro_rules! sql_claim_store {
                 audit: &toolgate::claim::AuditEntry,
             ) -> Result<(toolgate::claim::Completion, bool), toolgate::claim::StoreError> {
                 use toolgate::claim::Completion;
-                let write = $crate::common::Write::CompleteAudited { key, holder, result, now, audit };
                 // The audit row is in the completion's transaction: it is
                 // there exactly when the completion is.
-                self.finish(write).await.map(|c| (c, c == Completion::Recorded))
+                self.finish(key, holder, result, now, Some(audit))
+                    .await
+                    .map(|c| (c, c == Completion::Recorded))
             }
 
             async fn fetch(
@@ -596,9 +588,8 @@ macro_rules! sql_claim_store {
         ) -> sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments> {
             use $crate::common::Write;
             match w {
-                // CompleteAudited's audit row is `write_one`'s second statement.
-                Write::Complete { key, holder, result, now }
-                | Write::CompleteAudited { key, holder, result, now, .. } => sqlx::query($sql::COMPLETE)
+                // The completion's audit entry is `write_one`'s second statement.
+                Write::Complete { key, holder, result, now, .. } => sqlx::query($sql::COMPLETE)
                     .bind(now.0)
                     .bind(result.as_str())
                     .bind(key.as_bytes().as_slice())
@@ -706,9 +697,9 @@ macro_rules! sql_claim_store {
                 }
             }
 
-            /// One write in its own transaction: a single statement, or
-            /// for `CompleteAudited` the completion and, if it changed a
-            /// row, the audit entry.
+            /// One write in its own transaction: a single statement, or a
+            /// completion with an audit entry and, if it changed a row,
+            /// that entry.
             async fn write_one(
                 &self,
                 w: &$crate::common::Write<'_>,
@@ -721,7 +712,7 @@ macro_rules! sql_claim_store {
                         WriteFail::Failed($crate::common::map_err(w.what(), e))
                     }
                 };
-                let Write::CompleteAudited { audit, .. } = w else {
+                let Write::Complete { audit: Some(audit), .. } = w else {
                     return write_query(w)
                         .execute(&self.pool)
                         .await

@@ -108,9 +108,9 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     Ok(conn)
 }
 
-/// A failed read on a reader connection: busy is contention, anything
-/// else the database's.
-pub(crate) fn read_error(what: &str, e: &rusqlite::Error) -> StoreError {
+/// A failed statement on a `rusqlite` connection: busy is contention,
+/// anything else the database's.
+pub(crate) fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     let kind = if is_busy(e) {
         StoreErrorKind::Contention
     } else {
@@ -142,9 +142,9 @@ impl SqliteClaimStore {
             .read(|conn| {
                 let mut select = conn.prepare_cached(sql::SELECT_CLAIM)?;
                 let mut rows = select.query([key.as_bytes().as_slice()])?;
-                Ok(rows.next()?.map(written_row::record))
+                Ok(rows.next()?.map(rusqlite_row::record))
             })
-            .map_err(|e| read_error("reading a claim", &e))?;
+            .map_err(|e| rusqlite_error("reading a claim", &e))?;
         row.transpose().map_err(|p| StoreError::corrupt(&p))
     }
 
@@ -177,7 +177,7 @@ impl SqliteClaimStore {
                     ])?;
                 let mut read_back = conn.prepare_cached(sql::SELECT_CLAIM)?;
                 let mut rows = read_back.query([unit.key().as_bytes().as_slice()])?;
-                Ok(rows.next()?.map(written_row::record))
+                Ok(rows.next()?.map(rusqlite_row::record))
             })
             .await;
         match written {
@@ -194,10 +194,7 @@ impl SqliteClaimStore {
                 ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
             },
             Err(WriteError::Unit(e)) if is_busy(&e) => Step::Retry,
-            Err(WriteError::Unit(e)) => Step::Fail(StoreError::new(
-                StoreErrorKind::Database,
-                format!("claiming: {e}"),
-            )),
+            Err(WriteError::Unit(e)) => Step::Fail(rusqlite_error("claiming", &e)),
             // The batch rolled back (another process held the lock, or
             // another unit broke it): nothing was written, so try again; a
             // lasting cause ends as a contention error after the attempts.
@@ -222,14 +219,8 @@ impl SqliteClaimStore {
                 holder,
                 result,
                 now,
-            } => complete_unit(key, holder, result, now, None),
-            Write::CompleteAudited {
-                key,
-                holder,
-                result,
-                now,
                 audit,
-            } => complete_unit(key, holder, result, now, Some(audit.clone())),
+            } => complete_unit(key, holder, result, now, audit.cloned()),
             Write::Reconcile {
                 key,
                 resolution,
@@ -255,10 +246,7 @@ impl SqliteClaimStore {
         let what = w.what();
         written.map(|n| n as u64).map_err(|e| match e {
             WriteError::Unit(e) if is_busy(&e) => WriteFail::LostRace,
-            WriteError::Unit(e) => WriteFail::Failed(StoreError::new(
-                StoreErrorKind::Database,
-                format!("{what}: {e}"),
-            )),
+            WriteError::Unit(e) => WriteFail::Failed(rusqlite_error(what, &e)),
             WriteError::NotApplied {
                 lost_race: true, ..
             } => WriteFail::LostRace,
@@ -316,10 +304,10 @@ pub(crate) fn append_audit(
         ])
 }
 
-/// A claim row read back on the writer's connection (`rusqlite`), decoded
-/// by the same rules as the pool's rows: bytes from BLOB or TEXT, text
-/// that must be UTF-8, integers that must be integers.
-mod written_row {
+/// A claim row read on a `rusqlite` connection (the writer's read-back, the
+/// readers), decoded by the same rules as the pool's rows: bytes from BLOB
+/// or TEXT, text that must be UTF-8, integers that must be integers.
+mod rusqlite_row {
     use rusqlite::Row;
     use rusqlite::types::ValueRef;
     use toolgate::claim::{ClaimRecord, CorruptRecord};

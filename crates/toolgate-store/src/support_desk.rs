@@ -358,7 +358,7 @@ impl SupportDesk {
                     let mut rows = select.query([ticket])?;
                     rows.next()?.map(|row| row.get::<_, i64>(0)).transpose()
                 })
-                .map_err(|e| crate::sqlite::read_error("reading a ticket", &e));
+                .map_err(|e| crate::sqlite::rusqlite_error("reading a ticket", &e));
         }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&TICKET_VERSION))
@@ -432,7 +432,7 @@ impl SupportDesk {
                             Ok((active, customer.zip(assignee)))
                         })
                 })
-                .map_err(|e| crate::sqlite::read_error("reading the directory", &e));
+                .map_err(|e| crate::sqlite::rusqlite_error("reading the directory", &e));
         }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&DIRECTORY))
