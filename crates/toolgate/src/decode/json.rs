@@ -62,36 +62,66 @@ pub(crate) enum Node {
     },
 }
 
+/// How many spare tapes (and side buffers) a thread keeps: two, because a
+/// check holds two documents at once, the provider body and the tool
+/// arguments decoded from a string inside it.
+const SPARES: usize = 2;
+
 thread_local! {
-    /// The tape of the last document dropped on this thread, kept for the
-    /// next one: decoding a body then allocates no tape of its own.
-    static SPARE_TAPE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+    /// Tapes of documents dropped on this thread, kept for the next ones:
+    /// decoding a body then allocates no tape of its own.
+    static SPARE_TAPES: Cell<[Vec<Node>; SPARES]> = const { Cell::new([Vec::new(), Vec::new()]) };
 }
 
 /// Tapes with room for more nodes than this (96 KiB) are freed, not kept.
 const SPARE_TAPE_MAX_NODES: usize = 4096;
 
 thread_local! {
-    /// The side buffer of unescaped strings of the last document dropped
-    /// on this thread, kept for the next document that needs one.
-    static SPARE_TEXT: Cell<String> = const { Cell::new(String::new()) };
+    /// Side buffers of unescaped strings of documents dropped on this
+    /// thread, kept for the next documents that need one.
+    static SPARE_TEXTS: Cell<[String; SPARES]> = const { Cell::new([String::new(), String::new()]) };
 }
 
 /// Side buffers larger than this are freed, not kept.
 const SPARE_TEXT_MAX_BYTES: usize = 64 * 1024;
 
-/// An empty side buffer for unescaped strings, reusing this thread's spare
-/// when there is one.
+/// One spare out of a thread's pool (empty-handed if there is none: a
+/// buffer of capacity 0 has not allocated).
+fn take_spare<T: Default>(pool: &'static std::thread::LocalKey<Cell<[T; SPARES]>>) -> T {
+    pool.try_with(|cell| {
+        let mut spares = cell.take();
+        let spare = std::mem::take(&mut spares[0]);
+        spares.swap(0, 1);
+        cell.set(spares);
+        spare
+    })
+    .unwrap_or_default()
+}
+
+/// Gives `spare` back to a thread's pool, if the pool has room. During
+/// thread teardown the pool is already gone; the buffer is then simply freed.
+fn give_spare<T: Default>(pool: &'static std::thread::LocalKey<Cell<[T; SPARES]>>, spare: T) {
+    let _ = pool.try_with(|cell| {
+        let mut spares = cell.take();
+        // Slot 0 is taken first, so a free slot is filled from the front.
+        spares.swap(0, 1);
+        spares[0] = spare;
+        cell.set(spares);
+    });
+}
+
+/// An empty side buffer for unescaped strings, reusing one of this
+/// thread's spares when there is one.
 pub(crate) fn text_buffer() -> String {
-    let mut text = SPARE_TEXT.try_with(Cell::take).unwrap_or_default();
+    let mut text = take_spare(&SPARE_TEXTS);
     text.clear();
     text
 }
 
-/// An empty tape with room for at least `nodes` nodes, reusing this
-/// thread's spare tape when there is one.
+/// An empty tape with room for at least `nodes` nodes, reusing one of this
+/// thread's spare tapes when there is one.
 pub(crate) fn tape_with_capacity(nodes: usize) -> Vec<Node> {
-    let mut tape = SPARE_TAPE.try_with(Cell::take).unwrap_or_default();
+    let mut tape = take_spare(&SPARE_TAPES);
     tape.clear();
     tape.reserve(nodes);
     tape
@@ -236,14 +266,12 @@ impl<'a> Document<'a> {
 impl Drop for Document<'_> {
     fn drop(&mut self) {
         let tape = std::mem::take(&mut self.nodes);
-        if tape.capacity() <= SPARE_TAPE_MAX_NODES {
-            // During thread teardown the spare is already gone; the tape is
-            // then simply freed.
-            let _ = SPARE_TAPE.try_with(|spare| spare.set(tape));
+        if tape.capacity() > 0 && tape.capacity() <= SPARE_TAPE_MAX_NODES {
+            give_spare(&SPARE_TAPES, tape);
         }
         let text = std::mem::take(&mut self.unescaped);
         if text.capacity() > 0 && text.capacity() <= SPARE_TEXT_MAX_BYTES {
-            let _ = SPARE_TEXT.try_with(|spare| spare.set(text));
+            give_spare(&SPARE_TEXTS, text);
         }
     }
 }
