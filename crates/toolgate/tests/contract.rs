@@ -376,7 +376,7 @@ fn the_same_proposal_in_every_provider_shape_has_one_fingerprint() {
             a.canonical_arguments,
             r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
         );
-        assert_eq!(a.capability, "credit:issue");
+        assert_eq!(&*a.capability, "credit:issue");
     }
 }
 

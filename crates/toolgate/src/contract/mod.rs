@@ -14,6 +14,7 @@ pub mod schema;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -220,8 +221,8 @@ impl Default for CheckOptions {
 /// A proposal that passed every stateless stage.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProposedAction {
-    /// The tool's name (a tool of the policy).
-    pub tool: String,
+    /// The tool's name (a tool of the policy; shared with it).
+    pub tool: Arc<str>,
     /// The provider's call id, for native tool calls that have one.
     pub call_id: Option<String>,
     /// The strictly decoded, schema-valid arguments.
@@ -230,8 +231,8 @@ pub struct ProposedAction {
     pub canonical_arguments: String,
     /// SHA-256 of the canonical text.
     pub fingerprint: Fingerprint,
-    /// The capability the tool needs (from the policy).
-    pub capability: String,
+    /// The capability the tool needs (from the policy; shared with it).
+    pub capability: Arc<str>,
     /// Whether each operation needs a person's approval (from the policy).
     pub needs_approval: bool,
 }
@@ -248,8 +249,9 @@ pub struct Decision {
     pub pointer: Option<String>,
     /// Human-readable detail.
     pub message: Option<String>,
-    /// The tool named by the model, when there was exactly one.
-    pub tool: Option<String>,
+    /// The tool named by the model, when there was exactly one (shared with
+    /// the policy when it is one of its tools).
+    pub tool: Option<Arc<str>>,
     /// The validated proposal, for `action`.
     pub action: Option<ProposedAction>,
     /// The reply to deliver: the model's for `answer`/`action`, the policy's
@@ -313,11 +315,11 @@ impl Decision {
             "reason": self.reason.map(Reason::as_str),
             "pointer": self.pointer,
             "message": self.message,
-            "tool": self.tool,
+            "tool": self.tool.as_deref(),
             "call_id": a.and_then(|a| a.call_id.clone()),
             "arguments": a.map(|a| a.arguments.clone()),
             "fingerprint": a.map(|a| a.fingerprint.to_hex()),
-            "capability": a.map(|a| a.capability.clone()),
+            "capability": a.map(|a| &*a.capability),
             "needs_approval": a.map(|a| a.needs_approval),
             "reply": self.reply,
             "stop": stop,
@@ -410,7 +412,7 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
                     Some(stop),
                     attempt,
                 );
-                d.tool = Some(call.name.clone().into_owned());
+                d.tool = Some(call.name.as_ref().into());
                 return d;
             }
             structured(policy, text.as_bytes(), stop, attempt)
@@ -583,7 +585,7 @@ fn contract(
     let tool = proposal.tool;
     let reject = |reason: Reason, pointer: String, message: String, stop: Stop| {
         let mut d = Decision::rejected(reason, pointer, message, Some(stop), attempt);
-        d.tool = Some(tool.to_owned());
+        d.tool = Some(tool.into());
         d
     };
     let Some(contract) = policy.tool(tool) else {
@@ -617,7 +619,7 @@ fn contract(
             Ok(doc) => doc.root().to_value(),
             Err(r) => {
                 let mut d = model_json_rejection(&r, at, Some(stop), attempt);
-                d.tool = Some(tool.to_owned());
+                d.tool = Some(tool.into());
                 return d;
             }
         },
@@ -677,15 +679,15 @@ fn contract(
     };
     let fingerprint = fingerprint_canonical(&canonical);
     let mut d = Decision::new(Outcome::Action, Some(stop), attempt);
-    d.tool = Some(tool.to_owned());
+    d.tool = Some(contract.shared_name());
     d.reply = Some(proposal.reply.into_owned());
     d.action = Some(ProposedAction {
-        tool: tool.to_owned(),
+        tool: contract.shared_name(),
         call_id: proposal.call_id.map(str::to_owned),
         arguments,
         canonical_arguments: canonical,
         fingerprint,
-        capability: contract.capability().to_owned(),
+        capability: contract.shared_capability(),
         needs_approval: contract.needs_approval(),
     });
     d

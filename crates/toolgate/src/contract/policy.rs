@@ -19,6 +19,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -89,9 +90,10 @@ impl std::error::Error for PolicyError {}
 /// One tool's contract.
 #[derive(Debug)]
 pub struct ToolContract {
-    name: String,
+    // Shared, not copied, into every decision that names the tool.
+    name: Arc<str>,
     description: String,
-    capability: String,
+    capability: Arc<str>,
     operation_key: Vec<String>,
     needs_approval: bool,
     max_argument_bytes: usize,
@@ -111,6 +113,14 @@ impl ToolContract {
     /// The capability an actor needs to use the tool.
     pub fn capability(&self) -> &str {
         &self.capability
+    }
+    /// The name, shared (a decision holds it without copying it).
+    pub(crate) fn shared_name(&self) -> Arc<str> {
+        Arc::clone(&self.name)
+    }
+    /// The capability, shared.
+    pub(crate) fn shared_capability(&self) -> Arc<str> {
+        Arc::clone(&self.capability)
     }
     /// Server-fixed scope fields that form the operation key, in order.
     pub fn operation_key(&self) -> &[String] {
@@ -221,7 +231,7 @@ impl Policy {
     }
     /// The tool called `name`.
     pub fn tool(&self, name: &str) -> Option<&ToolContract> {
-        self.tools.iter().find(|t| t.name == name)
+        self.tools.iter().find(|t| &*t.name == name)
     }
 }
 
@@ -303,9 +313,9 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
         }
     }
     Ok(ToolContract {
-        name: t.name,
+        name: t.name.into(),
         description: t.description,
-        capability: t.capability,
+        capability: t.capability.into(),
         operation_key: t.operation_key,
         needs_approval: t.needs_approval,
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),

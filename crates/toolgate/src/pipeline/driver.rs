@@ -207,7 +207,7 @@ fn stateless(d: contract::Decision) -> Decision {
     let mut out = Decision::new(outcome);
     out.reason = d.reason.map(Reason::Contract);
     out.message.clone_from(&d.message);
-    out.tool.clone_from(&d.tool);
+    out.tool = d.tool.as_deref().map(str::to_owned);
     out.reply.clone_from(&d.reply);
     out.stateless = Some(d);
     out
@@ -263,7 +263,7 @@ where
             "tool {:?} is not in this gate's policy",
             action.tool
         ));
-        d.tool = Some(action.tool);
+        d.tool = Some(action.tool.to_string());
         return Ok(d.into());
     };
     let validated = Validated::new(action, reply, contract);
