@@ -25,6 +25,8 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 pub mod sse;
+#[cfg(test)]
+mod tests;
 
 use std::borrow::Cow;
 use std::fmt;
