@@ -659,6 +659,60 @@ impl<'t> Iterator for Items<'t> {
 
 impl ExactSizeIterator for Items<'_> {}
 
+impl<'t> Object<'t> {
+    /// The values of `keys` (`None` for a key it lacks), found in one pass
+    /// over the members that stops once every key has been seen: for a
+    /// reader of several fields, cheaper than one [`Object::get`] per key,
+    /// each of which walks the members again. Keys are unique (the decoder
+    /// rejects a repeated key, and a `serde_json` map has none), so each
+    /// slot is filled at most once and no later member can overwrite it.
+    ///
+    /// Always inlined: with `keys` known at the call, the loop over them
+    /// unrolls into a length test per key and no call to compare bytes.
+    #[inline(always)]
+    pub(crate) fn get_each<const N: usize>(&self, keys: [&str; N]) -> [Option<Json<'t>>; N] {
+        let mut found = [None; N];
+        let mut left = N;
+        let mut at = self.start;
+        for _ in 0..self.len {
+            if let Some(key) = self.doc.key_bytes(at) {
+                // Lengths first, then the first byte, as in `key_is`.
+                for (slot, want) in found.iter_mut().zip(keys) {
+                    let want = want.as_bytes();
+                    if key.len() == want.len()
+                        && key.first() == want.first()
+                        && same_bytes(key, want)
+                    {
+                        *slot = Some(Json {
+                            doc: self.doc,
+                            at: at + 1,
+                        });
+                        left -= 1;
+                        break;
+                    }
+                }
+                if left == 0 {
+                    break;
+                }
+            }
+            at = self.doc.after(at + 1);
+        }
+        found
+    }
+}
+
+impl Document<'_> {
+    /// The bytes of the key node at `at`.
+    #[inline]
+    fn key_bytes(&self, at: usize) -> Option<&[u8]> {
+        match self.nodes.get(at)? {
+            Node::Str { start, end } => self.input.as_bytes().get(*start..*end),
+            Node::Escaped { start, end } => self.unescaped.as_bytes().get(*start..*end),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::same_bytes;

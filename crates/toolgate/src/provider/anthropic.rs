@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
-    object, opt_str, push_text, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
+    member, object, opt_str, push_text, req_str,
 };
 use crate::decode::{Json, Object};
 
@@ -21,12 +21,10 @@ fn classify(stop_reason: Option<&str>, details: Option<Object<'_>>) -> Stop {
     };
     let mut stop = Stop::new(class, stop_reason.map(str::to_owned));
     if let Some(d) = details {
-        stop.category = d
-            .get("category")
-            .and_then(|v| v.as_str())
-            .map(str::to_owned);
-        stop.explanation = d
-            .get("explanation")
+        let [category, explanation] = fields(d, ["category", "explanation"]);
+        stop.category = category.get().and_then(|v| v.as_str()).map(str::to_owned);
+        stop.explanation = explanation
+            .get()
             .and_then(|v| v.as_str())
             .map(str::to_owned);
     }
@@ -37,7 +35,9 @@ fn classify(stop_reason: Option<&str>, details: Option<Object<'_>>) -> Stop {
 pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
     let root = At::ROOT;
     let msg = object(body, root)?;
-    if let Some(kind) = opt_str(msg, "type", root)?
+    let [kind, stop_reason, details, content] =
+        fields(msg, ["type", "stop_reason", "stop_details", "content"]);
+    if let Some(kind) = kind.opt_str(root)?
         && kind != "message"
     {
         return Err(malformed(
@@ -45,22 +45,24 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
             format!("expected \"message\", got {kind:?}"),
         ));
     }
-    let stop_reason = opt_str(msg, "stop_reason", root)?;
-    let details = msg.get("stop_details").and_then(|v| v.as_object());
+    let stop_reason = stop_reason.opt_str(root)?;
+    let details = details.get().and_then(|v| v.as_object());
     let stop = classify(stop_reason, details);
     let cp = root.key("content");
-    let content = array(member(msg, "content", root)?, cp)?;
+    let content = array(content.required(root)?, cp)?;
     let mut text = Cow::Borrowed("");
     let mut tool_calls = Vec::new();
     for (i, block) in content.iter().enumerate() {
         let p = cp.index(i);
         let block = object(block, p)?;
-        match req_str(block, "type", p)? {
-            "text" => push_text(&mut text, req_str(block, "text", p)?),
+        let [kind, block_text, name, id, input] =
+            fields(block, ["type", "text", "name", "id", "input"]);
+        match kind.req_str(p)? {
+            "text" => push_text(&mut text, block_text.req_str(p)?),
             "tool_use" => tool_calls.push(RawToolCall {
-                name: Cow::Borrowed(req_str(block, "name", p)?),
-                id: opt_str(block, "id", p)?.map(Cow::Borrowed),
-                arguments: RawArguments::Value(member(block, "input", p)?),
+                name: Cow::Borrowed(name.req_str(p)?),
+                id: id.opt_str(p)?.map(Cow::Borrowed),
+                arguments: RawArguments::Value(input.required(p)?),
             }),
             "thinking" | "redacted_thinking" => {}
             other => {

@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
-    object, opt_str, push_text, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, field, fields,
+    malformed, object, push_text,
 };
 use crate::decode::Json;
 
@@ -27,21 +27,23 @@ fn classify(reason: Option<&str>, has_calls: bool) -> StopClass {
 pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
     let root = At::ROOT;
     let resp = object(body, root)?;
+    let [feedback, candidates] = fields(resp, ["promptFeedback", "candidates"]);
     // A blocked prompt has no candidates, only the block reason.
     let fbp = root.key("promptFeedback");
-    if let Some(fb) = resp.get("promptFeedback").and_then(|v| v.as_object())
-        && let Some(block) = opt_str(fb, "blockReason", fbp)?
-    {
-        let mut stop = Stop::new(
-            StopClass::ContentFiltered,
-            Some(format!("promptFeedback.blockReason:{block}")),
-        );
-        stop.category = Some(block.to_owned());
-        stop.explanation = opt_str(fb, "blockReasonMessage", fbp)?.map(str::to_owned);
-        return Ok(Turn::stopped(stop));
+    if let Some(fb) = feedback.get().and_then(|v| v.as_object()) {
+        let [block, message] = fields(fb, ["blockReason", "blockReasonMessage"]);
+        if let Some(block) = block.opt_str(fbp)? {
+            let mut stop = Stop::new(
+                StopClass::ContentFiltered,
+                Some(format!("promptFeedback.blockReason:{block}")),
+            );
+            stop.category = Some(block.to_owned());
+            stop.explanation = message.opt_str(fbp)?.map(str::to_owned);
+            return Ok(Turn::stopped(stop));
+        }
     }
     let cands = root.key("candidates");
-    let candidates = array(member(resp, "candidates", root)?, cands)?;
+    let candidates = array(candidates.required(root)?, cands)?;
     let (Some(candidate), 1) = (candidates.get(0), candidates.len()) else {
         return Err(malformed(
             cands,
@@ -50,11 +52,13 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
     };
     let cp = cands.index(0);
     let candidate = object(candidate, cp)?;
-    let reason = opt_str(candidate, "finishReason", cp)?;
+    // `finishMessage` is read only for an unknown stop, below.
+    let [reason, content] = fields(candidate, ["finishReason", "content"]);
+    let reason = reason.opt_str(cp)?;
     let mut text = Cow::Borrowed("");
     let mut tool_calls = Vec::new();
     // A filtered candidate may have no content at all.
-    if let Some(content) = candidate.get("content") {
+    if let Some(content) = content.get() {
         let content_at = cp.key("content");
         let content = object(content, content_at)?;
         let pp = content_at.key("parts");
@@ -65,26 +69,31 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
         for (i, part) in parts.iter().flat_map(|p| p.iter()).enumerate() {
             let p = pp.index(i);
             let part = object(part, p)?;
-            if part.get("thought").and_then(|v| v.as_bool()) == Some(true) {
+            let [thought, part_text, call, signature] = fields(
+                part,
+                ["thought", "text", "functionCall", "thoughtSignature"],
+            );
+            if thought.get().and_then(|v| v.as_bool()) == Some(true) {
                 continue;
             }
-            if let Some(t) = opt_str(part, "text", p)? {
+            if let Some(t) = part_text.opt_str(p)? {
                 push_text(&mut text, t);
-            } else if let Some(call) = part.get("functionCall") {
+            } else if let Some(call) = call.get() {
                 let fp = p.key("functionCall");
                 let call = object(call, fp)?;
+                let [name, id, args] = fields(call, ["name", "id", "args"]);
                 tool_calls.push(RawToolCall {
-                    name: Cow::Borrowed(req_str(call, "name", fp)?),
-                    id: opt_str(call, "id", fp)?.map(Cow::Borrowed),
+                    name: Cow::Borrowed(name.req_str(fp)?),
+                    id: id.opt_str(fp)?.map(Cow::Borrowed),
                     // No `args` means a call without arguments.
-                    arguments: match call.get("args") {
+                    arguments: match args.get() {
                         Some(args) => RawArguments::Value(args),
                         None => {
                             RawArguments::Implied(serde_json::Value::Object(Default::default()))
                         }
                     },
                 });
-            } else if part.contains_key("thoughtSignature") {
+            } else if signature.get().is_some() {
                 // A signature-only part carries no content.
             } else {
                 return Err(malformed(p, "part kind is not supported"));
@@ -99,7 +108,9 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
         stop.category = reason.map(str::to_owned);
     }
     if stop.class == StopClass::Unknown {
-        stop.explanation = opt_str(candidate, "finishMessage", cp)?.map(str::to_owned);
+        stop.explanation = field(candidate, "finishMessage")
+            .opt_str(cp)?
+            .map(str::to_owned);
     }
     Ok(Turn {
         text,

@@ -25,6 +25,8 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 pub mod sse;
+#[cfg(test)]
+mod tests;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -411,6 +413,77 @@ pub(crate) fn array<'t>(v: Json<'t>, at: At<'_>) -> Result<Array<'t>, ProviderEr
         .ok_or_else(|| malformed(at, "expected an array"))
 }
 
+/// One field of an object, as [`fields`] found it: its key (for the
+/// pointer of an error) and its value, if the object has the key.
+#[derive(Clone, Copy)]
+pub(crate) struct Field<'t, 'k> {
+    key: &'k str,
+    value: Option<Json<'t>>,
+}
+
+/// The members `keys` of `obj`, found in one pass over its members.
+///
+/// An adapter reads a few fields of objects that often carry many more
+/// (ids, usage, metadata). One [`Object::get`] per field walks the members
+/// once per field; this walks them once in all, and stops as soon as every
+/// key has been seen. Object keys are unique (the decoder rejects a repeated
+/// key), so a slot is filled at most once and no later member can change
+/// it. The fields are checked afterwards, in the order the adapter chooses,
+/// so errors come out in the same order as with one look-up per field.
+#[inline(always)]
+pub(crate) fn fields<'t, 'k, const N: usize>(
+    obj: Object<'t>,
+    keys: [&'k str; N],
+) -> [Field<'t, 'k>; N] {
+    let values = obj.get_each(keys);
+    // A loop, not `keys.map(..)`: `map` is not inlined, and its call and
+    // copies cost more than the pass.
+    let mut found = [Field {
+        key: "",
+        value: None,
+    }; N];
+    for ((field, key), value) in found.iter_mut().zip(keys).zip(values) {
+        *field = Field { key, value };
+    }
+    found
+}
+
+impl<'t> Field<'t, '_> {
+    /// The value, if present (of any type).
+    #[inline(always)]
+    pub(crate) fn get(self) -> Option<Json<'t>> {
+        self.value
+    }
+
+    /// The value, which must be present; `at` is the object's place.
+    #[inline(always)]
+    pub(crate) fn required(self, at: At<'_>) -> Result<Json<'t>, ProviderError> {
+        self.value
+            .ok_or_else(|| malformed(at.key(self.key), "missing"))
+    }
+
+    /// A string that may be absent or null; present with another type is
+    /// malformed.
+    #[inline(always)]
+    pub(crate) fn opt_str(self, at: At<'_>) -> Result<Option<&'t str>, ProviderError> {
+        match self.value {
+            None => Ok(None),
+            Some(v) if v.is_null() => Ok(None),
+            Some(v) => match v.as_str() {
+                Some(s) => Ok(Some(s)),
+                None => Err(malformed(at.key(self.key), "expected a string")),
+            },
+        }
+    }
+
+    /// A string that must be present.
+    #[inline(always)]
+    pub(crate) fn req_str(self, at: At<'_>) -> Result<&'t str, ProviderError> {
+        self.opt_str(at)?
+            .ok_or_else(|| malformed(at.key(self.key), "missing string"))
+    }
+}
+
 /// A member that must be present.
 #[inline(always)]
 pub(crate) fn member<'t>(
@@ -418,8 +491,7 @@ pub(crate) fn member<'t>(
     key: &str,
     at: At<'_>,
 ) -> Result<Json<'t>, ProviderError> {
-    obj.get(key)
-        .ok_or_else(|| malformed(at.key(key), "missing"))
+    field(obj, key).required(at)
 }
 
 /// A field that may be absent or null; present with another type is malformed.
@@ -429,14 +501,7 @@ pub(crate) fn opt_str<'t>(
     key: &str,
     at: At<'_>,
 ) -> Result<Option<&'t str>, ProviderError> {
-    match obj.get(key) {
-        None => Ok(None),
-        Some(v) if v.is_null() => Ok(None),
-        Some(v) => match v.as_str() {
-            Some(s) => Ok(Some(s)),
-            None => Err(malformed(at.key(key), "expected a string")),
-        },
-    }
+    field(obj, key).opt_str(at)
 }
 
 #[inline(always)]
@@ -445,5 +510,15 @@ pub(crate) fn req_str<'t>(
     key: &str,
     at: At<'_>,
 ) -> Result<&'t str, ProviderError> {
-    opt_str(obj, key, at)?.ok_or_else(|| malformed(at.key(key), "missing string"))
+    field(obj, key).req_str(at)
+}
+
+/// One field, looked up alone: for an object read for a single field, or
+/// for a field read only on a rare path.
+#[inline(always)]
+pub(crate) fn field<'t, 'k>(obj: Object<'t>, key: &'k str) -> Field<'t, 'k> {
+    Field {
+        key,
+        value: obj.get(key),
+    }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, malformed, member,
-    object, opt_str, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
+    member, object, opt_str,
 };
 use crate::decode::{Json, Object};
 
@@ -50,19 +50,22 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
     let choices = root.key("choices");
     let cp = choices.index(0);
     let choice = object(only_choice(body, root)?, cp)?;
-    let finish = opt_str(choice, "finish_reason", cp)?;
+    let [finish, message] = fields(choice, ["finish_reason", "message"]);
+    let finish = finish.opt_str(cp)?;
     let mp = cp.key("message");
-    let message = object(member(choice, "message", cp)?, mp)?;
-    let refusal = opt_str(message, "refusal", mp)?;
+    let message = object(message.required(cp)?, mp)?;
+    let [refusal, content, calls] = fields(message, ["refusal", "content", "tool_calls"]);
+    let refusal = refusal.opt_str(mp)?;
     let stop = classify(finish, refusal);
-    let text = Cow::Borrowed(opt_str(message, "content", mp)?.unwrap_or(""));
+    let text = Cow::Borrowed(content.opt_str(mp)?.unwrap_or(""));
     let mut tool_calls = Vec::new();
-    if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
+    if let Some(calls) = calls.get().filter(|v| !v.is_null()) {
         let tp = mp.key("tool_calls");
         for (i, call) in array(calls, tp)?.iter().enumerate() {
             let cp = tp.index(i);
             let call = object(call, cp)?;
-            let kind = opt_str(call, "type", cp)?.unwrap_or("function");
+            let [kind, function, id] = fields(call, ["type", "function", "id"]);
+            let kind = kind.opt_str(cp)?.unwrap_or("function");
             if kind != "function" {
                 return Err(malformed(
                     cp.key("type"),
@@ -70,11 +73,12 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
                 ));
             }
             let fp = cp.key("function");
-            let function = object(member(call, "function", cp)?, fp)?;
+            let function = object(function.required(cp)?, fp)?;
+            let [name, arguments] = fields(function, ["name", "arguments"]);
             tool_calls.push(RawToolCall {
-                name: Cow::Borrowed(req_str(function, "name", fp)?),
-                id: opt_str(call, "id", cp)?.map(Cow::Borrowed),
-                arguments: RawArguments::Text(Cow::Borrowed(req_str(function, "arguments", fp)?)),
+                name: Cow::Borrowed(name.req_str(fp)?),
+                id: id.opt_str(cp)?.map(Cow::Borrowed),
+                arguments: RawArguments::Text(Cow::Borrowed(arguments.req_str(fp)?)),
             });
         }
     }

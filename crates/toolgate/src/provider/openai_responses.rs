@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, member, object,
-    opt_str, push_text, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, member,
+    object, opt_str, push_text,
 };
 use crate::decode::Json;
 
@@ -17,31 +17,38 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
 
 fn parse_at<'t>(body: Json<'t>, p: At<'_>) -> Result<Turn<'t>, ProviderError> {
     let resp = object(body, p)?;
-    let status = opt_str(resp, "status", p)?;
-    let reason = resp
-        .get("incomplete_details")
+    // `error` is read only for a failed response, below.
+    let [status, details, output] = fields(resp, ["status", "incomplete_details", "output"]);
+    let status = status.opt_str(p)?;
+    let reason = details
+        .get()
         .and_then(|d| d.get("reason"))
         .and_then(|v| v.as_str());
     let op = p.key("output");
-    let output = array(member(resp, "output", p)?, op)?;
+    let output = array(output.required(p)?, op)?;
     let mut text = Cow::Borrowed("");
     let mut refusal: Option<String> = None;
     let mut tool_calls = Vec::new();
     for (i, item) in output.iter().enumerate() {
         let ip = op.index(i);
         let item = object(item, ip)?;
-        match req_str(item, "type", ip)? {
+        let [kind, content, name, call_id, id, arguments] = fields(
+            item,
+            ["type", "content", "name", "call_id", "id", "arguments"],
+        );
+        match kind.req_str(ip)? {
             "message" => {
                 let cp = ip.key("content");
-                let content = array(member(item, "content", ip)?, cp)?;
+                let content = array(content.required(ip)?, cp)?;
                 for (j, part) in content.iter().enumerate() {
                     let pp = cp.index(j);
                     let part = object(part, pp)?;
-                    match req_str(part, "type", pp)? {
-                        "output_text" => push_text(&mut text, req_str(part, "text", pp)?),
+                    let [kind, text_part, refusal_part] = fields(part, ["type", "text", "refusal"]);
+                    match kind.req_str(pp)? {
+                        "output_text" => push_text(&mut text, text_part.req_str(pp)?),
                         "refusal" => refusal
                             .get_or_insert_with(String::new)
-                            .push_str(req_str(part, "refusal", pp)?),
+                            .push_str(refusal_part.req_str(pp)?),
                         other => {
                             return Err(super::malformed(
                                 pp.key("type"),
@@ -52,13 +59,11 @@ fn parse_at<'t>(body: Json<'t>, p: At<'_>) -> Result<Turn<'t>, ProviderError> {
                 }
             }
             "function_call" => tool_calls.push(RawToolCall {
-                name: Cow::Borrowed(req_str(item, "name", ip)?),
+                name: Cow::Borrowed(name.req_str(ip)?),
                 // `call_id` is what a follow-up `function_call_output` quotes;
                 // `id` is the item's own id.
-                id: opt_str(item, "call_id", ip)?
-                    .or(opt_str(item, "id", ip)?)
-                    .map(Cow::Borrowed),
-                arguments: RawArguments::Text(Cow::Borrowed(req_str(item, "arguments", ip)?)),
+                id: call_id.opt_str(ip)?.or(id.opt_str(ip)?).map(Cow::Borrowed),
+                arguments: RawArguments::Text(Cow::Borrowed(arguments.req_str(ip)?)),
             }),
             "reasoning" => {}
             other => {
