@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use super::sse::Event;
 use super::{
     At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
-    member, object, opt_str, push_text, req_str,
+    member, object, opt_str, push_text, raw_stop, req_str,
 };
 use crate::decode::{Json, Object};
 
@@ -19,7 +19,7 @@ fn classify(stop_reason: Option<&str>, details: Option<Object<'_>>) -> Stop {
         // mean the turn is not a finished proposal.
         _ => StopClass::Unknown,
     };
-    let mut stop = Stop::new(class, stop_reason.map(str::to_owned));
+    let mut stop = Stop::new(class, stop_reason.map(raw_stop));
     if let Some(d) = details {
         let [category, explanation] = fields(d, ["category", "explanation"]);
         stop.category = category.get().and_then(|v| v.as_str()).map(str::to_owned);
@@ -190,7 +190,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                     .and_then(|v| v.as_str())
                     .unwrap_or("stream error")
                     .to_owned();
-                let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
+                let mut stop = Stop::new(StopClass::Unknown, Some("error".into()));
                 stop.explanation = Some(message);
                 return Ok(Turn::stopped(stop));
             }
@@ -206,7 +206,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
     if !complete && stop.class != StopClass::Truncated {
         // The stream was cut: whatever the last stop value said, nothing in
         // it is whole. (A `max_tokens` stream keeps its own raw value.)
-        stop = Stop::new(StopClass::Truncated, Some("stream_cut".to_owned()));
+        stop = Stop::new(StopClass::Truncated, Some("stream_cut".into()));
     }
     let mut text = String::new();
     let mut tool_calls = Vec::new();

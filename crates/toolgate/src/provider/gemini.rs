@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use super::{
     At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, field, fields,
-    malformed, object, push_text,
+    malformed, object, push_text, raw_stop,
 };
 use crate::decode::Json;
 
@@ -35,7 +35,7 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
         if let Some(block) = block.opt_str(fbp)? {
             let mut stop = Stop::new(
                 StopClass::ContentFiltered,
-                Some(format!("promptFeedback.blockReason:{block}")),
+                Some(format!("promptFeedback.blockReason:{block}").into()),
             );
             stop.category = Some(block.to_owned());
             stop.explanation = message.opt_str(fbp)?.map(str::to_owned);
@@ -102,7 +102,7 @@ pub(super) fn parse<'t>(body: Json<'t>) -> Result<Turn<'t>, ProviderError> {
     }
     let mut stop = Stop::new(
         classify(reason, !tool_calls.is_empty()),
-        reason.map(str::to_owned),
+        reason.map(raw_stop),
     );
     if stop.class == StopClass::ContentFiltered {
         stop.category = reason.map(str::to_owned);

@@ -141,7 +141,8 @@ pub struct Stop {
     pub class: StopClass,
     /// The provider's own value (`max_tokens`, `length`, `SAFETY`, …), or a
     /// description such as `stream_cut` when toolgate inferred the class.
-    pub raw: Option<String>,
+    /// The usual values are shared statics, so a turn copies none of them.
+    pub raw: Option<Cow<'static, str>>,
     /// Refusal or filter category, where the provider gives one.
     pub category: Option<String>,
     /// Refusal text or explanation, where the provider gives one.
@@ -149,7 +150,7 @@ pub struct Stop {
 }
 
 impl Stop {
-    pub(crate) fn new(class: StopClass, raw: Option<String>) -> Self {
+    pub(crate) fn new(class: StopClass, raw: Option<Cow<'static, str>>) -> Self {
         Self {
             class,
             raw,
@@ -161,6 +162,32 @@ impl Stop {
     /// A stop for an envelope body, which has no provider stop of its own.
     pub fn envelope() -> Self {
         Self::new(StopClass::Complete, None)
+    }
+}
+
+/// A provider's stop value as kept in [`Stop::raw`]: one of the values the
+/// adapters classify is a shared static (no allocation on every turn);
+/// anything else is copied.
+pub(crate) fn raw_stop(value: &str) -> Cow<'static, str> {
+    // The normal ends first: they are what almost every turn carries.
+    const KNOWN: [&str; 13] = [
+        "tool_use",
+        "end_turn",
+        "tool_calls",
+        "stop",
+        "STOP",
+        "completed",
+        "stop_sequence",
+        "max_tokens",
+        "length",
+        "MAX_TOKENS",
+        "refusal",
+        "content_filter",
+        "SAFETY",
+    ];
+    match KNOWN.iter().find(|k| **k == value) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(value.to_owned()),
     }
 }
 

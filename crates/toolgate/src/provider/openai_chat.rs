@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::sse::Event;
 use super::{
     At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
-    member, object, opt_str,
+    member, object, opt_str, raw_stop,
 };
 use crate::decode::{Json, Object};
 
@@ -15,7 +15,7 @@ fn classify(finish_reason: Option<&str>, refusal: Option<&str>) -> Stop {
     // An explicit refusal wins over any finish reason: it is terminal and
     // must never be retried as a parse error.
     if let Some(r) = refusal {
-        let mut stop = Stop::new(StopClass::Refused, finish_reason.map(str::to_owned));
+        let mut stop = Stop::new(StopClass::Refused, finish_reason.map(raw_stop));
         stop.explanation = Some(r.to_owned());
         return stop;
     }
@@ -28,7 +28,7 @@ fn classify(finish_reason: Option<&str>, refusal: Option<&str>) -> Stop {
         // newer fail closed.
         _ => StopClass::Unknown,
     };
-    Stop::new(class, finish_reason.map(str::to_owned))
+    Stop::new(class, finish_reason.map(raw_stop))
 }
 
 /// The single choice toolgate gates: `n > 1` is several proposals at once.
@@ -114,7 +114,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
         };
         let chunk = object(data.root(), p)?;
         if let Some(err) = chunk.get("error") {
-            let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
+            let mut stop = Stop::new(StopClass::Unknown, Some("error".into()));
             stop.explanation = err
                 .get("message")
                 .and_then(|v| v.as_str())
@@ -180,7 +180,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
     if (!done || finish.is_none()) && stop.class != StopClass::Refused {
         // No finish reason or no `[DONE]`: the stream was cut.
         if stop.class != StopClass::Truncated {
-            stop = Stop::new(StopClass::Truncated, Some("stream_cut".to_owned()));
+            stop = Stop::new(StopClass::Truncated, Some("stream_cut".into()));
         }
     }
     let tool_calls = calls

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use super::sse::Event;
 use super::{
     At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, member,
-    object, opt_str, push_text,
+    object, opt_str, push_text, raw_stop,
 };
 use crate::decode::Json;
 
@@ -75,22 +75,22 @@ fn parse_at<'t>(body: Json<'t>, p: At<'_>) -> Result<Turn<'t>, ProviderError> {
         }
     }
     let stop = if let Some(r) = refusal {
-        let mut stop = Stop::new(StopClass::Refused, status.map(str::to_owned));
+        let mut stop = Stop::new(StopClass::Refused, status.map(raw_stop));
         stop.explanation = Some(r);
         stop
     } else {
         match (status, reason) {
             (Some("completed"), _) if !tool_calls.is_empty() => {
-                Stop::new(StopClass::ToolUse, Some("completed".to_owned()))
+                Stop::new(StopClass::ToolUse, Some("completed".into()))
             }
-            (Some("completed"), _) => Stop::new(StopClass::Complete, Some("completed".to_owned())),
+            (Some("completed"), _) => Stop::new(StopClass::Complete, Some("completed".into())),
             (Some("incomplete"), Some("max_output_tokens")) => Stop::new(
                 StopClass::Truncated,
-                Some("incomplete:max_output_tokens".to_owned()),
+                Some("incomplete:max_output_tokens".into()),
             ),
             (Some("incomplete"), Some("content_filter")) => Stop::new(
                 StopClass::ContentFiltered,
-                Some("incomplete:content_filter".to_owned()),
+                Some("incomplete:content_filter".into()),
             ),
             (Some(s), r) => {
                 // `failed`, `cancelled`, `in_progress`, `queued`, or an
@@ -98,8 +98,8 @@ fn parse_at<'t>(body: Json<'t>, p: At<'_>) -> Result<Turn<'t>, ProviderError> {
                 let mut stop = Stop::new(
                     StopClass::Unknown,
                     Some(match r {
-                        Some(r) => format!("{s}:{r}"),
-                        None => s.to_owned(),
+                        Some(r) => format!("{s}:{r}").into(),
+                        None => raw_stop(s),
                     }),
                 );
                 stop.explanation = resp
@@ -135,7 +135,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                 return parse_at(member(data, "response", p)?, p.key("response"));
             }
             Some("error") => {
-                let mut stop = Stop::new(StopClass::Unknown, Some("error".to_owned()));
+                let mut stop = Stop::new(StopClass::Unknown, Some("error".into()));
                 stop.explanation = data
                     .get("message")
                     .and_then(|v| v.as_str())
@@ -150,6 +150,6 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
     }
     Ok(Turn::stopped(Stop::new(
         StopClass::Truncated,
-        Some("stream_cut".to_owned()),
+        Some("stream_cut".into()),
     )))
 }
