@@ -530,3 +530,41 @@ impl<'a> Parser<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Limits, decode, decode_borrowed};
+
+    /// Objects whose keys fill the key filter, so that new keys often find
+    /// their bits set (and are compared on the tape), with and without a
+    /// repeat, the repeat plain or escaped, before and after the switch to
+    /// a set.
+    #[test]
+    fn repeats_are_found_whatever_the_key_filter_says() {
+        let limits = Limits::provider_body();
+        for members in [2, 8, 20, 31, 32, 33, 40] {
+            let keys: Vec<String> = (0..members).map(|i| format!("k{i:02}")).collect();
+            let unique = keys
+                .iter()
+                .map(|k| format!("\"{k}\":{{\"{k}\":0}}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            for text in [
+                format!("{{{unique}}}"),
+                format!("{{{unique},\"k00\":1}}"),
+                format!("{{{unique},\"\\u006b00\":1}}"),
+                format!("{{{unique},\"k{:02}\":1}}", members - 1),
+                format!("[{{{unique}}},{{{unique}}}]"),
+            ] {
+                let strict = decode(text.as_bytes(), &limits);
+                let tape = decode_borrowed(text.as_bytes(), &limits);
+                match (&strict, &tape) {
+                    (Ok(value), Ok(doc)) => assert_eq!(doc.root().to_value(), *value, "{text}"),
+                    (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+                    _ => panic!("{text}: {strict:?} but {tape:?}"),
+                }
+                assert_eq!(strict.is_ok(), !text.ends_with(":1}"), "{text}");
+            }
+        }
+    }
+}
