@@ -63,13 +63,9 @@ pub(crate) enum Node {
 }
 
 thread_local! {
-    /// The tapes of the last two documents dropped on this thread, kept for
-    /// the next ones: decoding a body then allocates no tape of its own,
-    /// nor does decoding arguments sent as JSON text while the body's
-    /// document is alive.
-    static SPARE_TAPES: [Cell<Vec<Node>>; 2] = const {
-        [Cell::new(Vec::new()), Cell::new(Vec::new())]
-    };
+    /// The tape of the last document dropped on this thread, kept for the
+    /// next one: decoding a body then allocates no tape of its own.
+    static SPARE_TAPE: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
 }
 
 /// Tapes with room for more nodes than this (96 KiB) are freed, not kept.
@@ -95,12 +91,7 @@ pub(crate) fn text_buffer() -> String {
 /// An empty tape with room for at least `nodes` nodes, reusing this
 /// thread's spare tape when there is one.
 pub(crate) fn tape_with_capacity(nodes: usize) -> Vec<Node> {
-    let mut tape = SPARE_TAPES
-        .try_with(|[first, second]| match first.take() {
-            tape if tape.capacity() > 0 => tape,
-            _ => second.take(),
-        })
-        .unwrap_or_default();
+    let mut tape = SPARE_TAPE.try_with(Cell::take).unwrap_or_default();
     tape.clear();
     tape.reserve(nodes);
     tape
@@ -245,16 +236,10 @@ impl<'a> Document<'a> {
 impl Drop for Document<'_> {
     fn drop(&mut self) {
         let tape = std::mem::take(&mut self.nodes);
-        if tape.capacity() > 0 && tape.capacity() <= SPARE_TAPE_MAX_NODES {
-            // During thread teardown the spares are already gone; the tape
-            // is then simply freed. The older spare moves up (and the oldest
-            // is freed).
-            let _ = SPARE_TAPES.try_with(|[first, second]| {
-                let older = first.replace(tape);
-                if older.capacity() > 0 {
-                    second.set(older);
-                }
-            });
+        if tape.capacity() <= SPARE_TAPE_MAX_NODES {
+            // During thread teardown the spare is already gone; the tape is
+            // then simply freed.
+            let _ = SPARE_TAPE.try_with(|spare| spare.set(tape));
         }
         let text = std::mem::take(&mut self.unescaped);
         if text.capacity() > 0 && text.capacity() <= SPARE_TEXT_MAX_BYTES {
