@@ -53,56 +53,62 @@ pub fn decode_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<
     decode(input, limits).map(|value| Document::from_value(&value))
 }
 
-/// An open container. Kept small: one is pushed and popped per container.
+/// The container a value belongs to: an array, an object, or the top
+/// level. The innermost one lives in a local of the parse loop (so counting
+/// its members touches no memory); the ones around it wait on a stack.
+#[derive(Clone, Copy)]
 struct Open {
     /// Its node.
     at: usize,
     /// Items or members so far.
     len: usize,
-    /// Where its members' keys start on the key stack.
-    keys_from: usize,
-    object: bool,
+    /// A 64-bit filter of its members' keys so far (see `key_bits`).
+    keys: u64,
+    kind: Kind,
     /// Whether its keys moved to a set (the last of `Parser::sets`).
     set: bool,
 }
 
-thread_local! {
-    /// The container and key stacks of the last parse on this thread, kept
-    /// for the next one: a parse then allocates neither.
-    static SPARE_STACKS: Cell<Stacks> = const {
-        Cell::new(Stacks {
-            open: Vec::new(),
-            keys: Vec::new(),
-        })
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Top,
+    Array,
+    Object,
+}
+
+impl Open {
+    const TOP: Open = Open {
+        at: 0,
+        len: 0,
+        keys: 0,
+        kind: Kind::Top,
+        set: false,
     };
 }
 
-/// A parser's container stack and key stack.
-#[derive(Default)]
-struct Stacks {
-    open: Vec<Open>,
-    keys: Vec<(u32, usize)>,
+thread_local! {
+    /// The container stack of the last parse on this thread, kept for the
+    /// next one: a parse then allocates none.
+    static SPARE_STACK: Cell<Vec<Open>> = const { Cell::new(Vec::new()) };
 }
 
 /// Stacks with room for more entries than this are freed, not kept.
 const SPARE_STACK_MAX: usize = 1024;
 
-/// Up to this many members, a new key's signature is compared with each
-/// earlier one's; beyond it, a hash set keeps duplicate detection linear.
+/// Up to this many members, an object's keys are checked for repeats with
+/// its key filter; beyond it (the filter is then mostly ones), a hash set
+/// keeps duplicate detection linear.
 const LINEAR_KEY_SCAN: usize = 32;
 
 struct Parser<'a> {
     input: &'a str,
     bytes: &'a [u8],
-    pos: usize,
     max_nesting: usize,
     max_integer: u64,
     nodes: Vec<Node>,
     unescaped: String,
+    /// The containers around the innermost open one, outermost first.
     stack: Vec<Open>,
-    /// The keys of the open objects' members, innermost object last: a
-    /// signature of the key and the index of its node.
-    keys: Vec<(u32, usize)>,
     /// The key sets of the open objects that have many members, innermost
     /// last.
     sets: Vec<HashSet<Cow<'a, [u8]>>>,
@@ -112,16 +118,11 @@ struct Parser<'a> {
 /// byte-order mark and valid UTF-8) into a tape, or `None` if the strict
 /// decoder would reject it.
 fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
-    let Stacks {
-        open: mut stack,
-        mut keys,
-    } = SPARE_STACKS.try_with(Cell::take).unwrap_or_default();
+    let mut stack = SPARE_STACK.try_with(Cell::take).unwrap_or_default();
     stack.clear();
-    keys.clear();
     let mut p = Parser {
         input,
         bytes: input.as_bytes(),
-        pos: 0,
         max_nesting: limits.max_nesting(),
         max_integer: limits.max_integer(),
         // About one node per eight bytes of compact JSON; the tape grows if
@@ -129,7 +130,6 @@ fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
         nodes: tape_with_capacity(input.len() / 8 + 1),
         unescaped: String::new(),
         stack,
-        keys,
         sets: Vec::new(),
     };
     let parsed = p.document();
@@ -137,190 +137,199 @@ fn parse<'a>(input: &'a str, limits: &Limits) -> Option<Document<'a>> {
         nodes,
         unescaped,
         stack,
-        keys,
         ..
     } = p;
-    if stack.capacity() <= SPARE_STACK_MAX && keys.capacity() <= SPARE_STACK_MAX {
-        // During thread teardown the spare is already gone; they are then
-        // simply freed.
-        let _ = SPARE_STACKS.try_with(|spare| spare.set(Stacks { open: stack, keys }));
+    if stack.capacity() <= SPARE_STACK_MAX {
+        // During thread teardown the spare is already gone; the stack is
+        // then simply freed.
+        let _ = SPARE_STACK.try_with(|spare| spare.set(stack));
     }
     parsed?;
     Some(Document::from_tape(input, nodes, unescaped))
 }
 
-/// A cheap summary of a key: equal keys have equal signatures, so only
-/// keys with the same signature need comparing.
-#[inline]
-fn signature(b: &[u8]) -> u32 {
-    match b {
-        [] => 0,
-        [first, .., last] | [first @ last] => {
-            (b.len() as u32) << 24
-                ^ u32::from(*first) << 16
-                ^ u32::from(*last) << 8
-                ^ u32::from(b[b.len() / 2])
-        }
+/// The byte at `i`, or 0 past the end. A NUL is refused wherever the parser
+/// looks at a single byte (outside strings JSON has no place for it, inside
+/// one it is a raw control character), so it doubles as "end of input" and
+/// spares an `Option` on every look.
+#[inline(always)]
+fn byte_at(bytes: &[u8], i: usize) -> u8 {
+    bytes.get(i).copied().unwrap_or(0)
+}
+
+/// The index of the first non-whitespace byte at or after `i`. Compact
+/// JSON has none, so one comparison first.
+#[inline(always)]
+fn skip_ws(bytes: &[u8], i: usize) -> usize {
+    if byte_at(bytes, i) > b' ' {
+        return i;
     }
+    skip_ws_run(bytes, i)
+}
+
+#[inline(never)]
+fn skip_ws_run(bytes: &[u8], mut i: usize) -> usize {
+    while let Some(b' ' | b'\n' | b'\r' | b'\t') = bytes.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// A key's bits in its object's 64-bit key filter, from a cheap summary of
+/// the key (its length, first, middle and last bytes). Equal keys have the
+/// same bits, so a key whose bits are not all set in the filter is new, and
+/// only the rare key whose bits are set needs comparing with the others.
+/// (Two bits a key rather than one: an object of a dozen members then sends
+/// about one key in thirty, not one in twelve, to that comparison.)
+#[inline(always)]
+fn key_bits(b: &[u8]) -> u64 {
+    let byte = |i: usize| b.get(i).map_or(0, |&c| u64::from(c));
+    let n = b.len();
+    let summary = (n as u64) << 24 ^ byte(0) << 16 ^ byte(n / 2) << 8 ^ byte(n.wrapping_sub(1));
+    // Two six-bit fields of a multiplicative hash pick the bits.
+    let hash = summary.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    1 << (hash >> 58) | 1 << (hash >> 52 & 63)
 }
 
 impl<'a> Parser<'a> {
+    /// The parse loop. The position is a local that every step takes and
+    /// returns, so it stays in a register rather than in `self`.
     fn document(&mut self) -> Option<()> {
-        self.skip_ws();
+        let bytes = self.bytes;
+        let mut cur = Open::TOP;
+        let mut pos = skip_ws(bytes, 0);
         'value: loop {
-            match self.peek()? {
+            // `pos` is at the first byte of a value.
+            pos = match byte_at(bytes, pos) {
+                b'"' => self.string(pos + 1)?,
                 b'{' => {
-                    self.open(true)?;
-                    if self.peek() == Some(b'}') {
-                        self.pos += 1;
-                        self.close();
-                    } else {
-                        self.key()?;
+                    self.open(&mut cur, Kind::Object)?;
+                    pos = skip_ws(bytes, pos + 1);
+                    if byte_at(bytes, pos) != b'}' {
+                        pos = self.key(&mut cur, pos)?;
                         continue 'value;
                     }
+                    self.close(&mut cur);
+                    pos + 1
                 }
                 b'[' => {
-                    self.open(false)?;
-                    if self.peek() == Some(b']') {
-                        self.pos += 1;
-                        self.close();
-                    } else {
+                    self.open(&mut cur, Kind::Array)?;
+                    pos = skip_ws(bytes, pos + 1);
+                    if byte_at(bytes, pos) != b']' {
                         continue 'value;
                     }
+                    self.close(&mut cur);
+                    pos + 1
                 }
-                b'"' => self.string()?,
-                b'-' | b'0'..=b'9' => self.number()?,
-                b't' => self.literal(b"true", Node::True)?,
-                b'f' => self.literal(b"false", Node::False)?,
-                b'n' => self.literal(b"null", Node::Null)?,
+                b'-' | b'0'..=b'9' => self.number(pos)?,
+                b't' => self.literal(pos, b"true", Node::True)?,
+                b'f' => self.literal(pos, b"false", Node::False)?,
+                b'n' => self.literal(pos, b"null", Node::Null)?,
                 _ => return None,
-            }
+            };
             // A value is complete: count it in its container, and close
             // every container that ends here.
             loop {
-                let Some(top) = self.stack.last_mut() else {
-                    break 'value;
-                };
-                top.len += 1;
-                let object = top.object;
-                self.skip_ws();
-                match (self.next_byte()?, object) {
-                    (b',', false) => {
-                        self.skip_ws();
+                cur.len += 1;
+                pos = skip_ws(bytes, pos);
+                match (byte_at(bytes, pos), cur.kind) {
+                    (_, Kind::Top) => break 'value,
+                    (b',', Kind::Array) => {
+                        pos = skip_ws(bytes, pos + 1);
                         continue 'value;
                     }
-                    (b',', true) => {
-                        self.skip_ws();
-                        self.key()?;
+                    (b',', Kind::Object) => {
+                        pos = self.key(&mut cur, skip_ws(bytes, pos + 1))?;
                         continue 'value;
                     }
-                    (b']', false) | (b'}', true) => self.close(),
+                    (b']', Kind::Array) | (b'}', Kind::Object) => {
+                        pos += 1;
+                        self.close(&mut cur);
+                    }
                     _ => return None,
                 }
             }
         }
-        self.skip_ws();
-        (self.pos == self.bytes.len()).then_some(())
+        (pos == bytes.len()).then_some(())
     }
 
+    /// Opens a container of `kind` (its opening byte is read by the caller)
+    /// inside `cur`, which it becomes.
     #[inline(always)]
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
-    }
-
-    #[inline(always)]
-    fn next_byte(&mut self) -> Option<u8> {
-        let b = self.peek();
-        self.pos += 1;
-        b
-    }
-
-    #[inline(always)]
-    fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
-            self.pos += 1;
-        }
-    }
-
-    /// Consumes `{` or `[` (and the whitespace after it) and opens its node.
-    #[inline(always)]
-    fn open(&mut self, object: bool) -> Option<()> {
+    fn open(&mut self, cur: &mut Open, kind: Kind) -> Option<()> {
+        // The stack holds `cur`'s parents and the top level, as many as
+        // `cur`'s nesting: the new container's is one more.
         if self.stack.len() >= self.max_nesting {
             return None;
         }
-        self.pos += 1;
-        let at = self.nodes.len();
-        self.nodes.push(if object {
-            Node::Object { len: 0, end: 0 }
-        } else {
-            Node::Array { len: 0, end: 0 }
-        });
-        self.stack.push(Open {
-            at,
+        self.stack.push(*cur);
+        *cur = Open {
+            at: self.nodes.len(),
             len: 0,
-            keys_from: self.keys.len(),
-            object,
+            keys: 0,
+            kind,
             set: false,
-        });
-        self.skip_ws();
+        };
+        // A placeholder: `close` writes the node.
+        self.nodes.push(Node::Null);
         Some(())
     }
 
-    /// Closes the innermost container, which ends at the current node.
+    /// Closes the container `cur`, which ends at the current node; its
+    /// parent becomes `cur`.
     #[inline(always)]
-    fn close(&mut self) {
-        let Some(open) = self.stack.pop() else {
-            return;
-        };
+    fn close(&mut self, cur: &mut Open) {
         let end = self.nodes.len();
-        self.nodes[open.at] = if open.object {
-            self.keys.truncate(open.keys_from);
-            if open.set {
+        let node = if cur.kind == Kind::Object {
+            if cur.set {
                 self.sets.pop();
             }
-            Node::Object { len: open.len, end }
+            Node::Object { len: cur.len, end }
         } else {
-            Node::Array { len: open.len, end }
+            Node::Array { len: cur.len, end }
         };
+        if let Some(slot) = self.nodes.get_mut(cur.at) {
+            *slot = node;
+        }
+        *cur = self.stack.pop().unwrap_or(Open::TOP);
     }
 
-    /// Reads `"key"` and the `:` (and whitespace) after it; the key's node
-    /// goes on the tape and, unless an earlier member of the same object
-    /// has the same key (then the document is refused), its signature on
-    /// the key stack. (Refusing a repeat here rather than after its value
-    /// changes no answer: any refusal hands the input to the strict
-    /// decoder, which finds the first fault itself.)
+    /// Reads `"key"` at `pos` and the `:` (and whitespace) after it,
+    /// returning the position of the member's value; the key's node goes
+    /// on the tape, unless an earlier member of the same object has the
+    /// same key (then the document is refused). (Refusing a repeat here
+    /// rather than after its value changes no answer: any refusal hands the
+    /// input to the strict decoder, which finds the first fault itself.)
     #[inline(always)]
-    fn key(&mut self) -> Option<()> {
-        if self.peek() != Some(b'"') {
+    fn key(&mut self, cur: &mut Open, pos: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        if byte_at(bytes, pos) != b'"' {
             return None;
         }
         let at = self.nodes.len();
-        let start = self.pos + 1;
-        let stop = string_stop(self.bytes, start);
-        let sig = if self.bytes.get(stop) == Some(&b'"') {
-            self.pos = stop + 1;
+        let start = pos + 1;
+        let stop = string_stop(bytes, start);
+        let (bits, pos) = if byte_at(bytes, stop) == b'"' {
             self.nodes.push(Node::Str { start, end: stop });
-            signature(self.bytes.get(start..stop)?)
+            (key_bits(bytes.get(start..stop)?), stop + 1)
         } else {
-            self.escaped_string(start, stop)?;
-            signature(self.bytes_of(&self.nodes[at]))
+            let pos = self.escaped_string(start, stop)?;
+            (key_bits(self.key_bytes(at)), pos)
         };
-        self.insert(sig, at)?;
-        self.skip_ws();
-        if self.next_byte()? != b':' {
+        self.insert(cur, bits, at)?;
+        let pos = skip_ws(bytes, pos);
+        if byte_at(bytes, pos) != b':' {
             return None;
         }
-        self.skip_ws();
-        Some(())
+        Some(skip_ws(bytes, pos + 1))
     }
 
-    /// The bytes of a string node.
+    /// The bytes of the string node at `at`.
     #[inline(always)]
-    fn bytes_of(&self, node: &Node) -> &[u8] {
-        match *node {
-            Node::Str { start, end } => self.bytes.get(start..end).unwrap_or_default(),
-            Node::Escaped { start, end } => self
+    fn key_bytes(&self, at: usize) -> &[u8] {
+        match self.nodes.get(at) {
+            Some(&Node::Str { start, end }) => self.bytes.get(start..end).unwrap_or_default(),
+            Some(&Node::Escaped { start, end }) => self
                 .unescaped
                 .as_bytes()
                 .get(start..end)
@@ -329,41 +338,63 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Records the key whose node is at `at` in the innermost object, or
-    /// refuses it if an earlier member of that object has it.
+    /// The node just past the complete value whose node is at `at`.
+    #[inline]
+    fn after(&self, at: usize) -> usize {
+        match self.nodes.get(at) {
+            Some(&(Node::Array { end, .. } | Node::Object { end, .. })) => end,
+            _ => at + 1,
+        }
+    }
+
+    /// The key nodes of the members of `object` read so far.
+    fn member_keys(&self, object: &Open) -> impl Iterator<Item = usize> + use<'_, 'a> {
+        let mut at = object.at + 1;
+        (0..object.len).map(move |_| {
+            let key = at;
+            at = self.after(key + 1);
+            key
+        })
+    }
+
+    /// Records the key whose node is at `at` (and whose filter bits are
+    /// `bits`) in the object `cur`, or refuses it if an earlier member has
+    /// it. (`cur.len` members were read, all with different keys.)
     #[inline(always)]
-    fn insert(&mut self, sig: u32, at: usize) -> Option<()> {
-        let open = self.stack.last()?;
-        let earlier = self.keys.get(open.keys_from..)?;
-        if open.set || earlier.len() >= LINEAR_KEY_SCAN {
-            return self.insert_into_set(at);
+    fn insert(&mut self, cur: &mut Open, bits: u64, at: usize) -> Option<()> {
+        // `cur` goes to the out-of-line calls by value: were its address
+        // taken, it would live in memory rather than in registers.
+        if cur.set || cur.len >= LINEAR_KEY_SCAN {
+            let inserted = self.insert_into_set(*cur, at);
+            cur.set = true;
+            return inserted;
         }
-        if earlier.iter().any(|&(s, _)| s == sig) {
-            let key = self.bytes_of(&self.nodes[at]);
-            for &(s, k) in earlier {
-                if s == sig && self.bytes_of(&self.nodes[k]) == key {
-                    return None;
-                }
-            }
+        if cur.keys & bits == bits && self.repeated(*cur, at) {
+            return None;
         }
-        self.keys.push((sig, at));
+        cur.keys |= bits;
         Some(())
     }
 
-    /// Duplicate detection for an object with many members: its keys move
-    /// from the key stack into a set, and each later key goes straight to
-    /// the set.
+    /// Whether an earlier member of `object` has the key at `at` (for a key
+    /// whose filter bits were set, which is rare: the earlier keys are on the
+    /// tape).
     #[inline(never)]
-    fn insert_into_set(&mut self, at: usize) -> Option<()> {
-        let open = self.stack.last_mut()?;
-        if !open.set {
-            open.set = true;
-            let keys_from = open.keys_from;
+    fn repeated(&self, object: Open, at: usize) -> bool {
+        let key = self.key_bytes(at);
+        self.member_keys(&object).any(|k| self.key_bytes(k) == key)
+    }
+
+    /// Duplicate detection for an object with many members: its keys move
+    /// into a set (unless `object.set` says they did), and each later key
+    /// goes straight to the set.
+    #[inline(never)]
+    fn insert_into_set(&mut self, object: Open, at: usize) -> Option<()> {
+        if !object.set {
             let mut set = HashSet::with_capacity(4 * LINEAR_KEY_SCAN);
-            for &(_, k) in self.keys.get(keys_from..)? {
+            for k in self.member_keys(&object) {
                 set.insert(self.owned_key(k));
             }
-            self.keys.truncate(keys_from);
             self.sets.push(set);
         }
         let key = self.owned_key(at);
@@ -373,34 +404,32 @@ impl<'a> Parser<'a> {
     /// The key whose node is at `at`, borrowed from the input when it had
     /// no escapes.
     fn owned_key(&self, at: usize) -> Cow<'a, [u8]> {
-        match self.nodes[at] {
-            Node::Str { start, end } => {
-                Cow::Borrowed(self.input.as_bytes().get(start..end).unwrap_or_default())
+        match self.nodes.get(at) {
+            Some(&Node::Str { start, end }) => {
+                Cow::Borrowed(self.bytes.get(start..end).unwrap_or_default())
             }
-            ref node => Cow::Owned(self.bytes_of(node).to_vec()),
+            _ => Cow::Owned(self.key_bytes(at).to_vec()),
         }
     }
 
     #[inline(always)]
-    fn literal(&mut self, word: &[u8], node: Node) -> Option<()> {
-        if self.bytes.get(self.pos..)?.starts_with(word) {
-            self.pos += word.len();
-            self.nodes.push(node);
-            Some(())
-        } else {
-            None
+    fn literal(&mut self, pos: usize, word: &[u8], node: Node) -> Option<usize> {
+        let end = pos + word.len();
+        if self.bytes.get(pos..end)? != word {
+            return None;
         }
+        self.nodes.push(node);
+        Some(end)
     }
 
-    /// Reads a string at its opening quote and appends its node.
+    /// Reads a string whose opening quote is just before `start` and
+    /// appends its node; the position after its closing quote.
     #[inline(always)]
-    fn string(&mut self) -> Option<()> {
-        let start = self.pos + 1;
+    fn string(&mut self, start: usize) -> Option<usize> {
         let stop = string_stop(self.bytes, start);
-        if self.bytes.get(stop) == Some(&b'"') {
-            self.pos = stop + 1;
+        if byte_at(self.bytes, stop) == b'"' {
             self.nodes.push(Node::Str { start, end: stop });
-            return Some(());
+            return Some(stop + 1);
         }
         self.escaped_string(start, stop)
     }
@@ -408,100 +437,134 @@ impl<'a> Parser<'a> {
     /// A string whose plain run `start..stop` ended at something other than
     /// its closing quote: unescaped into the side buffer.
     #[inline(never)]
-    fn escaped_string(&mut self, start: usize, stop: usize) -> Option<()> {
+    fn escaped_string(&mut self, start: usize, mut stop: usize) -> Option<usize> {
         if self.unescaped.capacity() == 0 {
             self.unescaped = text_buffer();
         }
-        let from = self.unescaped.len();
-        self.unescaped.reserve(2 * (stop - start) + 64);
-        self.unescaped.push_str(self.input.get(start..stop)?);
-        self.pos = stop;
+        let (bytes, text) = (self.bytes, &mut self.unescaped);
+        let from = text.len();
+        let mut run = start;
         loop {
-            let run = self.pos;
-            self.pos = string_stop(self.bytes, self.pos);
-            self.unescaped.push_str(self.input.get(run..self.pos)?);
-            match self.next_byte()? {
-                b'"' => {
-                    let end = self.unescaped.len();
-                    self.nodes.push(Node::Escaped { start: from, end });
-                    return Some(());
-                }
-                b'\\' => {
-                    let (c, next) = escape_char(self.bytes, self.pos)?;
-                    self.unescaped.push(c);
-                    self.pos = next;
-                }
-                _ => return None,
+            text.push_str(self.input.get(run..stop)?);
+            if byte_at(bytes, stop) != b'\\' {
+                break;
             }
+            let (c, next) = escape_char(bytes, stop + 1)?;
+            text.push(c);
+            run = next;
+            stop = string_stop(bytes, next);
         }
+        if byte_at(bytes, stop) != b'"' {
+            return None;
+        }
+        let end = text.len();
+        self.nodes.push(Node::Escaped { start: from, end });
+        Some(stop + 1)
     }
 
-    /// Reads a number and appends its node, keeping its lexical kind,
-    /// under the same rules as the strict decoder.
+    /// Reads a number at `start` and appends its node, keeping its lexical
+    /// kind, under the same rules as the strict decoder.
     #[inline(always)]
-    fn number(&mut self) -> Option<()> {
-        let start = self.pos;
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.pos += 1;
-        }
+    fn number(&mut self, start: usize) -> Option<usize> {
+        let bytes = self.bytes;
+        let negative = byte_at(bytes, start) == b'-';
+        let mut pos = start + usize::from(negative);
         let mut magnitude: u64 = 0;
         let mut overflow = false;
         let mut nonzero_digit = false;
-        match self.peek()? {
-            b'0' => self.pos += 1,
+        match byte_at(bytes, pos) {
+            b'0' => pos += 1,
             b'1'..=b'9' => {
                 nonzero_digit = true;
-                (self.pos, magnitude, overflow) = integer_digits(self.bytes, self.pos);
+                (pos, magnitude, overflow) = integer_digits(bytes, pos);
             }
             _ => return None,
         }
-        if !matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
-            if overflow || magnitude > self.max_integer {
-                return None;
-            }
-            let node = if negative {
-                Node::NegInt(0i64.checked_sub_unsigned(magnitude)?)
-            } else {
-                Node::PosInt(magnitude)
-            };
-            self.nodes.push(node);
-            return Some(());
+        if matches!(byte_at(bytes, pos), b'.' | b'e' | b'E') {
+            return self.float(start, pos, nonzero_digit);
         }
-        self.float(start, nonzero_digit)
+        if overflow || magnitude > self.max_integer {
+            return None;
+        }
+        self.nodes.push(if negative {
+            Node::NegInt(0i64.checked_sub_unsigned(magnitude)?)
+        } else {
+            Node::PosInt(magnitude)
+        });
+        Some(pos)
     }
 
-    /// The fraction and exponent of a float whose integer part was read.
+    /// The fraction and exponent (at `pos`) of a float that starts at
+    /// `start` and whose integer part was read.
     #[inline(never)]
-    fn float(&mut self, start: usize, mut nonzero_digit: bool) -> Option<()> {
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+    fn float(&mut self, start: usize, mut pos: usize, mut nonzero_digit: bool) -> Option<usize> {
+        let bytes = self.bytes;
+        if byte_at(bytes, pos) == b'.' {
+            pos += 1;
+            if !byte_at(bytes, pos).is_ascii_digit() {
                 return None;
             }
-            while let Some(d @ b'0'..=b'9') = self.peek() {
+            while let d @ b'0'..=b'9' = byte_at(bytes, pos) {
                 nonzero_digit |= d != b'0';
-                self.pos += 1;
+                pos += 1;
             }
         }
-        if let Some(b'e' | b'E') = self.peek() {
-            self.pos += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.pos += 1;
+        if let b'e' | b'E' = byte_at(bytes, pos) {
+            pos += 1;
+            if let b'+' | b'-' = byte_at(bytes, pos) {
+                pos += 1;
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+            if !byte_at(bytes, pos).is_ascii_digit() {
                 return None;
             }
-            while let Some(b'0'..=b'9') = self.peek() {
-                self.pos += 1;
+            while byte_at(bytes, pos).is_ascii_digit() {
+                pos += 1;
             }
         }
-        let f = self.input.get(start..self.pos)?.parse::<f64>().ok()?;
+        let f = self.input.get(start..pos)?.parse::<f64>().ok()?;
         if f.is_finite() && (f != 0.0 || !nonzero_digit) {
             self.nodes.push(Node::Float(f));
-            Some(())
+            Some(pos)
         } else {
             None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Limits, decode, decode_borrowed};
+
+    /// Objects whose keys fill the key filter, so that new keys often find
+    /// their bits set (and are compared on the tape), with and without a
+    /// repeat, the repeat plain or escaped, before and after the switch to
+    /// a set.
+    #[test]
+    fn repeats_are_found_whatever_the_key_filter_says() {
+        let limits = Limits::provider_body();
+        for members in [2, 8, 20, 31, 32, 33, 40] {
+            let keys: Vec<String> = (0..members).map(|i| format!("k{i:02}")).collect();
+            let unique = keys
+                .iter()
+                .map(|k| format!("\"{k}\":{{\"{k}\":0}}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            for text in [
+                format!("{{{unique}}}"),
+                format!("{{{unique},\"k00\":1}}"),
+                format!("{{{unique},\"\\u006b00\":1}}"),
+                format!("{{{unique},\"k{:02}\":1}}", members - 1),
+                format!("[{{{unique}}},{{{unique}}}]"),
+            ] {
+                let strict = decode(text.as_bytes(), &limits);
+                let tape = decode_borrowed(text.as_bytes(), &limits);
+                match (&strict, &tape) {
+                    (Ok(value), Ok(doc)) => assert_eq!(doc.root().to_value(), *value, "{text}"),
+                    (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+                    _ => panic!("{text}: {strict:?} but {tape:?}"),
+                }
+                assert_eq!(strict.is_ok(), !text.ends_with(":1}"), "{text}");
+            }
         }
     }
 }
