@@ -98,8 +98,9 @@ fn take_spare<T: Default>(pool: &'static std::thread::LocalKey<Cell<[T; SPARES]>
     .unwrap_or_default()
 }
 
-/// Gives `spare` back to a thread's pool, if the pool has room. During
-/// thread teardown the pool is already gone; the buffer is then simply freed.
+/// Gives `spare` back to a thread's pool, which keeps the newest
+/// [`SPARES`] (an older one beyond that is freed). During thread teardown
+/// the pool is already gone; the buffer is then simply freed.
 fn give_spare<T: Default>(pool: &'static std::thread::LocalKey<Cell<[T; SPARES]>>, spare: T) {
     let _ = pool.try_with(|cell| {
         let mut spares = cell.take();
@@ -238,19 +239,20 @@ impl<'a> Document<'a> {
         }
     }
 
-    /// Whether the string node at `at` is `key`: lengths first, then the
-    /// first byte, then the rest, so that most keys of an object are passed
-    /// over without comparing their text.
+    /// The bytes of the key (string) node at `at`.
+    #[inline]
+    fn key_bytes(&self, at: usize) -> Option<&[u8]> {
+        match self.nodes.get(at)? {
+            Node::Str { start, end } => self.input.as_bytes().get(*start..*end),
+            Node::Escaped { start, end } => self.unescaped.as_bytes().get(*start..*end),
+            _ => None,
+        }
+    }
+
+    /// Whether the string node at `at` is `key`.
     #[inline]
     fn key_is(&self, at: usize, key: &[u8]) -> bool {
-        let (buffer, start, end) = match self.nodes.get(at) {
-            Some(Node::Str { start, end }) => (self.input.as_bytes(), *start, *end),
-            Some(Node::Escaped { start, end }) => (self.unescaped.as_bytes(), *start, *end),
-            _ => return false,
-        };
-        end - start == key.len()
-            && buffer.get(start) == key.first()
-            && buffer.get(start..end).is_some_and(|k| same_bytes(k, key))
+        self.key_bytes(at).is_some_and(|k| same_key(k, key))
     }
 
     /// The index just past the value whose node is at `at`.
@@ -426,6 +428,14 @@ impl<'t> Json<'t> {
             }
         }
     }
+}
+
+/// Whether a key is `want`: lengths first, then the first byte, then the
+/// rest, so that most keys of an object are passed over without comparing
+/// their text.
+#[inline(always)]
+fn same_key(key: &[u8], want: &[u8]) -> bool {
+    key.len() == want.len() && key.first() == want.first() && same_bytes(key, want)
 }
 
 /// Whether two byte strings of the same length are equal, compared inline
@@ -676,13 +686,8 @@ impl<'t> Object<'t> {
         let mut at = self.start;
         for _ in 0..self.len {
             if let Some(key) = self.doc.key_bytes(at) {
-                // Lengths first, then the first byte, as in `key_is`.
                 for (slot, want) in found.iter_mut().zip(keys) {
-                    let want = want.as_bytes();
-                    if key.len() == want.len()
-                        && key.first() == want.first()
-                        && same_bytes(key, want)
-                    {
+                    if same_key(key, want.as_bytes()) {
                         *slot = Some(Json {
                             doc: self.doc,
                             at: at + 1,
@@ -698,18 +703,6 @@ impl<'t> Object<'t> {
             at = self.doc.after(at + 1);
         }
         found
-    }
-}
-
-impl Document<'_> {
-    /// The bytes of the key node at `at`.
-    #[inline]
-    fn key_bytes(&self, at: usize) -> Option<&[u8]> {
-        match self.nodes.get(at)? {
-            Node::Str { start, end } => self.input.as_bytes().get(*start..*end),
-            Node::Escaped { start, end } => self.unescaped.as_bytes().get(*start..*end),
-            _ => None,
-        }
     }
 }
 
