@@ -2,11 +2,12 @@
 //! contract layer (`toolgate::contract::Schema`: audit, then the compiled
 //! validator with lexical integers).
 //!
-//! The suite is read in place from `../shared/testdata` beside the
-//! repository; a missing suite fails the test, it never skips. Every case
-//! where toolgate deliberately differs from the suite is listed below with
-//! its reason, and the test asserts the list is exact in both directions:
-//! a new difference fails, and so does a listed one that went away.
+//! The suite is read from the copy in `fixtures/suites/JSON-Schema-Test-Suite`
+//! (provenance in `fixtures/suites/README.md`); a missing suite fails the
+//! test, it never skips. Every case where toolgate deliberately differs from
+//! the suite is listed below with its reason, and the test asserts the list
+//! is exact in both directions: a new difference fails, and so does a listed
+//! one that went away.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -17,7 +18,7 @@ use toolgate::decode::{Limits, decode};
 
 const SUITE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/testdata/JSON-Schema-Test-Suite/tests/draft2020-12"
+    "/../../fixtures/suites/JSON-Schema-Test-Suite/tests/draft2020-12"
 );
 
 /// Test groups whose schema the load-time audit refuses, with the keyword

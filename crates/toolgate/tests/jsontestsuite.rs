@@ -1,4 +1,5 @@
-//! JSONTestSuite (DESIGN §3), read in place from `../shared/testdata`.
+//! JSONTestSuite (docs/design.md §3), from the copy in
+//! `fixtures/suites/JSONTestSuite` (provenance in `fixtures/suites/README.md`).
 //!
 //! `y_` cases are accepted except the two duplicate-key cases, which are
 //! rejected as `duplicate_key` by design; `n_` cases are rejected; `i_` cases
@@ -12,7 +13,7 @@ use toolgate::decode::{Limits, decode, decode_borrowed};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/testdata/JSONTestSuite/test_parsing")
+        .join("../../fixtures/suites/JSONTestSuite/test_parsing")
 }
 
 /// Every case file, by name. Panics (fails) if the suite is missing: a
