@@ -1,4 +1,4 @@
-//! Scale-out check (issue 5, DESIGN §8): two `toolgate serve` processes on
+//! Scale-out check (issue 5, docs/design.md §8): two `toolgate serve` processes on
 //! one PostgreSQL (or MariaDB) database, twelve clients per ticket split six
 //! and six between them, all proposing a goodwill credit on the same ticket
 //! version at the same moment.
@@ -6,7 +6,7 @@
 //! The two processes share nothing but the database, so the claim table
 //! alone must serialise them. Per ticket the test asserts: exactly one
 //! `executed` across both servers; every other answer `replayed`,
-//! `in_flight`, `conflict` or `state_changed` with its DESIGN §2 status
+//! `in_flight`, `conflict` or `state_changed` with its docs/design.md §2 status
 //! (never a 5xx, never anything else); and, read straight from the
 //! database, one credit row, one claim row and one audit entry per decision.
 //!
@@ -301,7 +301,7 @@ fn race(servers: [SocketAddr; 2], key: &str, ticket: &str, customer: &str) -> Ve
 }
 
 /// The decision outcomes a race on one operation key may give, with their
-/// DESIGN §2 statuses. `state_changed` comes from a client whose claim
+/// docs/design.md §2 statuses. `state_changed` comes from a client whose claim
 /// lookup ran before the winner claimed and whose state read ran after the
 /// winner's write: the version moved, so nothing is claimed.
 fn allowed(a: &Answer) -> bool {

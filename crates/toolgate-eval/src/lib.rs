@@ -1,7 +1,7 @@
 //! # toolgate-eval
 //!
 //! Deterministic tests prove the gate works as written; this crate measures
-//! whether the decisions that come through it are good (DESIGN §10).
+//! whether the decisions that come through it are good (docs/design.md §10).
 //!
 //! A suite is a set of labelled cases ([`case`]): a recorded (or live,
 //! [`live`]) provider response, the server context of the request, and what

@@ -21,7 +21,7 @@
 //! never comes from a request body: the principal, its capabilities and its
 //! execution mode are the configured key's.
 //!
-//! ## Statuses (DESIGN §2)
+//! ## Statuses (docs/design.md §2)
 //!
 //! | outcome | status |
 //! |---|---|

@@ -1,4 +1,4 @@
-//! The router driven with `oneshot`: statuses of DESIGN §2, authentication,
+//! The router driven with `oneshot`: statuses of docs/design.md §2, authentication,
 //! idempotency keys, client-executed permits, approvals, claims operations
 //! and the service endpoints.
 

@@ -14,7 +14,7 @@
 //! table, `toolgate_migrations`, so an application's own sqlx migrations in
 //! the same database are not mistaken for ours (or ours for theirs).
 //!
-//! ## The claim protocol (DESIGN §8), identical on every backend
+//! ## The claim protocol (docs/design.md §8), identical on every backend
 //!
 //! 1. `BEGIN`; a conditional insert that changes nothing on a duplicate
 //!    (`INSERT … ON CONFLICT DO NOTHING` on SQLite and PostgreSQL,

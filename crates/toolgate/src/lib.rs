@@ -2,7 +2,7 @@
 //!
 //! toolgate stands between an LLM provider's response and any side effect
 //! it proposes. A model's tool call is a *proposal*; this crate decides, in a
-//! fixed order, what becomes of it (see `ARCHITECTURE.md` and DESIGN §1).
+//! fixed order, what becomes of it (see `ARCHITECTURE.md` and docs/design.md §1).
 //!
 //! This crate is pure: bytes in, values out. It does no I/O, reads no clock
 //! and links no async runtime, database driver or HTTP stack; those live in

@@ -1,4 +1,4 @@
-//! The decision pipeline against spies: DESIGN §1's order and invariants.
+//! The decision pipeline against spies: docs/design.md §1's order and invariants.
 //!
 //! Every part is a spy that logs its calls into one shared log, so a test
 //! can assert not only the outcome but what was touched, and in which
@@ -399,7 +399,7 @@ fn agent(id: &str) -> Principal {
 const T0: i64 = 1_000_000;
 
 /// Asserts that authorisation ran first and that nothing stateful was
-/// touched before it (DESIGN invariant 3).
+/// touched before it (docs/design.md invariant 3).
 fn assert_authorized_first(calls: &[&str]) {
     let first_stateful = calls
         .iter()

@@ -1,5 +1,5 @@
 //! `toolgate check`: the stateless stages on one provider response
-//! (DESIGN §5–§6).
+//! (docs/design.md §5–§6).
 
 use std::process::ExitCode;
 

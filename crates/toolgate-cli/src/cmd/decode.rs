@@ -1,4 +1,4 @@
-//! `toolgate decode`: the strict decoder on stdin (DESIGN §3).
+//! `toolgate decode`: the strict decoder on stdin (docs/design.md §3).
 
 use std::process::ExitCode;
 

@@ -1,4 +1,4 @@
-//! One module per subcommand (DESIGN §9).
+//! One module per subcommand (docs/design.md §9).
 
 pub mod bench;
 pub mod check;

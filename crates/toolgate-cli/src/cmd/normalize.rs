@@ -1,4 +1,4 @@
-//! `toolgate normalize encode|decode`: the storage normaliser (DESIGN §4).
+//! `toolgate normalize encode|decode`: the storage normaliser (docs/design.md §4).
 
 use std::process::ExitCode;
 

@@ -1,5 +1,5 @@
 //! `toolgate policy export|explain`: one source of truth for the gate and
-//! the provider request (DESIGN §6).
+//! the provider request (docs/design.md §6).
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -1,4 +1,4 @@
--- Claims (DESIGN §8). The operation key is the only unique index: the claim
+-- Claims (docs/design.md §8). The operation key is the only unique index: the claim
 -- protocol relies on it, and with `ON DUPLICATE KEY UPDATE` a second unique
 -- index would turn a clash on *that* index into a silent no-op "duplicate".
 -- Keys, fingerprints and holders are VARBINARY, not BINARY: BINARY pads with

@@ -1,4 +1,4 @@
--- Claims (DESIGN §8). The operation key is the only unique index: the claim
+-- Claims (docs/design.md §8). The operation key is the only unique index: the claim
 -- protocol relies on it, and a second unique index would let an insert fail
 -- (or, on MySQL, silently update) for a reason that is not "this operation is
 -- taken".

@@ -43,7 +43,7 @@ fn code(field: &'static str, value: String) -> Result<String, CorruptRecord> {
 
 impl AuditEntry {
     /// Builds an entry. `outcome` and `reason` are stable snake_case codes
-    /// (DESIGN §2); `actor` and `tool` are labels of at most
+    /// (docs/design.md §2); `actor` and `tool` are labels of at most
     /// [`MAX_LABEL_BYTES`] bytes. Stores validate rows they read back with
     /// this same constructor.
     pub fn new(

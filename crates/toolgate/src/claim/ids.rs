@@ -149,7 +149,7 @@ macro_rules! id_type {
 
 id_type!(
     /// Identity of one operation: SHA-256 over the canonical encoding of the
-    /// server-fixed scope fields the tool names and the tool name (DESIGN §8).
+    /// server-fixed scope fields the tool names and the tool name (docs/design.md §8).
     /// It never contains the arguments, the actor or anything the model
     /// supplied, so one key admits one write however those vary.
     OperationKey,
@@ -168,7 +168,7 @@ id_type!(
 id_type!(
     /// A fresh, unpredictable token naming one claim attempt. A claim is won
     /// only by the attempt whose token is read back from the stored row
-    /// (DESIGN invariant 6), and only that token can complete it (invariant 7).
+    /// (docs/design.md invariant 6), and only that token can complete it (invariant 7).
     ///
     /// The core has no random number generator, so the token is generated at
     /// the edge (128 bits from the operating system's generator) and passed

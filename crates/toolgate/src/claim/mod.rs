@@ -1,4 +1,4 @@
-//! Claims: one operation key admits one write (DESIGN §8).
+//! Claims: one operation key admits one write (docs/design.md §8).
 //!
 //! This module holds the plain data every backend shares, the
 //! [`ClaimStore`] trait, a reference in-memory implementation
@@ -10,7 +10,7 @@
 //! - **claim** = a conditional insert that changes nothing on a duplicate,
 //!   then a read-back of the row in the same transaction. The attempt wins
 //!   only if the row carries its own [`HolderToken`] *and* the transaction
-//!   commits ([`ClaimRequest::judge`], DESIGN invariant 6). Affected-row
+//!   commits ([`ClaimRequest::judge`], docs/design.md invariant 6). Affected-row
 //!   counts are never consulted: MySQL drivers that set `CLIENT_FOUND_ROWS`
 //!   report 1 for a duplicate too.
 //! - an in-flight claim whose lease has ended is reported as

@@ -4,7 +4,7 @@
 //! Every constructor validates, and the stores build records read back from
 //! storage through the same constructors ([`ClaimRecord::from_stored`]), so
 //! a corrupt row becomes a [`CorruptRecord`] value and is never shown or
-//! acted upon (DESIGN §8: records read back pass the same contract as fresh
+//! acted upon (docs/design.md §8: records read back pass the same contract as fresh
 //! proposals).
 
 use std::fmt;
@@ -35,7 +35,7 @@ impl fmt::Display for UnixMillis {
     }
 }
 
-/// A claim row's status (DESIGN §8). Stored as the text of [`Self::as_str`].
+/// A claim row's status (docs/design.md §8). Stored as the text of [`Self::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimStatus {
     /// Claimed; the executor may be running. Only the holder can complete it.

@@ -11,7 +11,7 @@ use super::record::{ClaimRecord, ClaimStatus, ProposalRecord, UnixMillis};
 ///
 /// Only code inside this crate: `ClaimRequest::new` is `pub(crate)`. The
 /// pipeline builds it from the value that proves the proposal was decoded,
-/// validated and authorised (DESIGN invariant 3: nothing touches the claim
+/// validated and authorised (docs/design.md invariant 3: nothing touches the claim
 /// store before authorisation), so an application cannot reach a claim
 /// store with a request that skipped a stage. Backends in other crates only
 /// read it through the accessors.
@@ -99,7 +99,7 @@ impl ClaimRequest {
     ///
     /// [`ReadBack::Ours`] is *not* a won claim yet: the backend must commit
     /// first and turn it into [`RawClaim::Acquired`] only if the commit
-    /// succeeds (DESIGN §8). Every other row is someone else's claim and is
+    /// succeeds (docs/design.md §8). Every other row is someone else's claim and is
     /// final whatever happens to the transaction, which wrote nothing.
     pub fn judge(&self, row: ClaimRecord) -> ReadBack {
         let ours = row.holder == self.holder
@@ -168,7 +168,7 @@ pub enum RawClaim {
     Mismatch(ClaimRecord),
     /// Same fingerprint, still in flight, lease ended: the outcome of the
     /// first attempt is unknown. `needs_reconciliation` — never re-acquired,
-    /// never executed again (DESIGN invariant 8).
+    /// never executed again (docs/design.md invariant 8).
     Expired(ClaimRecord),
 }
 

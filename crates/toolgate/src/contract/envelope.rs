@@ -1,4 +1,4 @@
-//! The envelope (DESIGN §6): the one shape every model turn is reduced to.
+//! The envelope (docs/design.md §6): the one shape every model turn is reduced to.
 //!
 //! ```json
 //! {"outcome":"action","reply":"…","proposed_action":{"tool":"…","arguments":{…}}}

@@ -1,4 +1,4 @@
-//! The stateless stages (DESIGN §5–§6): provider body → stop class → strict
+//! The stateless stages (docs/design.md §5–§6): provider body → stop class → strict
 //! decode → envelope → tool contract → canonical arguments and fingerprint.
 //!
 //! [`check`] cannot fail: every input gives a [`Decision`] (cedar's

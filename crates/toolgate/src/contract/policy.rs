@@ -300,7 +300,7 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
     })?;
     for f in &t.operation_key {
         if properties.contains(f) {
-            // Identity never comes from the model (DESIGN invariant 1): a
+            // Identity never comes from the model (docs/design.md invariant 1): a
             // scope field the model could also supply is a policy bug.
             return Err(err(
                 "operation_key",

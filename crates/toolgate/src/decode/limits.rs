@@ -2,7 +2,7 @@ use std::fmt;
 
 /// Bounds applied by the strict decoder, checked before or while parsing.
 ///
-/// Each use has its own limits (DESIGN §3): a raw provider body gets a
+/// Each use has its own limits (docs/design.md §3): a raw provider body gets a
 /// generous byte limit, an envelope or a tool call's arguments a tight one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

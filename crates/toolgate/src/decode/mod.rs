@@ -1,4 +1,4 @@
-//! The one door for model JSON (DESIGN §3) and the storage normaliser (§4).
+//! The one door for model JSON (docs/design.md §3) and the storage normaliser (§4).
 //!
 //! Everything a model or a client sends is decoded by [`strict::decode`]:
 //! limits are checked before any work, duplicate keys are rejected rather

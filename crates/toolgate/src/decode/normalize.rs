@@ -1,4 +1,4 @@
-//! Tool-input normalisation for storage round trips (DESIGN §4).
+//! Tool-input normalisation for storage round trips (docs/design.md §4).
 //!
 //! Applications store a tool call's input in a text column and read it back
 //! for retries, audits and replays. Both directions always yield an object,

@@ -1,7 +1,7 @@
 use std::fmt;
 
 /// Why the strict decoder rejected a document. The string forms are stable
-/// across releases (DESIGN §3) and are what every interface prints.
+/// across releases (docs/design.md §3) and are what every interface prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DecodeCode {
     /// The input is longer than the byte limit; nothing was parsed.

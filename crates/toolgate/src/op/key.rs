@@ -1,4 +1,4 @@
-//! The operation key (DESIGN §8, invariant 5).
+//! The operation key (docs/design.md §8, invariant 5).
 //!
 //! Key = SHA-256 over the RFC 8785 canonical JSON of
 //! `{"scope": {<field>: <value>, …}, "tool": <name>}`, where the fields are
@@ -42,7 +42,7 @@ impl std::error::Error for KeyError {}
 /// field to its server-fixed value. Fields the tool does not name are
 /// ignored, so adding context to a request never changes a key.
 ///
-/// INVARIANT (DESIGN invariant 5): the key is built from the tool name and
+/// INVARIANT (docs/design.md invariant 5): the key is built from the tool name and
 /// the named server-fixed scope fields **only** — never from the arguments,
 /// the actor, the reply, the provider's call id or anything else the model
 /// supplied. The consequence is deliberate: two agents (or two retries, or

@@ -1,4 +1,4 @@
-//! Operation identity (DESIGN §8): the fingerprint of a proposal's
+//! Operation identity (docs/design.md §8): the fingerprint of a proposal's
 //! canonical arguments and the operation key derived from the server-fixed
 //! scope fields a tool's contract names.
 

@@ -1,4 +1,4 @@
-//! Capability and live authorisation (DESIGN §7).
+//! Capability and live authorisation (docs/design.md §7).
 //!
 //! Both take typed values. A capability is present or absent in a
 //! [`Principal`] built by the server from the authenticated request; an
@@ -90,7 +90,7 @@ impl Principal {
     /// claims: `{"id": "agent-7", "capabilities": {"credit:issue": true}}`.
     ///
     /// Each capability must be a JSON boolean. `1`, `"true"` or `"yes"` are
-    /// a malformed principal, not a grant (DESIGN §7: a truthy `1` is not
+    /// a malformed principal, not a grant (docs/design.md §7: a truthy `1` is not
     /// `true`); `false` is an explicit absence.
     pub fn from_claims(value: &Value) -> Result<Self, PrincipalError> {
         let obj = value
@@ -212,7 +212,7 @@ impl AuthzRequest<'_> {
 ///
 /// Runs on every path that gets past the contract — fresh, replay,
 /// conflict, in flight — before any state is read or the claim store is
-/// touched (DESIGN invariant 3). An application plugs in its own engine by
+/// touched (docs/design.md invariant 3). An application plugs in its own engine by
 /// implementing this; `toolgate-cedar` provides Cedar.
 pub trait Authorizer: Send + Sync {
     /// Decides one request. Cannot fail: an engine error is

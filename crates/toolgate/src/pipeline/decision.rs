@@ -1,4 +1,4 @@
-//! The pipeline's decision: one outcome code (DESIGN §2), a reason code
+//! The pipeline's decision: one outcome code (docs/design.md §2), a reason code
 //! where one applies, and what the caller needs to act on it.
 
 use std::fmt;
@@ -9,7 +9,7 @@ use super::state::StateVersion;
 use crate::claim::{Fingerprint, Lease, OperationKey, ProposalRecord};
 use crate::contract;
 
-/// Every outcome a decision can have (DESIGN §2). Deliberately exhaustive:
+/// Every outcome a decision can have (docs/design.md §2). Deliberately exhaustive:
 /// a new outcome breaks callers' matches, so they fail closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {

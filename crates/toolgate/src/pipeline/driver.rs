@@ -1,6 +1,6 @@
 //! The driver: one generic async function wiring the stages to the
-//! pluggable authoriser, state source, claim store and executor, in DESIGN
-//! §1's order. No runtime: the caller's executor polls it.
+//! pluggable authoriser, state source, claim store and executor, in
+//! docs/design.md §1's order. No runtime: the caller's executor polls it.
 
 use std::fmt;
 use std::time::Duration;
@@ -119,7 +119,7 @@ impl From<StateError> for GateError {
 }
 
 /// Decides one proposal: the stateless decision from [`contract::check`]
-/// plus the server-fixed request, in DESIGN §1's order:
+/// plus the server-fixed request, in docs/design.md §1's order:
 ///
 /// capability → authorisation → operation key + fingerprint → claim lookup
 /// → (no claim) state read: version seen == current → approval → claim →
@@ -513,7 +513,7 @@ fn existing(
     Ok(d)
 }
 
-/// DESIGN §8: records read back pass the same contract as fresh proposals.
+/// docs/design.md §8: records read back pass the same contract as fresh proposals.
 fn check_record(policy: &Policy, record: &ClaimRecord) -> Result<(), GateError> {
     let tool = record.proposal.tool();
     let contract = policy.tool(tool).ok_or_else(|| {

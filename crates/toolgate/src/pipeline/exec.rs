@@ -48,7 +48,7 @@ impl ExecPermit<'_> {
     }
 
     /// The version the gate validated. The executor must apply it as a
-    /// write precondition in the system that owns the state (DESIGN
+    /// write precondition in the system that owns the state (docs/design.md
     /// invariant 9): `… WHERE id = ? AND version = ?`.
     pub fn precondition(&self) -> &StateVersion {
         self.claimed.bound().authorized().version_seen()

@@ -1,4 +1,4 @@
-//! The decision pipeline (DESIGN §1): what happens to a proposal that
+//! The decision pipeline (docs/design.md §1): what happens to a proposal that
 //! passed the stateless stages.
 //!
 //! ```text

@@ -108,7 +108,7 @@ impl std::error::Error for StateError {}
 
 /// Reads the current version of the resource an authorised proposal names.
 ///
-/// The gate's comparison is a filter, not a lock (DESIGN invariant 9): the
+/// The gate's comparison is a filter, not a lock (docs/design.md invariant 9): the
 /// executor applies the version again as a write precondition.
 pub trait StateSource: Send + Sync {
     /// The resource's current version. A missing resource is an error.

@@ -1,4 +1,4 @@
-//! Provider adapters (DESIGN §5): one raw response body in, one normalised
+//! Provider adapters (docs/design.md §5): one raw response body in, one normalised
 //! [`Turn`] out.
 //!
 //! Two steps: [`decode`] strictly decodes the whole body (or each event of
@@ -12,7 +12,7 @@
 //! An adapter does **not** decode a tool call's arguments when they arrive
 //! as JSON text (OpenAI's `arguments` string, an Anthropic stream's
 //! `input_json_delta`s): whether they may be parsed at all depends on the
-//! stop class, and a truncated turn is never parsed (DESIGN §1, invariant
+//! stop class, and a truncated turn is never parsed (docs/design.md §1, invariant
 //! 2). The contract layer does that decoding, after the stop has been
 //! classified.
 //!

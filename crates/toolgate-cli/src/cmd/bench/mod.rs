@@ -1,4 +1,4 @@
-//! `toolgate bench …`: benchmark programs that print figures (DESIGN §11).
+//! `toolgate bench …`: benchmark programs that print figures (docs/design.md §11).
 //!
 //! Nothing here asserts a time. Each benchmark runs the thing measured and
 //! its baseline side by side in one process and prints the ratio, because

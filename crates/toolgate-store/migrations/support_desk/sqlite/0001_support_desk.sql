@@ -11,7 +11,7 @@ CREATE TABLE customers (
 ) STRICT;
 
 -- `version` advances with every write to the ticket: it is the precondition
--- the executor applies (DESIGN invariant 9).
+-- the executor applies (docs/design.md invariant 9).
 CREATE TABLE tickets (
     id          TEXT    NOT NULL PRIMARY KEY,
     customer_id TEXT    NOT NULL REFERENCES customers (id),
