@@ -66,6 +66,7 @@ compile_error!("toolgate-store needs at least one of the features sqlite, postgr
 
 mod any;
 mod common;
+mod redact;
 #[cfg(feature = "sqlite")]
 pub mod group_commit;
 #[cfg(feature = "mysql")]
@@ -82,6 +83,7 @@ pub mod fault;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
+pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};
 

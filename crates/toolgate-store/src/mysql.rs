@@ -81,8 +81,13 @@ impl MySqlClaimStore {
     /// Connects to `url` (`mysql://…`; `mariadb://` is accepted by
     /// [`crate::AnyClaimStore`]) and runs the migrations.
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let connect = MySqlConnectOptions::from_str(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?;
+        let connect = MySqlConnectOptions::from_str(url).map_err(|e| {
+            // The URL may hold a password: never repeat it.
+            StoreError::new(
+                StoreErrorKind::Config,
+                format!("{}: {e}", crate::redact_url(url)),
+            )
+        })?;
         let pool = MySqlPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .connect_with(connect)

@@ -75,8 +75,13 @@ impl PgClaimStore {
     /// Connects to `url` (`postgres://…`) and runs the migrations. The
     /// tables go in the connection's current schema (`search_path`).
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let connect = PgConnectOptions::from_str(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?;
+        let connect = PgConnectOptions::from_str(url).map_err(|e| {
+            // The URL may hold a password: never repeat it.
+            StoreError::new(
+                StoreErrorKind::Config,
+                format!("{}: {e}", crate::redact_url(url)),
+            )
+        })?;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .connect_with(connect)
