@@ -74,7 +74,7 @@ impl Permit {
 /// `permitted`, and the reviewer item for decisions a person acts on.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DecisionResponse {
-    /// The outcome code (DESIGN §2).
+    /// The outcome code (`docs/design.md` §2).
     pub outcome: String,
     /// The reason code, where one applies.
     pub reason: Option<String>,
@@ -140,7 +140,7 @@ impl DecisionResponse {
     }
 }
 
-/// The HTTP status of each outcome (DESIGN §2).
+/// The HTTP status of each outcome (`docs/design.md` §2).
 pub fn status_of(outcome: Outcome) -> u16 {
     match outcome {
         Outcome::Answer

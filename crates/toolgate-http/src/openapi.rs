@@ -86,7 +86,7 @@ fn metrics() {}
 #[openapi(
     info(
         title = "toolgate",
-        description = "The toolgate HTTP sidecar: decisions on LLM tool calls (DESIGN §2, §9)."
+        description = "The toolgate HTTP sidecar: decisions on LLM tool calls (docs/design.md §2, §9)."
     ),
     paths(
         decisions,
