@@ -193,4 +193,8 @@ impl ClaimStore for AnyClaimStore {
     ) -> Result<Vec<AuditEntry>, StoreError> {
         delegate!(self, s => s.audit_trail(key, limit).await)
     }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        delegate!(self, s => s.ready().await)
+    }
 }

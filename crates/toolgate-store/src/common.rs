@@ -443,6 +443,16 @@ macro_rules! sql_claim_store {
                 self.read_row(key).await
             }
 
+            async fn ready(&self) -> Result<(), toolgate::claim::StoreError> {
+                use toolgate::claim::OperationKey;
+                // The claim lookup every decision starts with (a key that
+                // cannot exist), then whatever else the backend writes and
+                // lists through (SQLite: its writer thread and its pool).
+                self.read_row(&OperationKey::from_bytes([0; OperationKey::LEN]))
+                    .await?;
+                self.backend_ready().await
+            }
+
             async fn list_stuck(
                 &self,
                 now: toolgate::claim::UnixMillis,
@@ -545,6 +555,12 @@ macro_rules! sql_claim_store {
     };
     (@pooled $store:ident, $db:ty, $sql:ident, $contention:path) => {
         impl $store {
+            /// Nothing beyond the claim lookup: on a pooled backend it ran
+            /// on the same pool the writes and listings use.
+            async fn backend_ready(&self) -> Result<(), toolgate::claim::StoreError> {
+                Ok(())
+            }
+
             async fn read_row(
                 &self,
                 key: &toolgate::claim::OperationKey,

@@ -187,6 +187,13 @@ impl GroupCommit {
         Ok(Self { jobs })
     }
 
+    /// Whether the writer thread is still running. It stops only when its
+    /// connection could not be reopened after a failure; from then on
+    /// every write fails with [`WriteError::Stopped`].
+    pub fn is_running(&self) -> bool {
+        !self.jobs.is_closed()
+    }
+
     /// Runs `work` in the next batch and returns its value once the batch
     /// has committed. `work` must not start or end transactions itself,
     /// and runs on the writer thread: it should only run statements. If it

@@ -132,6 +132,23 @@ impl SqliteClaimStore {
         &self.readers
     }
 
+    /// Readiness beyond the claim lookup: the writer thread every write
+    /// goes through is alive, and the pool the listings and the audit
+    /// trail use answers.
+    async fn backend_ready(&self) -> Result<(), StoreError> {
+        if !self.writer.is_running() {
+            return Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                "the SQLite writer thread has stopped",
+            ));
+        }
+        sqlx::query("SELECT 1 FROM toolgate_claims WHERE 1 = 0")
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| map_err("checking the SQLite pool", e))?;
+        Ok(())
+    }
+
     /// One claim, read on a reader connection.
     async fn read_row(
         &self,

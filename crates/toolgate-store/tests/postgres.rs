@@ -389,3 +389,16 @@ async fn lost_race_codes_come_from_the_server() {
     drop((a, b));
     schema.drop().await;
 }
+
+#[tokio::test]
+async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let s = schema.store().await;
+    s.ready().await.expect("a fresh store is ready");
+    s.pool().close().await;
+    let e = s.ready().await.expect_err("a closed pool is not ready");
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+    schema.drop().await;
+}

@@ -349,3 +349,19 @@ async fn an_in_memory_database_is_refused() {
     assert_eq!(err.kind(), toolgate::claim::StoreErrorKind::Config, "{err}");
     assert!(err.to_string().contains("database file"), "{err}");
 }
+
+#[tokio::test]
+async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
+    let db = TempDb::new();
+    let s = store(&db).await;
+    s.ready().await.expect("a fresh store is ready");
+    assert!(s.writer().is_running(), "the writer thread runs");
+    // The pool the listings and the audit trail use: closed, not ready.
+    s.pool().close().await;
+    let e = s.ready().await.expect_err("a closed pool is not ready");
+    assert_eq!(
+        e.kind(),
+        toolgate::claim::StoreErrorKind::Unavailable,
+        "{e}"
+    );
+}
