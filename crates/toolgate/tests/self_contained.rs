@@ -4,10 +4,12 @@
 //! Two checks over every tracked text file (`git ls-files`, or a walk of the
 //! tree when git is not available, as in an unpacked source archive):
 //!
-//! - no reference leaves the repository: no `../shared` or `/work/` path, no
-//!   citation of the contract as the outside `DESIGN` document (it is
-//!   `docs/design.md`), and no relative path whose `../` steps climb above
-//!   the repository root;
+//! - no reference leaves the repository: no path into the `shared` folder
+//!   that once sat beside the checkout, no absolute path of the machine
+//!   the repository was written on, no citation of the contract as the
+//!   outside `DESIGN` document (it is `docs/design.md`), and no relative
+//!   path whose `../` steps climb above the repository root (the markers
+//!   are listed in `outside_markers`);
 //! - every relative link in a markdown file points at a file that exists,
 //!   and every `#fragment` into a markdown file at one of its headings.
 //!
