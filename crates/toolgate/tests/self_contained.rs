@@ -73,6 +73,7 @@ fn tracked_files(root: &Path) -> Vec<String> {
         None => {
             let mut files = Vec::new();
             walk(root, "", &mut files);
+            files.sort();
             files
         }
     }
