@@ -45,7 +45,7 @@ start_server() {
   RUST_LOG=warn "$bin" serve --demo --listen 127.0.0.1:0 --db "sqlite://$work/$name.sqlite" \
     >"$work/$name.out" 2>"$work/$name.log" &
   server=$!
-  for _ in $(seq 1 200); do
+  for _ in $(seq 1 600); do
     grep -qs '^listening on ' "$work/$name.out" && break
     if ! kill -0 "$server" 2>/dev/null; then
       server=""

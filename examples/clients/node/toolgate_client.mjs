@@ -152,7 +152,10 @@ export function handle(decision) {
     case 'forbidden':
       return 'this principal may not do this here; tell the user, do not retry';
     case 'state_changed':
-      return `the ticket moved from version ${decision.version_seen} to ${decision.current_version}: re-read it and ask the model again`;
+      return (
+        `the ticket moved from version ${decision.version_seen} to ${decision.current_version}: ` +
+        're-read it and ask the model again'
+      );
     case 'in_flight':
       return 'the same operation is running elsewhere; retry this request shortly';
     case 'needs_reconciliation':
@@ -168,14 +171,18 @@ export function handle(decision) {
   }
 }
 
-class DemoFailure extends Error {}
+class DemoFailure extends Error {
+  name = 'DemoFailure';
+}
 
 function expect(condition, what) {
   if (!condition) throw new DemoFailure(what);
 }
 
 async function main() {
-  const gate = new ToolgateClient(process.env.TOOLGATE_URL, process.env.TOOLGATE_KEY);
+  const { TOOLGATE_URL: url, TOOLGATE_KEY: key } = process.env;
+  if (!url || !key) throw new DemoFailure('set TOOLGATE_URL and TOOLGATE_KEY');
+  const gate = new ToolgateClient(url, key);
   const fixtures =
     process.env.TOOLGATE_FIXTURES ?? fileURLToPath(new URL('../../../fixtures/providers/', import.meta.url));
   // Stands in for the provider call: the exact bytes of an OpenAI Chat
@@ -188,15 +195,15 @@ async function main() {
 
   // 1. The model proposes a credit; a client-executed key gets a permit.
   const turn = await raw('action.json');
-  const key = randomUUID();
-  const first = await gate.decide('openai-chat', turn, scope, { idempotencyKey: key });
+  const idempotencyKey = randomUUID();
+  const first = await gate.decide('openai-chat', turn, scope, { idempotencyKey });
   show('decision', first);
   expect(first.httpStatus === 200 && first.outcome === 'permitted', 'expected 200 permitted');
   const permit = first.permit;
 
   // 2. The answer was lost on the way (say, a timeout): resending the same
   // request with the same Idempotency-Key returns the same permit.
-  const again = await gate.decide('openai-chat', turn, scope, { idempotencyKey: key });
+  const again = await gate.decide('openai-chat', turn, scope, { idempotencyKey });
   show('resend (same key)', again);
   expect(again.permit?.holder === permit.holder, 'the resend should return the same permit');
 
@@ -210,7 +217,8 @@ async function main() {
     amount_minor: permit.arguments.amount_minor,
   };
   console.log(
-    `node: ${'write (simulated)'.padEnd(22)} UPDATE tickets ... WHERE id = 'T-300' AND version = ${permit.precondition_version} -> ${JSON.stringify(result)}`,
+    `node: ${'write (simulated)'.padEnd(22)} UPDATE tickets ... WHERE id = 'T-300' ` +
+      `AND version = ${permit.precondition_version} -> ${JSON.stringify(result)}`,
   );
 
   // 4. Record the result against the claim, with the permit's holder token.

@@ -157,7 +157,8 @@ final class Toolgate
         }
         if (is_array($answer['error'] ?? null)) {
             // The error shape of toolgate releases before problem+json.
-            throw new ToolgateError($status, $answer['error']['code'] ?? null, null, $answer['error']['message'] ?? null);
+            $error = $answer['error'];
+            throw new ToolgateError($status, $error['code'] ?? null, null, $error['message'] ?? null);
         }
         return [$status, $answer];
     }
@@ -184,7 +185,12 @@ function handle(array $decision): string
         'conflict' => 'a different action was already recorded for this operation; a person checks',
         'rejected' => "the model's output broke the contract ({$decision['reason']}); "
             . (($decision['stateless']['repairable'] ?? false) ? 're-ask once with attempt 2' : 'do not re-ask'),
-        default => throw new ToolgateError($decision['http_status'], 'unknown_outcome', 'Unknown outcome', $decision['outcome']),
+        default => throw new ToolgateError(
+            $decision['http_status'],
+            'unknown_outcome',
+            'Unknown outcome',
+            (string) $decision['outcome'],
+        ),
     };
 }
 

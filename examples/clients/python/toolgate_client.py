@@ -193,7 +193,10 @@ def expect(condition, what):
 
 
 def main():
-    gate = Toolgate(os.environ["TOOLGATE_URL"], os.environ["TOOLGATE_KEY"])
+    url, key = os.environ.get("TOOLGATE_URL"), os.environ.get("TOOLGATE_KEY")
+    if not url or not key:
+        raise DemoFailure("set TOOLGATE_URL and TOOLGATE_KEY")
+    gate = Toolgate(url, key)
     repo = Path(__file__).resolve().parents[3]
     fixtures = Path(os.environ.get("TOOLGATE_FIXTURES", repo / "fixtures" / "providers"))
 
@@ -209,15 +212,15 @@ def main():
 
     # 1. The model proposes a credit; a client-executed key gets a permit.
     turn = raw("action.json")
-    key = str(uuid.uuid4())
-    first = gate.decide("anthropic", turn, scope, idempotency_key=key)
+    idempotency_key = str(uuid.uuid4())
+    first = gate.decide("anthropic", turn, scope, idempotency_key=idempotency_key)
     show("decision", first)
     expect(first["http_status"] == 200 and first["outcome"] == "permitted", "expected 200 permitted")
     permit = first["permit"]
 
     # 2. The answer was lost on the way (say, a timeout): resending the same
     # request with the same Idempotency-Key returns the same permit.
-    again = gate.decide("anthropic", turn, scope, idempotency_key=key)
+    again = gate.decide("anthropic", turn, scope, idempotency_key=idempotency_key)
     show("resend (same key)", again)
     expect(again["permit"]["holder"] == permit["holder"], "the resend should return the same permit")
 
