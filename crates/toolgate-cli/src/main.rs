@@ -3,11 +3,12 @@
 mod cmd;
 mod desk;
 mod io;
+mod logging;
 mod scratch;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -17,6 +18,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Exit codes are part of the interface: 0 for a decision (a rejection is a
 /// successful decision unless the command says otherwise), 1 where the
 /// command documents it, 2 for usage and I/O errors.
+///
+/// The database of `serve --config` and `claims` comes from, in order:
+/// --db URL, the TOOLGATE_DB_URL environment variable (which, unlike an
+/// argument, does not show in `ps`), the deployment file's `db`. RUST_LOG
+/// filters the logs of `serve` (default: info).
 #[derive(Parser)]
 #[command(name = "toolgate", version, propagate_version = true)]
 struct Cli {
@@ -35,6 +41,10 @@ enum Command {
     Demo(cmd::demo::Args),
     Eval(cmd::eval::Args),
     Serve(cmd::serve::Args),
+    Keys(cmd::keys::Args),
+    Config(cmd::config::Args),
+    Completions(cmd::completions::Args),
+    Man(cmd::man::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,5 +66,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Eval(args) => cmd::eval::run(args),
         Command::Serve(args) => cmd::serve::run(args),
+        Command::Keys(args) => cmd::keys::run(args),
+        Command::Config(args) => cmd::config::run(args),
+        Command::Completions(args) => cmd::completions::run(&args, Cli::command()),
+        Command::Man(args) => cmd::man::run(&args, Cli::command()),
     }
 }

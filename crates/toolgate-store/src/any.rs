@@ -112,6 +112,57 @@ impl AnyClaimStore {
         }
     }
 
+    /// Checks `url` the way [`Self::connect`] reads it, without connecting:
+    /// the scheme names a compiled-in backend and the driver accepts the
+    /// rest (host, port, `sslmode`, ...). For `toolgate config check`.
+    /// Errors never repeat a password ([`crate::redact_url`]).
+    pub fn check_url(url: &str) -> Result<Backend, StoreError> {
+        let bad = |e: sqlx::Error| {
+            StoreError::new(
+                StoreErrorKind::Config,
+                format!("{}: {e}", crate::redact_url(url)),
+            )
+        };
+        let backend = Backend::from_url(url).ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::Config,
+                "the database URL must start with sqlite://, postgres:// or mysql://",
+            )
+        })?;
+        match backend {
+            Backend::Sqlite => {
+                #[cfg(feature = "sqlite")]
+                <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(url)
+                    .map_err(bad)?;
+                #[cfg(not(feature = "sqlite"))]
+                return Err(unsupported("SQLite"));
+            }
+            Backend::Postgres => {
+                #[cfg(feature = "postgres")]
+                <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)
+                    .map_err(bad)?;
+                #[cfg(not(feature = "postgres"))]
+                return Err(unsupported("PostgreSQL"));
+            }
+            Backend::MySql => {
+                #[cfg(feature = "mysql")]
+                {
+                    let url = match url.split_once(':') {
+                        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => {
+                            format!("mysql:{rest}")
+                        }
+                        _ => url.to_owned(),
+                    };
+                    <sqlx::mysql::MySqlConnectOptions as std::str::FromStr>::from_str(&url)
+                        .map_err(bad)?;
+                }
+                #[cfg(not(feature = "mysql"))]
+                return Err(unsupported("MySQL"));
+            }
+        }
+        Ok(backend)
+    }
+
     /// Which backend this is.
     pub fn backend(&self) -> Backend {
         match self {

@@ -66,13 +66,13 @@ compile_error!("toolgate-store needs at least one of the features sqlite, postgr
 
 mod any;
 mod common;
-mod redact;
 #[cfg(feature = "sqlite")]
 pub mod group_commit;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod redact;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod support_desk;

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use toolgate::claim::{ClaimRecord, ClaimStore, CorruptRow, UnixMillis};
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
+use crate::cmd::config::DbArgs;
 use crate::io::{io_failure, print_line};
 
 /// Inspect the claim store.
@@ -38,12 +39,17 @@ enum Command {
 /// Times are Unix milliseconds. Exit 0 when the listing succeeded (also
 /// when it is empty), 2 for usage, connection and database errors. A
 /// SQLite file that does not exist is an error, never created.
+///
+/// The store: --db URL, else $TOOLGATE_DB_URL, else `db` in --config FILE.
+/// Example, with the password out of `ps`:
+///
+///   $ export TOOLGATE_DB_URL='postgres://ops:secret@db/toolgate?sslmode=verify-full'
+///   $ toolgate claims stuck --limit 50
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 struct StuckArgs {
-    /// The claim store: sqlite://PATH, postgres://... or mysql://...
-    #[arg(long, value_name = "URL")]
-    db: String,
+    #[command(flatten)]
+    db: DbArgs,
     /// List at most this many claims.
     #[arg(long, value_name = "N", default_value_t = 1000)]
     limit: u32,
@@ -82,8 +88,15 @@ fn stuck(args: StuckArgs) -> ExitCode {
         Err(code) => return code,
     };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
+    let url = match args.db.url() {
+        Ok(url) => url,
+        Err(e) => {
+            eprintln!("toolgate claims stuck: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let listed = runtime.block_on(async {
-        let store = open_existing(&args.db).await?;
+        let store = open_existing(&url).await?;
         store.list_stuck(now, args.limit).await
     });
     let entries = match listed {
@@ -157,13 +170,13 @@ fn corrupt_line(c: &CorruptRow) -> Value {
 /// A claim still within its lease, already completed, or absent is
 /// "not_stuck" and nothing is asked or written. An audit entry is appended
 /// either way. Exit 0 when the outcome was recorded, 1 when the claim was
-/// not stuck, 2 for usage, connection and database errors.
+/// not stuck, 2 for usage, connection and database errors. The store is
+/// found as for `claims stuck` (--db, TOOLGATE_DB_URL, --config).
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 struct ReconcileArgs {
-    /// The claim store: sqlite://PATH, postgres://... or mysql://...
-    #[arg(long, value_name = "URL")]
-    db: String,
+    #[command(flatten)]
+    db: DbArgs,
     /// The operation key (64 hex digits).
     #[arg(value_name = "KEY")]
     key: String,
@@ -192,7 +205,8 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
     };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
     let done = runtime.block_on(async {
-        let store = open_existing(&args.db).await.map_err(|e| e.to_string())?;
+        let url = args.db.url()?;
+        let store = open_existing(&url).await.map_err(|e| e.to_string())?;
         let desk = toolgate_store::support_desk::SupportDesk::on_store(&store)
             .await
             .map_err(|e| e.to_string())?;

@@ -3,9 +3,13 @@
 pub mod bench;
 pub mod check;
 pub mod claims;
+pub mod completions;
+pub mod config;
 pub mod decode;
 pub mod demo;
 pub mod eval;
+pub mod keys;
+pub mod man;
 pub mod normalize;
 pub mod policy;
 pub mod serve;

@@ -2,11 +2,10 @@
 //! executor, state source and Cedar policies, with a claim store from a URL.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::json;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
@@ -14,6 +13,7 @@ use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mappin
 use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
 use toolgate_store::support_desk::{SeedTicket, SupportDesk};
 
+use crate::cmd::config::{DB_URL_ENV, Deployment, resolve_db};
 use crate::desk::DeskEntities;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
@@ -23,7 +23,7 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 /// policies, the database and the API keys (stored as SHA-256 digests):
 ///
 ///   listen = "127.0.0.1:8080"          # optional
-///   db = "sqlite:///var/lib/toolgate/toolgate.db"
+///   db = "sqlite:///var/lib/toolgate/toolgate.db"   # or --db / TOOLGATE_DB_URL
 ///   policy = "policy.toml"             # relative to the config file
 ///   cedar = "policy.cedar"             # optional: the support desk's
 ///   lease_ms = 30000                   # optional
@@ -35,13 +35,25 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   capabilities = ["credit:issue"]    # toolgate:review, toolgate:operate
 ///   execution = "in_process"           # or "client": the caller writes
 ///
-/// --demo: the support desk on a fresh embedded SQLite database (or --db),
-/// seeded with customers, tickets and agents; fresh API keys are printed at
-/// start. Binds 127.0.0.1:8080 unless --listen says otherwise.
+/// `toolgate keys new` makes a key and its [[keys]] entry; `toolgate config
+/// check FILE` validates the file without starting anything.
+///
+/// The database: --db URL, else $TOOLGATE_DB_URL, else the file's `db`.
+/// Prefer the variable (or the file) for a URL with a password: arguments
+/// show in `ps`. Passwords are never repeated in logs or errors. TLS:
+///   postgres://u:pw@host/db?sslmode=verify-full&sslrootcert=/etc/ca.pem
+///   mysql://u:pw@host/db?ssl-mode=VERIFY_IDENTITY&ssl-ca=/etc/ca.pem
+///
+/// --demo: the support desk on a fresh embedded SQLite database (or --db;
+/// never TOOLGATE_DB_URL, so a deployment's database in the environment
+/// does not get the demo's seed), seeded with customers, tickets and
+/// agents; fresh API keys are printed at start. Binds 127.0.0.1:8080
+/// unless --listen says otherwise.
 ///
 /// Prints `listening on http://ADDR` once the socket is bound. SIGTERM or
 /// Ctrl-C stops it: requests in progress finish, no claim is left
-/// half-written. Logs are JSON lines on stderr (--log-level).
+/// half-written. Logs are JSON lines on stderr, filtered by RUST_LOG
+/// (e.g. RUST_LOG=info,toolgate_http=debug; default info) or --log-level.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -60,41 +72,13 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
     /// Claim store (and support desk) database: sqlite://PATH,
-    /// postgres://... or mysql://...
+    /// postgres://... or mysql://... Overrides TOOLGATE_DB_URL and the
+    /// file's `db`.
     #[arg(long, value_name = "URL")]
     db: Option<String>,
-    /// error, warn, info, debug or trace.
-    #[arg(long, default_value = "info")]
-    log_level: tracing::Level,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Config {
-    listen: Option<SocketAddr>,
-    db: Option<String>,
-    policy: PathBuf,
-    cedar: Option<PathBuf>,
-    lease_ms: Option<u64>,
-    request_timeout_ms: Option<u64>,
-    body_limit_bytes: Option<usize>,
-    #[serde(default)]
-    keys: Vec<KeyConfig>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct KeyConfig {
-    sha256: String,
-    principal: String,
-    #[serde(default)]
-    capabilities: Vec<String>,
-    #[serde(default = "in_process")]
-    execution: String,
-}
-
-fn in_process() -> String {
-    "in_process".to_owned()
+    /// error, warn, info, debug or trace. Overrides RUST_LOG.
+    #[arg(long, value_name = "LEVEL")]
+    log_level: Option<tracing::Level>,
 }
 
 /// The sidecar's parts for the support desk.
@@ -108,12 +92,9 @@ fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
 
 pub fn run(args: Args) -> ExitCode {
     // JSON lines on stderr: one event per request and per decision.
-    tracing_subscriber::fmt()
-        .json()
-        .with_max_level(args.log_level)
-        .with_writer(std::io::stderr)
-        .with_current_span(false)
-        .init();
+    if let Err(e) = crate::logging::init(args.log_level) {
+        return fail("logging", e);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -207,7 +188,10 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
         ))
         .map_err(|e| fail("the support-desk policy", e))?;
         let mut keys = Vec::new();
-        println!("toolgate serve --demo: support desk on {db}");
+        println!(
+            "toolgate serve --demo: support desk on {}",
+            toolgate_store::redact_url(&db)
+        );
         for k in &DEMO_KEYS {
             let secret = format!(
                 "tg_demo_{}",
@@ -241,61 +225,25 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
         let Some(path) = &args.config else {
             return Err(fail("usage", "--config FILE or --demo"));
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| fail(&format!("reading {}", path.display()), e))?;
-        let config: Config =
-            toml::from_str(&text).map_err(|e| fail(&format!("{}", path.display()), e))?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        let policy_text = std::fs::read_to_string(base.join(&config.policy))
-            .map_err(|e| fail(&format!("reading {}", config.policy.display()), e))?;
-        let policy = Policy::load(&policy_text).map_err(|e| fail("policy", e))?;
-        let cedar = match &config.cedar {
-            Some(p) => std::fs::read_to_string(base.join(p))
-                .map_err(|e| fail(&format!("reading {}", p.display()), e))?,
-            None => SUPPORT_DESK_POLICIES.to_owned(),
-        };
-        let mut keys = Vec::new();
-        for (i, k) in config.keys.iter().enumerate() {
-            let sha256 =
-                ApiKey::parse_digest(&k.sha256).map_err(|e| fail(&format!("keys[{i}]"), e))?;
-            let mode = ExecutionMode::parse(&k.execution).ok_or_else(|| {
-                fail(
-                    &format!("keys[{i}].execution"),
-                    "must be in_process or client",
-                )
-            })?;
-            let principal = Principal::new(k.principal.clone(), k.capabilities.iter().cloned())
-                .map_err(|e| fail(&format!("keys[{i}]"), e))?;
-            keys.push(ApiKey {
-                sha256,
-                principal,
-                mode,
-            });
-        }
-        if keys.is_empty() {
-            return Err(fail(
+        // One loader for `serve` and `config check`: what the check accepts
+        // is what starts.
+        let d = Deployment::load(path).map_err(|e| {
+            eprintln!("toolgate serve: {e}");
+            ExitCode::from(2)
+        })?;
+        let file_db = d.db.as_deref().map(|db| (db, path.as_path()));
+        let (db, _) = resolve_db(args.db.as_deref(), file_db).ok_or_else(|| {
+            fail(
                 "configuration",
-                "no [[keys]]: every request would be refused",
-            ));
-        }
-        let defaults = Settings::default();
-        let settings = Settings {
-            lease: config
-                .lease_ms
-                .map_or(defaults.lease, Duration::from_millis),
-            request_timeout: config
-                .request_timeout_ms
-                .map_or(defaults.request_timeout, Duration::from_millis),
-            body_limit: config.body_limit_bytes.unwrap_or(defaults.body_limit),
-            ..defaults
-        };
-        let db = args
-            .db
-            .clone()
-            .or(config.db)
-            .ok_or_else(|| fail("configuration", "no db (config `db` or --db)"))?;
-        let listen = args.listen.or(config.listen).unwrap_or(default_listen);
-        (policy, cedar, db, keys, settings, listen)
+                format!(
+                    "{}: db: no database (the file's `db`, {DB_URL_ENV} or --db)",
+                    path.display()
+                ),
+            )
+        })?;
+        let listen = args.listen.or(d.listen).unwrap_or(default_listen);
+        let keys = d.keys.into_iter().map(|k| k.key).collect();
+        (d.policy, d.cedar, db, keys, d.settings, listen)
     };
     let keys = KeyRing::new(keys).map_err(|e| fail("configuration", e))?;
     let seed = args.demo.then(demo_tickets);
@@ -348,7 +296,7 @@ pub async fn desk_state(
     };
     let store = AnyClaimStore::connect_with(db, options)
         .await
-        .map_err(|e| format!("connecting to {db}: {e}"))?;
+        .map_err(|e| format!("connecting to {}: {e}", toolgate_store::redact_url(db)))?;
     let desk = SupportDesk::on_store(&store)
         .await
         .map_err(|e| format!("the support desk tables: {e}"))?;

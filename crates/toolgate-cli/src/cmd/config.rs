@@ -1,0 +1,446 @@
+//! The deployment file `serve --config` runs (one loader, so `config check`
+//! accepts exactly what `serve` starts with), `toolgate config check`, and
+//! where the database URL comes from (`--db`, `TOOLGATE_DB_URL`, the file).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toolgate::contract::Policy;
+use toolgate::pipeline::{AuthzRequest, Principal};
+use toolgate_cedar::{
+    CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping,
+};
+use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_store::{AnyClaimStore, Backend, redact_url};
+
+use crate::io::{io_failure, print_line};
+
+/// The environment variable that names the database when `--db` does not:
+/// unlike an argument, it does not show in `ps` to every user of the host.
+pub const DB_URL_ENV: &str = "TOOLGATE_DB_URL";
+
+/// The file as written (TOML). Unknown fields are errors: a misspelt
+/// `lease_ms` must not silently keep the default.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    listen: Option<SocketAddr>,
+    db: Option<String>,
+    policy: PathBuf,
+    cedar: Option<PathBuf>,
+    lease_ms: Option<u64>,
+    request_timeout_ms: Option<u64>,
+    body_limit_bytes: Option<usize>,
+    #[serde(default)]
+    keys: Vec<KeyEntry>,
+}
+
+/// One `[[keys]]` entry.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    sha256: String,
+    principal: String,
+    #[serde(default)]
+    capabilities: Vec<String>,
+    #[serde(default = "in_process")]
+    execution: String,
+}
+
+fn in_process() -> String {
+    ExecutionMode::InProcess.as_str().to_owned()
+}
+
+/// A deployment file, loaded and checked.
+pub struct Deployment {
+    pub listen: Option<SocketAddr>,
+    /// The file's `db`, syntax-checked; `None` when the file has none.
+    pub db: Option<String>,
+    pub policy_path: PathBuf,
+    pub policy: Policy,
+    /// `None`: the support desk's policies.
+    pub cedar_path: Option<PathBuf>,
+    pub cedar: String,
+    pub keys: Vec<LoadedKey>,
+    pub settings: Settings,
+}
+
+/// A `[[keys]]` entry as the sidecar holds it, and its capabilities as
+/// written (for `config check` to show).
+pub struct LoadedKey {
+    pub key: ApiKey,
+    pub capabilities: Vec<String>,
+}
+
+/// What is wrong with a deployment file, and where.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    /// The field (`policy`, `keys[1].execution`, `line 3` for a TOML error).
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.file.display(),
+            self.field,
+            self.message
+        )
+    }
+}
+
+impl Deployment {
+    /// Reads `path` and everything it names (the policy and Cedar files,
+    /// relative to its directory), and checks each part: the TOML, the
+    /// policy (with its schema audit), the Cedar policies, the keys, the
+    /// settings and the database URL's syntax. Connects to nothing.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let err = |field: &str, message: String| ConfigError {
+            file: path.to_owned(),
+            field: field.to_owned(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err("file", e.to_string()))?;
+        let file: File = toml::from_str(&text).map_err(|e| {
+            let field = e.span().map_or_else(
+                || "TOML".to_owned(),
+                |s| format!("line {}", 1 + text[..s.start].matches('\n').count()),
+            );
+            err(&field, e.message().to_owned())
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let policy_path = base.join(&file.policy);
+        let policy_text = std::fs::read_to_string(&policy_path)
+            .map_err(|e| err("policy", format!("reading {}: {e}", policy_path.display())))?;
+        let policy = Policy::load(&policy_text)
+            .map_err(|e| err("policy", format!("{}: {e}", policy_path.display())))?;
+        let (cedar_path, cedar) = match &file.cedar {
+            Some(p) => {
+                let p = base.join(p);
+                let text = std::fs::read_to_string(&p)
+                    .map_err(|e| err("cedar", format!("reading {}: {e}", p.display())))?;
+                (Some(p), text)
+            }
+            None => (None, SUPPORT_DESK_POLICIES.to_owned()),
+        };
+        // Parsed as `serve` parses them, with no entities to read.
+        CedarAuthorizer::new(&cedar, &support_desk_mapping(), NoEntities)
+            .map_err(|e| err("cedar", e.to_string()))?;
+        let mut keys = Vec::with_capacity(file.keys.len());
+        for (i, k) in file.keys.iter().enumerate() {
+            let key = k
+                .to_api_key()
+                .map_err(|(f, m)| err(&format!("keys[{i}]{f}"), m))?;
+            keys.push(LoadedKey {
+                key,
+                capabilities: k.capabilities.clone(),
+            });
+        }
+        if keys.is_empty() {
+            return Err(err(
+                "keys",
+                "no [[keys]]: every request would be refused (toolgate keys new makes one)"
+                    .to_owned(),
+            ));
+        }
+        KeyRing::new(keys.iter().map(|k| k.key.clone())).map_err(|e| err("keys", e.to_string()))?;
+        let positive = |field: &str, v: Option<u64>| match v {
+            Some(0) => Err(err(field, "must be greater than 0".to_owned())),
+            _ => Ok(v),
+        };
+        let lease_ms = positive("lease_ms", file.lease_ms)?;
+        let timeout_ms = positive("request_timeout_ms", file.request_timeout_ms)?;
+        if file.body_limit_bytes == Some(0) {
+            return Err(err("body_limit_bytes", "must be greater than 0".to_owned()));
+        }
+        let defaults = Settings::default();
+        let settings = Settings {
+            lease: lease_ms.map_or(defaults.lease, Duration::from_millis),
+            request_timeout: timeout_ms.map_or(defaults.request_timeout, Duration::from_millis),
+            body_limit: file.body_limit_bytes.unwrap_or(defaults.body_limit),
+            ..defaults
+        };
+        if let Some(db) = &file.db {
+            check_db_url(db).map_err(|m| err("db", m))?;
+        }
+        Ok(Self {
+            listen: file.listen,
+            db: file.db,
+            policy_path,
+            policy,
+            cedar_path,
+            cedar,
+            keys,
+            settings,
+        })
+    }
+}
+
+impl KeyEntry {
+    /// The key as the sidecar holds it; an error names the sub-field.
+    pub fn to_api_key(&self) -> Result<ApiKey, (&'static str, String)> {
+        let sha256 = ApiKey::parse_digest(&self.sha256).map_err(|e| (".sha256", e.0))?;
+        let mode = ExecutionMode::parse(&self.execution).ok_or_else(|| {
+            (
+                ".execution",
+                format!("{:?}: must be in_process or client", self.execution),
+            )
+        })?;
+        let principal = Principal::new(self.principal.clone(), self.capabilities.iter().cloned())
+            .map_err(|e| (".principal", e.to_string()))?;
+        Ok(ApiKey {
+            sha256,
+            principal,
+            mode,
+        })
+    }
+}
+
+/// An entity source for parsing Cedar policies only: `config check` never
+/// authorises anything.
+struct NoEntities;
+
+impl EntitySource for NoEntities {
+    async fn entities(&self, _: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+        Err("no entities: the policies were only parsed".to_owned())
+    }
+}
+
+/// The URL's syntax as the store reads it, and the certificate files it
+/// names (`sslrootcert`, `sslcert`, `sslkey`, `ssl-ca`, ...) exist, so a
+/// typo shows here rather than at the first connection.
+fn check_db_url(url: &str) -> Result<Backend, String> {
+    let backend = AnyClaimStore::check_url(url).map_err(|e| e.message().to_owned())?;
+    if let Some((_, query)) = url.split_once('?') {
+        for (name, value) in query.split('&').filter_map(|p| p.split_once('=')) {
+            let is_file = matches!(
+                name.to_ascii_lowercase().as_str(),
+                "sslrootcert" | "sslcert" | "sslkey" | "ssl-ca" | "ssl-cert" | "ssl-key"
+            );
+            // sqlx also takes the certificate itself (PEM) inline.
+            if is_file && !value.starts_with("-----BEGIN") && !Path::new(value).is_file() {
+                return Err(format!(
+                    "{}: {name}: no such file: {value}",
+                    redact_url(url)
+                ));
+            }
+        }
+    }
+    Ok(backend)
+}
+
+/// Where a command's database URL came from, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbSource {
+    Flag,
+    Env,
+    File(PathBuf),
+}
+
+impl fmt::Display for DbSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Flag => f.write_str("--db"),
+            Self::Env => f.write_str(DB_URL_ENV),
+            Self::File(p) => write!(f, "`db` in {}", p.display()),
+        }
+    }
+}
+
+/// The database URL by precedence: `--db`, then `TOOLGATE_DB_URL` (when
+/// set and not empty), then the deployment file's `db`. `None` when none
+/// names one; the caller applies its default or refuses.
+pub fn resolve_db(flag: Option<&str>, file: Option<(&str, &Path)>) -> Option<(String, DbSource)> {
+    if let Some(url) = flag {
+        return Some((url.to_owned(), DbSource::Flag));
+    }
+    if let Ok(url) = std::env::var(DB_URL_ENV)
+        && !url.is_empty()
+    {
+        return Some((url, DbSource::Env));
+    }
+    file.map(|(url, path)| (url.to_owned(), DbSource::File(path.to_owned())))
+}
+
+/// The database flags of the operator commands (`claims stuck`,
+/// `claims reconcile`).
+#[derive(clap::Args)]
+pub struct DbArgs {
+    /// The claim store: sqlite://PATH, postgres://... or mysql://...
+    /// Without it: $TOOLGATE_DB_URL, then `db` in --config's file.
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// A deployment file (as for `serve --config`) whose `db` names the
+    /// store when neither --db nor TOOLGATE_DB_URL does.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl DbArgs {
+    /// The URL to open, or the message to print (exit 2). The file is
+    /// read only when neither --db nor the environment names a database,
+    /// so a broken file does not stand in the way of an explicit URL.
+    pub fn url(&self) -> Result<String, String> {
+        if let Some((url, _)) = resolve_db(self.db.as_deref(), None) {
+            return Ok(url);
+        }
+        let Some(path) = &self.config else {
+            return Err(format!(
+                "no database: give --db URL, set {DB_URL_ENV}, or --config FILE"
+            ));
+        };
+        Deployment::load(path)
+            .map_err(|e| e.to_string())?
+            .db
+            .ok_or_else(|| {
+                format!(
+                    "no database: {} has no `db`, and neither --db nor {DB_URL_ENV} is set",
+                    path.display()
+                )
+            })
+    }
+}
+
+/// Check a deployment's configuration.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    Check(CheckArgs),
+}
+
+/// Validate a deployment file without starting anything.
+///
+/// Reads FILE as `toolgate serve --config FILE` does and checks every part:
+/// the TOML and its fields, the policy it names (loaded with its schema
+/// audit), the Cedar policies, each [[keys]] entry (digest, principal,
+/// capabilities, execution mode; no principal twice), the settings, and
+/// the database URL's syntax (and that certificate files it names exist).
+/// It connects to nothing and binds nothing.
+///
+/// The database checked is the one `serve` would use: --db, else
+/// TOOLGATE_DB_URL, else the file's `db`.
+///
+/// Prints what it found, one line per part, and exits 0; on the first
+/// problem prints `FILE: FIELD: what is wrong` on stderr and exits 2.
+///
+/// Example:
+///
+///   $ toolgate config check /etc/toolgate/deploy.toml
+///   config /etc/toolgate/deploy.toml: ok
+///   listen 127.0.0.1:8080
+///   db postgres://toolgate:***@db.internal/toolgate?sslmode=verify-full (PostgreSQL, from `db` in ...)
+///   policy /etc/toolgate/policy.toml: 1 tool (apply_goodwill_credit)
+///   ...
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+struct CheckArgs {
+    /// The deployment file (TOML), as given to `serve --config`.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Check this database URL instead of TOOLGATE_DB_URL or the file's.
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+}
+
+pub fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Check(args) => check(&args),
+    }
+}
+
+fn check(args: &CheckArgs) -> ExitCode {
+    let d = match Deployment::load(&args.file) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("toolgate config check: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut out = vec![format!("config {}: ok", args.file.display())];
+    out.push(match d.listen {
+        Some(a) => format!("listen {a}"),
+        None => "listen 127.0.0.1:8080 (default)".to_owned(),
+    });
+    let file_db = d.db.as_deref().map(|db| (db, args.file.as_path()));
+    match resolve_db(args.db.as_deref(), file_db) {
+        Some((url, source)) => match check_db_url(&url) {
+            Ok(backend) => out.push(format!(
+                "db {} ({}, from {source})",
+                redact_url(&url),
+                backend_name(backend)
+            )),
+            Err(message) => {
+                let field = match source {
+                    DbSource::File(_) => "db".to_owned(),
+                    other => other.to_string(),
+                };
+                eprintln!(
+                    "toolgate config check: {}: {field}: {message}",
+                    args.file.display()
+                );
+                return ExitCode::from(2);
+            }
+        },
+        None => {
+            eprintln!(
+                "toolgate config check: {}: db: no database: the file has no `db`, and \
+                 neither --db nor {DB_URL_ENV} is set",
+                args.file.display()
+            );
+            return ExitCode::from(2);
+        }
+    }
+    let tools: Vec<&str> = d.policy.tools().iter().map(|t| t.name()).collect();
+    out.push(format!(
+        "policy {}: {} tool{} ({})",
+        d.policy_path.display(),
+        tools.len(),
+        if tools.len() == 1 { "" } else { "s" },
+        tools.join(", ")
+    ));
+    out.push(match &d.cedar_path {
+        Some(p) => format!("cedar {}: parsed", p.display()),
+        None => "cedar: the support desk's policies (built in)".to_owned(),
+    });
+    out.push(format!("keys: {}", d.keys.len()));
+    for k in &d.keys {
+        out.push(format!(
+            "  {} capabilities=[{}] execution={}",
+            k.key.principal.id(),
+            k.capabilities.join(","),
+            k.key.mode.as_str()
+        ));
+    }
+    let s = &d.settings;
+    out.push(format!(
+        "lease {} ms, request timeout {} ms, body limit {} bytes",
+        s.lease.as_millis(),
+        s.request_timeout.as_millis(),
+        s.body_limit
+    ));
+    match print_line(&out.join("\n")) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => io_failure("writing stdout", &e),
+    }
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Sqlite => "SQLite",
+        Backend::Postgres => "PostgreSQL",
+        Backend::MySql => "MySQL/MariaDB",
+    }
+}
