@@ -21,6 +21,9 @@ use crate::state::{AppState, Parts};
 pub const REVIEW_CAPABILITY: &str = "toolgate:review";
 /// The capability that lists stuck claims and reconciles them.
 pub const OPERATE_CAPABILITY: &str = "toolgate:operate";
+/// The capability that reads `GET /metrics`: the counters say who decides
+/// how much of what, so a scraper gets its own key rather than an agent's.
+pub const METRICS_CAPABILITY: &str = "toolgate:metrics";
 
 /// Who performs the write of an action decided for this key's principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,12 +2,61 @@
 //! (duplicate keys, big integers, depth and size are refused there), then
 //! into these types with unknown fields refused: a body carries no field
 //! the server did not ask for, least of all an identity.
+//!
+//! Every response body is one of the types here (or an
+//! [`crate::error::Problem`]), so the OpenAPI document, which is derived
+//! from them, describes what is sent. Response types carry
+//! `#[serde(deny_unknown_fields)]` although they are only serialised: it
+//! makes their schemas closed (`additionalProperties: false`), so the
+//! document promises exactly these members and the validation test
+//! (`tests/openapi.rs`) catches a member sent but not declared.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
-use toolgate::claim::{ClaimRecord, Lease};
-use toolgate::pipeline::{Decision, Outcome};
+use serde_json::{Map, Value};
+use toolgate::claim::{ClaimRecord, CorruptRow, Lease, ProposalRecord};
+use toolgate::contract;
+use toolgate::pipeline::{self, Decision, Outcome};
+use toolgate::provider::StopClass;
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{
+    AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
+};
+
+/// `response`: the provider's body as JSON, or as a string holding it.
+fn response_schema() -> RefOr<Schema> {
+    OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .description(Some("the provider's response body as JSON")),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .description(Some(
+                    "the provider's response body byte for byte (required for a stream)",
+                )),
+        )
+        .into()
+}
+
+/// `scope`: field names to non-empty strings or integers.
+fn scope_schema() -> RefOr<Schema> {
+    let value = OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1)),
+        )
+        .item(ObjectBuilder::new().schema_type(Type::Integer));
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::Object))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::OneOf(
+            value.build(),
+        )))))
+        .into()
+}
 
 /// `POST /v1/decisions`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -15,30 +64,243 @@ use utoipa::ToSchema;
 pub struct DecisionRequest {
     /// `anthropic`, `openai-chat`, `openai-responses`, `gemini` or
     /// `envelope`.
+    #[schema(example = "openai-chat")]
     pub provider: String,
     /// The raw provider response body: as JSON, or as a string holding it
-    /// (byte for byte what the provider sent, streams included).
-    #[schema(value_type = Object)]
+    /// (byte for byte what the provider sent; a stream must be a string).
+    /// Sending the string keeps what re-encoding loses: duplicate keys and
+    /// integers past 2^53 are then judged as the provider sent them.
+    #[schema(schema_with = response_schema)]
     pub response: Value,
     /// The server-fixed scope: the fields the policy's operation keys name
     /// (for the support desk `customer_id`, `ticket_id`) and `version_seen`,
     /// the resource version the model was shown. Strings or integers.
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(schema_with = scope_schema)]
     pub scope: Map<String, Value>,
     /// The body is a Server-Sent Events stream (given as a string).
     #[serde(default)]
     pub stream: bool,
     /// 1 for the original model attempt, 2 for the one repair re-ask.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 2)]
     pub attempt: Option<u32>,
     /// `native` (default) or `structured`.
     #[serde(default)]
     pub envelope: Option<String>,
 }
 
+/// The outcome of a decision (`docs/error-codes.md`, "Pipeline decisions").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeCode {
+    Answer,
+    Abstain,
+    Executed,
+    Replayed,
+    InFlight,
+    Conflict,
+    StateChanged,
+    NeedsReconciliation,
+    PendingApproval,
+    Permitted,
+    Rejected,
+    Forbidden,
+    Refused,
+    Truncated,
+    ContentFiltered,
+}
+
+impl From<Outcome> for OutcomeCode {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Answer => Self::Answer,
+            Outcome::Abstain => Self::Abstain,
+            Outcome::Executed => Self::Executed,
+            Outcome::Replayed => Self::Replayed,
+            Outcome::InFlight => Self::InFlight,
+            Outcome::Conflict => Self::Conflict,
+            Outcome::StateChanged => Self::StateChanged,
+            Outcome::NeedsReconciliation => Self::NeedsReconciliation,
+            Outcome::PendingApproval => Self::PendingApproval,
+            Outcome::Permitted => Self::Permitted,
+            Outcome::Rejected => Self::Rejected,
+            Outcome::Forbidden => Self::Forbidden,
+            Outcome::Refused => Self::Refused,
+            Outcome::Truncated => Self::Truncated,
+            Outcome::ContentFiltered => Self::ContentFiltered,
+        }
+    }
+}
+
+/// Why, where an outcome has a reason: the stateless stages' rejection
+/// reasons and the pipeline's own (`docs/error-codes.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonCode {
+    TooLarge,
+    TooDeep,
+    DuplicateKey,
+    NumberOutOfRange,
+    InvalidJson,
+    UnknownKey,
+    InvalidArguments,
+    UnknownTool,
+    MultipleActions,
+    InvalidEnvelope,
+    UnexpectedToolCall,
+    UnknownStop,
+    MalformedResponse,
+    MissingCapability,
+    NotAuthorized,
+    AuthorizationError,
+    MissingScope,
+    VersionMismatch,
+    PreconditionFailed,
+    LeaseExpired,
+    LeaseLost,
+    ExecutorFailed,
+    ApprovalRequired,
+}
+
+impl From<contract::Reason> for ReasonCode {
+    fn from(r: contract::Reason) -> Self {
+        use contract::Reason as R;
+        match r {
+            R::TooLarge => Self::TooLarge,
+            R::TooDeep => Self::TooDeep,
+            R::DuplicateKey => Self::DuplicateKey,
+            R::NumberOutOfRange => Self::NumberOutOfRange,
+            R::InvalidJson => Self::InvalidJson,
+            R::UnknownKey => Self::UnknownKey,
+            R::InvalidArguments => Self::InvalidArguments,
+            R::UnknownTool => Self::UnknownTool,
+            R::MultipleActions => Self::MultipleActions,
+            R::InvalidEnvelope => Self::InvalidEnvelope,
+            R::UnexpectedToolCall => Self::UnexpectedToolCall,
+            R::UnknownStop => Self::UnknownStop,
+            R::MalformedResponse => Self::MalformedResponse,
+        }
+    }
+}
+
+impl From<pipeline::Reason> for ReasonCode {
+    fn from(r: pipeline::Reason) -> Self {
+        use pipeline::Reason as R;
+        match r {
+            R::Contract(c) => c.into(),
+            R::MissingCapability => Self::MissingCapability,
+            R::NotAuthorized => Self::NotAuthorized,
+            R::AuthorizationError => Self::AuthorizationError,
+            R::MissingScope => Self::MissingScope,
+            R::VersionMismatch => Self::VersionMismatch,
+            R::PreconditionFailed => Self::PreconditionFailed,
+            R::LeaseExpired => Self::LeaseExpired,
+            R::LeaseLost => Self::LeaseLost,
+            R::ExecutorFailed => Self::ExecutorFailed,
+            R::ApprovalRequired => Self::ApprovalRequired,
+        }
+    }
+}
+
+/// How the provider's turn ended (`docs/error-codes.md`, "Stop classes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StopClassCode {
+    Complete,
+    ToolUse,
+    Truncated,
+    Refused,
+    ContentFiltered,
+    Unknown,
+}
+
+impl From<StopClass> for StopClassCode {
+    fn from(c: StopClass) -> Self {
+        match c {
+            StopClass::Complete => Self::Complete,
+            StopClass::ToolUse => Self::ToolUse,
+            StopClass::Truncated => Self::Truncated,
+            StopClass::Refused => Self::Refused,
+            StopClass::ContentFiltered => Self::ContentFiltered,
+            StopClass::Unknown => Self::Unknown,
+        }
+    }
+}
+
+/// The provider's stop.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopView {
+    /// toolgate's classification.
+    pub class: StopClassCode,
+    /// The provider's own value (`max_tokens`, `length`, `SAFETY`, …).
+    pub raw: Option<String>,
+    /// Refusal or filter category, where the provider gives one.
+    pub category: Option<String>,
+    /// Refusal text or explanation, where the provider gives one.
+    pub explanation: Option<String>,
+}
+
+/// The stateless stages' detail, when they ended the decision.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Stateless {
+    /// JSON pointer to the offending value, where known.
+    pub pointer: Option<String>,
+    /// The provider's stop, where the body was read that far.
+    pub stop: Option<StopView>,
+    /// Whether the one bounded re-ask is still allowed.
+    pub repairable: bool,
+    /// Which model attempt this was.
+    pub attempt: u32,
+}
+
+impl Stateless {
+    fn new(d: &contract::Decision) -> Self {
+        Self {
+            pointer: d.pointer.clone(),
+            stop: d.stop.as_ref().map(|s| StopView {
+                class: s.class.into(),
+                raw: s.raw.as_deref().map(str::to_owned),
+                category: s.category.clone(),
+                explanation: s.explanation.clone(),
+            }),
+            repairable: d.repairable,
+            attempt: d.attempt,
+        }
+    }
+}
+
+/// A proposal as recorded with its claim.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PriorProposal {
+    /// The tool.
+    pub tool: String,
+    /// The validated arguments (null if the stored text no longer decodes).
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+    /// The version the proposing model read.
+    pub version_seen: String,
+    /// The principal that proposed it.
+    pub proposer: String,
+}
+
+impl PriorProposal {
+    fn new(p: &ProposalRecord) -> Self {
+        Self {
+            tool: p.tool().to_owned(),
+            arguments: p.arguments_value().ok(),
+            version_seen: p.version_seen().to_owned(),
+            proposer: p.proposer().to_owned(),
+        }
+    }
+}
+
 /// A permit for a client-executed write (outcome `permitted`).
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Permit {
     /// The operation key (hex): the claim to complete.
     pub operation_key: String,
@@ -72,12 +334,13 @@ impl Permit {
 
 /// A decision as sent: the pipeline's fixed keys, the permit for
 /// `permitted`, and the reviewer item for decisions a person acts on.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DecisionResponse {
     /// The outcome code (`docs/design.md` §2).
-    pub outcome: String,
+    pub outcome: OutcomeCode,
     /// The reason code, where one applies.
-    pub reason: Option<String>,
+    pub reason: Option<ReasonCode>,
     /// Human-readable detail.
     pub message: Option<String>,
     /// The tool.
@@ -93,48 +356,34 @@ pub struct DecisionResponse {
     /// The current version (`state_changed`).
     pub current_version: Option<String>,
     /// The recorded result (`executed`, `replayed`, a completed `conflict`).
-    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
     /// The prior proposal (`conflict`, `in_flight`, `needs_reconciliation`).
-    #[schema(value_type = Option<Object>)]
-    pub prior: Option<Value>,
+    pub prior: Option<PriorProposal>,
     /// The permit (`permitted` only).
     pub permit: Option<Permit>,
     /// The stateless stages' detail (pointer, stop class, repairable) when
     /// they ended the decision.
-    #[schema(value_type = Option<Object>)]
-    pub stateless: Option<Value>,
+    pub stateless: Option<Stateless>,
     /// The reviewer queue item, for decisions a person acts on.
     pub review_item: Option<u64>,
 }
 
 impl DecisionResponse {
     pub fn from_decision(d: &Decision, permit: Option<Permit>, review_item: Option<u64>) -> Self {
-        let j = d.to_json();
-        let text = |k: &str| j.get(k).and_then(Value::as_str).map(str::to_owned);
-        let stateless = d.stateless.as_ref().map(|s| {
-            let full = s.to_json();
-            json!({
-                "pointer": full.get("pointer"),
-                "stop": full.get("stop"),
-                "repairable": full.get("repairable"),
-                "attempt": full.get("attempt"),
-            })
-        });
         Self {
-            outcome: d.outcome.as_str().to_owned(),
-            reason: text("reason"),
-            message: text("message"),
-            tool: text("tool"),
-            reply: text("reply"),
-            operation_key: text("operation_key"),
-            fingerprint: text("fingerprint"),
-            version_seen: text("version_seen"),
-            current_version: text("current_version"),
+            outcome: d.outcome.into(),
+            reason: d.reason.map(Into::into),
+            message: d.message.clone(),
+            tool: d.tool.clone(),
+            reply: d.reply.clone(),
+            operation_key: d.key.map(|k| k.to_hex()),
+            fingerprint: d.fingerprint.map(|f| f.to_hex()),
+            version_seen: d.version_seen.as_ref().map(|v| v.as_str().to_owned()),
+            current_version: d.current_version.as_ref().map(|v| v.as_str().to_owned()),
             result: d.result.clone(),
-            prior: j.get("prior").filter(|p| !p.is_null()).cloned(),
+            prior: d.prior.as_ref().map(PriorProposal::new),
             permit,
-            stateless,
+            stateless: d.stateless.as_ref().map(Stateless::new),
             review_item,
         }
     }
@@ -169,11 +418,19 @@ pub struct CompleteRequest {
     pub result: Value,
 }
 
+/// `completed`.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CompletedStatus {
+    Completed,
+}
+
 /// The answer to a completion.
 #[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CompleteResponse {
     /// `completed`.
-    pub status: String,
+    pub status: CompletedStatus,
     /// The operation key (hex).
     pub operation_key: String,
 }
@@ -188,25 +445,264 @@ pub struct ReconcileRequest {
     /// Its receipt (applied) or what the downstream system reported (not
     /// applied).
     #[serde(default)]
-    #[schema(value_type = Object)]
     pub detail: Value,
 }
 
-/// A claim as listed for operators.
-pub fn claim_json(r: &ClaimRecord, now: i64) -> Value {
-    json!({
-        "operation_key": r.key.to_hex(),
-        "fingerprint": r.fingerprint.to_hex(),
-        "tool": r.proposal.tool(),
-        "status": r.status.as_str(),
-        "claimed_at": r.claimed_at.0,
-        "lease_expires_at": r.lease_expires_at.0,
-        "stuck_for_ms": now.saturating_sub(r.lease_expires_at.0).max(0),
-        "proposal": {
-            "arguments": r.proposal.arguments_value().ok(),
-            "version_seen": r.proposal.version_seen(),
-            "proposer": r.proposal.proposer(),
-        },
-        "result": r.result().and_then(|t| t.value().ok()),
-    })
+/// How a reconciliation closed the claim (also its audit outcome).
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReconciledStatus {
+    ReconciledApplied,
+    ReconciledNotApplied,
+}
+
+/// The answer to a reconciliation that closed a stuck claim.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReconcileResponse {
+    /// How the claim was closed.
+    pub status: ReconciledStatus,
+    /// The operation key (hex).
+    pub operation_key: String,
+    /// The receipt or detail now recorded as the claim's result.
+    pub result: Option<Value>,
+}
+
+/// A claim's status.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimStatusCode {
+    InFlight,
+    Completed,
+}
+
+/// A claim's proposal as listed for operators.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimProposal {
+    /// The validated arguments (null if the stored text no longer decodes).
+    #[schema(value_type = Option<Object>)]
+    pub arguments: Option<Value>,
+    /// The version the proposing model read.
+    pub version_seen: String,
+    /// The principal that proposed it.
+    pub proposer: String,
+}
+
+/// A claim as listed for operators. Never its holder token.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimView {
+    /// The operation key (hex).
+    pub operation_key: String,
+    /// The proposal's fingerprint (hex).
+    pub fingerprint: String,
+    /// The tool.
+    pub tool: String,
+    /// `in_flight` or `completed`.
+    pub status: ClaimStatusCode,
+    /// When it was claimed (Unix ms).
+    pub claimed_at: i64,
+    /// When its lease ends or ended (Unix ms).
+    pub lease_expires_at: i64,
+    /// How long past its lease it is (0 while the lease runs).
+    pub stuck_for_ms: i64,
+    /// What was proposed, and by whom.
+    pub proposal: ClaimProposal,
+    /// The recorded result, once completed.
+    pub result: Option<Value>,
+}
+
+impl ClaimView {
+    /// `r` as listed at `now` (Unix ms).
+    pub fn new(r: &ClaimRecord, now: i64) -> Self {
+        Self {
+            operation_key: r.key.to_hex(),
+            fingerprint: r.fingerprint.to_hex(),
+            tool: r.proposal.tool().to_owned(),
+            status: match r.status {
+                toolgate::claim::ClaimStatus::InFlight => ClaimStatusCode::InFlight,
+                toolgate::claim::ClaimStatus::Completed => ClaimStatusCode::Completed,
+            },
+            claimed_at: r.claimed_at.0,
+            lease_expires_at: r.lease_expires_at.0,
+            stuck_for_ms: now.saturating_sub(r.lease_expires_at.0).max(0),
+            proposal: ClaimProposal {
+                arguments: r.proposal.arguments_value().ok(),
+                version_seen: r.proposal.version_seen().to_owned(),
+                proposer: r.proposal.proposer().to_owned(),
+            },
+            result: r.result().and_then(|t| t.value().ok()),
+        }
+    }
+}
+
+/// A stored row that failed validation: reported by its raw key, never
+/// shown.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CorruptView {
+    /// The raw `operation_key` column (hex), whatever its length.
+    pub raw_key: String,
+    /// The column that failed.
+    pub field: String,
+    /// What was wrong with it.
+    pub message: String,
+}
+
+/// One entry of the stuck listing: a claim, or a row that failed
+/// validation.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ListedClaim {
+    /// A claim (boxed: a corrupt row is much smaller).
+    Claim(Box<ClaimView>),
+    /// A corrupt row.
+    Corrupt {
+        /// What failed.
+        corrupt: CorruptView,
+    },
+}
+
+impl ListedClaim {
+    pub fn new(entry: &Result<ClaimRecord, CorruptRow>, now: i64) -> Self {
+        match entry {
+            Ok(r) => Self::Claim(Box::new(ClaimView::new(r, now))),
+            Err(c) => Self::Corrupt {
+                corrupt: CorruptView {
+                    raw_key: hex::encode(&c.raw_key),
+                    field: c.problem.field().to_owned(),
+                    message: c.problem.message().to_owned(),
+                },
+            },
+        }
+    }
+}
+
+/// `GET /v1/claims?stuck=true`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimList {
+    /// Claims in flight past their lease, oldest first.
+    pub claims: Vec<ListedClaim>,
+}
+
+/// A reviewer item's state.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStatus {
+    Open,
+    Deciding,
+    Approved,
+    Denied,
+}
+
+/// A reviewer queue item.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewItemView {
+    /// The item id.
+    pub id: u64,
+    /// When it was recorded (Unix ms).
+    pub at: i64,
+    /// The decision's outcome that put it in the queue.
+    pub kind: OutcomeCode,
+    /// The principal whose proposal it is.
+    pub proposer: String,
+    /// Where it stands.
+    pub status: ReviewStatus,
+    /// The reviewer who approved or denied it.
+    pub by: Option<String>,
+    /// The decision as sent, with the new proposal's `arguments`.
+    #[schema(value_type = Object)]
+    pub decision: Value,
+    /// The decision of the approved proposal's run.
+    #[schema(value_type = Option<Object>)]
+    pub decision_after_approval: Option<Value>,
+}
+
+/// `GET /v1/review/items`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewItems {
+    /// Newest first.
+    pub items: Vec<ReviewItemView>,
+}
+
+/// `approved`.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovedStatus {
+    Approved,
+}
+
+/// The answer to an approval: the approved proposal's run.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveResponse {
+    /// `approved`.
+    pub status: ApprovedStatus,
+    /// The decision of running the proposal with the approval.
+    pub decision: DecisionResponse,
+}
+
+/// `denied`.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeniedStatus {
+    Denied,
+}
+
+/// The answer to a denial.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenyResponse {
+    /// `denied`.
+    pub status: DeniedStatus,
+}
+
+/// What a probe reports when the service answers.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeStatus {
+    /// `/healthz`: the process serves requests.
+    Ok,
+    /// `/readyz`: the claim store answers too.
+    Ready,
+}
+
+/// `GET /healthz`, `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    /// `ok` (liveness) or `ready` (readiness).
+    pub status: ProbeStatus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spelled<T: Serialize>(v: T) -> String {
+        serde_json::to_value(v)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn wire_enums_spell_every_code_as_the_core_does() {
+        for o in Outcome::ALL {
+            assert_eq!(spelled(OutcomeCode::from(o)), o.as_str());
+        }
+        for r in contract::Reason::ALL {
+            assert_eq!(spelled(ReasonCode::from(r)), r.as_str());
+        }
+        for r in pipeline::Reason::OWN {
+            assert_eq!(spelled(ReasonCode::from(r)), r.as_str());
+        }
+        for c in StopClass::ALL {
+            assert_eq!(spelled(StopClassCode::from(c)), c.as_str());
+        }
+    }
 }

@@ -18,6 +18,9 @@ use sha2::{Digest, Sha256};
 #[derive(Debug, Clone)]
 pub struct Stored {
     pub status: StatusCode,
+    /// `application/json` for a decision, `application/problem+json` for
+    /// a request error: a repeat gets the same answer, media type included.
+    pub content_type: &'static str,
     pub body: Vec<u8>,
 }
 

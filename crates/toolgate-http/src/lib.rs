@@ -9,15 +9,16 @@
 //!
 //! | endpoint | who |
 //! |---|---|
-//! | `GET /healthz` | anyone (no key) |
+//! | `GET /healthz`, `GET /readyz`, `GET /openapi.json` | anyone (no key) |
 //! | `POST /v1/decisions` | any API key; the principal is the key's |
 //! | `POST /v1/claims/{key}/complete` | the proposer of a `permitted` decision, with its holder token |
 //! | `GET /v1/claims?stuck=true`, `POST /v1/claims/{key}/reconcile` | keys with `toolgate:operate` |
 //! | `GET /v1/review/items`, `POST /v1/review/items/{id}/approve\|deny` | keys with `toolgate:review` |
 //! | `GET /review` (HTML) | a reviewer session (login form, cookie) |
-//! | `GET /openapi.json`, `GET /metrics` | any API key |
+//! | `GET /metrics` | keys with `toolgate:metrics` |
 //!
-//! A missing or unknown key is `401` everywhere but `/healthz`. Identity
+//! A missing or unknown key is `401` everywhere but the probes and the
+//! OpenAPI document (which holds no secret). Identity
 //! never comes from a request body: the principal, its capabilities and its
 //! execution mode are the configured key's.
 //!
@@ -32,8 +33,13 @@
 //! | `in_flight`, `state_changed`, `needs_reconciliation` | 409 |
 //! | `conflict`, `rejected` | 422 |
 //!
-//! Request errors (not decisions) are `{"error":{"code","message"}}` with
-//! the codes listed in `docs/error-codes.md` ("HTTP errors").
+//! Request errors (not decisions) are RFC 9457 problems,
+//! `application/problem+json` with `type`, `title`, `status`, `detail`,
+//! `instance` where there is a resource, and the stable `code` listed in
+//! `docs/error-codes.md` ("HTTP request errors"). That includes the 404 of
+//! an unknown path, the 405 of a wrong method, the deadline's 408 and the
+//! body limit's 413. The OpenAPI document is generated from the handlers
+//! ([`openapi_document`], committed as `docs/openapi.json`).
 //!
 //! ## Robustness
 //!
@@ -55,16 +61,20 @@ mod review;
 mod routes;
 mod state;
 
-pub use auth::{ApiKey, ExecutionMode, KeyError, KeyRing, OPERATE_CAPABILITY, REVIEW_CAPABILITY};
-pub use error::ApiError;
-pub use openapi::openapi_document;
+pub use auth::{
+    ApiKey, ExecutionMode, KeyError, KeyRing, METRICS_CAPABILITY, OPERATE_CAPABILITY,
+    REVIEW_CAPABILITY,
+};
+pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
+pub use openapi::{openapi_document, pretty as openapi_text};
 pub use state::{AppState, Backends, Parts, Settings};
 
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
+use axum::middleware::map_response;
+use axum::{Extension, Router};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -73,7 +83,18 @@ use tower_http::trace::TraceLayer;
 /// logging. Embeddable: nest it under a prefix of an application's router.
 pub fn router<P: Parts>(state: AppState<P>) -> Router {
     let settings = state.settings().clone();
-    routes::routes::<P>()
+    let limits = error::Limits {
+        body_limit: settings.body_limit,
+        request_timeout: settings.request_timeout,
+    };
+    let (routes, api) = routes::routes::<P>().split_for_parts();
+    let document = openapi::ServedDocument::new(&openapi::finish(api));
+    routes
+        // Unknown paths and wrong methods get problems too (axum still
+        // adds `Allow` to a 405).
+        .fallback(error::fallback)
+        .method_not_allowed_fallback(error::method_not_allowed)
+        .layer(Extension(document))
         .with_state(state)
         // A body over the limit is refused before it is read (413), by
         // Content-Length or while streaming; the extractor limit is the
@@ -84,6 +105,11 @@ pub fn router<P: Parts>(state: AppState<P>) -> Router {
             StatusCode::REQUEST_TIMEOUT,
             settings.request_timeout,
         ))
+        // The layers' and extractors' own error answers (the 408 above, a
+        // 413, a form of the wrong media type) as problems.
+        .layer(map_response(move |r| {
+            error::plain_errors_as_problems(limits, r)
+        }))
         .layer(TraceLayer::new_for_http())
 }
 

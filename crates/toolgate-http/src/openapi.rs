@@ -1,122 +1,146 @@
-//! `GET /openapi.json`: the OpenAPI document, generated from the wire types
-//! (`dto`) and the path declarations below. The handlers are generic over
-//! the pluggable parts, so each path is declared once here on a
-//! non-generic item carrying the real request and response types.
+//! `GET /openapi.json`: the OpenAPI 3.1 document, generated from the
+//! handlers themselves. Each handler carries its `#[utoipa::path]`, and the
+//! router registers it from that declaration (utoipa-axum's `routes!`), so
+//! a route is served exactly where its documentation says and no route of
+//! the API goes undocumented. The wire types come from `dto` and `error`.
+//!
+//! The document is committed as `docs/openapi.json`; `tests/openapi.rs`
+//! fails when the served one differs (`TOOLGATE_BLESS=1` rewrites it).
 
-#![expect(
-    dead_code,
-    reason = "the items below exist only for their utoipa path declarations"
-)]
-
+use axum::body::Bytes;
 use serde_json::Value;
-use utoipa::OpenApi;
+use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
+use utoipa::{Modify, OpenApi};
 
-use crate::dto::{
-    CompleteRequest, CompleteResponse, DecisionRequest, DecisionResponse, Permit, ReconcileRequest,
-};
+use crate::error::{PROBLEM_JSON, Problem, ProblemCode};
+use crate::state::Parts;
 
-/// Decide one provider response.
-#[utoipa::path(post, path = "/v1/decisions", request_body = DecisionRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "IETF draft: a repeat with the same body replays the response; 409 while the first runs; 422 with another body")),
-    responses(
-        (status = 200, description = "answer, abstain, replayed, permitted, refused, truncated, content_filtered", body = DecisionResponse),
-        (status = 201, description = "executed", body = DecisionResponse),
-        (status = 202, description = "pending_approval", body = DecisionResponse),
-        (status = 401, description = "missing or unknown API key"),
-        (status = 403, description = "forbidden", body = DecisionResponse),
-        (status = 409, description = "in_flight, state_changed, needs_reconciliation; or idempotency_key_in_flight", body = DecisionResponse),
-        (status = 413, description = "body over the limit"),
-        (status = 422, description = "conflict, rejected; or a malformed request (error codes)", body = DecisionResponse),
-    ),
-    security(("bearer" = [])))]
-fn decisions() {}
-
-/// Complete a client-executed claim with the permit's holder token.
-#[utoipa::path(post, path = "/v1/claims/{key}/complete", request_body = CompleteRequest,
-    params(("key" = String, Path, description = "operation key (hex)")),
-    responses(
-        (status = 200, body = CompleteResponse),
-        (status = 403, description = "not_proposer"),
-        (status = 404, description = "no such claim"),
-        (status = 409, description = "stale_holder or lease_expired: nothing written"),
-    ),
-    security(("bearer" = [])))]
-fn complete() {}
-
-/// Stuck claims (in flight past their lease). Needs `toolgate:operate`.
-#[utoipa::path(get, path = "/v1/claims",
-    params(("stuck" = bool, Query, description = "must be true"), ("limit" = Option<u32>, Query)),
-    responses((status = 200, description = "{\"claims\": [...]}")),
-    security(("bearer" = [])))]
-fn claims() {}
-
-/// Reconcile a stuck claim. Needs `toolgate:operate`. Empty body: ask the
-/// server's executor.
-#[utoipa::path(post, path = "/v1/claims/{key}/reconcile", request_body(content = Option<ReconcileRequest>),
-    params(("key" = String, Path, description = "operation key (hex)")),
-    responses((status = 200, description = "reconciled"), (status = 409, description = "not_stuck")),
-    security(("bearer" = [])))]
-fn reconcile() {}
-
-/// The reviewer queue. Needs `toolgate:review`.
-#[utoipa::path(get, path = "/v1/review/items", responses((status = 200)), security(("bearer" = [])))]
-fn review_items() {}
-
-/// Approve a pending action: it runs through the pipeline again with an
-/// approval bound to its operation key, fingerprint and version.
-#[utoipa::path(post, path = "/v1/review/items/{id}/approve", params(("id" = u64, Path)),
-    responses((status = 200), (status = 409, description = "not_pending")), security(("bearer" = [])))]
-fn approve() {}
-
-/// Deny a pending action.
-#[utoipa::path(post, path = "/v1/review/items/{id}/deny", params(("id" = u64, Path)),
-    responses((status = 200), (status = 409, description = "not_pending")), security(("bearer" = [])))]
-fn deny() {}
-
-/// Liveness; needs no key.
-#[utoipa::path(get, path = "/healthz", responses((status = 200)))]
-fn healthz() {}
-
-/// Prometheus metrics.
-#[utoipa::path(get, path = "/metrics", responses((status = 200, content_type = "text/plain")), security(("bearer" = [])))]
-fn metrics() {}
-
+/// The document's frame: everything but the paths and the schemas they
+/// reference, which the router collects from the handlers.
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "toolgate",
-        description = "The toolgate HTTP sidecar: decisions on LLM tool calls (docs/design.md §2, §9)."
+        description = "The toolgate HTTP sidecar: decisions on LLM tool calls (docs/design.md §2, §9). \
+            Decisions are `application/json` with an `outcome`, whatever their status; request \
+            errors are RFC 9457 problems (`application/problem+json`) with a stable `code` \
+            (docs/error-codes.md)."
     ),
-    paths(
-        decisions,
-        complete,
-        claims,
-        reconcile,
-        review_items,
-        approve,
-        deny,
-        healthz,
-        metrics
-    ),
-    components(schemas(
-        DecisionRequest,
-        DecisionResponse,
-        Permit,
-        CompleteRequest,
-        CompleteResponse,
-        ReconcileRequest
-    ))
+    modifiers(&Bearer),
+    components(schemas(Problem, ProblemCode)),
+    tags(
+        (name = "decisions", description = "Decide one provider response"),
+        (name = "claims", description = "Client completions, stuck claims, reconciliation"),
+        (name = "review", description = "The reviewer queue"),
+        (name = "service", description = "Probes, metrics and this document"),
+    )
 )]
-struct Doc;
+pub(crate) struct Frame;
 
-/// The OpenAPI document as JSON.
-pub fn openapi_document() -> Value {
-    let mut doc = Doc::openapi();
-    let components = doc.components.get_or_insert_with(Default::default);
-    components.add_security_scheme(
-        "bearer",
-        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-    );
-    serde_json::to_value(&doc).unwrap_or(Value::Null)
+/// The `bearer` security scheme the operations name.
+struct Bearer;
+
+impl Modify for Bearer {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        api.components.get_or_insert_with(Default::default).add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An API key from the deployment's configuration: Authorization: Bearer <key>",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// A problem response that any operation can get from the HTTP layers
+/// rather than from its handler.
+fn layer_problem(description: &str) -> RefOr<utoipa::openapi::Response> {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            PROBLEM_JSON,
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("Problem")))
+                .build(),
+        )
+        .build()
+        .into()
+}
+
+/// Adds what the layers around every handler can answer: the deadline's
+/// `408 request_timeout` and the body limit's `413 body_too_large` (by
+/// `Content-Length`, whatever the method).
+fn add_layer_responses(op: &mut Operation) {
+    for (status, description) in [
+        (
+            "408",
+            "`request_timeout`: the request did not finish before its deadline (a decision \
+             that had started still runs to its end)",
+        ),
+        (
+            "413",
+            "`body_too_large`: the request body is over the limit",
+        ),
+    ] {
+        op.responses
+            .responses
+            .entry(status.to_owned())
+            .or_insert_with(|| layer_problem(description));
+    }
+}
+
+/// The finished document: the router's paths in the frame, with the
+/// layers' answers on every operation.
+pub(crate) fn finish(mut api: utoipa::openapi::OpenApi) -> Value {
+    for item in api.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            add_layer_responses(op);
+        }
+    }
+    // Serialising utoipa's own types (maps of strings to schemas) cannot
+    // fail; Null would make the drift test fail loudly if it ever did.
+    serde_json::to_value(&api).unwrap_or(Value::Null)
+}
+
+/// The document as served and committed: pretty-printed, keys in a stable
+/// order (utoipa keeps paths and schemas in sorted maps), one final newline.
+pub fn pretty(doc: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(doc).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// The OpenAPI document of the router over `P` (the same for every `P`:
+/// the parts change what is decided, not the wire).
+pub fn openapi_document<P: Parts>() -> Value {
+    let (_, api) = crate::routes::routes::<P>().split_for_parts();
+    finish(api)
+}
+
+/// The served text, made once per router.
+#[derive(Clone)]
+pub(crate) struct ServedDocument(pub Bytes);
+
+impl ServedDocument {
+    pub(crate) fn new(doc: &Value) -> Self {
+        Self(Bytes::from(pretty(doc)))
+    }
 }

@@ -49,10 +49,15 @@ async fn every_endpoint_but_healthz_needs_a_valid_key() {
     let (s, j, _) = send(&router, get("/healthz", None)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(j["status"], "ok");
+    // The readiness probe and the document hold no secret either.
+    let (s, j, _) = send(&router, get("/readyz", None)).await;
+    assert_eq!((s, j["status"].as_str()), (StatusCode::OK, Some("ready")));
+    let (s, j, _) = send(&router, get("/openapi.json", None)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(j["openapi"].as_str().unwrap().starts_with("3."), "{j}");
     let k = "0".repeat(64);
     let protected = [
         ("GET", "/metrics".to_owned()),
-        ("GET", "/openapi.json".to_owned()),
         ("POST", "/v1/decisions".to_owned()),
         ("GET", "/v1/claims?stuck=true".to_owned()),
         ("POST", format!("/v1/claims/{k}/complete")),
@@ -69,7 +74,7 @@ async fn every_endpoint_but_healthz_needs_a_valid_key() {
             }
             let (s, j, _) = send(&router, b.body(Body::from("{}")).unwrap()).await;
             assert_eq!(s, StatusCode::UNAUTHORIZED, "{method} {path} with {key:?}");
-            assert_eq!(j["error"]["code"], "unauthorized");
+            assert_eq!(j["code"], "unauthorized");
         }
     }
     // The reviewer page answers 401 with its login form.
@@ -241,13 +246,13 @@ async fn malformed_requests_are_refused_with_stable_codes() {
             .unwrap();
         let (s, j, _) = send(&router, req).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-        assert_eq!(j["error"]["code"], code, "{body}: {j}");
+        assert_eq!(j["code"], code, "{body}: {j}");
     }
     // An action without the version the model read.
     let body = json!({"provider": "envelope", "response": credit(5), "scope": {"customer_id": "c-1", "ticket_id": "t-1"}});
     let (s, j) = decide(&router, AGENT_KEY, &body).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_scope"))
     );
 }
@@ -322,7 +327,7 @@ async fn idempotency_key_replays_and_refuses_another_payload() {
     let other = decision_body(credit(301), "t-1", "7");
     let (s3, j3, _) = send(&router, with_idem(AGENT_KEY, &other, "k-1")).await;
     assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(j3["error"]["code"], "idempotency_key_reused");
+    assert_eq!(j3["code"], "idempotency_key_reused");
     // Keys are per principal: another caller's k-1 is its own.
     let (s4, j4, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-1")).await;
     assert_eq!(s4, StatusCode::OK, "{j4}");
@@ -352,7 +357,7 @@ async fn idempotency_key_in_flight_is_409() {
     // poll on the gauge, not a timed assertion).
     let mut inside = false;
     for _ in 0..5000 {
-        let (_, _, m) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
+        let (_, _, m) = send(&router, get("/metrics", Some(METRICS_KEY))).await;
         if m.contains("toolgate_decisions_in_progress 1") {
             inside = true;
             break;
@@ -363,7 +368,7 @@ async fn idempotency_key_in_flight_is_409() {
     let (s, second, _) = send(&router, with_idem(AGENT_KEY, &body, "k-9")).await;
     drop(held);
     assert_eq!(s, StatusCode::CONFLICT);
-    assert_eq!(second["error"]["code"], "idempotency_key_in_flight");
+    assert_eq!(second["code"], "idempotency_key_in_flight");
     let (s, j, _) = first.await.unwrap();
     assert_eq!(s, StatusCode::CREATED, "{j}");
     // Finished: the key now replays the first response.
@@ -411,14 +416,14 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     let wrong = json!({"holder": "00".repeat(16), "result": {"refund_id": "evil"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &wrong)).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("stale_holder"))
     );
     // Another principal cannot complete it even with the holder.
     let body = json!({"holder": holder, "result": {"credit_id": "php-1"}});
     let (s, j, _) = send(&router, post(&path, Some(AGENT_KEY), &body)).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("not_proposer"))
     );
     // The holder completes.
@@ -429,7 +434,7 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     let body2 = json!({"holder": holder, "result": {"credit_id": "php-2"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body2)).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("stale_holder"))
     );
     // A retry now replays the client's recorded result, unchanged.
@@ -459,7 +464,7 @@ async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
     let approve = format!("/v1/review/items/{item}/approve");
     let (s, j, _) = send(&router, post(&approve, Some(AGENT_KEY), &json!({}))).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("missing_capability"))
     );
     let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
@@ -553,7 +558,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
     )
     .await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("lease_expired"))
     );
     // The retry is needs_reconciliation, not a second execution.
@@ -583,7 +588,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
     // Twice: not stuck any more, nothing written.
     let (s, j, _) = send(&router, post(&path, Some(OPERATOR_KEY), &report)).await;
     assert_eq!(
-        (s, j["error"]["code"].as_str()),
+        (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("not_stuck"))
     );
     let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
@@ -614,7 +619,13 @@ async fn metrics_and_openapi_describe_the_service() {
     let router = toolgate_http::router(state);
     decide(&router, AGENT_KEY, &decision_body(credit(1), "t-1", "7")).await;
     decide(&router, CLIENT_KEY, &decision_body(credit(2), "t-2", "3")).await;
-    let (s, _, text) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
+    // Scraping needs toolgate:metrics: an agent's key is refused.
+    let (s, j, _) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("missing_capability"))
+    );
+    let (s, _, text) = send(&router, get("/metrics", Some(METRICS_KEY))).await;
     assert_eq!(s, StatusCode::OK);
     assert!(
         text.contains("toolgate_decisions_total{outcome=\"executed\"} 1"),
@@ -629,7 +640,7 @@ async fn metrics_and_openapi_describe_the_service() {
         "{text}"
     );
     assert!(text.contains("toolgate_claims_in_flight 1"), "{text}");
-    let (s, doc, _) = send(&router, get("/openapi.json", Some(AGENT_KEY))).await;
+    let (s, doc, _) = send(&router, get("/openapi.json", None)).await;
     assert_eq!(s, StatusCode::OK);
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     for path in [

@@ -66,7 +66,7 @@ fn metrics(addr: SocketAddr) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     write!(
         s,
-        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {AGENT_KEY}\r\nConnection: close\r\n\r\n"
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {METRICS_KEY}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();

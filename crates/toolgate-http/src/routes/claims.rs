@@ -5,25 +5,37 @@ use std::str::FromStr;
 
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimStore, Completion, HolderToken, JsonText, OperationKey,
     ReconcileOutcome,
 };
 use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ReconcileReport};
+use utoipa::IntoParams;
 
 use super::decisions::strict_body;
 use crate::auth::{Caller, OPERATE_CAPABILITY};
-use crate::dto::{CompleteRequest, CompleteResponse, ReconcileRequest, claim_json};
-use crate::error::ApiError;
+use crate::dto::{
+    ClaimList, ClaimView, CompleteRequest, CompleteResponse, CompletedStatus, ListedClaim,
+    ReconcileRequest, ReconcileResponse, ReconciledStatus,
+};
+use crate::error::{ApiError, Problem, ProblemCode};
 use crate::state::{AppState, Parts};
 
 fn parse_key(text: &str) -> Result<OperationKey, ApiError> {
-    OperationKey::from_str(text)
-        .map_err(|e| ApiError::bad_request("invalid_operation_key", format!("operation key: {e}")))
+    OperationKey::from_str(text).map_err(|e| {
+        ApiError::new(
+            ProblemCode::InvalidOperationKey,
+            format!("operation key: {e}"),
+        )
+    })
+}
+
+/// The claim a problem is about, as a path relative to the sidecar.
+fn claim_path(key: &OperationKey) -> String {
+    format!("/v1/claims/{}", key.to_hex())
 }
 
 fn store_error(e: impl std::fmt::Display) -> ApiError {
@@ -34,6 +46,20 @@ fn store_error(e: impl std::fmt::Display) -> ApiError {
 /// `permitted` decision and records its result. Ownership-checked: only the
 /// holder token of the permit, only while the claim is in flight and its
 /// lease has not ended; anything else is 409 and nothing is written.
+#[utoipa::path(post, path = "/v1/claims/{key}/complete", tag = "claims",
+    request_body(content = CompleteRequest, content_type = "application/json"),
+    params(("key" = String, Path, description = "the operation key (64 hex digits)")),
+    responses(
+        (status = 200, description = "the result is recorded; retries replay it", body = CompleteResponse),
+        (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`not_proposer`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no claim has this key", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`stale_holder`, `lease_expired`: nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`, `invalid_holder`, `invalid_result`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn complete<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
@@ -43,33 +69,35 @@ pub async fn complete<P: Parts>(
     let key = parse_key(&key)?;
     let req: CompleteRequest = strict_body(&body, app.settings().body_limit)?;
     let holder = HolderToken::from_str(&req.holder)
-        .map_err(|e| ApiError::invalid_request("invalid_holder", format!("holder: {e}")))?;
+        .map_err(|e| ApiError::new(ProblemCode::InvalidHolder, format!("holder: {e}")))?;
     let text = serde_json::to_string(&req.result)
-        .map_err(|e| ApiError::invalid_request("invalid_result", e.to_string()))?;
+        .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
     let result = JsonText::result(text)
-        .map_err(|e| ApiError::invalid_request("invalid_result", e.to_string()))?;
+        .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
     let claims = app.parts().claims();
     let now = crate::clock::now_millis();
     let record = claims
         .fetch(&key)
         .await
         .map_err(store_error)?
-        .ok_or_else(|| ApiError::not_found("no claim has this operation key"))?;
+        .ok_or_else(|| {
+            ApiError::not_found("no claim has this operation key").at(claim_path(&key))
+        })?;
     if record.proposal.proposer() != caller.principal.id() {
         return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "not_proposer",
+            ProblemCode::NotProposer,
             "only the principal that received the permit completes its claim",
-        ));
+        )
+        .at(claim_path(&key)));
     }
     if record.is_stuck(now) {
         // Invariant 8: past its lease the claim's outcome is unknown to the
         // gate; an operator reconciles it.
         return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "lease_expired",
+            ProblemCode::LeaseExpired,
             "the permit's lease has ended: nothing was written; reconcile the claim",
-        ));
+        )
+        .at(claim_path(&key)));
     }
     match claims
         .complete(&key, &holder, &result, now)
@@ -87,15 +115,15 @@ pub async fn complete<P: Parts>(
             )
             .await;
             Ok(Json(CompleteResponse {
-                status: "completed".to_owned(),
+                status: CompletedStatus::Completed,
                 operation_key: key.to_hex(),
             }))
         }
         Completion::Reconcile => Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "stale_holder",
+            ProblemCode::StaleHolder,
             "this holder token does not own an in-flight claim on this key (stale, wrong, or already completed): nothing was written",
-        )),
+        )
+        .at(claim_path(&key))),
     }
 }
 
@@ -129,22 +157,39 @@ async fn audit<P: Parts>(
     }
 }
 
-#[derive(Deserialize)]
+/// The stuck listing's query string.
+#[derive(Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListQuery {
+    /// Must be `true`: only stuck claims are listed.
     stuck: Option<bool>,
+    /// At most this many (default 100, at most 1000).
     limit: Option<u32>,
 }
 
-/// `GET /v1/claims?stuck=true[&limit=N]`: claims in flight past their lease.
+/// `GET /v1/claims?stuck=true[&limit=N]`: claims in flight past their
+/// lease, oldest first. Needs `toolgate:operate`. Holder tokens are never
+/// listed.
+#[utoipa::path(get, path = "/v1/claims", tag = "claims",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "stuck claims; a row that fails validation is listed as `corrupt`", body = ClaimList),
+        (status = 400, description = "`unsupported_listing`, `invalid_query`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:operate`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn list<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
-    Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ClaimList>, ApiError> {
     caller.require(OPERATE_CAPABILITY)?;
+    let Query(q) = query.map_err(|e| ApiError::new(ProblemCode::InvalidQuery, e.body_text()))?;
     if q.stuck != Some(true) {
-        return Err(ApiError::bad_request(
-            "unsupported_listing",
+        return Err(ApiError::new(
+            ProblemCode::UnsupportedListing,
             "only stuck claims are listed: GET /v1/claims?stuck=true",
         ));
     }
@@ -156,19 +201,9 @@ pub async fn list<P: Parts>(
         .list_stuck(now, limit)
         .await
         .map_err(store_error)?;
-    let listed: Vec<Value> = entries
-        .iter()
-        .map(|e| match e {
-            Ok(r) => claim_json(r, now.0),
-            // A corrupt row is reported by its raw key, never shown.
-            Err(c) => json!({"corrupt": {
-                "raw_key": hex::encode(&c.raw_key),
-                "field": c.problem.field(),
-                "message": c.problem.message(),
-            }}),
-        })
-        .collect();
-    Ok(Json(json!({"claims": listed})))
+    // A corrupt row is reported by its raw key, never shown.
+    let claims = entries.iter().map(|e| ListedClaim::new(e, now.0)).collect();
+    Ok(Json(ClaimList { claims }))
 }
 
 /// An executor that only answers a reconciliation with what an operator
@@ -185,16 +220,15 @@ impl Executor for Reported {
     }
 }
 
-/// `POST /v1/claims/{key}/reconcile`: closes a stuck claim with what the
-/// downstream system says. With an empty body the server's executor is
-/// asked; with `{"applied": bool, "detail": …}` the operator's answer is
-/// recorded. Never executes (invariant 8).
-pub async fn reconcile_claim<P: Parts>(
+/// Closes a stuck claim with what the downstream system says: `reported`,
+/// or, without it, the server's executor's answer. Never executes
+/// (invariant 8).
+async fn reconcile_claim<P: Parts>(
     app: &AppState<P>,
     actor: &str,
     key: &OperationKey,
     reported: Option<ReconcileOutcome>,
-) -> Result<(StatusCode, Value), ApiError> {
+) -> Result<ReconcileResponse, ApiError> {
     let now = crate::clock::now_millis();
     let claims = app.parts().claims();
     let report = match reported {
@@ -204,31 +238,55 @@ pub async fn reconcile_claim<P: Parts>(
         }
     }
     .map_err(store_error)?;
-    Ok(match report {
+    match report {
         ReconcileReport::Recorded(o) => {
             let (status, detail) = match &o {
-                ReconcileOutcome::Applied { receipt } => ("reconciled_applied", receipt),
-                ReconcileOutcome::NotApplied { detail } => ("reconciled_not_applied", detail),
+                ReconcileOutcome::Applied { receipt } => {
+                    (ReconciledStatus::ReconciledApplied, receipt)
+                }
+                ReconcileOutcome::NotApplied { detail } => {
+                    (ReconciledStatus::ReconciledNotApplied, detail)
+                }
             };
-            (
-                StatusCode::OK,
-                json!({"status": status, "operation_key": key.to_hex(), "result": detail.value().ok()}),
-            )
+            Ok(ReconcileResponse {
+                status,
+                operation_key: key.to_hex(),
+                result: detail.value().ok(),
+            })
         }
-        ReconcileReport::NotStuck(r) => (
-            StatusCode::CONFLICT,
-            json!({"error": {"code": "not_stuck", "message": "the claim is not in flight past its lease (or does not exist): nothing was written"},
-                   "claim": r.map(|r| claim_json(&r, now.0))}),
-        ),
-    })
+        ReconcileReport::NotStuck(r) => Err(ApiError::new(
+            ProblemCode::NotStuck,
+            "the claim is not in flight past its lease (or does not exist): nothing was written",
+        )
+        .at(claim_path(key))
+        .with_claim(r.map(|r| ClaimView::new(&r, now.0)))),
+    }
 }
 
+/// `POST /v1/claims/{key}/reconcile`: closes a stuck claim. Needs
+/// `toolgate:operate`. With an empty body the server's executor is asked
+/// whether the write happened downstream; with `{"applied": …, "detail":
+/// …}` the operator's answer is recorded. Never executes.
+#[utoipa::path(post, path = "/v1/claims/{key}/reconcile", tag = "claims",
+    request_body(content = Option<ReconcileRequest>, content_type = "application/json",
+        description = "the downstream system's answer; empty to ask the server's executor"),
+    params(("key" = String, Path, description = "the operation key (64 hex digits)")),
+    responses(
+        (status = 200, description = "the claim is closed with the downstream answer", body = ReconcileResponse),
+        (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:operate`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_stuck`: nothing was written; `claim` is the claim as it is", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`, `invalid_result`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn reconcile<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
     Path(key): Path<String>,
     body: Bytes,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<Json<ReconcileResponse>, ApiError> {
     caller.require(OPERATE_CAPABILITY)?;
     let key = parse_key(&key)?;
     let reported = if body.iter().all(u8::is_ascii_whitespace) {
@@ -236,15 +294,15 @@ pub async fn reconcile<P: Parts>(
     } else {
         let req: ReconcileRequest = strict_body(&body, app.settings().body_limit)?;
         let text = serde_json::to_string(&req.detail)
-            .map_err(|e| ApiError::invalid_request("invalid_result", e.to_string()))?;
+            .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
         let text = JsonText::result(text)
-            .map_err(|e| ApiError::invalid_request("invalid_result", e.to_string()))?;
+            .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
         Some(if req.applied {
             ReconcileOutcome::Applied { receipt: text }
         } else {
             ReconcileOutcome::NotApplied { detail: text }
         })
     };
-    let (status, body) = reconcile_claim(&app, caller.principal.id(), &key, reported).await?;
-    Ok((status, Json(body)))
+    let answer = reconcile_claim(&app, caller.principal.id(), &key, reported).await?;
+    Ok(Json(answer))
 }

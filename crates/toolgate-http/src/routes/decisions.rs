@@ -20,7 +20,7 @@ use toolgate::provider::Provider;
 
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
-use crate::error::ApiError;
+use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, Stored};
 use crate::review::{Prepared, Replay, reviewable};
 use crate::state::{AppState, Parts};
@@ -30,13 +30,13 @@ use crate::state::{AppState, Parts};
 pub fn strict_body<T: DeserializeOwned>(body: &[u8], max: usize) -> Result<T, ApiError> {
     let value =
         decode::decode(body, &Limits::provider_body().with_max_bytes(max)).map_err(|r| {
-            ApiError::invalid_request(
-                "invalid_body",
+            ApiError::new(
+                ProblemCode::InvalidBody,
                 format!("{}: {} at '{}'", r.code(), r.message(), r.pointer()),
             )
         })?;
     serde_json::from_value(value)
-        .map_err(|e| ApiError::invalid_request("invalid_body", e.to_string()))
+        .map_err(|e| ApiError::new(ProblemCode::InvalidBody, e.to_string()))
 }
 
 /// The `Idempotency-Key` value: 1 to 255 visible ASCII characters.
@@ -49,8 +49,8 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         Some(t) if !t.is_empty() && t.len() <= 255 && t.bytes().all(|b| b.is_ascii_graphic()) => {
             Ok(Some(t))
         }
-        _ => Err(ApiError::bad_request(
-            "invalid_idempotency_key",
+        _ => Err(ApiError::new(
+            ProblemCode::InvalidIdempotencyKey,
             "Idempotency-Key must be 1 to 255 visible ASCII characters",
         )),
     }
@@ -60,11 +60,37 @@ fn stored_response(s: Stored) -> Response {
     let mut r = (s.status, s.body).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
+        HeaderValue::from_static(s.content_type),
     );
     r
 }
 
+const DECISION_JSON: &str = "application/json";
+
+/// Decide one provider response. The answer is a decision whatever its
+/// status (its `outcome` says what happened); a request the gate could not
+/// take is a problem (`application/problem+json`).
+#[utoipa::path(post, path = "/v1/decisions", tag = "decisions",
+    request_body(content = DecisionRequest, content_type = "application/json"),
+    params(("Idempotency-Key" = Option<String>, Header,
+        description = "IETF httpapi draft: a repeat with the same body gets the first answer again; 409 `idempotency_key_in_flight` while the first runs; 422 `idempotency_key_reused` with another body")),
+    responses(
+        (status = 200, description = "`answer`, `abstain`, `replayed`, `permitted`, `refused`, `truncated`, `content_filtered`", body = DecisionResponse),
+        (status = 201, description = "`executed`", body = DecisionResponse),
+        (status = 202, description = "`pending_approval`", body = DecisionResponse),
+        (status = 400, description = "`invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`forbidden` (a decision)", body = DecisionResponse),
+        (status = 409, description = "`in_flight`, `state_changed`, `needs_reconciliation` (decisions); `idempotency_key_in_flight` (a problem)", content(
+            (DecisionResponse = "application/json"),
+            (Problem = "application/problem+json"))),
+        (status = 422, description = "`conflict`, `rejected` (decisions); `invalid_body`, `unknown_provider`, `unknown_scope_field`, `invalid_scope`, `missing_scope`, `idempotency_key_reused` (problems)", content(
+            (DecisionResponse = "application/json"),
+            (Problem = "application/problem+json"))),
+        (status = 500, description = "`corrupt_record`, `internal`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn post<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
@@ -82,48 +108,38 @@ pub async fn post<P: Parts>(
             Begin::Replay(s) => return stored_response(s),
             Begin::InFlight => {
                 return ApiError::new(
-                    StatusCode::CONFLICT,
-                    "idempotency_key_in_flight",
+                    ProblemCode::IdempotencyKeyInFlight,
                     "a request with this Idempotency-Key is still being processed; retry later",
                 )
                 .into_response();
             }
             Begin::Mismatch => {
-                return ApiError::invalid_request(
-                    "idempotency_key_reused",
+                return ApiError::new(
+                    ProblemCode::IdempotencyKeyReused,
                     "this Idempotency-Key was used with a different request body",
                 )
                 .into_response();
             }
         },
     };
-    let (status, body) = match decide_body(&app, &caller, &body).await {
-        Ok((_, response)) => {
-            let status =
-                StatusCode::from_u16(status_of_text(&response.outcome)).unwrap_or(StatusCode::OK);
-            (status, serde_json::to_vec(&response).unwrap_or_default())
-        }
+    let stored = match decide_body(&app, &caller, &body).await {
+        Ok((decision, response)) => Stored {
+            status: StatusCode::from_u16(status_of(decision.outcome)).unwrap_or(StatusCode::OK),
+            content_type: DECISION_JSON,
+            body: serde_json::to_vec(&response).unwrap_or_default(),
+        },
         // A server-side failure is not remembered: the retry should run.
         Err(e) if e.status().is_server_error() => return e.into_response(),
-        Err(e) => (
-            e.status(),
-            serde_json::to_vec(&e.body()).unwrap_or_default(),
-        ),
+        Err(e) => Stored {
+            status: e.status(),
+            content_type: PROBLEM_JSON,
+            body: e.body(),
+        },
     };
     if let Some(g) = guard {
-        g.finish(Stored {
-            status,
-            body: body.clone(),
-        });
+        g.finish(stored.clone());
     }
-    stored_response(Stored { status, body })
-}
-
-fn status_of_text(code: &str) -> u16 {
-    Outcome::ALL
-        .into_iter()
-        .find(|o| o.as_str() == code)
-        .map_or(200, status_of)
+    stored_response(stored)
 }
 
 async fn decide_body<P: Parts>(
@@ -145,8 +161,8 @@ async fn decide_body<P: Parts>(
 
 fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared, ApiError> {
     let provider = Provider::from_name(&req.provider).ok_or_else(|| {
-        ApiError::invalid_request(
-            "unknown_provider",
+        ApiError::new(
+            ProblemCode::UnknownProvider,
             format!(
                 "provider must be one of {}",
                 Provider::ALL.map(Provider::as_str).join(", ")
@@ -157,25 +173,25 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
         Value::String(s) => s.into_bytes(),
         other => {
             if req.stream {
-                return Err(ApiError::invalid_request(
-                    "invalid_body",
+                return Err(ApiError::new(
+                    ProblemCode::InvalidBody,
                     "a stream must be sent as a string",
                 ));
             }
             serde_json::to_vec(&other)
-                .map_err(|e| ApiError::invalid_request("invalid_body", e.to_string()))?
+                .map_err(|e| ApiError::new(ProblemCode::InvalidBody, e.to_string()))?
         }
     };
     if req.stream && !provider.supports_stream() {
-        return Err(ApiError::invalid_request(
-            "invalid_body",
+        return Err(ApiError::new(
+            ProblemCode::InvalidBody,
             format!("streams are not accepted for {provider}"),
         ));
     }
     let attempt = req.attempt.unwrap_or(1);
     if !(1..=MAX_ATTEMPTS).contains(&attempt) {
-        return Err(ApiError::invalid_request(
-            "invalid_body",
+        return Err(ApiError::new(
+            ProblemCode::InvalidBody,
             format!("attempt must be 1 to {MAX_ATTEMPTS}"),
         ));
     }
@@ -183,16 +199,16 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
         None | Some("native") => EnvelopeMode::Native,
         Some("structured") => EnvelopeMode::Structured,
         Some(_) => {
-            return Err(ApiError::invalid_request(
-                "invalid_body",
+            return Err(ApiError::new(
+                ProblemCode::InvalidBody,
                 "envelope must be native or structured",
             ));
         }
     };
     for (k, v) in &req.scope {
         if !app.inner.scope_fields.contains(k) {
-            return Err(ApiError::invalid_request(
-                "unknown_scope_field",
+            return Err(ApiError::new(
+                ProblemCode::UnknownScopeField,
                 format!(
                     "scope field {k:?} is not named by any tool's operation key; identity comes from the API key, never the body"
                 ),
@@ -204,8 +220,8 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
             _ => false,
         };
         if !ok {
-            return Err(ApiError::invalid_request(
-                "invalid_scope",
+            return Err(ApiError::new(
+                ProblemCode::InvalidScope,
                 format!("scope field {k:?} must be a non-empty string or an integer"),
             ));
         }
@@ -213,10 +229,16 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
     let version = match req.scope.get("version_seen") {
         None => None,
         Some(Value::String(s)) => Some(StateVersion::new(s.clone()).ok_or_else(|| {
-            ApiError::invalid_request("invalid_scope", "version_seen is not a valid version")
+            ApiError::new(
+                ProblemCode::InvalidScope,
+                "version_seen is not a valid version",
+            )
         })?),
         Some(v) => Some(StateVersion::new(v.to_string()).ok_or_else(|| {
-            ApiError::invalid_request("invalid_scope", "version_seen is not a valid version")
+            ApiError::new(
+                ProblemCode::InvalidScope,
+                "version_seen is not a valid version",
+            )
         })?),
     };
     Ok(Prepared {
@@ -275,8 +297,7 @@ pub(crate) async fn run<P: Parts>(
     match handle.await {
         Ok(out) => out,
         Err(e) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ProblemCode::Internal,
             format!("the decision task failed: {e}"),
         )),
     }
@@ -301,8 +322,8 @@ async fn run_inner<P: Parts>(
     let version = match (&prepared.version, &action) {
         (Some(v), _) => v.clone(),
         (None, Some(_)) => {
-            return Err(ApiError::invalid_request(
-                "missing_scope",
+            return Err(ApiError::new(
+                ProblemCode::MissingScope,
                 "an action needs scope.version_seen: the resource version the model was shown",
             ));
         }
@@ -354,11 +375,7 @@ async fn run_inner<P: Parts>(
             *decision
         }
         Err(GateError::Corrupt(m)) => {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "corrupt_record",
-                m,
-            ));
+            return Err(ApiError::new(ProblemCode::CorruptRecord, m));
         }
         Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };

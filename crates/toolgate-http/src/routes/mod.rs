@@ -1,4 +1,9 @@
 //! The endpoints, one file per group.
+//!
+//! The API's routes are registered from their handlers' `#[utoipa::path]`
+//! declarations (`routes!`), which also builds the OpenAPI document: a path
+//! is served exactly where the document says. The reviewer page is HTML for
+//! a browser and stays out of the API document.
 
 mod claims;
 pub(crate) mod decisions;
@@ -6,26 +11,26 @@ mod review_api;
 mod review_page;
 mod service;
 
-use axum::Router;
 use axum::routing::{get, post};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::state::{AppState, Parts};
 
-pub fn routes<P: Parts>() -> Router<AppState<P>> {
-    Router::new()
-        .route("/healthz", get(service::healthz))
-        .route("/metrics", get(service::metrics::<P>))
-        .route("/openapi.json", get(service::openapi::<P>))
-        .route("/v1/decisions", post(decisions::post::<P>))
-        .route("/v1/claims", get(claims::list::<P>))
-        .route("/v1/claims/{key}/complete", post(claims::complete::<P>))
-        .route("/v1/claims/{key}/reconcile", post(claims::reconcile::<P>))
-        .route("/v1/review/items", get(review_api::list::<P>))
-        .route(
-            "/v1/review/items/{id}/approve",
-            post(review_api::approve::<P>),
-        )
-        .route("/v1/review/items/{id}/deny", post(review_api::deny::<P>))
+pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
+    use utoipa::OpenApi as _;
+    OpenApiRouter::with_openapi(crate::openapi::Frame::openapi())
+        .routes(routes!(service::healthz))
+        .routes(routes!(service::readyz))
+        .routes(routes!(service::metrics))
+        .routes(routes!(service::openapi))
+        .routes(routes!(decisions::post))
+        .routes(routes!(claims::list))
+        .routes(routes!(claims::complete))
+        .routes(routes!(claims::reconcile))
+        .routes(routes!(review_api::list))
+        .routes(routes!(review_api::approve))
+        .routes(routes!(review_api::deny))
         .route("/review", get(review_page::page::<P>))
         .route("/review/login", post(review_page::login::<P>))
         .route("/review/logout", post(review_page::logout::<P>))

@@ -2,43 +2,63 @@
 //! the reviewer page.
 
 use axum::Json;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use serde_json::{Value, json};
 use toolgate::pipeline::Outcome;
 
 use super::decisions;
 use crate::auth::{Caller, REVIEW_CAPABILITY};
-use crate::error::ApiError;
+use crate::dto::{
+    ApproveResponse, ApprovedStatus, DecisionResponse, DeniedStatus, DenyResponse, ReviewItemView,
+    ReviewItems, ReviewStatus,
+};
+use crate::error::{ApiError, Problem, ProblemCode};
 use crate::review::{ApproveError, Item, Status};
 use crate::state::{AppState, Parts};
 
-pub fn item_json(i: &Item) -> Value {
+pub fn item_view(i: &Item) -> ReviewItemView {
     let (status, by, after) = match &i.status {
-        Status::Open => ("open", None, None),
-        Status::Deciding => ("deciding", None, None),
-        Status::Approved { by, decision } => ("approved", Some(by.clone()), Some(decision.clone())),
-        Status::Denied { by } => ("denied", Some(by.clone()), None),
+        Status::Open => (ReviewStatus::Open, None, None),
+        Status::Deciding => (ReviewStatus::Deciding, None, None),
+        Status::Approved { by, decision } => (
+            ReviewStatus::Approved,
+            Some(by.clone()),
+            Some(decision.clone()),
+        ),
+        Status::Denied { by } => (ReviewStatus::Denied, Some(by.clone()), None),
     };
-    json!({
-        "id": i.id,
-        "at": i.at.0,
-        "kind": i.kind.as_str(),
-        "proposer": i.proposer,
-        "status": status,
-        "by": by,
-        "decision": i.decision,
-        "decision_after_approval": after,
-    })
+    ReviewItemView {
+        id: i.id,
+        at: i.at.0,
+        kind: i.kind.into(),
+        proposer: i.proposer.clone(),
+        status,
+        by,
+        decision: i.decision.clone(),
+        decision_after_approval: after,
+    }
 }
 
+/// The reviewer queue, newest first. Needs `toolgate:review`.
+#[utoipa::path(get, path = "/v1/review/items", tag = "review",
+    responses(
+        (status = 200, description = "the queue (per process, in memory)", body = ReviewItems),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn list<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ReviewItems>, ApiError> {
     caller.require(REVIEW_CAPABILITY)?;
-    let items: Vec<Value> = app.inner.review.list().iter().map(item_json).collect();
-    Ok(Json(json!({"items": items})))
+    let items = app.inner.review.list().iter().map(item_view).collect();
+    Ok(Json(ReviewItems { items }))
+}
+
+/// The reviewer item a problem is about.
+fn item_path(id: u64) -> String {
+    format!("/v1/review/items/{id}")
 }
 
 /// Approves pending item `id`: the stored proposal runs through the whole
@@ -50,8 +70,12 @@ pub async fn approve_item<P: Parts>(
     app: &AppState<P>,
     id: u64,
     reviewer: &str,
-) -> Result<Value, ApiError> {
-    let replay = app.inner.review.begin_approval(id).map_err(not_pending)?;
+) -> Result<DecisionResponse, ApiError> {
+    let replay = app
+        .inner
+        .review
+        .begin_approval(id)
+        .map_err(|e| not_pending(e, id))?;
     let out = decisions::run(
         app,
         replay.principal.clone(),
@@ -62,7 +86,6 @@ pub async fn approve_item<P: Parts>(
     .await;
     match out {
         Ok((decision, response)) => {
-            let shown = serde_json::to_value(&response).unwrap_or(Value::Null);
             let status = if decision.outcome == Outcome::PendingApproval {
                 // Cannot match its own approval only if the proposal changed
                 // under us; leave it open rather than claim it was approved.
@@ -70,7 +93,7 @@ pub async fn approve_item<P: Parts>(
             } else {
                 Status::Approved {
                     by: reviewer.to_owned(),
-                    decision: shown.clone(),
+                    decision: serde_json::to_value(&response).unwrap_or_default(),
                 }
             };
             app.inner.review.set_status(id, status);
@@ -80,7 +103,7 @@ pub async fn approve_item<P: Parts>(
                 outcome = decision.outcome.as_str(),
                 "approved"
             );
-            Ok(shown)
+            Ok(response)
         }
         Err(e) => {
             app.inner.review.set_status(id, Status::Open);
@@ -90,7 +113,10 @@ pub async fn approve_item<P: Parts>(
 }
 
 pub fn deny_item<P: Parts>(app: &AppState<P>, id: u64, reviewer: &str) -> Result<(), ApiError> {
-    app.inner.review.begin_approval(id).map_err(not_pending)?;
+    app.inner
+        .review
+        .begin_approval(id)
+        .map_err(|e| not_pending(e, id))?;
     app.inner.review.set_status(
         id,
         Status::Denied {
@@ -101,33 +127,71 @@ pub fn deny_item<P: Parts>(app: &AppState<P>, id: u64, reviewer: &str) -> Result
     Ok(())
 }
 
-fn not_pending(e: ApproveError) -> ApiError {
+fn not_pending(e: ApproveError, id: u64) -> ApiError {
     match e {
         ApproveError::NotFound => ApiError::not_found("no reviewer item has this id"),
         ApproveError::NotPending => ApiError::new(
-            StatusCode::CONFLICT,
-            "not_pending",
+            ProblemCode::NotPending,
             "this item is not a pending approval that is still open",
         ),
     }
+    .at(item_path(id))
 }
 
+/// The item id from the path; a non-number is `invalid_path`.
+fn item_id(id: Result<Path<u64>, PathRejection>) -> Result<u64, ApiError> {
+    id.map(|Path(id)| id)
+        .map_err(|e| ApiError::new(ProblemCode::InvalidPath, e.body_text()))
+}
+
+/// Approves a pending action. Needs `toolgate:review`.
+#[utoipa::path(post, path = "/v1/review/items/{id}/approve", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    responses(
+        (status = 200, description = "approved: the decision of the proposal's run with the approval (`state_changed` if its version moved)", body = ApproveResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn approve<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
-    Path(id): Path<u64>,
-) -> Result<Json<Value>, ApiError> {
+    id: Result<Path<u64>, PathRejection>,
+) -> Result<Json<ApproveResponse>, ApiError> {
     caller.require(REVIEW_CAPABILITY)?;
+    let id = item_id(id)?;
     let decision = approve_item(&app, id, caller.principal.id()).await?;
-    Ok(Json(json!({"status": "approved", "decision": decision})))
+    Ok(Json(ApproveResponse {
+        status: ApprovedStatus::Approved,
+        decision,
+    }))
 }
 
+/// Denies a pending action: nothing runs. Needs `toolgate:review`.
+#[utoipa::path(post, path = "/v1/review/items/{id}/deny", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    responses(
+        (status = 200, description = "denied", body = DenyResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn deny<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
-    Path(id): Path<u64>,
-) -> Result<Json<Value>, ApiError> {
+    id: Result<Path<u64>, PathRejection>,
+) -> Result<Json<DenyResponse>, ApiError> {
     caller.require(REVIEW_CAPABILITY)?;
+    let id = item_id(id)?;
     deny_item(&app, id, caller.principal.id())?;
-    Ok(Json(json!({"status": "denied"})))
+    Ok(Json(DenyResponse {
+        status: DeniedStatus::Denied,
+    }))
 }

@@ -278,7 +278,14 @@ fn checked<P: Parts>(
     match reviewer(app, headers) {
         Some((who, csrf)) if csrf == form.csrf => Ok(who),
         Some(_) => Err(Box::new(
-            (StatusCode::FORBIDDEN, "stale form: reload the page").into_response(),
+            (
+                StatusCode::FORBIDDEN,
+                Html(page_shell(
+                    "toolgate review",
+                    "<p class=\"status denied\">This form is stale. <a href=\"/review\">Reload the page</a>.</p>",
+                )),
+            )
+                .into_response(),
         )),
         None => Err(Box::new(
             (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),

@@ -1,29 +1,77 @@
-//! `/healthz`, `/metrics`, `/openapi.json`.
+//! `/healthz`, `/readyz`, `/metrics`, `/openapi.json`.
 
-use axum::Json;
 use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
-use serde_json::{Value, json};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use toolgate::claim::ClaimStore;
 
-use crate::auth::Caller;
+use crate::auth::{Caller, METRICS_CAPABILITY};
+use crate::dto::{Probe, ProbeStatus};
+use crate::error::{ApiError, Problem, ProblemCode};
+use crate::openapi::ServedDocument;
 use crate::state::{AppState, Parts};
 
-/// Liveness: no key needed, touches nothing.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+/// Liveness: the process serves requests. Needs no key and touches
+/// nothing, so a slow database never gets a healthy process restarted.
+#[utoipa::path(get, path = "/healthz", tag = "service",
+    responses((status = 200, description = "the process serves requests", body = Probe)))]
+pub async fn healthz() -> Json<Probe> {
+    Json(Probe {
+        status: ProbeStatus::Ok,
+    })
 }
 
+/// Readiness: the claim store answers (on SQLite, its writer thread runs
+/// too). Needs no key; a load balancer sends no traffic while it is 503.
+#[utoipa::path(get, path = "/readyz", tag = "service",
+    responses(
+        (status = 200, description = "the claim store answers", body = Probe),
+        (status = 503, description = "`not_ready`: the claim store does not answer", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn readyz<P: Parts>(State(app): State<AppState<P>>) -> Result<Json<Probe>, ApiError> {
+    match app.parts().claims().ready().await {
+        Ok(()) => Ok(Json(Probe {
+            status: ProbeStatus::Ready,
+        })),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: the claim store does not answer");
+            Err(ApiError::new(
+                ProblemCode::NotReady,
+                format!("the claim store does not answer: {e}"),
+            ))
+        }
+    }
+}
+
+/// Prometheus metrics. Needs a key holding `toolgate:metrics`: the
+/// counters say who decides how much of what.
+#[utoipa::path(get, path = "/metrics", tag = "service",
+    responses(
+        (status = 200, description = "Prometheus text exposition", body = String, content_type = "text/plain"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:metrics`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
 pub async fn metrics<P: Parts>(
     State(app): State<AppState<P>>,
-    _caller: Caller,
-) -> impl IntoResponse {
-    (
+    caller: Caller,
+) -> Result<impl IntoResponse, ApiError> {
+    caller.require(METRICS_CAPABILITY)?;
+    Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         app.inner.metrics.render(),
-    )
+    ))
 }
 
-pub async fn openapi<P: Parts>(_state: State<AppState<P>>, _caller: Caller) -> Json<Value> {
-    Json(crate::openapi::openapi_document())
+/// This document. Needs no key: it describes the API and holds no secret.
+#[utoipa::path(get, path = "/openapi.json", tag = "service",
+    responses((status = 200, description = "the OpenAPI 3.1 document (`docs/openapi.json`)", content_type = "application/json")))]
+pub async fn openapi(Extension(doc): Extension<ServedDocument>) -> Response {
+    let mut answer = doc.0.into_response();
+    answer.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    answer
 }

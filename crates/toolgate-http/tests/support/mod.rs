@@ -5,10 +5,15 @@
 #![allow(dead_code, reason = "each test binary uses part of the support")]
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use toolgate::claim::{ClaimRecord, JsonText, MemoryClaimStore, ReconcileOutcome};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
+    StoreErrorKind, StuckEntry, UnixMillis,
+};
 use toolgate::contract::Policy;
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
@@ -66,6 +71,7 @@ pub const CLIENT_KEY: &str = "tg_test_client_key";
 pub const REVIEWER_KEY: &str = "tg_test_reviewer_key";
 pub const OPERATOR_KEY: &str = "tg_test_operator_key";
 pub const NOCAP_KEY: &str = "tg_test_nocap_key";
+pub const METRICS_KEY: &str = "tg_test_metrics_key";
 
 #[derive(Default)]
 pub struct Desk {
@@ -74,6 +80,9 @@ pub struct Desk {
     pub revoked: Mutex<HashSet<String>>,
     /// When set, the executor fails with an unknown outcome.
     pub fail_execute: Mutex<bool>,
+    /// When set, the executor panics (a decision task that fails
+    /// unexpectedly: 500 `internal`).
+    pub panic_execute: Mutex<bool>,
 }
 
 #[derive(Clone, Default)]
@@ -124,6 +133,9 @@ impl StateSource for DeskRef {
 
 impl Executor for DeskRef {
     async fn execute(&self, p: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        if *self.0.panic_execute.lock().unwrap() {
+            panic!("the executor broke (as the test asked)");
+        }
         if *self.0.fail_execute.lock().unwrap() {
             return Err(ExecError::new("downstream timed out"));
         }
@@ -191,6 +203,12 @@ pub fn keys() -> KeyRing {
             ExecutionMode::InProcess,
         ),
         key(NOCAP_KEY, "agent-2", &[], ExecutionMode::InProcess),
+        key(
+            METRICS_KEY,
+            "scraper",
+            &["toolgate:metrics"],
+            ExecutionMode::InProcess,
+        ),
     ])
     .unwrap()
 }
@@ -207,6 +225,101 @@ pub fn app_with(settings: Settings) -> (AppState<TestParts>, DeskRef) {
     };
     let policy = Policy::load(POLICY).unwrap();
     (AppState::new(policy, parts, keys(), settings), desk)
+}
+
+/// A claim store that can be switched off: while `down` is set every call,
+/// the readiness probe included, fails as a database that went away does.
+#[derive(Clone, Default)]
+pub struct SwitchStore {
+    pub inner: Arc<MemoryClaimStore>,
+    pub down: Arc<AtomicBool>,
+}
+
+impl SwitchStore {
+    fn up(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                "connection refused (the test switched the store off)",
+            ))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl ClaimStore for SwitchStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        self.up()?;
+        self.inner.claim(request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<Completion, StoreError> {
+        self.up()?;
+        self.inner.complete(key, holder, result, now).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        self.up()?;
+        self.inner.fetch(key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        self.up()?;
+        self.inner.list_stuck(now, limit).await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        self.up()?;
+        self.inner.record_reconciliation(key, outcome, now).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.append_audit(entry).await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.up()?;
+        self.inner.audit_trail(key, limit).await
+    }
+}
+
+pub type SwitchParts = Backends<DeskRef, DeskRef, SwitchStore, DeskRef>;
+
+/// A test app on a [`SwitchStore`], with its switch.
+pub fn app_with_switch() -> (AppState<SwitchParts>, DeskRef, Arc<AtomicBool>) {
+    let desk = DeskRef::default();
+    desk.set_version("t-1", "7");
+    let store = SwitchStore::default();
+    let down = Arc::clone(&store.down);
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: store,
+        executor: desk.clone(),
+    };
+    let policy = Policy::load(POLICY).unwrap();
+    (
+        AppState::new(policy, parts, keys(), Settings::default()),
+        desk,
+        down,
+    )
 }
 
 pub fn app() -> (AppState<TestParts>, DeskRef) {

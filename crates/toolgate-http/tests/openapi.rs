@@ -1,0 +1,406 @@
+//! The OpenAPI document: the served one is the committed
+//! `docs/openapi.json`, and real answers of every status validate against
+//! the schemas it declares for them.
+//!
+//! After changing a handler's declaration or a wire type, regenerate the
+//! committed file with
+//!
+//! ```sh
+//! TOOLGATE_BLESS=1 cargo test -p toolgate-http --test openapi
+//! ```
+
+mod support;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use support::*;
+use tower::ServiceExt;
+
+const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.json");
+
+async fn served_text(router: &Router) -> String {
+    let resp = router
+        .clone()
+        .oneshot(Request::get("/openapi.json").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn the_served_document_is_the_committed_one() {
+    let (state, _) = app();
+    let served = served_text(&toolgate_http::router(state)).await;
+    if std::env::var_os("TOOLGATE_BLESS").is_some() {
+        std::fs::write(COMMITTED, &served).expect("write docs/openapi.json");
+        return;
+    }
+    let committed = std::fs::read_to_string(COMMITTED).unwrap_or_default();
+    if served != committed {
+        let line = served
+            .lines()
+            .zip(committed.lines())
+            .position(|(a, b)| a != b)
+            .map_or_else(
+                || served.lines().count().min(committed.lines().count()) + 1,
+                |i| i + 1,
+            );
+        panic!(
+            "the served OpenAPI document differs from docs/openapi.json (first at line {line}).\n\
+             If the change is intended, regenerate the file:\n\
+             \n    TOOLGATE_BLESS=1 cargo test -p toolgate-http --test openapi\n\
+             \nand commit it with the change."
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_document_declares_the_wire_precisely() {
+    let (state, _) = app();
+    let doc: Value =
+        serde_json::from_str(&served_text(&toolgate_http::router(state)).await).unwrap();
+    let schemas = &doc["components"]["schemas"];
+    // outcome and reason are enums of the documented codes.
+    let outcomes = schemas["OutcomeCode"]["enum"].as_array().unwrap();
+    assert_eq!(outcomes.len(), toolgate::pipeline::Outcome::ALL.len());
+    for o in toolgate::pipeline::Outcome::ALL {
+        assert!(outcomes.contains(&json!(o.as_str())), "{o}");
+    }
+    let reasons = schemas["ReasonCode"]["enum"].as_array().unwrap();
+    for r in toolgate::pipeline::Reason::OWN {
+        assert!(reasons.contains(&json!(r.as_str())), "{r}");
+    }
+    for r in toolgate::contract::Reason::ALL {
+        assert!(reasons.contains(&json!(r.as_str())), "{}", r.as_str());
+    }
+    // response: an object or a string.
+    let response = &schemas["DecisionRequest"]["properties"]["response"]["oneOf"];
+    let kinds: Vec<&Value> = response
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["type"])
+        .collect();
+    assert_eq!(kinds, [&json!("object"), &json!("string")]);
+    // The problem body, with its code enum.
+    let codes = schemas["ProblemCode"]["enum"].as_array().unwrap();
+    assert_eq!(codes.len(), toolgate_http::ProblemCode::ALL.len());
+    assert!(schemas["Problem"]["properties"].get("type").is_some());
+    assert!(schemas["Permit"]["properties"].get("holder").is_some());
+    // Every operation answers 408 and 413 as problems; the probes and the
+    // document need no key; everything else names the bearer scheme.
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for status in ["408", "413"] {
+                assert!(
+                    op["responses"][status]["content"]
+                        .get("application/problem+json")
+                        .is_some(),
+                    "{method} {path} {status}"
+                );
+            }
+            let open = ["/healthz", "/readyz", "/openapi.json"].contains(&path.as_str());
+            assert_eq!(op.get("security").is_none(), open, "{method} {path}");
+        }
+    }
+}
+
+/// One answer as the client saw it.
+struct Recorded {
+    method: &'static str,
+    /// The route template, as the document names it.
+    route: &'static str,
+    status: StatusCode,
+    content_type: String,
+    body: Value,
+}
+
+struct Recorder {
+    router: Router,
+    answers: Vec<Recorded>,
+}
+
+impl Recorder {
+    async fn send(
+        &mut self,
+        method: &'static str,
+        route: &'static str,
+        path: &str,
+        key: Option<&str>,
+        body: Body,
+    ) -> Value {
+        let mut b = Request::builder().method(method).uri(path);
+        if let Some(k) = key {
+            b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+        }
+        let resp = self
+            .router
+            .clone()
+            .oneshot(b.body(body).unwrap())
+            .await
+            .unwrap();
+        let status = resp.status();
+        let content_type = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        self.answers.push(Recorded {
+            method,
+            route,
+            status,
+            content_type,
+            body: body.clone(),
+        });
+        body
+    }
+
+    async fn post(&mut self, route: &'static str, path: &str, key: &str, body: &Value) -> Value {
+        self.send("POST", route, path, Some(key), Body::from(body.to_string()))
+            .await
+    }
+}
+
+/// The schema the document declares for `r`, with the document's
+/// components beside it so that its `$ref`s resolve.
+fn declared_schema(doc: &Value, r: &Recorded) -> Value {
+    let media = r.content_type.split(';').next().unwrap_or("").trim();
+    let schema = if r.route.is_empty() {
+        // Not an operation's answer (an unknown path, a wrong method): the
+        // problem body.
+        json!({"$ref": "#/components/schemas/Problem"})
+    } else {
+        let op = &doc["paths"][r.route][r.method.to_ascii_lowercase()];
+        assert!(op.is_object(), "no operation {} {}", r.method, r.route);
+        let response = &op["responses"][r.status.as_str()];
+        assert!(
+            response.is_object(),
+            "{} {} does not declare {}",
+            r.method,
+            r.route,
+            r.status
+        );
+        response["content"][media]["schema"].clone()
+    };
+    assert!(
+        !schema.is_null(),
+        "{} {} {} declares no schema for {media}",
+        r.method,
+        r.route,
+        r.status
+    );
+    json!({"allOf": [schema], "components": doc["components"]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::await_holding_lock,
+    reason = "the executor blocks on this lock until the deadline has answered"
+)]
+async fn answers_of_every_status_match_the_document() {
+    let (state, _) = app();
+    let mut r = Recorder {
+        router: toolgate_http::router(state),
+        answers: Vec::new(),
+    };
+    let doc: Value = serde_json::from_str(&served_text(&r.router).await).unwrap();
+    let d = "/v1/decisions";
+
+    // Service endpoints.
+    r.send("GET", "/healthz", "/healthz", None, Body::empty())
+        .await;
+    r.send("GET", "/readyz", "/readyz", None, Body::empty())
+        .await;
+    r.send(
+        "GET",
+        "/metrics",
+        "/metrics",
+        Some(METRICS_KEY),
+        Body::empty(),
+    )
+    .await;
+    r.send(
+        "GET",
+        "/metrics",
+        "/metrics",
+        Some(AGENT_KEY),
+        Body::empty(),
+    )
+    .await;
+    // Decisions: 200, 201, 202, 403, 409, 422 (decision and problem), 400,
+    // 401.
+    let answer = json!({"provider": "envelope", "response": {"outcome": "answer", "reply": "Hi."}});
+    r.post(d, d, AGENT_KEY, &answer).await;
+    r.post(d, d, AGENT_KEY, &decision_body(credit(1500), "t-1", "7"))
+        .await;
+    let refund = action("refund_order", json!({"amount_minor": 4000}));
+    let pending = r
+        .post(d, d, AGENT_KEY, &decision_body(refund, "t-1", "7"))
+        .await;
+    r.post(d, d, NOCAP_KEY, &decision_body(credit(100), "t-2", "3"))
+        .await;
+    r.post(d, d, AGENT_KEY, &decision_body(credit(100), "t-2", "2"))
+        .await;
+    r.post(d, d, AGENT_KEY, &decision_body(credit(1900), "t-1", "7"))
+        .await;
+    r.post(
+        d,
+        d,
+        AGENT_KEY,
+        &json!({"provider": "nope", "response": {}}),
+    )
+    .await;
+    r.send("POST", d, d, None, Body::from("{}")).await;
+    let bad_idem = Request::post(d)
+        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
+        .header("Idempotency-Key", "")
+        .body(Body::from("{}"))
+        .unwrap();
+    let resp = r.router.clone().oneshot(bad_idem).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    r.answers.push(Recorded {
+        method: "POST",
+        route: d,
+        status,
+        content_type: "application/problem+json".to_owned(),
+        body: serde_json::from_slice(&bytes).unwrap(),
+    });
+    // A permit, its completion (200), a second completion (409) and an
+    // unknown claim (404).
+    let complete = "/v1/claims/{key}/complete";
+    let permitted = r
+        .post(d, d, CLIENT_KEY, &decision_body(credit(50), "t-2", "3"))
+        .await;
+    let key = permitted["operation_key"].as_str().unwrap().to_owned();
+    let holder = permitted["permit"]["holder"].as_str().unwrap().to_owned();
+    let body = json!({"holder": holder, "result": {"credit_id": "c-1"}});
+    let path = format!("/v1/claims/{key}/complete");
+    r.post(complete, &path, CLIENT_KEY, &body).await;
+    r.post(complete, &path, CLIENT_KEY, &body).await;
+    let nobody = format!("/v1/claims/{}/complete", "0".repeat(64));
+    r.post(complete, &nobody, CLIENT_KEY, &body).await;
+    // A stuck claim, on a sidecar whose leases last a millisecond: listed
+    // (200), reconciled (200), then not stuck any more (409).
+    let short = toolgate_http::Settings {
+        lease: std::time::Duration::from_millis(1),
+        ..toolgate_http::Settings::default()
+    };
+    let (short_state, _) = app_with(short);
+    let main = std::mem::replace(&mut r.router, toolgate_http::router(short_state));
+    let stuck = r
+        .post(d, d, CLIENT_KEY, &decision_body(credit(62), "t-1", "7"))
+        .await;
+    let stuck_key = stuck["operation_key"].as_str().unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    r.send(
+        "GET",
+        "/v1/claims",
+        "/v1/claims?stuck=true",
+        Some(OPERATOR_KEY),
+        Body::empty(),
+    )
+    .await;
+    let reconcile = "/v1/claims/{key}/reconcile";
+    let path = format!("/v1/claims/{stuck_key}/reconcile");
+    let report = json!({"applied": false, "detail": {"why": "never arrived"}});
+    r.post(reconcile, &path, OPERATOR_KEY, &report).await;
+    r.post(reconcile, &path, OPERATOR_KEY, &report).await;
+    r.router = main;
+    // The reviewer queue: list, approve (200), approve again (409), deny
+    // an unknown item (404).
+    r.send(
+        "GET",
+        "/v1/review/items",
+        "/v1/review/items",
+        Some(REVIEWER_KEY),
+        Body::empty(),
+    )
+    .await;
+    let item = pending["review_item"].as_u64().unwrap();
+    let approve = "/v1/review/items/{id}/approve";
+    let path = format!("/v1/review/items/{item}/approve");
+    r.post(approve, &path, REVIEWER_KEY, &json!({})).await;
+    r.post(approve, &path, REVIEWER_KEY, &json!({})).await;
+    r.post(
+        "/v1/review/items/{id}/deny",
+        "/v1/review/items/999/deny",
+        REVIEWER_KEY,
+        &json!({}),
+    )
+    .await;
+    // Routing: 404 and 405 (not an operation's answer).
+    r.send("GET", "", "/v2/nothing", None, Body::empty()).await;
+    r.send("DELETE", "", "/v1/decisions", None, Body::empty())
+        .await;
+    // 413 by length.
+    let big = vec![b'x'; 3 * 1024 * 1024];
+    r.send("POST", d, d, Some(AGENT_KEY), Body::from(big)).await;
+    // 408: the executor waits on a lock the test holds past the deadline.
+    let slow = toolgate_http::Settings {
+        request_timeout: std::time::Duration::from_millis(50),
+        ..toolgate_http::Settings::default()
+    };
+    let (slow_state, slow_desk) = app_with(slow);
+    r.router = toolgate_http::router(slow_state);
+    let held = slow_desk.0.credits.lock().unwrap();
+    r.post(d, d, AGENT_KEY, &decision_body(credit(5), "t-1", "7"))
+        .await;
+    drop(held);
+    // 503: a store that does not answer.
+    let (down_state, _, down) = app_with_switch();
+    r.router = toolgate_http::router(down_state);
+    down.store(true, std::sync::atomic::Ordering::SeqCst);
+    r.send("GET", "/readyz", "/readyz", None, Body::empty())
+        .await;
+    r.post(d, d, AGENT_KEY, &decision_body(credit(5), "t-1", "7"))
+        .await;
+
+    let mut statuses = std::collections::BTreeSet::new();
+    for rec in &r.answers {
+        let schema = declared_schema(&doc, rec);
+        let validator = jsonschema::validator_for(&schema).unwrap_or_else(|e| {
+            panic!("{} {}: schema does not compile: {e}", rec.method, rec.route)
+        });
+        let errors: Vec<String> = validator
+            .iter_errors(&rec.body)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{} {} {} ({}) does not match the document: {errors:?}\n{}",
+            rec.method,
+            rec.route,
+            rec.status,
+            rec.content_type,
+            rec.body
+        );
+        statuses.insert(rec.status.as_u16());
+    }
+    // The check has teeth: a decision is not a problem, and a member the
+    // document does not declare is refused.
+    let problem = declared_schema(&doc, &r.answers[r.answers.len() - 1]);
+    let validator = jsonschema::validator_for(&problem).unwrap();
+    assert!(!validator.is_valid(&json!({"outcome": "answer"})));
+    let mut extra = r.answers[r.answers.len() - 1].body.clone();
+    assert!(validator.is_valid(&extra), "{extra}");
+    extra["undeclared"] = json!(1);
+    assert!(!validator.is_valid(&extra));
+    for status in [
+        200, 201, 202, 400, 401, 403, 404, 405, 408, 409, 413, 422, 503,
+    ] {
+        assert!(
+            statuses.contains(&status),
+            "no answer with status {status} was checked"
+        );
+    }
+}
