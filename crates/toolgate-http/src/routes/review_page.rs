@@ -230,7 +230,8 @@ pub async fn login<P: Parts>(
             .into_response();
     }
     let (Ok(token), Ok(csrf)) = (crate::clock::fresh_holder(), crate::clock::fresh_holder()) else {
-        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        return crate::error::ApiError::unavailable("the random number generator failed")
+            .into_response();
     };
     let token = token.to_hex();
     app.inner.review.open_session(
