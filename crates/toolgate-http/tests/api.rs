@@ -43,7 +43,7 @@ async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
 }
 
 #[tokio::test]
-async fn every_endpoint_but_healthz_needs_a_valid_key() {
+async fn every_endpoint_but_the_probes_and_the_document_needs_a_valid_key() {
     let (state, _) = app();
     let router = toolgate_http::router(state);
     let (s, j, _) = send(&router, get("/healthz", None)).await;
