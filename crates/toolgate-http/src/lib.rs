@@ -50,6 +50,7 @@
 //! half-written by a dropped connection; [`AppState::drain`] waits for those
 //! tasks at shutdown.
 
+mod access;
 mod auth;
 mod clock;
 pub mod dto;
@@ -61,6 +62,7 @@ mod review;
 mod routes;
 mod state;
 
+pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
 pub use auth::{
     ApiKey, ExecutionMode, KeyError, KeyRing, METRICS_CAPABILITY, OPERATE_CAPABILITY,
     REVIEW_CAPABILITY,
@@ -72,17 +74,17 @@ pub use state::{AppState, Backends, Parts, Settings};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
-use axum::middleware::map_response;
 use axum::{Extension, Router};
+use axum::http::StatusCode;
+use axum::middleware::{from_fn_with_state, map_response};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
 
 /// The sidecar's routes with their body limit, deadline and request
 /// logging. Embeddable: nest it under a prefix of an application's router.
 pub fn router<P: Parts>(state: AppState<P>) -> Router {
     let settings = state.settings().clone();
+    let access_state = state.clone();
     let limits = error::Limits {
         body_limit: settings.body_limit,
         request_timeout: settings.request_timeout,
@@ -110,7 +112,9 @@ pub fn router<P: Parts>(state: AppState<P>) -> Router {
         .layer(map_response(move |r| {
             error::plain_errors_as_problems(limits, r)
         }))
-        .layer(TraceLayer::new_for_http())
+        // Outermost, so the access log and the HTTP metrics see the status
+        // the client got, the deadline's 408 and the limit's 413 included.
+        .layer(from_fn_with_state(access_state, access::layer::<P>))
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets the
@@ -124,6 +128,16 @@ pub async fn serve<P: Parts>(
     grace: Duration,
 ) -> std::io::Result<()> {
     let app = router(state.clone());
+    // Histogram samples are folded into buckets on this timer, not only on
+    // a scrape, so an unscraped server does not grow (docs/http-api.md).
+    let upkeep_state = state.clone();
+    let upkeep = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep_state.inner.metrics.upkeep();
+        }
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signal = async move {
         shutdown.await;
@@ -146,6 +160,7 @@ pub async fn serve<P: Parts>(
         }
     }
     drop(stop_rx);
+    upkeep.abort();
     state.drain().await;
     tracing::info!("every decision in progress finished; exiting");
     Ok(())

@@ -169,6 +169,11 @@ impl ReviewQueue {
         q.items.iter().rev().cloned().collect()
     }
 
+    /// Items a person has not closed yet: the reviewer queue's depth.
+    pub fn depth(&self) -> usize {
+        self.lock().items.iter().filter(|i| !i.is_closed()).count()
+    }
+
     /// Marks a pending item as being decided and hands out its replay.
     pub fn begin_approval(&self, id: u64) -> Result<Arc<Replay>, ApproveError> {
         let mut q = self.lock();

@@ -146,6 +146,7 @@ impl<P: Parts> AppState<P> {
         scope_fields.insert("version_seen".to_owned());
         let idempotency = IdempotencyCache::new(settings.idempotency_capacity);
         let review = ReviewQueue::new(settings.review_capacity);
+        let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {
             inner: Arc::new(Inner {
                 policy,
@@ -155,7 +156,7 @@ impl<P: Parts> AppState<P> {
                 scope_fields,
                 idempotency,
                 review,
-                metrics: Metrics::new(),
+                metrics,
                 tasks: Arc::new(tokio::sync::RwLock::new(())),
             }),
         }

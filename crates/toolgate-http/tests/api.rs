@@ -628,11 +628,15 @@ async fn metrics_and_openapi_describe_the_service() {
     let (s, _, text) = send(&router, get("/metrics", Some(METRICS_KEY))).await;
     assert_eq!(s, StatusCode::OK);
     assert!(
-        text.contains("toolgate_decisions_total{outcome=\"executed\"} 1"),
+        text.contains(
+            "toolgate_decisions_total{outcome=\"executed\",tool=\"apply_goodwill_credit\"} 1"
+        ),
         "{text}"
     );
     assert!(
-        text.contains("toolgate_decisions_total{outcome=\"permitted\"} 1"),
+        text.contains(
+            "toolgate_decisions_total{outcome=\"permitted\",tool=\"apply_goodwill_credit\"} 1"
+        ),
         "{text}"
     );
     assert!(

@@ -17,6 +17,7 @@ use toolgate::pipeline::{
     Principal, Request, StateVersion, decide,
 };
 use toolgate::provider::Provider;
+use tracing::Instrument;
 
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
@@ -280,20 +281,26 @@ pub(crate) async fn run<P: Parts>(
     approval: Option<Approval>,
 ) -> Result<(Decision, DecisionResponse), ApiError> {
     let task_app = app.clone();
-    let handle = tokio::spawn(async move {
-        let _running = task_app.inner.tasks.clone().read_owned().await;
-        task_app.inner.metrics.started();
-        let started = Instant::now();
-        let out = run_inner(&task_app, principal, mode, prepared, approval).await;
-        task_app.inner.metrics.finished();
-        if let Ok((d, _)) = &out {
-            task_app
-                .inner
-                .metrics
-                .decided(d.outcome, started.elapsed().as_secs_f64());
+    let handle = tokio::spawn(
+        async move {
+            let _running = task_app.inner.tasks.clone().read_owned().await;
+            task_app.inner.metrics.started();
+            let started = Instant::now();
+            let out = run_inner(&task_app, principal, mode, prepared, approval).await;
+            task_app.inner.metrics.finished();
+            if let Ok((d, _)) = &out {
+                task_app.inner.metrics.decided(
+                    d.outcome,
+                    d.tool.as_deref(),
+                    started.elapsed().as_secs_f64(),
+                );
+            }
+            out
         }
-        out
-    });
+        // The request's span (its request id and trace id) follows the decision
+        // onto its task, so the decision's log lines carry them too.
+        .instrument(tracing::Span::current()),
+    );
     match handle.await {
         Ok(out) => out,
         Err(e) => Err(ApiError::new(

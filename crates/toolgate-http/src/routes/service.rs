@@ -58,9 +58,25 @@ pub async fn metrics<P: Parts>(
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(METRICS_CAPABILITY)?;
+    // The scrape-time gauges: a failed store read leaves the stuck gauge at
+    // its last value rather than failing the whole scrape.
+    let stuck = app
+        .parts()
+        .claims()
+        .list_stuck(crate::clock::now_millis(), crate::metrics::STUCK_SCRAPE_CAP)
+        .await;
+    let metrics = &app.inner.metrics;
+    let stuck = match stuck {
+        Ok(entries) => Some(entries.len()),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: could not count stuck claims");
+            None
+        }
+    };
+    metrics.observe_queues(stuck, app.inner.review.depth());
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.inner.metrics.render(),
+        metrics.render(),
     ))
 }
 
