@@ -1,0 +1,336 @@
+//! The claim store on a MariaDB Galera cluster, with stores attached to
+//! different nodes of one cluster (docs/deploy.md, "Running on MariaDB
+//! Galera"; the rules are docs/design.md §8).
+//!
+//! Runs when `TOOLGATE_TEST_GALERA_URLS` lists the nodes' URLs,
+//! comma-separated; CI starts `scripts/galera-cluster.sh` and sets
+//! `mysql://root@127.0.0.1:4306/test,mysql://root@127.0.0.1:4307/test,mysql://root@127.0.0.1:4308/test`.
+//! Skips with a message otherwise, unless `TOOLGATE_REQUIRE_GALERA=1`. (Not
+//! `TOOLGATE_REQUIRE_DATABASES`: CI sets that for the whole workspace run,
+//! before any cluster exists.)
+//!
+//! The store's own MySQL suite (`tests/mysql.rs`) runs against a single
+//! node as well; there every contender shares one node, so it never meets
+//! Galera's certification. These tests make the contenders meet on
+//! different nodes, where a transaction can read back its own holder token
+//! and still lose at COMMIT.
+
+mod support;
+
+use std::io::Write;
+use std::sync::Arc;
+
+use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlPool};
+use sqlx::{Connection, Executor};
+use toolgate::claim::conformance::{self, Namespace};
+use toolgate::claim::{ClaimStore, HolderToken, OperationKey, RawClaim, UnixMillis};
+use toolgate_store::StoreOptions;
+use toolgate_store::mysql::{MySqlClaimStore, is_lost_race, sql};
+
+const URLS_VAR: &str = "TOOLGATE_TEST_GALERA_URLS";
+const REQUIRE_VAR: &str = "TOOLGATE_REQUIRE_GALERA";
+
+/// The nodes' URLs, or `None` (after saying so) when they are not given
+/// and the cluster is not required.
+fn node_urls() -> Option<Vec<String>> {
+    let urls: Vec<String> = std::env::var(URLS_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if urls.is_empty() {
+        assert!(
+            std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
+            "{REQUIRE_VAR}=1 but {URLS_VAR} is not set: the Galera tests cannot run"
+        );
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: {URLS_VAR} is not set, so this Galera test did not run"
+        );
+        return None;
+    }
+    assert!(
+        urls.len() >= 2,
+        "{URLS_VAR} names one node; these tests need two or more"
+    );
+    Some(urls)
+}
+
+/// `base` with its database path replaced by `name`.
+fn with_database(base: &str, name: &str) -> String {
+    let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, format!("?{q}")),
+        None => (rest, String::new()),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{authority}/{name}{query}")
+}
+
+fn number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+        .map(MySqlDatabaseError::number)
+}
+
+/// Waits until the node behind `url` has applied every write set the
+/// cluster committed before this call. Galera applies other nodes' write
+/// sets asynchronously; `wsrep_sync_wait = 1` makes the read wait for them
+/// (a causal read), which is synchronisation, not a timed wait.
+async fn caught_up(url: &str) {
+    let mut conn = MySqlConnection::connect(url).await.expect("connect");
+    conn.execute("SET SESSION wsrep_sync_wait = 1")
+        .await
+        .expect("wsrep_sync_wait");
+    conn.execute("SELECT 1").await.expect("causal read");
+    conn.close().await.expect("close");
+}
+
+/// A throwaway database, created through the first node, with one claim
+/// store attached to each node.
+struct Cluster {
+    admin: MySqlPool,
+    name: String,
+    urls: Vec<String>,
+    stores: Vec<Arc<MySqlClaimStore>>,
+}
+
+impl Cluster {
+    async fn create() -> Option<Self> {
+        let nodes = node_urls()?;
+        let admin = MySqlPool::connect(&nodes[0])
+            .await
+            .unwrap_or_else(|e| panic!("{URLS_VAR} is set but its first node is unreachable: {e}"));
+        let name = format!("toolgate_g_{}", support::hex(&support::random16()));
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&admin)
+            .await
+            .expect("create database");
+        let urls: Vec<String> = nodes.iter().map(|u| with_database(u, &name)).collect();
+        // One node migrates; each other node attaches once it has applied
+        // the migration. Two stores migrating at once on different nodes
+        // are not serialised: the store's migration lock (GET_LOCK) is
+        // local to a node on Galera.
+        let mut stores = Vec::new();
+        for (i, url) in urls.iter().enumerate() {
+            if i > 0 {
+                caught_up(url).await;
+            }
+            let store = MySqlClaimStore::connect(url, StoreOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("store on node {}: {e}", i + 1));
+            stores.push(Arc::new(store));
+        }
+        Some(Self {
+            admin,
+            name,
+            urls,
+            stores,
+        })
+    }
+
+    async fn drop(self) {
+        for store in &self.stores {
+            store.pool().close().await;
+        }
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE {}", self.name)))
+            .execute(&self.admin)
+            .await
+            .expect("drop database");
+    }
+}
+
+/// The URLs must name distinct, synced nodes of one cluster, or the other
+/// tests would not test what they say.
+#[tokio::test]
+async fn the_urls_name_distinct_synced_nodes_of_one_cluster() {
+    let Some(urls) = node_urls() else {
+        return;
+    };
+    let mut clusters = Vec::new();
+    let mut names = Vec::new();
+    for url in &urls {
+        let mut conn = MySqlConnection::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        let (on, name): (i64, String) =
+            sqlx::query_as("SELECT CAST(@@wsrep_on AS SIGNED), @@wsrep_node_name")
+                .fetch_one(&mut conn)
+                .await
+                .expect("wsrep variables");
+        assert_eq!(on, 1, "{url}: wsrep_on is off, this is not a Galera node");
+        let status: Vec<(String, String)> = sqlx::query_as(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('wsrep_local_state_comment', 'wsrep_cluster_state_uuid', 'wsrep_cluster_status')",
+        )
+        .fetch_all(&mut conn)
+        .await
+        .expect("wsrep status");
+        let get = |k: &str| {
+            status
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| panic!("{url}: no {k}"))
+        };
+        assert_eq!(get("wsrep_local_state_comment"), "Synced", "{url}");
+        assert_eq!(get("wsrep_cluster_status"), "Primary", "{url}");
+        clusters.push(get("wsrep_cluster_state_uuid"));
+        names.push(name);
+    }
+    clusters.dedup();
+    assert_eq!(clusters.len(), 1, "the nodes are in different clusters");
+    let mut distinct = names.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        names.len(),
+        "a node is named twice: {names:?}"
+    );
+}
+
+/// The claim's own SQL, by hand, on two nodes: node 2's transaction reads
+/// back its own holder token, and still loses, at COMMIT, to node 1's
+/// transaction that committed first (Galera's certification, MySQL error
+/// 1213). The store counts 1213 as a lost race. This is why only COMMIT
+/// decides a claim (docs/design.md §8).
+#[tokio::test]
+async fn a_read_back_of_ones_own_token_loses_at_commit_to_another_node() {
+    let Some(cluster) = Cluster::create().await else {
+        return;
+    };
+    let ns = Namespace::new(support::random16());
+    let key = ns.key(210, 0);
+    let (first, second) = (&cluster.urls[0], &cluster.urls[1]);
+    let mut a = MySqlConnection::connect(first).await.expect("node 1");
+    let mut b = MySqlConnection::connect(second).await.expect("node 2");
+    let (ha, hb) = (ns.holder(), ns.holder());
+
+    b.execute("BEGIN").await.expect("begin");
+    insert_claim(&mut b, &key, &hb)
+        .await
+        .expect("insert on node 2");
+    assert_eq!(holder_of(&mut b, &key).await, Some(hb), "node 2 reads back");
+
+    a.execute("BEGIN").await.expect("begin");
+    insert_claim(&mut a, &key, &ha)
+        .await
+        .expect("insert on node 1");
+    assert_eq!(holder_of(&mut a, &key).await, Some(ha), "node 1 reads back");
+    a.execute("COMMIT").await.expect("node 1 commits first");
+
+    let lost = b
+        .execute("COMMIT")
+        .await
+        .expect_err("node 2's COMMIT must fail: node 1 committed the key first");
+    assert_eq!(number(&lost), Some(1213), "{lost}");
+    assert!(is_lost_race(&lost), "the store must retry on {lost}");
+
+    // The store on node 2, asked again, finds node 1's claim in flight.
+    let again = conformance::request(&ns, key, 1, 1500, conformance::T0);
+    match cluster.stores[1].claim(again).await.expect("claim") {
+        RawClaim::InFlight(row) => assert_eq!(row.holder, ha),
+        other => panic!("expected node 1's claim in flight, got {other:?}"),
+    }
+    drop((a, b));
+    cluster.drop().await;
+}
+
+/// The store's conditional insert of a claim for `key` held by `holder`,
+/// with the fingerprint and a live lease the conformance requests use, so
+/// that the store's own claims meet it as the same operation in flight.
+async fn insert_claim(
+    conn: &mut MySqlConnection,
+    key: &OperationKey,
+    holder: &HolderToken,
+) -> Result<(), sqlx::Error> {
+    let UnixMillis(t0) = conformance::T0;
+    sqlx::query(sql::INSERT_CLAIM)
+        .bind(key.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("apply_goodwill_credit")
+        .bind(r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#)
+        .bind(r#"{"customer":"c-1","ticket":"t-9"}"#)
+        .bind("7")
+        .bind("agent:1")
+        .bind(holder.as_bytes().as_slice())
+        .bind(t0 + 3_600_000)
+        .bind(t0)
+        .execute(&mut *conn)
+        .await
+        .map(drop)
+}
+
+/// The holder token of `key`'s row, read inside the caller's transaction.
+async fn holder_of(conn: &mut MySqlConnection, key: &OperationKey) -> Option<HolderToken> {
+    let raw: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT holder FROM toolgate_claims WHERE operation_key = ?")
+            .bind(key.as_bytes().as_slice())
+            .fetch_optional(&mut *conn)
+            .await
+            .expect("read back");
+    raw.map(|b| HolderToken::from_bytes(b.try_into().expect("16-byte holder")))
+}
+
+/// Races whose attempts are spread over the nodes: for each key, attempt
+/// `w` runs on node `w % nodes`, all in flight together. Exactly one attempt
+/// per key wins; every other one, on whichever node, sees that winner in
+/// flight. Then a fresh attempt on every node finds the same winner: a
+/// node that has not applied the winning write set yet inserts, reads back
+/// its own token, fails certification at COMMIT and retries, so the
+/// answer does not depend on replication lag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn races_spread_over_the_nodes_have_one_winner_each() {
+    const KEYS: u32 = 24;
+    const ATTEMPTS: u32 = 12;
+    let Some(cluster) = Cluster::create().await else {
+        return;
+    };
+    let nodes = cluster.stores.len();
+    let ns = Arc::new(Namespace::new(support::random16()));
+    let mut tasks = Vec::new();
+    for k in 0..KEYS {
+        for w in 0..ATTEMPTS {
+            let key = ns.key(211, k);
+            let req = conformance::request(&ns, key, 1, 100 + w, conformance::T0);
+            let store = Arc::clone(&cluster.stores[w as usize % nodes]);
+            tasks.push((k, tokio::spawn(async move { store.claim(req).await })));
+        }
+    }
+    let mut winners: Vec<Vec<HolderToken>> = vec![Vec::new(); KEYS as usize];
+    let mut seen: Vec<Vec<HolderToken>> = vec![Vec::new(); KEYS as usize];
+    for (k, task) in tasks {
+        match task.await.expect("task").expect("claim") {
+            RawClaim::Acquired(lease) => winners[k as usize].push(lease.holder),
+            RawClaim::InFlight(row) => {
+                assert_eq!(row.key, ns.key(211, k));
+                seen[k as usize].push(row.holder);
+            }
+            other => panic!("key {k}: unexpected {other:?}"),
+        }
+    }
+    for k in 0..KEYS {
+        let i = k as usize;
+        assert_eq!(winners[i].len(), 1, "key {k}: winners {:?}", winners[i]);
+        let winner = winners[i][0];
+        assert_eq!(seen[i].len(), (ATTEMPTS - 1) as usize, "key {k}");
+        assert!(
+            seen[i].iter().all(|h| *h == winner),
+            "key {k}: a loser saw another holder than the winner {winner:?}: {:?}",
+            seen[i]
+        );
+        for (n, store) in cluster.stores.iter().enumerate() {
+            let req = conformance::request(&ns, ns.key(211, k), 1, 1, conformance::T0);
+            match store.claim(req).await.expect("claim") {
+                RawClaim::InFlight(row) => {
+                    assert_eq!(row.holder, winner, "key {k} on node {}", n + 1);
+                }
+                other => panic!("key {k} on node {}: {other:?}", n + 1),
+            }
+        }
+    }
+    cluster.drop().await;
+}
