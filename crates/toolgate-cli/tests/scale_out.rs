@@ -504,18 +504,30 @@ fn check_ticket(ticket: &str, answers: &[Answer], rows: &Rows) -> usize {
     winner.server
 }
 
-/// `toolgate_decisions_total{outcome="…"}` from one server's `/metrics`.
+/// `toolgate_decisions_total{outcome="…",tool="…"}` from one server's
+/// `/metrics`, summed over tools.
 fn decisions_by_outcome(addr: SocketAddr, key: &str) -> BTreeMap<String, u64> {
     let (status, text) = http(addr, "GET", "/metrics", Some(key), "").expect("metrics");
     assert_eq!(status, 200, "{text}");
-    text.lines()
-        .filter_map(|l| l.strip_prefix("toolgate_decisions_total{outcome=\""))
-        .filter_map(|l| {
-            let (outcome, rest) = l.split_once("\"}")?;
-            Some((outcome.to_owned(), rest.trim().parse().ok()?))
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect()
+    let mut by_outcome = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("toolgate_decisions_total{outcome=\"") else {
+            continue;
+        };
+        let Some((outcome, rest)) = rest.split_once('"') else {
+            continue;
+        };
+        let Some(n) = rest
+            .rsplit_once('}')
+            .and_then(|(_, n)| n.trim().parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if n > 0 {
+            *by_outcome.entry(outcome.to_owned()).or_insert(0) += n;
+        }
+    }
+    by_outcome
 }
 
 fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
@@ -537,7 +549,8 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
         &config,
         format!(
             "policy = \"policy.toml\"\n\n[[keys]]\nsha256 = \"{}\"\nprincipal = \"{agent}\"\n\
-             capabilities = [\"credit:issue\"]\nexecution = \"in_process\"\n",
+             capabilities = [\"credit:issue\", \"toolgate:metrics\"]\n\
+             execution = \"in_process\"\n",
             hex(&ApiKey::digest(&secret))
         ),
     )

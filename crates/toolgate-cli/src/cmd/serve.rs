@@ -161,7 +161,7 @@ const DEMO_KEYS: [DemoKey; 6] = [
     },
     DemoKey {
         principal: "operator",
-        capabilities: &["toolgate:operate"],
+        capabilities: &["toolgate:operate", "toolgate:metrics"],
         mode: ExecutionMode::InProcess,
     },
 ];
