@@ -72,7 +72,10 @@ node-start N      needs another node running in the primary component.
                   can send only the missing write sets (IST).
 
 Every node runs with innodb_flush_log_at_trx_commit=1, binlog_format=ROW,
-innodb_autoinc_lock_mode=2 and wsrep_sst_method=rsync.
+innodb_autoinc_lock_mode=2 and wsrep_sst_method=rsync. Run as root, the
+nodes run as the OS user mysql (mariadbd refuses root, and the rsync SST's
+daemon would drop to nobody), in node directories it owns: DIR's parents
+must be open to it, as /tmp is. Otherwise they run as the calling user.
 EOF
 }
 
@@ -557,14 +560,19 @@ cmd_node_kill() {
 }
 
 cmd_node_pause() {
-  local n=$1 secs=$2 pid
+  local n=$1 secs=$2 pid sleeper=""
   pid=$(node_pid "$n") || die "node $n is not running"
   # Whatever ends this command, the node must not stay frozen.
-  trap 'kill -CONT "$pid" 2>/dev/null || true' EXIT
+  trap 'kill -CONT "$pid" 2>/dev/null || true; [[ -z $sleeper ]] || kill "$sleeper" 2>/dev/null || true' EXIT
   trap 'exit 130' INT TERM
   kill -STOP "$pid"
   log "node $n (pid $pid) paused for $secs s"
-  sleep "$secs"
+  # In the background and waited for: a TERM to this script interrupts
+  # `wait` at once, where it would wait for a foreground sleep to end.
+  sleep "$secs" &
+  sleeper=$!
+  wait "$sleeper"
+  sleeper=""
   kill -CONT "$pid"
   trap - EXIT INT TERM
   log "node $n (pid $pid) resumed"
