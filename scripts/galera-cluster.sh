@@ -132,10 +132,15 @@ DIR=$(realpath -m -- "$DIR")
 # to, and under root the rsync SST's daemon drops to `nobody`, which cannot
 # write the joiner's datadir: so as root the nodes run as `mysql`, as a
 # packaged server does, in node directories it owns.
+# The script's own statements log in over the socket by unix_socket as the
+# account of the same name, which mariadb-install-db creates with all
+# privileges: root for root, else the calling user.
 if [[ $EUID -eq 0 ]]; then
   RUN_USER=mysql
+  SQL_USER=root
 else
   RUN_USER=$(id -un)
+  SQL_USER=$RUN_USER
 fi
 
 node_dir() { printf '%s/node%s' "$DIR" "$1"; }
@@ -176,11 +181,11 @@ paused() {
   [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) == T ]]
 }
 
-# A statement on node N over its unix socket, as the OS user (root's
+# A statement on node N over its unix socket, as the OS user (a
 # unix_socket login). Bounded, since a paused node accepts the connection
 # and then never answers.
 sql() {
-  timeout 10 mariadb --no-defaults --protocol=socket -S "$(sock "$1")" -u root -N -B -e "$2" 2>/dev/null
+  timeout 10 mariadb --no-defaults --protocol=socket -S "$(sock "$1")" -u "$SQL_USER" -N -B -e "$2" 2>/dev/null
 }
 
 # "SIZE STATE" of node N: wsrep_cluster_size and wsrep_local_state_comment
