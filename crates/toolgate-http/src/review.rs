@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use toolgate::claim::UnixMillis;
 use toolgate::contract::CheckOptions;
-use toolgate::pipeline::{Approval, Outcome, Principal, StateVersion};
+use toolgate::pipeline::{Approval, Outcome, Principal};
 use toolgate::provider::Provider;
 
 use crate::auth::ExecutionMode;
@@ -26,7 +26,6 @@ pub struct Prepared {
     pub body: Vec<u8>,
     pub opts: CheckOptions,
     pub scope: serde_json::Map<String, Value>,
-    pub version: Option<StateVersion>,
 }
 
 #[derive(Debug)]

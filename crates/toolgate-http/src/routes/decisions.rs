@@ -227,21 +227,6 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
             ));
         }
     }
-    let version = match req.scope.get("version_seen") {
-        None => None,
-        Some(Value::String(s)) => Some(StateVersion::new(s.clone()).ok_or_else(|| {
-            ApiError::new(
-                ProblemCode::InvalidScope,
-                "version_seen is not a valid version",
-            )
-        })?),
-        Some(v) => Some(StateVersion::new(v.to_string()).ok_or_else(|| {
-            ApiError::new(
-                ProblemCode::InvalidScope,
-                "version_seen is not a valid version",
-            )
-        })?),
-    };
     Ok(Prepared {
         provider,
         body,
@@ -251,7 +236,6 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
             mode,
         },
         scope: req.scope,
-        version,
     })
 }
 
@@ -326,8 +310,31 @@ async fn run_inner<P: Parts>(
             a.needs_approval,
         )
     });
-    let version = match (&prepared.version, &action) {
-        (Some(v), _) => v.clone(),
+    // The scope in its canonical form by the proposed tool's `scope_types`
+    // (docs/design.md §13), so `42` and `"42"` are one key. A value of the
+    // wrong type is the problem `invalid_scope`, like any other malformed
+    // scope; the core would reject it too (reason `invalid_scope`), but a
+    // request the gate cannot take is a problem here, not a decision.
+    let tool = check.action.as_ref().and_then(|a| policy.tool(&a.tool));
+    let scope = match tool {
+        Some(contract) => contract
+            .canonical_scope(&prepared.scope)
+            .map_err(|e| ApiError::new(ProblemCode::InvalidScope, e.to_string()))?,
+        None => prepared.scope.clone(),
+    };
+    let version = match (scope.get("version_seen"), &action) {
+        (Some(v), _) if action.is_some() => {
+            let text = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            StateVersion::new(text).ok_or_else(|| {
+                ApiError::new(
+                    ProblemCode::InvalidScope,
+                    "version_seen is not a valid version",
+                )
+            })?
+        }
         (None, Some(_)) => {
             return Err(ApiError::new(
                 ProblemCode::MissingScope,
@@ -336,13 +343,13 @@ async fn run_inner<P: Parts>(
         }
         // Never read: `decide` returns before the state stage for anything
         // but an action, and only an action needs the version.
-        (None, None) => StateVersion::from(0),
+        _ => StateVersion::from(0),
     };
     let holder = crate::clock::fresh_holder()?;
     let now = crate::clock::now_millis();
     let request = Request {
         principal: &principal,
-        scope: &prepared.scope,
+        scope: &scope,
         version_seen: &version,
         approval: approval.as_ref(),
         now,

@@ -9,6 +9,7 @@
 //! name = "apply_goodwill_credit"
 //! capability = "credit:issue"
 //! operation_key = ["customer_id", "ticket_id", "version_seen"]
+//! scope_types = { customer_id = "string" }   # optional; see below
 //! schema = '''{ "type": "object", ... }'''
 //! ```
 //!
@@ -16,8 +17,12 @@
 //! TOML keys, every schema (see [`super::schema`]), closed argument objects,
 //! scope fields that could collide with model-supplied arguments. A policy
 //! that loads is one the gate can enforce as written.
+//!
+//! `scope_types` types the operation key's fields (`string`, `integer`,
+//! `version`; see [`crate::op::scope`]). A field it does not name is a
+//! `string`, except `version_seen`, which is a `version`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -26,6 +31,7 @@ use serde_json::Value;
 
 use super::schema::{AuditError, Schema, escape};
 use crate::decode::{Limits, decode};
+use crate::op::{ScopeError, ScopeType, canonical_scope};
 
 /// Default byte limit for a reply.
 pub const DEFAULT_REPLY_MAX_BYTES: usize = 4096;
@@ -52,6 +58,8 @@ struct ToolFile {
     description: String,
     capability: String,
     operation_key: Vec<String>,
+    #[serde(default)]
+    scope_types: BTreeMap<String, String>,
     #[serde(default)]
     needs_approval: bool,
     max_argument_bytes: Option<usize>,
@@ -95,6 +103,7 @@ pub struct ToolContract {
     description: String,
     capability: Arc<str>,
     operation_key: Vec<String>,
+    scope_types: BTreeMap<String, ScopeType>,
     needs_approval: bool,
     max_argument_bytes: usize,
     properties: BTreeSet<String>,
@@ -125,6 +134,28 @@ impl ToolContract {
     /// Server-fixed scope fields that form the operation key, in order.
     pub fn operation_key(&self) -> &[String] {
         &self.operation_key
+    }
+    /// The type of scope field `field`: declared in `scope_types`, or the
+    /// default ([`ScopeType::default_for`]).
+    pub fn scope_type(&self, field: &str) -> ScopeType {
+        self.scope_types
+            .get(field)
+            .copied()
+            .unwrap_or_else(|| ScopeType::default_for(field))
+    }
+    /// `scope` with the operation key's fields and `version_seen` in their
+    /// canonical form (docs/design.md §13): what the operation key hashes
+    /// and every later stage sees. Other fields (another tool's key fields
+    /// sent along) are kept as they are; they change neither this tool's
+    /// key nor its resource.
+    pub fn canonical_scope(
+        &self,
+        scope: &serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, ScopeError> {
+        canonical_scope(scope, |f| {
+            (f == "version_seen" || self.operation_key.iter().any(|k| k == f))
+                .then(|| self.scope_type(f))
+        })
     }
     /// Whether a person must approve each operation.
     pub fn needs_approval(&self) -> bool {
@@ -280,6 +311,29 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
             ));
         }
     }
+    let mut scope_types = BTreeMap::new();
+    for (field, name) in &t.scope_types {
+        if !t.operation_key.contains(field) {
+            return Err(err(
+                "scope_types",
+                None,
+                None,
+                format!("`{field}` is not a field of this tool's operation_key"),
+            ));
+        }
+        let ty = ScopeType::from_name(name).ok_or_else(|| {
+            err(
+                "scope_types",
+                None,
+                None,
+                format!(
+                    "`{field}` has the unknown type {name:?} (expected one of {})",
+                    ScopeType::ALL.map(ScopeType::as_str).join(", ")
+                ),
+            )
+        })?;
+        scope_types.insert(field.clone(), ty);
+    }
     // The schema is JSON inside TOML; it goes through the strict decoder like
     // everything else, so a duplicated keyword is an error, not a silent
     // last-one-wins.
@@ -317,6 +371,7 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
         description: t.description,
         capability: t.capability.into(),
         operation_key: t.operation_key,
+        scope_types,
         needs_approval: t.needs_approval,
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
         properties,

@@ -4,9 +4,11 @@
 
 pub mod fingerprint;
 pub mod key;
+pub mod scope;
 
 pub use crate::claim::OperationKey;
 pub use key::{KeyError, operation_key};
+pub use scope::{ScopeError, ScopeType, canonical_scope};
 
 pub use fingerprint::{
     Fingerprint, FingerprintError, canonical_json, canonical_json_jcs, fingerprint,

@@ -111,6 +111,10 @@ pub enum Reason {
     /// `rejected`: the tool's operation key names a scope field the request
     /// did not carry (a server configuration error; nothing was claimed).
     MissingScope,
+    /// `rejected`: a scope value is not of its field's type (`scope_types`
+    /// in the policy): `"042"` or `4.2` for an integer field, `42` for a
+    /// string field. Nothing was authorised, read or claimed.
+    InvalidScope,
     /// `state_changed`: the gate's state read found another version.
     VersionMismatch,
     /// `state_changed`: the executor's write precondition failed; nothing
@@ -132,11 +136,12 @@ pub enum Reason {
 impl Reason {
     /// The pipeline's own reasons (the contract's are listed with
     /// [`contract::Reason::ALL`]), for documentation checks.
-    pub const OWN: [Self; 10] = [
+    pub const OWN: [Self; 11] = [
         Self::MissingCapability,
         Self::NotAuthorized,
         Self::AuthorizationError,
         Self::MissingScope,
+        Self::InvalidScope,
         Self::VersionMismatch,
         Self::PreconditionFailed,
         Self::LeaseExpired,
@@ -153,6 +158,7 @@ impl Reason {
             Self::NotAuthorized => "not_authorized",
             Self::AuthorizationError => "authorization_error",
             Self::MissingScope => "missing_scope",
+            Self::InvalidScope => "invalid_scope",
             Self::VersionMismatch => "version_mismatch",
             Self::PreconditionFailed => "precondition_failed",
             Self::LeaseExpired => "lease_expired",

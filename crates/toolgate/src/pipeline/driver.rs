@@ -278,13 +278,28 @@ where
         return Ok(forbidden(&validated, Reason::MissingCapability, message).into());
     }
 
-    // Live authorisation, on every path (before the lookup that would tell
-    // fresh from replay from conflict).
+    // Typed scope (docs/design.md §13): every value in its canonical form
+    // before anything reads it, so `42` and `"42"` are one resource to the
+    // authoriser, the key, the state source and the executor alike.
     let mut scope = request.scope.clone();
     scope.insert(
         "version_seen".to_owned(),
         Value::String(request.version_seen.as_str().to_owned()),
     );
+    let scope = match contract.canonical_scope(&scope) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut d = Decision::new(Outcome::Rejected);
+            d.reason = Some(Reason::InvalidScope);
+            d.message = Some(e.to_string());
+            d.tool = Some(validated.tool().to_owned());
+            d.fingerprint = Some(*validated.fingerprint());
+            return Ok(d.into());
+        }
+    };
+
+    // Live authorisation, on every path (before the lookup that would tell
+    // fresh from replay from conflict).
     let verdict = gate
         .authorizer
         .authorize(&validated.authz_request(request.principal, &scope, request.now))
