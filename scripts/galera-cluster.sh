@@ -188,8 +188,9 @@ sql() {
   timeout 10 mariadb --no-defaults --protocol=socket -S "$(sock "$1")" -u "$SQL_USER" -N -B -e "$2" 2>/dev/null
 }
 
-# "SIZE STATE" of node N: wsrep_cluster_size and wsrep_local_state_comment
-# (Synced, Donor/Desynced, Joining, Initialized ...), or nothing.
+# "SIZE STATE STATUS" of node N: wsrep_cluster_size,
+# wsrep_local_state_comment (Synced, Donor/Desynced, Joining, Initialized
+# ...) and wsrep_cluster_status (Primary or non-Primary), or nothing.
 wsrep_state() {
   sql "$1" "SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_cluster_size', 'wsrep_local_state_comment', 'wsrep_cluster_status')" |
     awk '{v[$1]=$2} END {if (v["wsrep_cluster_size"] != "") print v["wsrep_cluster_size"], v["wsrep_local_state_comment"], v["wsrep_cluster_status"]}'
@@ -205,6 +206,9 @@ log_tail() {
   fi
 }
 
+# The server binary: /usr/sbin is not on every user's PATH.
+mariadbd_bin() { command -v mariadbd || echo /usr/sbin/mariadbd; }
+
 port_busy() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # --- packages ---------------------------------------------------------------
@@ -214,7 +218,7 @@ ensure_packages() {
   local need=()
   [[ -e $PROVIDER ]] || need+=(galera-4)
   command -v rsync >/dev/null || need+=(rsync)
-  command -v mariadbd >/dev/null || [[ -x /usr/sbin/mariadbd ]] || need+=(mariadb-server)
+  [[ -x $(mariadbd_bin) ]] || need+=(mariadb-server)
   ((${#need[@]})) || return 0
   [[ $EUID -eq 0 ]] || die "missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root"
   log "installing ${need[*]}"
@@ -278,7 +282,7 @@ launch() {
   local d
   d=$(node_dir "$n")
   # --defaults-file must come first; the rest of the configuration is there.
-  setsid mariadbd --defaults-file="$(cnf "$n")" "$@" </dev/null >>"$d/console.log" 2>&1 &
+  setsid "$(mariadbd_bin)" --defaults-file="$(cnf "$n")" "$@" </dev/null >>"$d/console.log" 2>&1 &
   local pid=$!
   echo "$pid" >"$(pidfile "$n")"
   # setsid execs mariadbd in place when the caller is not a group leader
@@ -336,7 +340,7 @@ recover_position() {
   local n=$1 d
   d=$(node_dir "$n")
   rm -f "$d/recover.log"
-  mariadbd --defaults-file="$(cnf "$n")" --wsrep-recover --log-error="$d/recover.log" \
+  "$(mariadbd_bin)" --defaults-file="$(cnf "$n")" --wsrep-recover --log-error="$d/recover.log" \
     </dev/null >/dev/null 2>&1 || true
   sed -n 's/.*WSREP: Recovered position: *\([0-9a-f-]*:-\{0,1\}[0-9]*\).*/\1/p' "$d/recover.log" 2>/dev/null | tail -n 1
 }
