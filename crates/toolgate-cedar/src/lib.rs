@@ -13,8 +13,8 @@
 //! | resource | `<resource_type>::"<scope[resource_field]>"` |
 //! | context | `{"scope": {…server-fixed scope…}, "arguments": {…validated arguments…}}` |
 //!
-//! The entities (the principal's and the resource's attributes, such as a
-//! ticket's assignee and customer) come from an [`EntitySource`] the
+//! The entities (the principal's and the resource's attributes, such as an
+//! order's owner and the team it belongs to) come from an [`EntitySource`] the
 //! application implements, read live for each decision, as
 //! [`EntityRecord`]s: values built directly, not Cedar's JSON entity format,
 //! whose parser cost more than the evaluation.
@@ -95,9 +95,9 @@ pub enum Attr {
 pub struct Mapping {
     /// Entity type of principals, e.g. `Agent`.
     pub principal_type: String,
-    /// Entity type of the resource, e.g. `Ticket`.
+    /// Entity type of the resource, e.g. `Order`.
     pub resource_type: String,
-    /// The scope field holding the resource id, e.g. `ticket_id`.
+    /// The scope field holding the resource id, e.g. `order_id`.
     pub resource_field: String,
 }
 
@@ -305,43 +305,4 @@ impl<S: EntitySource> Authorizer for CedarAuthorizer<S> {
     fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
         self.decide(request)
     }
-}
-
-/// The support-desk example's Cedar policies
-/// (`examples/support-desk/policy.cedar`).
-pub const SUPPORT_DESK_POLICIES: &str = include_str!("../../../examples/support-desk/policy.cedar");
-
-/// The support-desk example's mapping: `Agent` principals, `Ticket`
-/// resources named by the `ticket_id` scope field.
-pub fn support_desk_mapping() -> Mapping {
-    Mapping {
-        principal_type: "Agent".to_owned(),
-        resource_type: "Ticket".to_owned(),
-        resource_field: "ticket_id".to_owned(),
-    }
-}
-
-/// The support-desk example's entities for one decision: the acting agent
-/// with `active`, and the ticket with `assignee` (an `Agent`) and
-/// `customer`, from the directory's answer. An unknown agent or ticket
-/// (`None`) is left out, which makes Cedar's attribute access an
-/// evaluation error and so a denial.
-pub fn support_desk_entities(
-    agent: &str,
-    agent_active: Option<bool>,
-    ticket: &str,
-    customer_and_assignee: Option<(String, String)>,
-) -> Vec<EntityRecord> {
-    let mut list = Vec::with_capacity(2);
-    if let Some(active) = agent_active {
-        list.push(EntityRecord::new("Agent", agent).attr("active", Attr::Value(active.into())));
-    }
-    if let Some((customer, assignee)) = customer_and_assignee {
-        list.push(
-            EntityRecord::new("Ticket", ticket)
-                .attr("assignee", Attr::Entity("Agent".to_owned(), assignee))
-                .attr("customer", Attr::Value(customer.into())),
-        );
-    }
-    list
 }

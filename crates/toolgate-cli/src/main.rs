@@ -1,7 +1,6 @@
 //! `toolgate`: the command line. One file per subcommand under `cmd/`.
 
 mod cmd;
-mod desk;
 mod io;
 mod logging;
 mod scratch;

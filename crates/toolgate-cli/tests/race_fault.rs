@@ -20,37 +20,12 @@ use toolgate::claim::{ClaimStatus, ClaimStore, OperationKey, UnixMillis};
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
 use toolgate::provider::Provider;
-use toolgate_cedar::{
-    CedarAuthorizer, EntityRecord, SUPPORT_DESK_POLICIES, support_desk_entities,
-    support_desk_mapping,
-};
-use toolgate_store::support_desk::SupportDesk;
+use toolgate_cedar::CedarAuthorizer;
 use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{POLICY, SupportDesk};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-
-struct Entities(SupportDesk);
-
-impl toolgate_cedar::EntitySource for Entities {
-    async fn entities(
-        &self,
-        r: &toolgate::pipeline::AuthzRequest<'_>,
-    ) -> Result<Vec<EntityRecord>, String> {
-        let ticket = r.scope()["ticket_id"].as_str().unwrap_or_default();
-        let agent = r.principal().id();
-        let found = self
-            .0
-            .directory(agent, ticket)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(support_desk_entities(
-            agent,
-            found.agent_active,
-            ticket,
-            found.ticket.map(|t| (t.customer_id, t.assignee)),
-        ))
-    }
-}
 
 /// Starts a race worker that claims and blocks, waits for the key it
 /// claimed, and kills it with SIGKILL.
@@ -105,12 +80,11 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
     assert_eq!(desk.ticket_version(&ticket).await.expect("v"), Some(1));
 
     // The same proposal after the lease: needs_reconciliation, no execution.
-    let policy =
-        Policy::load(include_str!("../../../examples/support-desk/policy.toml")).expect("policy");
+    let policy = Policy::load(POLICY).expect("policy");
     let authz = CedarAuthorizer::new(
-        SUPPORT_DESK_POLICIES,
-        &support_desk_mapping(),
-        Entities(desk.clone()),
+        desk_cedar::POLICIES,
+        &desk_cedar::mapping(),
+        DeskEntities(desk.clone()),
     )
     .expect("cedar");
     let after_lease = UnixMillis(row.lease_expires_at.0 + 1);

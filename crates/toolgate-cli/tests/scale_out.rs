@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_http::ApiKey;
 use toolgate_store::AnyClaimStore;
-use toolgate_store::support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 const TICKETS: usize = 8;
 const CLIENTS: usize = 12;
@@ -539,11 +539,7 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
     // key. The key's principal is this run's agent, assigned every ticket.
     let agent = format!("scale-{run}");
     let secret = format!("tg_scale_{}", support::random_hex());
-    std::fs::write(
-        dir.0.join("policy.toml"),
-        include_str!("../../../examples/support-desk/policy.toml"),
-    )
-    .expect("policy");
+    std::fs::write(dir.0.join("policy.toml"), toolgate_support_desk::POLICY).expect("policy");
     let config = dir.0.join("toolgate.toml");
     std::fs::write(
         &config,

@@ -1,12 +1,18 @@
 //! Group commit for SQLite: one writer connection, many callers.
 //!
 //! SQLite has one writer at a time and, with `synchronous = FULL`, an fsync
-//! per `COMMIT`. Committing every claim, credit, completion and audit entry
-//! on its own caps a server at the disk's fsync rate, and makes every
-//! caller queue on the file's write lock. Instead, every write goes to one
+//! per `COMMIT`. Committing every claim, application write, completion and
+//! audit entry on its own caps a server at the disk's fsync rate, and makes
+//! every caller queue on the file's write lock. Instead, every write goes to one
 //! task that owns a connection. It takes whatever units are waiting (up to
 //! [`MAX_BATCH`]), runs them one after another in one `BEGIN IMMEDIATE`
 //! transaction, `COMMIT`s once, and only then answers.
+//!
+//! An application whose tables share the file (an executor's conditional
+//! write, an example's seed) sends its own statements through the same
+//! writer with [`GroupCommit::write`], reached from
+//! [`SqliteClaimStore::writer`](crate::sqlite::SqliteClaimStore::writer):
+//! its unit joins the store's batches and gets exactly the guarantees below.
 //!
 //! What a caller can rely on:
 //! - **Nothing is acknowledged before it is durable.** A unit's result is

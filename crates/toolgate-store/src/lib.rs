@@ -75,7 +75,6 @@ pub mod postgres;
 mod redact;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
-pub mod support_desk;
 
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -120,6 +119,14 @@ pub fn fresh_holder() -> Result<HolderToken, StoreError> {
         )
     })?;
     Ok(HolderToken::from_bytes(bytes))
+}
+
+/// Maps an error from an application's own sqlx statements on the store's
+/// database (its tables beside the claims) to a [`StoreError`], classified
+/// as the store's own are: connection-level failures are `Unavailable`,
+/// anything the server refused is `Database`.
+pub fn sqlx_error(what: &str, e: sqlx::Error) -> StoreError {
+    common::map_err(what, e)
 }
 
 /// The wall clock as [`UnixMillis`], for callers at the edge (the core

@@ -116,8 +116,10 @@ macro_rules! migration_lock {
 /// Runs `migrator` on one connection that holds a named lock for the whole
 /// run, so that processes sharing the database migrate one at a time (see
 /// "The migration lock" above). The connection runs the migrations itself:
-/// a pool of one connection must not wait for a second.
-pub(crate) async fn run_migrations(
+/// a pool of one connection must not wait for a second. Public for an
+/// application migrating its own tables in the store's database with its
+/// own [`Migrator`] (and its own migrations table).
+pub async fn run_migrations(
     pool: &MySqlPool,
     migrator: &Migrator,
     what: &str,

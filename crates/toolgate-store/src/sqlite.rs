@@ -51,7 +51,8 @@ pub use crate::group_commit::is_busy as is_lost_race;
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 8;
 
-/// The hot reads (a claim, a ticket's version, the directory) on the
+/// The hot reads (a claim; an application's resource version or
+/// directory lookup, through [`SqliteClaimStore::readers`]) on the
 /// backend's own `rusqlite` connections, run on the caller's thread.
 ///
 /// sqlx hands every SQLite statement to the connection's worker thread and
@@ -109,8 +110,10 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
 }
 
 /// A failed statement on a `rusqlite` connection: busy is contention,
-/// anything else the database's.
-pub(crate) fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
+/// anything else the database's. Public for an application whose own
+/// statements run on [`SqliteClaimStore::writer`] or
+/// [`SqliteClaimStore::readers`], so its errors read like the store's.
+pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     let kind = if is_busy(e) {
         StoreErrorKind::Contention
     } else {
@@ -120,9 +123,11 @@ pub(crate) fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
 }
 
 impl SqliteClaimStore {
-    /// The group-commit writer, for the downstream tables' writes on the
-    /// same file (the support desk's credits): they then share its batches
-    /// instead of fighting it for the write lock.
+    /// The group-commit writer, for an application's own writes to its
+    /// tables in the same file (an executor's conditional write): each
+    /// becomes a unit of the store's batches, with the same guarantees as
+    /// the store's own units (see [`crate::group_commit`]), instead of
+    /// fighting the writer for the file's write lock.
     pub fn writer(&self) -> &GroupCommit {
         &self.writer
     }

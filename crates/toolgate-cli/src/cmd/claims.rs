@@ -207,7 +207,7 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
     let done = runtime.block_on(async {
         let url = args.db.url()?;
         let store = open_existing(&url).await.map_err(|e| e.to_string())?;
-        let desk = toolgate_store::support_desk::SupportDesk::on_store(&store)
+        let desk = toolgate_support_desk::SupportDesk::on_store(&store)
             .await
             .map_err(|e| e.to_string())?;
         toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now)

@@ -11,11 +11,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{AuthzRequest, Principal};
-use toolgate_cedar::{
-    CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping,
-};
+use toolgate_cedar::{CedarAuthorizer, EntityRecord, EntitySource};
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
 use toolgate_store::{AnyClaimStore, Backend, redact_url};
+use toolgate_support_desk::cedar as desk_cedar;
 
 use crate::io::{io_failure, print_line};
 
@@ -129,10 +128,10 @@ impl Deployment {
                     .map_err(|e| err("cedar", format!("reading {}: {e}", p.display())))?;
                 (Some(p), text)
             }
-            None => (None, SUPPORT_DESK_POLICIES.to_owned()),
+            None => (None, desk_cedar::POLICIES.to_owned()),
         };
         // Parsed as `serve` parses them, with no entities to read.
-        CedarAuthorizer::new(&cedar, &support_desk_mapping(), NoEntities)
+        CedarAuthorizer::new(&cedar, &desk_cedar::mapping(), NoEntities)
             .map_err(|e| err("cedar", e.to_string()))?;
         let mut keys = Vec::with_capacity(file.keys.len());
         for (i, k) in file.keys.iter().enumerate() {

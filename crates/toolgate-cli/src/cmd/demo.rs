@@ -12,9 +12,9 @@ use toolgate::contract::Policy;
 use toolgate::pipeline::{Decision, Outcome, Reason};
 use toolgate::provider::Provider;
 
-use crate::desk::{self, Desk, Proposal};
 use crate::io::print_line;
 use crate::scratch::Scratch;
+use toolgate_support_desk::{self as desk, Desk, Proposal};
 
 /// Run the support-desk scenario end to end and check every outcome.
 ///

@@ -13,9 +13,9 @@ use toolgate_eval::live::{Client, LiveConfig, request_for};
 use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
 use toolgate_eval::{GateUnderTest, RefuseAll, render};
 
-use crate::desk;
 use crate::io::print_line;
 use crate::scratch::Scratch;
+use toolgate_support_desk as desk;
 
 /// Evaluate the gate's decisions over labelled cases.
 ///

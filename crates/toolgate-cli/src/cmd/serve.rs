@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::json;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
-use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mapping};
+use toolgate_cedar::CedarAuthorizer;
 use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
-use toolgate_store::support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 use crate::cmd::config::{DB_URL_ENV, Deployment, resolve_db};
-use crate::desk::DeskEntities;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
 /// Run the HTTP sidecar.
@@ -110,23 +110,6 @@ pub fn run(args: Args) -> ExitCode {
     })
 }
 
-/// The demo's seed: tickets with their customers and assigned agents.
-fn demo_tickets() -> Vec<SeedTicket> {
-    let t = |id: &str, customer: &str, agent: &str, version: i64| SeedTicket {
-        id: id.to_owned(),
-        customer_id: customer.to_owned(),
-        assignee: agent.to_owned(),
-        version,
-    };
-    vec![
-        t("T-100", "C-1", "agent-ana", 7),
-        t("T-101", "C-2", "agent-ana", 3),
-        t("T-200", "C-3", "agent-ben", 1),
-        t("T-300", "C-4", "agent-php", 5),
-        t("T-301", "C-5", "agent-php", 1),
-    ]
-}
-
 struct DemoKey {
     principal: &'static str,
     capabilities: &'static [&'static str],
@@ -183,10 +166,8 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
                 format!("sqlite://{}", dir.join("toolgate.sqlite").display())
             }
         };
-        let policy = Policy::load(include_str!(
-            "../../../../examples/support-desk/policy.toml"
-        ))
-        .map_err(|e| fail("the support-desk policy", e))?;
+        let policy = Policy::load(toolgate_support_desk::POLICY)
+            .map_err(|e| fail("the support-desk policy", e))?;
         let mut keys = Vec::new();
         println!(
             "toolgate serve --demo: support desk on {}",
@@ -215,7 +196,7 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
         }
         (
             policy,
-            SUPPORT_DESK_POLICIES.to_owned(),
+            desk_cedar::POLICIES.to_owned(),
             db,
             keys,
             Settings::default(),
@@ -246,7 +227,7 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
         (d.policy, d.cedar, db, keys, d.settings, listen)
     };
     let keys = KeyRing::new(keys).map_err(|e| fail("configuration", e))?;
-    let seed = args.demo.then(demo_tickets);
+    let seed = args.demo.then(toolgate_support_desk::demo_tickets);
     let state = desk_state(
         &db,
         args.demo,
@@ -308,7 +289,7 @@ pub async fn desk_state(
             .map_err(|e| format!("seeding: {e}"))?;
     }
     let authorizer =
-        CedarAuthorizer::new(cedar, &support_desk_mapping(), DeskEntities(desk.clone()))
+        CedarAuthorizer::new(cedar, &desk_cedar::mapping(), DeskEntities(desk.clone()))
             .map_err(|e| format!("Cedar policies: {e}"))?;
     let parts = Backends {
         authorizer,

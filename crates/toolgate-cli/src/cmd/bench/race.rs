@@ -15,14 +15,14 @@ use toolgate::pipeline::{
     StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{CedarAuthorizer, SUPPORT_DESK_POLICIES, support_desk_mapping};
-use toolgate_store::support_desk::{SeedTicket, SupportDesk};
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{SeedTicket, SupportDesk};
 
-use crate::desk::DeskEntities;
 use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder, now_millis};
 
 /// The support-desk policy the race proposes against.
-const POLICY: &str = include_str!("../../../../../examples/support-desk/policy.toml");
+const POLICY: &str = toolgate_support_desk::POLICY;
 
 /// The scope field `--key-includes-arguments` adds to the operation key.
 const ARGUMENTS_FIELD: &str = "arguments_fingerprint";
@@ -205,8 +205,8 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
             .await
             .map_err(|e| e.to_string())?;
         let authz = CedarAuthorizer::new(
-            SUPPORT_DESK_POLICIES,
-            &support_desk_mapping(),
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
             DeskEntities(desk.clone()),
         )
         .map_err(|e| e.to_string())?;

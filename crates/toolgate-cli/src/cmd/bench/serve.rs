@@ -26,9 +26,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
-use toolgate_cedar::SUPPORT_DESK_POLICIES;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
-use toolgate_store::support_desk::SeedTicket;
+use toolgate_support_desk::SeedTicket;
 
 use crate::cmd::serve::desk_state;
 
@@ -92,10 +91,7 @@ pub fn run(args: Args) -> ExitCode {
         })
         .collect();
     let started = server_rt.block_on(async {
-        let policy = Policy::load(include_str!(
-            "../../../../../examples/support-desk/policy.toml"
-        ))
-        .map_err(|e| e.to_string())?;
+        let policy = Policy::load(toolgate_support_desk::POLICY).map_err(|e| e.to_string())?;
         let principal =
             Principal::new(agent.clone(), ["credit:issue"]).map_err(|e| e.to_string())?;
         let keys = KeyRing::new([ApiKey {
@@ -108,7 +104,7 @@ pub fn run(args: Args) -> ExitCode {
             &args.db,
             true,
             policy,
-            SUPPORT_DESK_POLICIES,
+            toolgate_support_desk::cedar::POLICIES,
             keys,
             Settings::default(),
             Some(&tickets),

@@ -33,8 +33,9 @@ use toolgate::pipeline::{
     ExecError, ExecOutcome, ExecPermit, Executor, StateError, StateScope, StateSource, StateVersion,
 };
 
-use crate::AnyClaimStore;
-use crate::common::map_err;
+use toolgate_store::group_commit::{GroupCommit, WriteError, rusqlite};
+use toolgate_store::sqlite::{Readers, rusqlite_error};
+use toolgate_store::{AnyClaimStore, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
@@ -42,17 +43,10 @@ pub enum DeskPool {
     /// SQLite, with the claim store's group-commit writer: credits join its
     /// batches instead of contending with it for the file's write lock.
     /// Its hot reads use the claim store's reader connections.
-    #[cfg(feature = "sqlite")]
-    Sqlite(
-        sqlx::SqlitePool,
-        crate::group_commit::GroupCommit,
-        std::sync::Arc<crate::sqlite::Readers>,
-    ),
+    Sqlite(sqlx::SqlitePool, GroupCommit, std::sync::Arc<Readers>),
     /// PostgreSQL.
-    #[cfg(feature = "postgres")]
     Postgres(sqlx::PgPool),
     /// MySQL or MariaDB.
-    #[cfg(feature = "mysql")]
     MySql(sqlx::MySqlPool),
 }
 
@@ -145,17 +139,14 @@ const COUNT_CREDITS: Sql = Sql {
 macro_rules! on_pool {
     ($self:expr, $p:ident, $s:ident => $body:expr) => {
         match &$self.pool {
-            #[cfg(feature = "sqlite")]
             DeskPool::Sqlite($p, ..) => {
                 let $s = |q: &Sql| q.qm;
                 $body
             }
-            #[cfg(feature = "postgres")]
             DeskPool::Postgres($p) => {
                 let $s = |q: &Sql| q.pg;
                 $body
             }
-            #[cfg(feature = "mysql")]
             DeskPool::MySql($p) => {
                 let $s = |q: &Sql| q.qm;
                 $body
@@ -213,7 +204,7 @@ pub struct SupportDesk {
 }
 
 fn db(what: &str, e: sqlx::Error) -> StoreError {
-    map_err(what, e)
+    sqlx_error(what, e)
 }
 
 fn migrator(sql: &'static str) -> Migrator {
@@ -233,13 +224,10 @@ impl SupportDesk {
     /// tables migrated.
     pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
         let pool = match store {
-            #[cfg(feature = "sqlite")]
             AnyClaimStore::Sqlite(s) => {
                 DeskPool::Sqlite(s.pool().clone(), s.writer().clone(), s.readers().clone())
             }
-            #[cfg(feature = "postgres")]
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
-            #[cfg(feature = "mysql")]
             AnyClaimStore::MySql(s) => DeskPool::MySql(s.pool().clone()),
         };
         let desk = Self { pool };
@@ -249,30 +237,21 @@ impl SupportDesk {
 
     async fn migrate(&self) -> Result<(), StoreError> {
         let run = match &self.pool {
-            #[cfg(feature = "sqlite")]
             DeskPool::Sqlite(p, ..) => {
-                migrator(include_str!(
-                    "../migrations/support_desk/sqlite/0001_support_desk.sql"
-                ))
-                .run(p)
-                .await
+                migrator(include_str!("../migrations/sqlite/0001_support_desk.sql"))
+                    .run(p)
+                    .await
             }
-            #[cfg(feature = "postgres")]
             DeskPool::Postgres(p) => {
-                migrator(include_str!(
-                    "../migrations/support_desk/postgres/0001_support_desk.sql"
-                ))
-                .run(p)
-                .await
+                migrator(include_str!("../migrations/postgres/0001_support_desk.sql"))
+                    .run(p)
+                    .await
             }
-            #[cfg(feature = "mysql")]
             DeskPool::MySql(p) => {
-                // sqlx's own lock does not hold on MariaDB (crate::mysql).
-                return crate::mysql::run_migrations(
+                // sqlx's own lock does not hold on MariaDB (toolgate_store::mysql).
+                return toolgate_store::mysql::run_migrations(
                     p,
-                    &migrator(include_str!(
-                        "../migrations/support_desk/mysql/0001_support_desk.sql"
-                    )),
+                    &migrator(include_str!("../migrations/mysql/0001_support_desk.sql")),
                     "support desk migrations",
                 )
                 .await;
@@ -339,18 +318,14 @@ impl SupportDesk {
 
     fn insert_missing(&self, q: &InsertMissing) -> &'static str {
         match &self.pool {
-            #[cfg(feature = "sqlite")]
             DeskPool::Sqlite(..) => q.sqlite,
-            #[cfg(feature = "postgres")]
             DeskPool::Postgres(_) => q.pg,
-            #[cfg(feature = "mysql")]
             DeskPool::MySql(_) => q.mysql,
         }
     }
 
     /// A ticket's current version, if it exists.
     pub async fn ticket_version(&self, ticket: &str) -> Result<Option<i64>, StoreError> {
-        #[cfg(feature = "sqlite")]
         if let DeskPool::Sqlite(_, _, readers) = &self.pool {
             return readers
                 .read(|conn| {
@@ -358,7 +333,7 @@ impl SupportDesk {
                     let mut rows = select.query([ticket])?;
                     rows.next()?.map(|row| row.get::<_, i64>(0)).transpose()
                 })
-                .map_err(|e| crate::sqlite::rusqlite_error("reading a ticket", &e));
+                .map_err(|e| rusqlite_error("reading a ticket", &e));
         }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&TICKET_VERSION))
@@ -420,7 +395,6 @@ impl SupportDesk {
         agent: &str,
         ticket: &str,
     ) -> Result<(Option<bool>, Option<(String, String)>), StoreError> {
-        #[cfg(feature = "sqlite")]
         if let DeskPool::Sqlite(_, _, readers) = &self.pool {
             return readers
                 .read(|conn| {
@@ -432,7 +406,7 @@ impl SupportDesk {
                             Ok((active, customer.zip(assignee)))
                         })
                 })
-                .map_err(|e| crate::sqlite::rusqlite_error("reading the directory", &e));
+                .map_err(|e| rusqlite_error("reading the directory", &e));
         }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&DIRECTORY))
@@ -466,7 +440,6 @@ impl SupportDesk {
     /// The credit: conditional version bump and credit row in one
     /// transaction.
     async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
-        #[cfg(feature = "sqlite")]
         if let DeskPool::Sqlite(_, writer, _) = &self.pool {
             return self.credit_batched(writer, c).await;
         }
@@ -506,13 +479,11 @@ impl SupportDesk {
     /// The same credit as one unit of SQLite's group commit. The unit
     /// writes nothing when the version precondition fails; if the insert
     /// fails after the bump, the whole batch rolls back, bump included.
-    #[cfg(feature = "sqlite")]
     async fn credit_batched(
         &self,
-        writer: &crate::group_commit::GroupCommit,
+        writer: &GroupCommit,
         c: &Credit,
     ) -> Result<ExecOutcome, StoreError> {
-        use crate::group_commit::WriteError;
         use rusqlite::params;
 
         let c2 = c.clone();

@@ -17,9 +17,8 @@ use toolgate::pipeline::{
     Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{
-    Attr, CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_mapping,
-};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource};
+use toolgate_support_desk::cedar::{POLICIES, mapping};
 
 fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
@@ -99,11 +98,7 @@ struct World {
 }
 
 fn world() -> World {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/support-desk/policy.toml"
-    ))
-    .unwrap();
+    let text = toolgate_support_desk::POLICY;
     let dir = Directory {
         assignee: Mutex::new("agent-1".into()),
         customer: Mutex::new("c-1".into()),
@@ -111,8 +106,8 @@ fn world() -> World {
         ticket_exists: Mutex::new(true),
     };
     World {
-        policy: Policy::load(&text).unwrap(),
-        authz: CedarAuthorizer::new(SUPPORT_DESK_POLICIES, &support_desk_mapping(), dir).unwrap(),
+        policy: Policy::load(text).unwrap(),
+        authz: CedarAuthorizer::new(POLICIES, &mapping(), dir).unwrap(),
         store: MemoryClaimStore::new(),
         ledger: Ledger(Mutex::new(0)),
     }
@@ -239,7 +234,7 @@ fn a_malformed_policy_is_a_load_error() {
     assert!(
         CedarAuthorizer::new(
             "permit (principal, action, resource) when { ",
-            &support_desk_mapping(),
+            &mapping(),
             dir
         )
         .is_err()

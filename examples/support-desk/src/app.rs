@@ -1,7 +1,7 @@
 //! The support desk assembled for `toolgate demo` and `toolgate eval`: the
-//! SQLite claim store, the support-desk tables, state source and executor
-//! (`toolgate_store::support_desk`), and the Cedar policies
-//! (`toolgate_cedar`), wired into [`toolgate::pipeline::decide`].
+//! SQLite claim store, the desk's tables, state source and executor
+//! ([`crate::store`]), and its Cedar policies ([`crate::cedar`]), wired
+//! into [`toolgate::pipeline::decide`].
 //!
 //! Both commands run on a fresh embedded SQLite database, so the few writes
 //! the example's API does not offer (an agent deactivated, a ticket
@@ -14,52 +14,18 @@ use serde_json::{Map, Value};
 use sqlx::Row;
 use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::{CheckOptions, Policy, check};
-use toolgate::pipeline::{AuthzRequest, Decision, Gate, Principal, Request, StateVersion, decide};
+use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion, decide};
 use toolgate::provider::Provider;
-use toolgate_cedar::{
-    CedarAuthorizer, EntityRecord, EntitySource, SUPPORT_DESK_POLICIES, support_desk_entities,
-    support_desk_mapping,
-};
+use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
 use toolgate_eval::runner::{Edge, PipelineGate, World};
 use toolgate_store::AnyClaimStore;
-use toolgate_store::support_desk::{SeedTicket, SupportDesk};
 
-/// The support-desk policy (`examples/support-desk/policy.toml`).
-pub const POLICY: &str = include_str!("../../../examples/support-desk/policy.toml");
-
-/// The capability `apply_goodwill_credit` needs.
-pub const CREDIT_ISSUE: &str = "credit:issue";
+use crate::cedar::{self, DeskEntities};
+use crate::store::{SeedTicket, SupportDesk};
 
 /// How long a won claim may run before it counts as stuck.
 const LEASE: Duration = Duration::from_secs(30);
-
-/// Cedar entities read live from the support-desk tables
-/// ([`support_desk_entities`]). `toolgate serve`, `demo`, `eval` and
-/// `bench race` all authorise through this.
-pub struct DeskEntities(pub SupportDesk);
-
-impl EntitySource for DeskEntities {
-    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
-        let ticket = match r.scope().get("ticket_id") {
-            Some(Value::String(t)) => t.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => return Err("the scope has no ticket_id".to_owned()),
-        };
-        let agent = r.principal().id();
-        let found = self
-            .0
-            .directory(agent, &ticket)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(support_desk_entities(
-            agent,
-            found.agent_active,
-            &ticket,
-            found.ticket.map(|t| (t.customer_id, t.assignee)),
-        ))
-    }
-}
 
 /// The wall clock and the operating system's random holder tokens.
 pub struct SystemEdge;
@@ -133,8 +99,8 @@ impl Desk {
             .await
             .map_err(|e| db("the support-desk tables", e))?;
         let authorizer = CedarAuthorizer::new(
-            SUPPORT_DESK_POLICIES,
-            &support_desk_mapping(),
+            cedar::POLICIES,
+            &cedar::mapping(),
             DeskEntities(desk.clone()),
         )
         .map_err(|e| db("the Cedar policies", e))?;

@@ -16,8 +16,8 @@ use toolgate::pipeline::{
     Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_store::support_desk::{Directory, SeedTicket, SupportDesk, TicketOwner};
 use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::{Directory, POLICY, SeedTicket, SupportDesk, TicketOwner};
 
 struct AllowAll;
 impl Authorizer for AllowAll {
@@ -47,7 +47,7 @@ async fn credit<S: StateSource>(
     seen: i64,
     amount: i64,
 ) -> Decision {
-    let policy = Policy::load(include_str!("../../../examples/support-desk/policy.toml")).unwrap();
+    let policy = Policy::load(POLICY).unwrap();
     let body = json!({"outcome":"action","reply":"Done.","proposed_action":{
         "tool":"apply_goodwill_credit","arguments":{"amount_minor":amount,"reason_code":"damaged_item"}}});
     let proposal = contract::check(
