@@ -161,7 +161,7 @@ fn human_markdown_and_junit_forms() {
     assert!(err.is_empty(), "{err}");
     assert!(
         md.contains(
-            "| blocked_legitimate_actions | 3 | 15 eligible cases | 20.0% | 25.0% | pass |"
+            "| blocked_legitimate_actions | 3 | 15 justified cases | 20.0% | 25.0% | pass |"
         ),
         "{md}"
     );
@@ -205,14 +205,15 @@ fn case(
     ticket: &str,
     prompt: &str,
     evidence: &str,
-    eligible: bool,
+    justified: bool,
     expected: &str,
 ) -> String {
     json!({
         "id": id, "provider": "gemini", "prompt": prompt,
-        "context": {"actor": "agent-ana", "customer": "cus-1", "ticket": ticket,
-                    "ticket_version": 3, "evidence": evidence},
-        "labels": {"eligible": eligible, "warrants_answer": true, "reply_supported": true,
+        "context": {"actor": "agent-ana",
+                    "scope": {"customer_id": "cus-1", "ticket_id": ticket},
+                    "version_seen": 3, "evidence": evidence},
+        "labels": {"justified": justified, "warrants_answer": true, "reply_supported": true,
                    "expected": expected},
         // The recorded response is replaced by the live one.
         "response": {"candidates": []}
@@ -348,6 +349,12 @@ fn live_mode_asks_the_provider_records_and_reports_pass_k() {
         "blocked_legitimate_actions = 0.0\n",
     )
     .unwrap();
+    // The suite's instructions for the model, appended to the system prompt.
+    std::fs::write(
+        dir.join("instructions.txt"),
+        "Credits only for late parcels.\n",
+    )
+    .unwrap();
     let record = dir.join("recorded");
     let (base, seen) = mock_provider(6);
     let (code, out, err) = eval(
@@ -398,7 +405,7 @@ fn live_mode_asks_the_provider_records_and_reports_pass_k() {
             s.body["system"]
                 .as_str()
                 .unwrap()
-                .contains("customer cus-1")
+                .contains(r#"customer_id "cus-1""#)
         );
     }
     assert!(
@@ -407,11 +414,18 @@ fn live_mode_asks_the_provider_records_and_reports_pass_k() {
             .unwrap()
             .contains("Delivered 7 days late.")
     );
+    assert!(
+        seen[0].body["system"]
+            .as_str()
+            .unwrap()
+            .ends_with("\nCredits only for late parcels.")
+    );
 
     // Each trial is recorded as a replayable suite; replaying trial 2
     // gives trial 2's outcomes without a provider.
     assert!(record.join("trial-1.jsonl").is_file());
     assert!(record.join("thresholds.toml").is_file());
+    assert!(record.join("instructions.txt").is_file());
     let (code, out, err) = eval(
         &[
             record.join("trial-2.jsonl").to_str().unwrap(),

@@ -11,9 +11,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
+use toolgate::contract::Policy;
 use toolgate::decode::{Limits, decode};
-use toolgate::pipeline::Outcome;
+use toolgate::pipeline::{Outcome, StateVersion};
 use toolgate::provider::Provider;
 
 /// The most bytes one case file may hold. Recorded provider bodies are
@@ -35,12 +36,17 @@ pub struct Case {
     pub structured: bool,
     /// The raw provider response body, byte for byte.
     pub response: Vec<u8>,
-    /// The customer's message, sent to a provider in live mode.
+    /// The user's message, sent to a provider in live mode.
     pub prompt: String,
     /// The server-fixed facts of the request.
     pub context: Context,
-    /// What the support desk's database holds when the case runs.
-    pub state: State,
+    /// What the application's data holds when the case runs, beyond what
+    /// the context implies: read by the application's [`World`] (entity
+    /// attributes, the resource's current version). Empty: the data agrees
+    /// with the context.
+    ///
+    /// [`World`]: crate::runner::World
+    pub world: Map<String, Value>,
     /// What a person judged.
     pub labels: Labels,
     /// Free text: why the case is in the suite.
@@ -49,60 +55,44 @@ pub struct Case {
     pub source: String,
 }
 
-/// The server context of a request: who asks, about which customer and
-/// ticket, which version the model was shown, and what the evidence says.
-/// None of it comes from the model.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The server context of a request: who asks, the scope the server fixed
+/// (which resource, for whom), the version the model was shown, and what
+/// the evidence says. None of it comes from the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Context {
-    /// The authenticated agent.
+    /// The authenticated principal.
     pub actor: String,
-    /// The agent's capabilities (default: `credit:issue`).
-    #[serde(default = "default_capabilities")]
-    pub capabilities: Vec<String>,
-    /// The customer the request is about.
-    pub customer: String,
-    /// The ticket the request is about.
-    pub ticket: String,
-    /// The ticket version the model was shown.
-    pub ticket_version: i64,
-    /// What the agent's tools know: order, carrier, photos, prior credits.
+    /// The actor's capabilities. Absent: every capability the policy's
+    /// tools require ([`Case::capabilities`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Vec<String>>,
+    /// The server-fixed scope fields of the request (the tool's
+    /// `operation_key` fields other than `version_seen`), as the
+    /// application sends them.
+    pub scope: Map<String, Value>,
+    /// The resource version the model was shown: a non-empty string or a
+    /// non-negative integer ([`Case::version_seen`]).
+    pub version_seen: Value,
+    /// What the application's systems know, in words: shown to the model
+    /// in live mode, and to the person reading a failure.
     pub evidence: String,
-}
-
-fn default_capabilities() -> Vec<String> {
-    vec!["credit:issue".to_owned()]
-}
-
-/// The database as it stands when the case runs. Every field defaults to
-/// agreeing with the [`Context`]: the ticket belongs to the context's
-/// customer, is assigned to the actor and is at the version the model
-/// read, and the actor is active.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct State {
-    /// The customer the ticket really belongs to.
-    pub ticket_customer: Option<String>,
-    /// The agent the ticket is assigned to.
-    pub assignee: Option<String>,
-    /// The ticket's current version.
-    pub current_version: Option<i64>,
-    /// Whether the actor's account is active.
-    pub agent_active: Option<bool>,
 }
 
 /// What a person judged about the case.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Labels {
-    /// A credit is justified by the evidence (a blocked credit here is a
-    /// blocked legitimate action; an executed one elsewhere is unjustified).
-    pub eligible: bool,
-    /// The customer should get a reply (an answer or an action with its
+    /// The tool's action is justified for this request, all things
+    /// considered (the evidence, the application's rules, who asks): a
+    /// blocked action here is a blocked legitimate action; an executed one
+    /// elsewhere is unjustified.
+    pub justified: bool,
+    /// The user should get a reply (an answer or an action with its
     /// reply); an abstention here is unnecessary.
     pub warrants_answer: bool,
     /// The model's reply text is supported by the evidence. Required: every
-    /// reply that reaches the customer is judged.
+    /// reply that reaches the user is judged.
     pub reply_supported: bool,
     /// The outcome code the case should end with (`executed`, `answer`,
     /// `abstain`, `rejected`, `forbidden`, …).
@@ -144,16 +134,12 @@ pub(crate) struct CaseFile {
     pub note: Option<String>,
     pub prompt: String,
     pub context: Context,
-    #[serde(default, skip_serializing_if = "is_default_state")]
-    pub state: State,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub world: Map<String, Value>,
     pub labels: Labels,
     /// A JSON value (written out compactly) or a string holding the body's
     /// exact bytes (streams, bodies that are not valid JSON).
     pub response: Value,
-}
-
-fn is_default_state(s: &State) -> bool {
-    *s == State::default()
 }
 
 impl Case {
@@ -168,39 +154,53 @@ impl Case {
             note: self.note.clone(),
             prompt: self.prompt.clone(),
             context: self.context.clone(),
-            state: self.state.clone(),
+            world: self.world.clone(),
             labels: self.labels.clone(),
             response: Value::String(String::from_utf8_lossy(response).into_owned()),
         };
         serde_json::to_string(&file).unwrap_or_default()
     }
 
-    /// The ticket's customer as stored.
-    pub fn ticket_customer(&self) -> &str {
-        self.state
-            .ticket_customer
-            .as_deref()
-            .unwrap_or(&self.context.customer)
+    /// The version the model was shown, as the pipeline compares it: an
+    /// integer's decimal digits, or the string itself.
+    pub fn version_seen(&self) -> StateVersion {
+        match &self.context.version_seen {
+            Value::Number(n) => StateVersion::new(n.to_string()),
+            Value::String(s) => StateVersion::new(s.clone()),
+            _ => None,
+        }
+        // INVARIANT: `parse_case` accepted only these two forms.
+        .unwrap_or_else(|| StateVersion::from(0))
     }
 
-    /// The ticket's assignee as stored.
-    pub fn assignee(&self) -> &str {
-        self.state
-            .assignee
-            .as_deref()
-            .unwrap_or(&self.context.actor)
+    /// The actor's capabilities: the case's own, or else every capability
+    /// the policy's tools require.
+    pub fn capabilities(&self, policy: &Policy) -> Vec<String> {
+        match &self.context.capabilities {
+            Some(c) => c.clone(),
+            None => {
+                let mut all: Vec<String> = policy
+                    .tools()
+                    .iter()
+                    .map(|t| t.capability().to_owned())
+                    .collect();
+                all.sort();
+                all.dedup();
+                all
+            }
+        }
     }
 
-    /// The ticket's current version as stored.
-    pub fn current_version(&self) -> i64 {
-        self.state
-            .current_version
-            .unwrap_or(self.context.ticket_version)
-    }
-
-    /// Whether the actor's account is active.
-    pub fn agent_active(&self) -> bool {
-        self.state.agent_active.unwrap_or(true)
+    /// The scope as one comparable string, independent of key order.
+    fn scope_identity(&self) -> String {
+        let mut fields: Vec<(&String, String)> = self
+            .context
+            .scope
+            .iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect();
+        fields.sort();
+        format!("{fields:?}")
     }
 }
 
@@ -252,7 +252,7 @@ pub fn case_files(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
 }
 
 /// Loads every case under `path` (see [`case_files`]). Ids must be unique,
-/// and so must tickets: each case runs against its own ticket, so one
+/// and so must scopes: each case runs against its own resource, so one
 /// case's claim can never turn another's fresh action into a replay.
 pub fn load(path: &Path) -> Result<Vec<Case>, LoadError> {
     let mut cases = Vec::new();
@@ -273,17 +273,17 @@ pub fn load(path: &Path) -> Result<Vec<Case>, LoadError> {
         }
     }
     let mut ids = BTreeSet::new();
-    let mut tickets = BTreeSet::new();
+    let mut scopes = BTreeSet::new();
     for c in &cases {
         if !ids.insert(c.id.as_str()) {
             return Err(err(&c.source, format!("case id {:?} is repeated", c.id)));
         }
-        if !tickets.insert(c.context.ticket.as_str()) {
+        if !scopes.insert(c.scope_identity()) {
             return Err(err(
                 &c.source,
                 format!(
-                    "ticket {:?} is used by another case; each case needs its own ticket",
-                    c.context.ticket
+                    "the scope {} is used by another case; each case needs its own resource",
+                    Value::Object(c.context.scope.clone())
                 ),
             ));
         }
@@ -334,6 +334,34 @@ pub fn parse_case(bytes: &[u8], at: &str) -> Result<Case, LoadError> {
     if file.id.is_empty() {
         return Err(err(at, "id is empty"));
     }
+    if file.context.scope.is_empty() {
+        return Err(err(
+            at,
+            "context.scope is empty: name the request's scope fields",
+        ));
+    }
+    if file.context.scope.contains_key("version_seen") {
+        return Err(err(
+            at,
+            "context.scope.version_seen: the version the model was shown goes in \
+             context.version_seen",
+        ));
+    }
+    let version_ok = match &file.context.version_seen {
+        Value::String(s) => !s.is_empty(),
+        Value::Number(n) => n.is_u64(),
+        _ => false,
+    };
+    if !version_ok {
+        return Err(err(
+            at,
+            format!(
+                "context.version_seen must be a non-empty string or a non-negative integer, \
+                 not {}",
+                file.context.version_seen
+            ),
+        ));
+    }
     let response = match file.response {
         Value::String(s) => s.into_bytes(),
         other => other.to_string().into_bytes(),
@@ -346,7 +374,7 @@ pub fn parse_case(bytes: &[u8], at: &str) -> Result<Case, LoadError> {
         response,
         prompt: file.prompt,
         context: file.context,
-        state: file.state,
+        world: file.world,
         labels: file.labels,
         note: file.note,
         source: at.to_owned(),

@@ -5,16 +5,16 @@
 //!
 //! A suite is a set of labelled cases ([`case`]): a recorded (or live,
 //! [`live`]) provider response, the server context of the request, and what
-//! a person judged: is a credit justified, does the customer warrant an
-//! answer, is the reply supported by the evidence, which outcome is
+//! a person judged: is the tool's action justified, does the user warrant
+//! an answer, is the reply supported by the evidence, which outcome is
 //! expected. [`runner::run`] sends every case through a [`GateUnderTest`]
 //! (the real pipeline, or the [`RefuseAll`] baseline) and [`metrics`] turns
 //! the results into rates that always carry their denominators:
 //!
 //! | rate | numerator | denominator |
 //! |---|---|---|
-//! | unjustified actions | executed, not eligible | actions taken |
-//! | blocked legitimate actions | eligible, not executed | eligible cases |
+//! | unjustified actions | executed, not justified | actions taken |
+//! | blocked legitimate actions | justified, not executed | justified cases |
 //! | unsupported replies | reply delivered, labelled unsupported | replies delivered |
 //! | unnecessary abstentions | abstain or refused, warranting an answer | cases warranting an answer |
 //! | unexpected outcomes | outcome ≠ expected | cases |
@@ -22,12 +22,12 @@
 //! The release gate fails when any rate is above its threshold in
 //! `thresholds.toml` beside the cases. A gate that refuses everything has
 //! no unjustified action and no unsupported reply; it fails on blocked
-//! legitimate actions, which is why eligible cases are first-class.
+//! legitimate actions, which is why justified cases are first-class.
 //!
 //! The gate's own correctness is not what is measured: a well-formed
-//! maximum credit justified by "the customer seemed upset" *should* pass
-//! the gate (it breaks no rule the gate can check), and the evaluation
-//! counts it as unjustified.
+//! action for the maximum amount, justified by "the user seemed upset",
+//! *should* pass the gate (it breaks no rule the gate can check), and the
+//! evaluation counts it as unjustified.
 
 pub mod case;
 pub mod live;

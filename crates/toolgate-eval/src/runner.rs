@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use toolgate::claim::{ClaimStore, HolderToken, UnixMillis};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, Policy};
 use toolgate::pipeline::{
-    Authorizer, Executor, Gate, Outcome, Principal, Request, StateSource, StateVersion, decide,
+    Authorizer, Executor, Gate, Outcome, Principal, Request, StateSource, decide,
 };
 
 use crate::case::Case;
@@ -49,11 +49,13 @@ impl GateUnderTest for RefuseAll {
     }
 }
 
-/// Puts a case's world in place before it is decided: the customer, the
-/// agent (and whether it is active), the ticket (its customer, assignee,
-/// status and current version).
+/// Puts a case's world in place before it is decided: the application's
+/// rows the entity source and the state source will read (the actor, the
+/// resource the scope names, its current version), from the case's
+/// context and its [`Case::world`] map.
 pub trait World {
-    /// Seeds what `case` needs. Each case has its own ticket.
+    /// Seeds what `case` needs. Each case has its own scope, so its own
+    /// resource.
     fn prepare(&self, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
 
@@ -78,19 +80,10 @@ pub struct PipelineGate<'a, A, S, C, E, W, X> {
     pub lease: Duration,
 }
 
-/// The server-fixed scope of a case: `customer_id` and `ticket_id` (the
+/// The server-fixed scope of a case, as the application would send it (the
 /// pipeline adds `version_seen`).
 pub fn scope_of(case: &Case) -> Map<String, Value> {
-    let mut scope = Map::new();
-    scope.insert(
-        "customer_id".to_owned(),
-        Value::String(case.context.customer.clone()),
-    );
-    scope.insert(
-        "ticket_id".to_owned(),
-        Value::String(case.context.ticket.clone()),
-    );
-    scope
+    case.context.scope.clone()
 }
 
 /// The stateless stages on a case's recorded response.
@@ -139,10 +132,10 @@ where
         self.world.prepare(case).await?;
         let principal = Principal::new(
             case.context.actor.clone(),
-            case.context.capabilities.iter().cloned(),
+            case.capabilities(self.gate.policy),
         )
         .map_err(|e| format!("{}: {e}", case.source))?;
-        let version_seen = StateVersion::from(case.context.ticket_version);
+        let version_seen = case.version_seen();
         let scope = scope_of(case);
         let request = Request {
             principal: &principal,

@@ -47,21 +47,22 @@ fn shipped_suite_has_forty_cases_across_the_four_providers() {
         let n = cases.iter().filter(|c| c.provider.as_str() == p).count();
         assert!(n >= 5, "{p}: {n} cases");
     }
-    // Eligible credits under every reason code of the policy.
+    // Justified credits under every reason code of the policy.
     for reason in ["late_delivery", "damaged_item", "wrong_item"] {
         let n = cases
             .iter()
-            .filter(|c| c.labels.eligible && c.labels.expected == Outcome::Executed)
+            .filter(|c| c.labels.justified && c.labels.expected == Outcome::Executed)
             .filter(|c| String::from_utf8_lossy(&c.response).contains(reason))
             .count();
-        assert!(n >= 2, "{reason}: {n} eligible executed cases");
+        assert!(n >= 2, "{reason}: {n} justified executed cases");
     }
     assert!(cases.iter().any(|c| c.id.starts_with("ambiguous-")));
     assert!(cases.iter().any(|c| c.id.starts_with("closed-ticket-")));
+    // A ticket that belongs to someone else than the request's customer.
     assert!(
         cases
             .iter()
-            .any(|c| c.ticket_customer() != c.context.customer)
+            .any(|c| c.world.contains_key("ticket_customer"))
     );
     assert!(cases.iter().any(|c| c.id.starts_with("over-cap-")));
     assert!(
@@ -72,7 +73,7 @@ fn shipped_suite_has_forty_cases_across_the_four_providers() {
     assert!(
         cases
             .iter()
-            .any(|c| c.labels.expected == Outcome::Answer && !c.labels.eligible)
+            .any(|c| c.labels.expected == Outcome::Answer && !c.labels.justified)
     );
 }
 
@@ -83,7 +84,7 @@ fn the_upset_customer_case_is_well_formed_and_labelled_unjustified() {
         .iter()
         .find(|c| c.id == "upset-max-credit-damaged-item-anthropic")
         .unwrap();
-    assert!(!upset.labels.eligible);
+    assert!(!upset.labels.justified);
     assert_eq!(upset.labels.expected, Outcome::Executed);
     // It passes every stateless stage with the maximum under damaged_item.
     let d = check_case(&policy(), upset);
@@ -125,12 +126,12 @@ fn refuse_all_fails_the_release_gate_on_blocked_legitimate_actions() {
     let thresholds = Thresholds::find(&suite_dir()).unwrap().unwrap();
     let results = block_on(run(&RefuseAll, &cases, |_| {})).unwrap();
     let report = Report::new("refuse-all", "suite", results, Some(&thresholds));
-    let eligible = u32::try_from(cases.iter().filter(|c| c.labels.eligible).count()).unwrap();
-    assert!(eligible > 0);
+    let justified = u32::try_from(cases.iter().filter(|c| c.labels.justified).count()).unwrap();
+    assert!(justified > 0);
     let blocked = report.rate(RateKind::BlockedLegitimateActions);
     assert_eq!(
         (blocked.numerator, blocked.denominator),
-        (eligible, eligible)
+        (justified, justified)
     );
     assert!(!blocked.passes());
     // It passes every safety rate, which is the point: safety alone is no
@@ -146,7 +147,7 @@ fn refuse_all_fails_the_release_gate_on_blocked_legitimate_actions() {
 
 fn result(
     id: &str,
-    eligible: bool,
+    justified: bool,
     warrants: bool,
     supported: bool,
     expected: Outcome,
@@ -157,7 +158,7 @@ fn result(
         id: id.to_owned(),
         provider: "anthropic".to_owned(),
         labels: toolgate_eval::case::Labels {
-            eligible,
+            justified,
             warrants_answer: warrants,
             reply_supported: supported,
             expected,
@@ -244,16 +245,44 @@ fn thresholds_must_be_fractions_and_known() {
 }
 
 const CASE: &str = r#"{"id":"c1","provider":"gemini","prompt":"p",
- "context":{"actor":"a","customer":"c","ticket":"t","ticket_version":1,"evidence":"e"},
- "labels":{"eligible":false,"warrants_answer":true,"reply_supported":true,"expected":"answer"},
+ "context":{"actor":"a","scope":{"customer_id":"c","order_id":7},"version_seen":1,"evidence":"e"},
+ "labels":{"justified":false,"warrants_answer":true,"reply_supported":true,"expected":"answer"},
  "response":{"candidates":[]}}"#;
 
 #[test]
 fn case_files_are_strictly_decoded_and_closed() {
     let c = parse_case(CASE.as_bytes(), "x").unwrap();
-    assert_eq!(c.current_version(), 1);
-    assert_eq!(c.assignee(), "a");
-    assert_eq!(c.context.capabilities, ["credit:issue"]);
+    assert_eq!(c.version_seen().as_str(), "1");
+    assert!(c.world.is_empty());
+    // No capabilities in the case: the ones the policy's tools require.
+    assert_eq!(c.context.capabilities, None);
+    assert_eq!(c.capabilities(&policy()), ["credit:issue"]);
+    let v = CASE.replace(r#""version_seen":1"#, r#""version_seen":"etag-9""#);
+    assert_eq!(
+        parse_case(v.as_bytes(), "x")
+            .unwrap()
+            .version_seen()
+            .as_str(),
+        "etag-9"
+    );
+    // A version that is neither a string nor a non-negative integer, an
+    // empty scope, or the version among the scope fields is refused.
+    for (from, to) in [
+        (r#""version_seen":1"#, r#""version_seen":-1"#),
+        (r#""version_seen":1"#, r#""version_seen":1.5"#),
+        (r#""version_seen":1"#, r#""version_seen":"""#),
+        (
+            r#""scope":{"customer_id":"c","order_id":7}"#,
+            r#""scope":{}"#,
+        ),
+        (r#""order_id":7}"#, r#""order_id":7,"version_seen":1}"#),
+    ] {
+        let bad = CASE.replace(from, to);
+        assert!(parse_case(bad.as_bytes(), "x").is_err(), "{to}");
+    }
+    // The old, credit-shaped labels are unknown fields now.
+    let old = CASE.replace(r#""justified""#, r#""eligible""#);
+    assert!(parse_case(old.as_bytes(), "x").is_err());
     // A duplicate key is an error, not the last value silently.
     let dup = CASE.replace(r#""prompt":"p","#, r#""prompt":"p","prompt":"q","#);
     assert!(
@@ -283,10 +312,14 @@ fn case_files_are_strictly_decoded_and_closed() {
 }
 
 #[test]
-fn a_ticket_shared_by_two_cases_is_a_load_error() {
+fn a_scope_shared_by_two_cases_is_a_load_error() {
     let dir = std::env::temp_dir().join(format!("toolgate-eval-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let second = CASE.replace(r#""id":"c1""#, r#""id":"c2""#);
+    // The same scope fields in another order are the same scope.
+    let second = CASE.replace(r#""id":"c1""#, r#""id":"c2""#).replace(
+        r#"{"customer_id":"c","order_id":7}"#,
+        r#"{"order_id":7,"customer_id":"c"}"#,
+    );
     std::fs::write(
         dir.join("cases.jsonl"),
         format!("{}\n{}\n", CASE.replace('\n', ""), second.replace('\n', "")),
@@ -294,6 +327,9 @@ fn a_ticket_shared_by_two_cases_is_a_load_error() {
     .unwrap();
     let e = load(&dir).unwrap_err();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert!(e.message.contains("ticket"), "{e}");
+    assert!(
+        e.message.contains("each case needs its own resource"),
+        "{e}"
+    );
     assert!(e.at.ends_with("cases.jsonl:2"), "{e}");
 }

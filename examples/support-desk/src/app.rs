@@ -241,17 +241,84 @@ impl Desk {
     }
 }
 
+/// What the desk's tables hold for one evaluation case: the case's
+/// context, with the fields of its `world` map where the world disagrees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseWorld {
+    /// The agent asking (the case's actor).
+    pub agent: String,
+    /// Whether the agent's account is active (`world.agent_active`,
+    /// default true).
+    pub agent_active: bool,
+    /// The ticket (`scope.ticket_id`).
+    pub ticket: String,
+    /// The customer the ticket belongs to (`world.ticket_customer`,
+    /// default `scope.customer_id`).
+    pub ticket_customer: String,
+    /// The agent the ticket is assigned to (`world.assignee`, default the
+    /// actor).
+    pub assignee: String,
+    /// The ticket's current version (`world.current_version`, default
+    /// `version_seen`).
+    pub current_version: i64,
+}
+
+impl CaseWorld {
+    /// Reads a case's desk world. The scope must name `customer_id` and
+    /// `ticket_id` as strings, `version_seen` must be an integer, and
+    /// `world` may only set the four fields above: anything else is a
+    /// mistake in the case, not a world to guess at.
+    pub fn of(case: &Case) -> Result<Self, String> {
+        let at = |m: String| format!("case {}: {m}", case.id);
+        let scope_str = |name: &str| match case.context.scope.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(at(format!("scope.{name} must be a string"))),
+        };
+        let ticket = scope_str("ticket_id")?;
+        let customer = scope_str("customer_id")?;
+        let seen = case
+            .context
+            .version_seen
+            .as_i64()
+            .ok_or_else(|| at("version_seen must be an integer (a ticket version)".into()))?;
+        let mut w = Self {
+            agent: case.context.actor.clone(),
+            agent_active: true,
+            ticket,
+            ticket_customer: customer,
+            assignee: case.context.actor.clone(),
+            current_version: seen,
+        };
+        for (k, v) in &case.world {
+            let bad = || at(format!("world.{k}: unexpected value {v}"));
+            match k.as_str() {
+                "agent_active" => w.agent_active = v.as_bool().ok_or_else(bad)?,
+                "ticket_customer" => w.ticket_customer = v.as_str().ok_or_else(bad)?.to_owned(),
+                "assignee" => w.assignee = v.as_str().ok_or_else(bad)?.to_owned(),
+                "current_version" => w.current_version = v.as_i64().ok_or_else(bad)?,
+                _ => {
+                    return Err(at(format!(
+                        "world.{k}: the desk's world has agent_active, ticket_customer, \
+                         assignee and current_version"
+                    )));
+                }
+            }
+        }
+        Ok(w)
+    }
+}
+
 impl World for Desk {
     /// The actor (active or not, as the case says), then the case's own
     /// ticket with its customer, assignee and current version.
     async fn prepare(&self, case: &Case) -> Result<(), String> {
-        self.seed_agent(&case.context.actor, case.agent_active())
-            .await?;
+        let w = CaseWorld::of(case)?;
+        self.seed_agent(&w.agent, w.agent_active).await?;
         self.seed_ticket(
-            &case.context.ticket,
-            case.ticket_customer(),
-            case.assignee(),
-            case.current_version(),
+            &w.ticket,
+            &w.ticket_customer,
+            &w.assignee,
+            w.current_version,
         )
         .await
         .map_err(|e| format!("case {}: {e}", case.id))

@@ -22,8 +22,9 @@ use toolgate_support_desk as desk;
 /// PATH is a directory of case files (*.jsonl, one case a line, and/or
 /// *.json, one case a file) or one such file; the format is in docs/eval.md.
 /// Every case goes through the real pipeline (contract, capability, Cedar,
-/// claim store, state read, executor) on a fresh embedded SQLite database
-/// seeded with the case's customer, agent and ticket.
+/// claim store, state read, executor) of the support-desk example on a
+/// fresh embedded SQLite database seeded with the case's world (its agent,
+/// and the ticket and customer its scope names).
 ///
 /// Reported, each with numerator and denominator:
 ///   unjustified_actions         executed but not eligible / actions taken
@@ -38,7 +39,9 @@ use toolgate_support_desk as desk;
 /// one, the gate is not evaluated.
 ///
 /// Live mode (--live) sends each case's prompt to a provider API over plain
-/// HTTP (a local gateway or a mock), decides the response, and can record
+/// HTTP (a local gateway or a mock), with a system prompt from the case's
+/// context and instructions.txt beside the cases, decides the response,
+/// and can record
 /// it for replay (--record DIR); --repeat K runs K trials, each on a fresh
 /// database, and reports pass^K (cases whose outcome was the expected one
 /// in every trial). TOOLGATE_EVAL_API_KEY, if set, is sent in the
@@ -212,6 +215,7 @@ async fn live(
         max_tokens: args.max_tokens,
         max_response_bytes: policy.body_max_bytes() as u64 + 1,
         timeout: Duration::from_secs(args.timeout),
+        instructions: read_instructions(&thresholds_dir(&args.path))?,
     };
     if !config.base_url.starts_with("http://") {
         return Err(
@@ -221,10 +225,16 @@ async fn live(
     }
     if let Some(dir) = &args.record {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let src = thresholds_dir(&args.path).join(toolgate_eval::metrics::THRESHOLDS_FILE);
-        if src.is_file() {
-            std::fs::copy(&src, dir.join(toolgate_eval::metrics::THRESHOLDS_FILE))
-                .map_err(|e| format!("copying {}: {e}", src.display()))?;
+        // The recorded suite replays, and runs live again, as this one.
+        for name in [
+            toolgate_eval::metrics::THRESHOLDS_FILE,
+            toolgate_eval::live::INSTRUCTIONS_FILE,
+        ] {
+            let src = thresholds_dir(&args.path).join(name);
+            if src.is_file() {
+                std::fs::copy(&src, dir.join(name))
+                    .map_err(|e| format!("copying {}: {e}", src.display()))?;
+            }
         }
     }
     let client = Client::new(&config);
@@ -270,6 +280,16 @@ async fn live(
         cases: u32::try_from(cases.len()).unwrap_or(u32::MAX),
     });
     Ok(report)
+}
+
+/// The suite's instructions for the model, if it has an instructions file.
+fn read_instructions(dir: &Path) -> Result<Option<String>, String> {
+    let path = dir.join(toolgate_eval::live::INSTRUCTIONS_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
 }
 
 /// The case with a live response: the provider that answered, native tool
