@@ -119,7 +119,7 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
             json!({
                 "operation_key": stuck_key.to_hex(),
                 "fingerprint": conformance::fingerprint(1).to_hex(),
-                "tool": "apply_goodwill_credit",
+                "tool": "refund_order",
                 "status": "in_flight",
                 "holder": stuck_holder.to_hex(),
                 "claimed_at": T0.0,
@@ -127,7 +127,7 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
                 "stuck_for_ms": 5_000,
                 "proposal": {
                     "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"},
-                    "scope": {"customer": "c-1", "ticket": "t-9"},
+                    "scope": {"customer": "c-1", "order": "o-9"},
                     "version_seen": "7",
                     "proposer": "agent:1",
                 },

@@ -28,7 +28,8 @@ pub const METRICS_CAPABILITY: &str = "toolgate:metrics";
 /// Who performs the write of an action decided for this key's principal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExecutionMode {
-    /// The server's executor applies it (the support desk's credit).
+    /// The server's executor applies it (the deployment's in-process or
+    /// webhook executor).
     InProcess,
     /// The caller applies it: the decision is `permitted` and carries a
     /// permit; the caller completes the claim with the holder token.

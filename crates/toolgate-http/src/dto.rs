@@ -73,7 +73,7 @@ pub struct DecisionRequest {
     #[schema(schema_with = response_schema)]
     pub response: Value,
     /// The server-fixed scope: the fields the policy's operation keys name
-    /// (for the support desk `customer_id`, `ticket_id`) and `version_seen`,
+    /// (for a shop's refunds, `customer_id` and `order_id`) and `version_seen`,
     /// the resource version the model was shown. Strings or integers.
     #[serde(default)]
     #[schema(schema_with = scope_schema)]

@@ -95,9 +95,9 @@ pub fn fingerprint(n: u8) -> Fingerprint {
 /// A valid proposal record whose arguments mention `amount`.
 pub fn proposal(amount: u32) -> ProposalRecord {
     ProposalRecord::new(
-        "apply_goodwill_credit".into(),
+        "refund_order".into(),
         format!(r#"{{"amount_minor":{amount},"reason_code":"late_delivery"}}"#),
-        r#"{"customer":"c-1","ticket":"t-9"}"#.into(),
+        r#"{"customer":"c-1","order":"o-9"}"#.into(),
         "7".into(),
         "agent:1".into(),
     )
@@ -193,7 +193,7 @@ pub async fn different_fingerprint_is_mismatch<S: ClaimStore>(store: &S, ns: &Na
         }
         other => panic!("{check}: expected Mismatch, got {other:?}"),
     }
-    let receipt = json(r#"{"credit_id":"cr-1"}"#);
+    let receipt = json(r#"{"refund_id":"cr-1"}"#);
     let done = ok(
         check,
         store
@@ -218,7 +218,7 @@ pub async fn completion_by_holder<S: ClaimStore>(store: &S, ns: &Namespace) {
     let other_key = ns.key(4, 1);
     let lease = acquire(check, store, request(ns, key, 1, 1500, T0)).await;
     let _bystander = acquire(check, store, request(ns, other_key, 1, 1500, T0)).await;
-    let receipt = json(r#"{"credit_id":"cr-7","amount_minor":1500}"#);
+    let receipt = json(r#"{"refund_id":"cr-7","amount_minor":1500}"#);
     let at = T0.plus_millis(10);
     let done = ok(
         check,
@@ -262,7 +262,7 @@ pub async fn completion_by_wrong_holder<S: ClaimStore>(store: &S, ns: &Namespace
     let done = ok(
         check,
         store
-            .complete(&key, &stranger, &json(r#"{"credit_id":"x"}"#), T0)
+            .complete(&key, &stranger, &json(r#"{"refund_id":"x"}"#), T0)
             .await,
     );
     assert_eq!(done, Completion::Reconcile, "{check}");
@@ -287,7 +287,7 @@ pub async fn completed_replays<S: ClaimStore>(store: &S, ns: &Namespace) {
     let check = "completed_replays";
     let key = ns.key(6, 0);
     let lease = acquire(check, store, request(ns, key, 1, 1500, T0)).await;
-    let receipt = json(r#"{"credit_id":"cr-9"}"#);
+    let receipt = json(r#"{"refund_id":"cr-9"}"#);
     let done = ok(
         check,
         store.complete(&key, &lease.holder, &receipt, T0).await,
@@ -409,7 +409,7 @@ pub async fn audit_is_append_only<S: ClaimStore>(store: &S, ns: &Namespace) {
         AuditEntry::new(
             UnixMillis(at),
             "agent:1".into(),
-            Some("apply_goodwill_credit".into()),
+            Some("refund_order".into()),
             outcome.into(),
             reason.map(str::to_owned),
             Some(key),
@@ -453,7 +453,7 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
         AuditEntry::new(
             T0,
             "agent:1".into(),
-            Some("apply_goodwill_credit".into()),
+            Some("refund_order".into()),
             outcome.into(),
             None,
             Some(key),
@@ -480,7 +480,7 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
         "{check}"
     );
 
-    let receipt = json(r#"{"credit_id":"cr-13"}"#);
+    let receipt = json(r#"{"refund_id":"cr-13"}"#);
     let (done, audited) = ok(
         check,
         store
@@ -562,7 +562,7 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     assert!(early.is_empty(), "{check}: stuck before expiry {early:?}");
 
     // Not stuck yet: nothing is written.
-    let receipt = json(r#"{"credit_id":"cr-late"}"#);
+    let receipt = json(r#"{"refund_id":"cr-late"}"#);
     let outcome = ReconcileOutcome::Applied {
         receipt: receipt.clone(),
     };
@@ -648,7 +648,7 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
     let key = ns.key(12, 0);
     let stalled = acquire(check, store, request(ns, key, 1, 1500, T0)).await;
     let later = stalled.expires_at.plus_millis(1);
-    let detail = json(r#"{"downstream":"no credit found"}"#);
+    let detail = json(r#"{"downstream":"no refund found"}"#);
     let outcome = ReconcileOutcome::NotApplied {
         detail: detail.clone(),
     };
@@ -666,7 +666,7 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
             .complete(
                 &key,
                 &stalled.holder,
-                &json(r#"{"credit_id":"cr-late"}"#),
+                &json(r#"{"refund_id":"cr-late"}"#),
                 later,
             )
             .await,

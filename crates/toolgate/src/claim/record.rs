@@ -423,9 +423,9 @@ mod tests {
         StoredClaim {
             key: vec![1; 32],
             fingerprint: vec![2; 32],
-            tool: "apply_goodwill_credit".into(),
+            tool: "refund_order".into(),
             arguments: r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#.into(),
-            scope: r#"{"customer":"c-1","ticket":"t-9"}"#.into(),
+            scope: r#"{"customer":"c-1","order":"o-9"}"#.into(),
             version_seen: "7".into(),
             proposer: "agent:42".into(),
             status: "in_flight".into(),

@@ -339,20 +339,20 @@ impl Decision {
 ///     version = 1
 ///     abstain_message = "A colleague will follow up."
 ///     [[tools]]
-///     name = "apply_goodwill_credit"
-///     capability = "credit:issue"
-///     operation_key = ["customer_id", "ticket_id", "version_seen"]
+///     name = "refund_order"
+///     capability = "refund:issue"
+///     operation_key = ["customer_id", "order_id", "version_seen"]
 ///     schema = '''{"type":"object","additionalProperties":false,
 ///                  "required":["amount_minor"],
 ///                  "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":2000}}}'''
 /// "#).unwrap();
 /// let body = br#"{"outcome":"action","reply":"Done.",
-///   "proposed_action":{"tool":"apply_goodwill_credit","arguments":{"amount_minor":1500}}}"#;
+///   "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":1500}}}"#;
 /// let d = check(&policy, Provider::Envelope, body, &CheckOptions::default());
 /// assert_eq!(d.outcome, Outcome::Action);
 ///
 /// let float = br#"{"outcome":"action","reply":"Done.",
-///   "proposed_action":{"tool":"apply_goodwill_credit","arguments":{"amount_minor":1500.0}}}"#;
+///   "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":1500.0}}}"#;
 /// let d = check(&policy, Provider::Envelope, float, &CheckOptions::default());
 /// assert_eq!(d.reason.map(|r| r.as_str()), Some("invalid_arguments"));
 /// ```

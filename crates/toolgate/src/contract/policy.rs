@@ -6,9 +6,9 @@
 //! abstain_message = "I can't help with that here; a colleague will follow up."
 //!
 //! [[tools]]
-//! name = "apply_goodwill_credit"
-//! capability = "credit:issue"
-//! operation_key = ["customer_id", "ticket_id", "version_seen"]
+//! name = "refund_order"
+//! capability = "refund:issue"
+//! operation_key = ["customer_id", "order_id", "version_seen"]
 //! scope_types = { customer_id = "string" }   # optional; see below
 //! schema = '''{ "type": "object", ... }'''
 //! ```
@@ -69,7 +69,7 @@ struct ToolFile {
 /// A policy-load error: where, which keyword, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyError {
-    /// Where in the policy (`tools[0] apply_goodwill_credit: schema`, or a
+    /// Where in the policy (`tools[0] refund_order: schema`, or a
     /// TOML location).
     pub location: String,
     /// The schema keyword at fault, where there is one.

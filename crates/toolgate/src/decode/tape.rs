@@ -28,10 +28,10 @@ use super::{Limits, Rejection, decode};
 /// ```
 /// use toolgate::decode::{decode, decode_borrowed, Limits};
 ///
-/// let text = br#"{"tool":"apply_goodwill_credit","arguments":{"amount_minor":1500}}"#;
+/// let text = br#"{"tool":"refund_order","arguments":{"amount_minor":1500}}"#;
 /// let doc = decode_borrowed(text, &Limits::envelope()).unwrap();
 /// let root = doc.root();
-/// assert_eq!(root.get("tool").and_then(|t| t.as_str()), Some("apply_goodwill_credit"));
+/// assert_eq!(root.get("tool").and_then(|t| t.as_str()), Some("refund_order"));
 /// assert_eq!(root.to_value(), decode(text, &Limits::envelope()).unwrap());
 ///
 /// let twice = br#"{"a":1,"\u0061":2}"#;

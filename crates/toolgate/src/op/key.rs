@@ -3,7 +3,7 @@
 //! Key = SHA-256 over the RFC 8785 canonical JSON of
 //! `{"scope": {<field>: <value>, …}, "tool": <name>}`, where the fields are
 //! exactly the server-fixed scope fields the tool's contract names
-//! (`operation_key = ["customer_id", "ticket_id", "version_seen"]`).
+//! (`operation_key = ["customer_id", "order_id", "version_seen"]`).
 
 use std::fmt;
 
@@ -47,12 +47,12 @@ impl std::error::Error for KeyError {}
 /// the actor, the reply, the provider's call id or anything else the model
 /// supplied. The consequence is deliberate: two agents (or two retries, or
 /// two differently worded replies with different amounts) that reach the
-/// same conclusion about the same ticket at the same version produce one
-/// key, so one credit; the second proposal is `replayed` (same arguments) or
+/// same conclusion about the same order at the same version produce one
+/// key, so one refund; the second proposal is `replayed` (same arguments) or
 /// `conflict` (different arguments), never a second write. A key that
 /// included the arguments would let every differently worded proposal win
 /// its own claim, leaving only the executor's version precondition between
-/// the customer and a duplicate credit (`toolgate bench race
+/// the customer and a duplicate refund (`toolgate bench race
 /// --key-includes-arguments` shows exactly that).
 pub fn operation_key(
     tool: &str,

@@ -87,7 +87,7 @@ impl Principal {
     }
 
     /// Reads a principal from configuration or an identity provider's
-    /// claims: `{"id": "agent-7", "capabilities": {"credit:issue": true}}`.
+    /// claims: `{"id": "agent-7", "capabilities": {"refund:issue": true}}`.
     ///
     /// Each capability must be a JSON boolean. `1`, `"true"` or `"yes"` are
     /// a malformed principal, not a grant (docs/design.md §7: a truthy `1` is not

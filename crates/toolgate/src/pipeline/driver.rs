@@ -50,7 +50,7 @@ pub struct Approval {
 pub struct Request<'a> {
     /// The authenticated actor.
     pub principal: &'a Principal,
-    /// Server-fixed scope fields (`customer_id`, `ticket_id`, …). The
+    /// Server-fixed scope fields (`customer_id`, `order_id`, …). The
     /// pipeline adds `version_seen` from [`Request::version_seen`], which
     /// replaces any field of that name here.
     pub scope: &'a Map<String, Value>,
