@@ -1,0 +1,259 @@
+//! The deployment file's `[app_db]` and `[[tools]]` sections, as read
+//! (serde, unknown fields refused), before anything is checked against the
+//! policy or the application's database.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The two sections this crate reads from a deployment file. The rest of
+/// the file (listen, db, policy, keys, …) belongs to the program that
+/// serves it; [`DeploySection::from_toml`] ignores it.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DeploySection {
+    /// The application's own database, for `sql` sources.
+    #[serde(default)]
+    pub app_db: Option<AppDbConfig>,
+    /// One entry per policy tool served.
+    #[serde(default)]
+    pub tools: Vec<ToolConfig>,
+}
+
+/// `[app_db]`: the application's database. Never the claim store's
+/// connection: a `sql` source reads the application's tables with the
+/// application's (read-only) credentials.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AppDbConfig {
+    /// `sqlite://…`, `postgres://…` or `mysql://…`, written in the file.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// The environment variable holding the URL (preferred: a password in
+    /// a file is easily copied).
+    #[serde(default)]
+    pub url_env: Option<String>,
+    /// Connections kept open to it (default 8).
+    #[serde(default)]
+    pub max_connections: Option<u32>,
+    /// Longest a query may run, in milliseconds (default 2000).
+    #[serde(default)]
+    pub statement_timeout_ms: Option<u64>,
+}
+
+/// One `[[tools]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// The policy tool this entry wires.
+    pub name: String,
+    /// Who performs the tool's writes.
+    pub executor: ExecutorConfig,
+    /// Where the resource's current version is read.
+    pub state: StateConfig,
+    /// How Cedar names the principal and the resource.
+    pub cedar: CedarConfig,
+    /// Where Cedar's entities come from.
+    #[serde(default)]
+    pub entities: Vec<EntityConfig>,
+}
+
+/// `executor = { kind = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ExecutorConfig {
+    /// The application performs the write itself with the permit it is
+    /// handed, and completes the claim.
+    Client,
+    /// toolgate POSTs the signed permit to the application.
+    Webhook {
+        /// Absolute http(s) URL the permit is POSTed to.
+        url: String,
+        /// Absolute http(s) URL asked during reconciliation.
+        status_url: String,
+        /// Environment variable holding the signing secret.
+        #[serde(default)]
+        secret_env: Option<String>,
+        /// File holding the signing secret (trailing newline ignored).
+        #[serde(default)]
+        secret_file: Option<PathBuf>,
+        /// Longest wait for an answer, in milliseconds (default 5000).
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+}
+
+/// `state = { source = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "source", rename_all = "snake_case", deny_unknown_fields)]
+pub enum StateConfig {
+    /// One row, one column (string or integer) from the application's
+    /// database.
+    Sql {
+        /// The query, with named parameters (`:order_id`, `:actor`).
+        query: String,
+    },
+    /// `GET url` answering `{"version": …}`.
+    Http {
+        /// Absolute http(s) URL with `{field}` placeholders.
+        url: String,
+        /// Longest wait, in milliseconds (default 2000).
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// No state read.
+    None,
+}
+
+/// `[tools.cedar]`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CedarConfig {
+    /// Entity type of principals, e.g. `Agent`.
+    pub principal_type: String,
+    /// Entity type of the resource, e.g. `Order`.
+    pub resource_type: String,
+    /// The scope field holding the resource id, e.g. `order_id`.
+    pub resource_field: String,
+}
+
+/// One `[[tools.entities]]` entry.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "source", rename_all = "snake_case", deny_unknown_fields)]
+pub enum EntityConfig {
+    /// Rows of a query: column `id` is the entity id, `parent_<Type>`
+    /// columns are parents, every other column an attribute.
+    Sql {
+        /// The Cedar entity type.
+        #[serde(rename = "type")]
+        type_name: String,
+        /// The query, with named parameters.
+        query: String,
+    },
+    /// Attributes sent by the authenticated application with the request.
+    Request {
+        /// The Cedar entity type.
+        #[serde(rename = "type")]
+        type_name: String,
+    },
+}
+
+impl EntityConfig {
+    /// The Cedar entity type it provides.
+    pub fn type_name(&self) -> &str {
+        match self {
+            Self::Sql { type_name, .. } | Self::Request { type_name } => type_name,
+        }
+    }
+}
+
+impl DeploySection {
+    /// Reads `[app_db]` and `[[tools]]` from a whole deployment file's
+    /// text; other top-level keys are left to the program serving it.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::new("", e.message().to_owned()))?;
+        let mut section = toml::Table::new();
+        for key in ["app_db", "tools"] {
+            if let Some(v) = table.remove(key) {
+                section.insert(key.to_owned(), v);
+            }
+        }
+        section
+            .try_into()
+            .map_err(|e: toml::de::Error| ConfigError::new("", e.message().to_owned()))
+    }
+}
+
+/// A configuration error found at start: the field (`tools[refund_order].
+/// executor.url`) and what is wrong with it. Display prefixes the file
+/// once [`ConfigError::in_file`] has named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    file: Option<PathBuf>,
+    field: String,
+    message: String,
+}
+
+impl ConfigError {
+    /// An error about `field` (empty for the file as a whole).
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: None,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The same error, naming the file it was found in.
+    #[must_use]
+    pub fn in_file(mut self, file: &Path) -> Self {
+        self.file = Some(file.to_owned());
+        self
+    }
+
+    /// The field, e.g. `tools[refund_order].state.query`.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}: ", file.display())?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_only_its_sections_and_refuses_unknown_fields_in_them() {
+        let s = DeploySection::from_toml(
+            r#"
+            listen = "127.0.0.1:1"
+            [app_db]
+            url = "sqlite::memory:"
+            [[tools]]
+            name = "t"
+            executor = { kind = "client" }
+            state = { source = "sql", query = "SELECT 1" }
+            cedar = { principal_type = "A", resource_type = "R", resource_field = "id" }
+            [[tools.entities]]
+            type = "R"
+            source = "sql"
+            query = "SELECT 1 AS id"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(s.tools[0].executor, ExecutorConfig::Client);
+        assert_eq!(s.tools[0].entities[0].type_name(), "R");
+
+        let e = DeploySection::from_toml(
+            r#"
+            [[tools]]
+            name = "t"
+            executor = { kind = "webhook", url = "http://a/", status_url = "http://a/s", secrt_env = "X" }
+            state = { source = "none" }
+            cedar = { principal_type = "A", resource_type = "R", resource_field = "id" }
+            "#,
+        )
+        .unwrap_err();
+        assert!(e.message().contains("secrt_env"), "{e}");
+    }
+}

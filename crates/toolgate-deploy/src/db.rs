@@ -1,0 +1,383 @@
+//! The application's database, read-only: connecting, preparing a query at
+//! start, and running it in a read-only transaction under a time limit.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{AssertSqlSafe, Column, Executor, Row, SqlSafeStr, Statement, TypeInfo, ValueRef};
+
+use crate::params::{self, Dialect, Rewritten};
+
+/// Rows a query may return (an entity query names a few entities; more is
+/// a query that forgot its `WHERE`).
+pub const MAX_ROWS: usize = 100;
+
+/// A value bound to a named parameter: a canonical scope value or the
+/// actor's id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    /// A JSON integer.
+    Int(i64),
+    /// A JSON string.
+    Text(String),
+}
+
+/// A column's value, in the types Cedar and a version can hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cell {
+    /// SQL NULL.
+    Null,
+    /// Any integer type.
+    Int(i64),
+    /// Any character type.
+    Text(String),
+    /// A boolean.
+    Bool(bool),
+}
+
+/// One row: (column name, value) in the query's column order.
+pub type Cells = Vec<(String, Cell)>;
+
+/// A query as written, rewritten for the backend.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// The text in the deployment file (for messages).
+    pub written: String,
+    /// The backend's text and bind order.
+    pub rewritten: Rewritten,
+    /// The column names the database reported when it was prepared.
+    pub columns: Vec<String>,
+}
+
+/// A pool on the application's database.
+#[derive(Debug, Clone)]
+pub enum AppDb {
+    /// SQLite, opened read-only.
+    Sqlite(SqlitePool, Duration),
+    /// PostgreSQL.
+    Postgres(PgPool, Duration),
+    /// MySQL or MariaDB.
+    MySql(MySqlPool, Duration),
+}
+
+impl AppDb {
+    /// Connects (one connection at least, so a wrong URL or password is a
+    /// start-time error). The URL is never repeated in an error: it may
+    /// hold a password.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let scheme = url.split(':').next().unwrap_or("");
+        let ms = timeout.as_millis();
+        match scheme {
+            "sqlite" => {
+                // Read-only at the connection: a query cannot write even if
+                // it tries (SQLite has no read-only transaction).
+                let opts = SqliteConnectOptions::from_str(url)
+                    .map_err(|e| format!("not a SQLite URL: {e}"))?
+                    .read_only(true)
+                    .busy_timeout(timeout);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(max_connections)
+                    .connect_with(opts)
+                    .await
+                    .map_err(|e| format!("connecting: {e}"))?;
+                Ok(Self::Sqlite(pool, timeout))
+            }
+            "postgres" | "postgresql" => {
+                let opts = PgConnectOptions::from_str(url)
+                    .map_err(|e| format!("not a PostgreSQL URL: {e}"))?;
+                let pool = PgPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout.max(Duration::from_secs(5)))
+                    .connect_with(opts)
+                    .await
+                    .map_err(|e| format!("connecting: {e}"))?;
+                Ok(Self::Postgres(pool, timeout))
+            }
+            "mysql" | "mariadb" => {
+                let opts = MySqlConnectOptions::from_str(url)
+                    .map_err(|e| format!("not a MySQL URL: {e}"))?;
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(max_connections)
+                    .acquire_timeout(timeout.max(Duration::from_secs(5)))
+                    // The server-side limit, set once per connection: MariaDB
+                    // and MySQL name it differently (seconds vs
+                    // milliseconds), and neither takes it per transaction.
+                    .after_connect(move |conn, _| {
+                        Box::pin(async move {
+                            let version: String = sqlx::query_scalar("SELECT VERSION()")
+                                .fetch_one(&mut *conn)
+                                .await?;
+                            let set = if version.contains("MariaDB") {
+                                format!(
+                                    "SET SESSION max_statement_time = {}.{:03}",
+                                    ms / 1000,
+                                    ms % 1000
+                                )
+                            } else {
+                                format!("SET SESSION max_execution_time = {ms}")
+                            };
+                            conn.execute(AssertSqlSafe(set)).await?;
+                            Ok(())
+                        })
+                    })
+                    .connect_with(opts)
+                    .await
+                    .map_err(|e| format!("connecting: {e}"))?;
+                Ok(Self::MySql(pool, timeout))
+            }
+            _ => Err(format!(
+                "scheme `{scheme}:` is not sqlite:, postgres: or mysql:"
+            )),
+        }
+    }
+
+    /// The backend's dialect.
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            Self::Sqlite(..) => Dialect::Sqlite,
+            Self::Postgres(..) => Dialect::Postgres,
+            Self::MySql(..) => Dialect::MySql,
+        }
+    }
+
+    /// Rewrites and prepares `sql` against the database: a syntax error, a
+    /// missing table or column is an error now, not at the first decision.
+    pub async fn prepare(&self, sql: &str) -> Result<Query, String> {
+        let rewritten = params::rewrite(sql, self.dialect())?;
+        let text = rewritten.sql.clone();
+        // A connection of its own, closed after: the statement it caches
+        // was prepared without parameter types, and PostgreSQL would keep
+        // the types it inferred for it.
+        let (columns, params) = match self {
+            Self::Sqlite(pool, _) => {
+                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+                let st = (&mut *conn)
+                    .prepare(AssertSqlSafe(text).into_sql_str())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let out = describe(&st);
+                conn.close().await.map_err(|e| e.to_string())?;
+                out
+            }
+            Self::Postgres(pool, _) => {
+                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+                let st = (&mut *conn)
+                    .prepare(AssertSqlSafe(text).into_sql_str())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let out = describe(&st);
+                conn.close().await.map_err(|e| e.to_string())?;
+                out
+            }
+            Self::MySql(pool, _) => {
+                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+                let st = (&mut *conn)
+                    .prepare(AssertSqlSafe(text).into_sql_str())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let out = describe(&st);
+                conn.close().await.map_err(|e| e.to_string())?;
+                out
+            }
+        };
+        // PostgreSQL counts distinct names ($n), the others each `?`: both
+        // are the bind list's length.
+        let distinct = rewritten.binds.len();
+        if let Some(n) = params
+            && n != distinct
+        {
+            return Err(format!(
+                "the database sees {n} parameters, the query names {distinct}"
+            ));
+        }
+        Ok(Query {
+            written: sql.to_owned(),
+            rewritten,
+            columns,
+        })
+    }
+
+    /// Runs `query` with `binds` (one per name in its bind order) in a
+    /// read-only transaction, under the statement time limit.
+    pub async fn fetch(&self, query: &Query, binds: &[Bind]) -> Result<Vec<Cells>, String> {
+        let timeout = match self {
+            Self::Sqlite(_, t) | Self::Postgres(_, t) | Self::MySql(_, t) => *t,
+        };
+        // The client-side bound covers what the server's limit does not: a
+        // pool exhausted, a network stall, SQLite (which has none).
+        let work = self.fetch_inner(query, binds, timeout);
+        let rows = tokio::time::timeout(timeout + Duration::from_millis(500), work)
+            .await
+            .map_err(|_| format!("the query took longer than {} ms", timeout.as_millis()))??;
+        if rows.len() > MAX_ROWS {
+            return Err(format!("the query returned more than {MAX_ROWS} rows"));
+        }
+        Ok(rows)
+    }
+
+    async fn fetch_inner(
+        &self,
+        query: &Query,
+        binds: &[Bind],
+        timeout: Duration,
+    ) -> Result<Vec<Cells>, String> {
+        let sql = query.rewritten.sql.clone();
+        match self {
+            Self::Sqlite(pool, _) => {
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for b in binds {
+                    q = match b {
+                        Bind::Int(i) => q.bind(*i),
+                        Bind::Text(s) => q.bind(s.clone()),
+                    };
+                }
+                let rows = q.fetch_all(pool).await.map_err(|e| e.to_string())?;
+                rows.iter().map(sqlite_cells).collect()
+            }
+            Self::Postgres(pool, _) => {
+                let mut tx = pool
+                    .begin_with("BEGIN READ ONLY")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let set = format!("SET LOCAL statement_timeout = {}", timeout.as_millis());
+                (&mut *tx)
+                    .execute(AssertSqlSafe(set))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for b in binds {
+                    q = match b {
+                        Bind::Int(i) => q.bind(*i),
+                        Bind::Text(s) => q.bind(s.clone()),
+                    };
+                }
+                let rows = q.fetch_all(&mut *tx).await.map_err(|e| e.to_string())?;
+                tx.rollback().await.map_err(|e| e.to_string())?;
+                rows.iter().map(pg_cells).collect()
+            }
+            Self::MySql(pool, _) => {
+                let mut tx = pool
+                    .begin_with("START TRANSACTION READ ONLY")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for b in binds {
+                    q = match b {
+                        Bind::Int(i) => q.bind(*i),
+                        Bind::Text(s) => q.bind(s.clone()),
+                    };
+                }
+                let rows = q.fetch_all(&mut *tx).await.map_err(|e| e.to_string())?;
+                tx.rollback().await.map_err(|e| e.to_string())?;
+                rows.iter().map(mysql_cells).collect()
+            }
+        }
+    }
+}
+
+/// Column names and parameter count of a prepared statement.
+fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>) {
+    let columns = st.columns().iter().map(|c| c.name().to_owned()).collect();
+    let params = st.parameters().map(|p| match p {
+        sqlx::Either::Left(types) => types.len(),
+        sqlx::Either::Right(n) => n,
+    });
+    (columns, params)
+}
+
+fn unsupported(column: &str, type_name: &str) -> String {
+    format!(
+        "column `{column}` has SQL type {type_name}: cast it to an integer, text or boolean in the query"
+    )
+}
+
+fn pg_cells(row: &PgRow) -> Result<Cells, String> {
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let name = col.name().to_owned();
+        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+        if raw.is_null() {
+            out.push((name, Cell::Null));
+            continue;
+        }
+        let ty = col.type_info().name().to_owned();
+        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
+        let cell = match ty.as_str() {
+            "INT2" => Cell::Int(row.try_get::<i16, _>(i).map_err(get)?.into()),
+            "INT4" => Cell::Int(row.try_get::<i32, _>(i).map_err(get)?.into()),
+            "INT8" => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
+            "BOOL" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+            "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => {
+                Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
+            }
+            other => return Err(unsupported(&name, other)),
+        };
+        out.push((name, cell));
+    }
+    Ok(out)
+}
+
+fn mysql_cells(row: &MySqlRow) -> Result<Cells, String> {
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let name = col.name().to_owned();
+        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+        if raw.is_null() {
+            out.push((name, Cell::Null));
+            continue;
+        }
+        let ty = col.type_info().name().to_owned();
+        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
+        let cell = match ty.as_str() {
+            "BOOLEAN" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+            "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" => {
+                Cell::Int(row.try_get::<i64, _>(i).map_err(get)?)
+            }
+            "TINYINT UNSIGNED" | "SMALLINT UNSIGNED" | "MEDIUMINT UNSIGNED" | "INT UNSIGNED"
+            | "BIGINT UNSIGNED" => {
+                let v = row.try_get::<u64, _>(i).map_err(get)?;
+                Cell::Int(
+                    i64::try_from(v).map_err(|_| format!("column `{name}`: {v} exceeds i64"))?,
+                )
+            }
+            "VARCHAR" | "CHAR" | "TEXT" | "TINYTEXT" | "MEDIUMTEXT" | "LONGTEXT" | "ENUM" => {
+                Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
+            }
+            other => return Err(unsupported(&name, other)),
+        };
+        out.push((name, cell));
+    }
+    Ok(out)
+}
+
+fn sqlite_cells(row: &SqliteRow) -> Result<Cells, String> {
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let name = col.name().to_owned();
+        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+        if raw.is_null() {
+            out.push((name, Cell::Null));
+            continue;
+        }
+        // SQLite types values, not columns; a column declared BOOLEAN
+        // holds 0/1 integers and reads as a boolean.
+        let declared = col.type_info().name().to_ascii_uppercase();
+        let actual = raw.type_info().name().to_owned();
+        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
+        let cell = match (declared.as_str(), actual.as_str()) {
+            ("BOOLEAN", "INTEGER") => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+            (_, "INTEGER") => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
+            (_, "TEXT") => Cell::Text(row.try_get::<String, _>(i).map_err(get)?),
+            (_, other) => return Err(unsupported(&name, other)),
+        };
+        out.push((name, cell));
+    }
+    Ok(out)
+}

@@ -1,0 +1,642 @@
+//! # toolgate-deploy
+//!
+//! The per-tool wiring of a deployment file (docs/design.md §13): for each
+//! policy tool, where Cedar's entities come from, where the resource's
+//! current version is read, and who performs the write. No application
+//! code: an application is described by its `[app_db]` and `[[tools]]`
+//! sections.
+//!
+//! [`Deployment::load`] checks the sections against the policy, connects
+//! to the application's database and prepares every query there, so a
+//! mistake is a start-time [`ConfigError`] naming the tool and field, never
+//! a failed decision later. The result holds the three parts the pipeline
+//! takes:
+//!
+//! | part | core trait | per tool |
+//! |---|---|---|
+//! | [`DeployAuthorizer`] | `Authorizer` | Cedar with the tool's mapping and [`ToolEntities`] |
+//! | [`DeployState`] | `StateSource` | `sql` or `http` |
+//! | [`DeployExecutor`] | `Executor` | `client` or `webhook` |
+//!
+//! Not yet supported, refused at load with a message saying why:
+//! `state = { source = "none" }` (the core always compares the version the
+//! model saw with a state read, and has no way to skip it) and entities
+//! with `source = "request"` (the core's `AuthzRequest` carries no
+//! attributes from the application).
+
+mod config;
+mod db;
+mod http;
+mod params;
+mod sign;
+mod sources;
+mod webhook;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::time::Duration;
+
+use toolgate::claim::{ClaimRecord, ExecutorKind, ReconcileOutcome};
+use toolgate::contract::Policy;
+use toolgate::pipeline::{
+    Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
+    StateError, StateScope, StateSource, StateVersion,
+};
+use toolgate_cedar::{CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+
+pub use config::{
+    AppDbConfig, CedarConfig, ConfigError, DeploySection, EntityConfig, ExecutorConfig,
+    StateConfig, ToolConfig,
+};
+pub use db::{AppDb, MAX_ROWS};
+pub use http::MAX_BODY_BYTES;
+pub use params::{Dialect, Rewritten, rewrite};
+pub use sign::{HEADER as SIGNATURE_HEADER, header_value as signature_header, hmac_sha256};
+pub use sources::{EntityQuery, StateReader};
+pub use webhook::{WebhookExecutor, permit_body};
+
+/// Default wait for a webhook's answer.
+pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 5000;
+/// Default wait for an `http` state source.
+pub const DEFAULT_STATE_TIMEOUT_MS: u64 = 2000;
+/// Default limit on one application database query.
+pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 2000;
+/// Longest timeout a file may set, for any of them.
+pub const MAX_TIMEOUT_MS: u64 = 120_000;
+/// Shortest webhook secret accepted: shorter ones can be guessed.
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// The application's own database connections kept open by default.
+const DEFAULT_MAX_CONNECTIONS: u32 = 8;
+
+/// A loaded deployment: the three parts the pipeline takes.
+pub struct Deployment {
+    /// Cedar, per tool, over the tool's entity sources.
+    pub authorizer: DeployAuthorizer,
+    /// The state source, per tool.
+    pub state: DeployState,
+    /// The executor, per tool.
+    pub executor: DeployExecutor,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("tools", &self.executor.tools.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn tool_field(tool: &str, field: &str) -> String {
+    format!("tools[{tool}].{field}")
+}
+
+fn timeout(field: &str, ms: Option<u64>, default_ms: u64) -> Result<Duration, ConfigError> {
+    match ms {
+        Some(0) => Err(ConfigError::new(field, "must be at least 1 ms")),
+        Some(ms) if ms > MAX_TIMEOUT_MS => Err(ConfigError::new(
+            field,
+            format!("{ms} ms is longer than the limit, {MAX_TIMEOUT_MS} ms"),
+        )),
+        _ => Ok(http::timeout_or(ms, default_ms)),
+    }
+}
+
+fn read_secret(
+    tool: &str,
+    env: Option<&str>,
+    file: Option<&Path>,
+    base: &Path,
+) -> Result<Vec<u8>, ConfigError> {
+    let (field, secret) = match (env, file) {
+        (Some(var), None) => {
+            let field = tool_field(tool, "executor.secret_env");
+            match std::env::var(var) {
+                Ok(v) if !v.is_empty() => (field, v.into_bytes()),
+                Ok(_) => {
+                    return Err(ConfigError::new(
+                        field,
+                        format!("the environment variable {var} is empty"),
+                    ));
+                }
+                Err(_) => {
+                    return Err(ConfigError::new(
+                        field,
+                        format!("the environment variable {var} is not set"),
+                    ));
+                }
+            }
+        }
+        (None, Some(path)) => {
+            let field = tool_field(tool, "executor.secret_file");
+            let path = base.join(path);
+            let mut bytes = std::fs::read(&path).map_err(|e| {
+                ConfigError::new(&field, format!("reading {}: {e}", path.display()))
+            })?;
+            // A trailing newline is an editor's, not the secret's.
+            while bytes.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                bytes.pop();
+            }
+            if bytes.is_empty() {
+                return Err(ConfigError::new(
+                    field,
+                    format!("{} is empty", path.display()),
+                ));
+            }
+            (field, bytes)
+        }
+        (Some(_), Some(_)) => {
+            return Err(ConfigError::new(
+                tool_field(tool, "executor"),
+                "set one of secret_env and secret_file, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(ConfigError::new(
+                tool_field(tool, "executor.secret_env"),
+                "a webhook needs a secret: secret_env or secret_file",
+            ));
+        }
+    };
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err(ConfigError::new(
+            field,
+            format!("the secret is shorter than {MIN_SECRET_BYTES} bytes"),
+        ));
+    }
+    Ok(secret)
+}
+
+/// The named parameters of `sql` that are neither one of `keys` nor
+/// `actor`, as a configuration error at `field`.
+fn check_params(
+    field: &str,
+    sql: &str,
+    dialect: Dialect,
+    keys: &BTreeSet<&str>,
+) -> Result<(), ConfigError> {
+    let names = params::names(sql, dialect).map_err(|e| ConfigError::new(field, e))?;
+    for name in names {
+        if name != "actor" && !keys.contains(name.as_str()) {
+            return Err(ConfigError::new(
+                field,
+                format!(
+                    "`:{name}` is not a scope field of the tool's operation_key ({}) nor `actor`",
+                    keys.iter().copied().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Deployment {
+    /// Reads `[app_db]` and `[[tools]]` from the deployment file at `path`
+    /// and loads them (see [`Deployment::load`]). Relative paths in the
+    /// sections are relative to the file's directory.
+    pub async fn from_file(
+        path: &Path,
+        policy: &Policy,
+        cedar_policies: &str,
+    ) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new("", format!("reading: {e}")).in_file(path))?;
+        let section = DeploySection::from_toml(&text).map_err(|e| e.in_file(path))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Self::load(&section, base, policy, cedar_policies)
+            .await
+            .map_err(|e| e.in_file(path))
+    }
+
+    /// Checks `section` against `policy`, connects to the application's
+    /// database, prepares every query there and builds each tool's parts.
+    /// `cedar_policies` is the Cedar policy text every tool is decided by.
+    /// Every error names the field: the caller adds the file
+    /// ([`ConfigError::in_file`]) and exits 2.
+    pub async fn load(
+        section: &DeploySection,
+        base: &Path,
+        policy: &Policy,
+        cedar_policies: &str,
+    ) -> Result<Self, ConfigError> {
+        let mut seen = BTreeSet::new();
+        for tool in &section.tools {
+            if !seen.insert(tool.name.as_str()) {
+                return Err(ConfigError::new(
+                    tool_field(&tool.name, "name"),
+                    "a second [[tools]] entry for the same tool",
+                ));
+            }
+            if policy.tool(&tool.name).is_none() {
+                return Err(ConfigError::new(
+                    tool_field(&tool.name, "name"),
+                    format!("the policy has no tool `{}`", tool.name),
+                ));
+            }
+        }
+        for contract in policy.tools() {
+            if !seen.contains(contract.name()) {
+                return Err(ConfigError::new(
+                    "tools",
+                    format!(
+                        "the policy's tool `{}` has no [[tools]] entry",
+                        contract.name()
+                    ),
+                ));
+            }
+        }
+
+        // The application's database is opened only if a query needs it.
+        let needs_db = section.tools.iter().any(|t| {
+            matches!(t.state, StateConfig::Sql { .. })
+                || t.entities
+                    .iter()
+                    .any(|e| matches!(e, EntityConfig::Sql { .. }))
+        });
+        let db = match (&section.app_db, needs_db) {
+            (Some(cfg), true) => Some(connect(cfg).await?),
+            (None, true) => {
+                let t = section
+                    .tools
+                    .iter()
+                    .find(|t| matches!(t.state, StateConfig::Sql { .. }))
+                    .map(|t| tool_field(&t.name, "state.query"))
+                    .or_else(|| {
+                        section
+                            .tools
+                            .first()
+                            .map(|t| tool_field(&t.name, "entities"))
+                    })
+                    .unwrap_or_default();
+                return Err(ConfigError::new(
+                    t,
+                    "a `sql` source needs the application's database: add [app_db]",
+                ));
+            }
+            (_, false) => None,
+        };
+        let dialect = db.as_ref().map_or(Dialect::Sqlite, AppDb::dialect);
+
+        let client = http::client().map_err(|e| ConfigError::new("", e))?;
+        let mut authorizers = HashMap::new();
+        let mut states = HashMap::new();
+        let mut executors = HashMap::new();
+        for tool in &section.tools {
+            let name = tool.name.as_str();
+            // INVARIANT: checked above that every entry names a policy tool.
+            let Some(contract) = policy.tool(name) else {
+                continue;
+            };
+            let keys: BTreeSet<&str> = contract
+                .operation_key()
+                .iter()
+                .map(String::as_str)
+                .collect();
+
+            let executor = match &tool.executor {
+                ExecutorConfig::Client => ToolExecutor::Client,
+                ExecutorConfig::Webhook {
+                    url,
+                    status_url,
+                    secret_env,
+                    secret_file,
+                    timeout_ms,
+                } => {
+                    let url = http::absolute_url(url)
+                        .map_err(|e| ConfigError::new(tool_field(name, "executor.url"), e))?;
+                    let status_url = http::absolute_url(status_url).map_err(|e| {
+                        ConfigError::new(tool_field(name, "executor.status_url"), e)
+                    })?;
+                    let wait = timeout(
+                        &tool_field(name, "executor.timeout_ms"),
+                        *timeout_ms,
+                        DEFAULT_WEBHOOK_TIMEOUT_MS,
+                    )?;
+                    let secret =
+                        read_secret(name, secret_env.as_deref(), secret_file.as_deref(), base)?;
+                    ToolExecutor::Webhook(Box::new(WebhookExecutor::new(
+                        client.clone(),
+                        url,
+                        status_url,
+                        secret,
+                        wait,
+                    )))
+                }
+            };
+
+            let state = match &tool.state {
+                StateConfig::None => {
+                    return Err(ConfigError::new(
+                        tool_field(name, "state.source"),
+                        "`none` is not supported yet: the core compares the version the model \
+                         saw with a state read on every fresh proposal and cannot skip it; use \
+                         `sql` or `http`",
+                    ));
+                }
+                StateConfig::Http { url, timeout_ms } => {
+                    let field = tool_field(name, "state.url");
+                    for p in sources::placeholders(url).map_err(|e| ConfigError::new(&field, e))? {
+                        if p != "actor" && !keys.contains(p.as_str()) {
+                            return Err(ConfigError::new(
+                                &field,
+                                format!(
+                                    "`{{{p}}}` is not a scope field of the tool's operation_key nor `actor`"
+                                ),
+                            ));
+                        }
+                    }
+                    // Checked with the placeholders filled by a sample value:
+                    // the template itself need not parse (`{` in a host).
+                    let sample = url.replace(['{', '}'], "");
+                    http::absolute_url(&sample).map_err(|e| ConfigError::new(&field, e))?;
+                    StateReader::Http {
+                        client: client.clone(),
+                        template: url.clone(),
+                        timeout: timeout(
+                            &tool_field(name, "state.timeout_ms"),
+                            *timeout_ms,
+                            DEFAULT_STATE_TIMEOUT_MS,
+                        )?,
+                    }
+                }
+                StateConfig::Sql { query } => {
+                    let field = tool_field(name, "state.query");
+                    check_params(&field, query, dialect, &keys)?;
+                    // INVARIANT: `needs_db` was true, so `db` is open.
+                    let Some(db) = &db else { continue };
+                    let prepared = db
+                        .prepare(query)
+                        .await
+                        .map_err(|e| ConfigError::new(&field, format!("does not prepare: {e}")))?;
+                    if prepared.columns.len() != 1 {
+                        return Err(ConfigError::new(
+                            &field,
+                            format!(
+                                "must return one column (the version), not {}",
+                                prepared.columns.len()
+                            ),
+                        ));
+                    }
+                    StateReader::Sql {
+                        db: db.clone(),
+                        query: prepared,
+                    }
+                }
+            };
+
+            let cedar = &tool.cedar;
+            if !keys.contains(cedar.resource_field.as_str()) {
+                return Err(ConfigError::new(
+                    tool_field(name, "cedar.resource_field"),
+                    format!(
+                        "`{}` is not a scope field of the tool's operation_key",
+                        cedar.resource_field
+                    ),
+                ));
+            }
+            let mut queries = Vec::new();
+            let mut types = BTreeSet::new();
+            for (i, entity) in tool.entities.iter().enumerate() {
+                let field = tool_field(name, &format!("entities[{i}]"));
+                if !types.insert(entity.type_name()) {
+                    return Err(ConfigError::new(
+                        format!("{field}.type"),
+                        format!("a second source for `{}`", entity.type_name()),
+                    ));
+                }
+                match entity {
+                    EntityConfig::Request { .. } => {
+                        return Err(ConfigError::new(
+                            format!("{field}.source"),
+                            "`request` is not supported yet: the core's authorisation request \
+                             carries no attributes from the application; use `sql`",
+                        ));
+                    }
+                    EntityConfig::Sql { type_name, query } => {
+                        let field = format!("{field}.query");
+                        check_params(&field, query, dialect, &keys)?;
+                        let Some(db) = &db else { continue };
+                        let prepared = db.prepare(query).await.map_err(|e| {
+                            ConfigError::new(&field, format!("does not prepare: {e}"))
+                        })?;
+                        if !prepared.columns.iter().any(|c| c == "id") {
+                            return Err(ConfigError::new(
+                                &field,
+                                "must return a column `id` (the entity id)",
+                            ));
+                        }
+                        queries.push(EntityQuery {
+                            type_name: type_name.clone(),
+                            query: prepared,
+                        });
+                    }
+                }
+            }
+            for (role, ty) in [
+                ("principal_type", &cedar.principal_type),
+                ("resource_type", &cedar.resource_type),
+            ] {
+                if !types.contains(ty.as_str()) {
+                    return Err(ConfigError::new(
+                        tool_field(name, &format!("cedar.{role}")),
+                        format!("no [[tools.entities]] entry provides `{ty}`"),
+                    ));
+                }
+            }
+            let mapping = Mapping {
+                principal_type: cedar.principal_type.clone(),
+                resource_type: cedar.resource_type.clone(),
+                resource_field: cedar.resource_field.clone(),
+            };
+            let entities = ToolEntities {
+                db: db.clone(),
+                queries,
+            };
+            let authorizer = CedarAuthorizer::new(cedar_policies, &mapping, entities)
+                .map_err(|e| ConfigError::new(tool_field(name, "cedar"), e.to_string()))?;
+
+            authorizers.insert(name.to_owned(), authorizer);
+            states.insert(name.to_owned(), state);
+            executors.insert(name.to_owned(), executor);
+        }
+        Ok(Self {
+            authorizer: DeployAuthorizer { tools: authorizers },
+            state: DeployState { tools: states },
+            executor: DeployExecutor { tools: executors },
+        })
+    }
+}
+
+async fn connect(cfg: &AppDbConfig) -> Result<AppDb, ConfigError> {
+    let (field, url) = match (&cfg.url, &cfg.url_env) {
+        (Some(url), None) => ("app_db.url", url.clone()),
+        (None, Some(var)) => match std::env::var(var) {
+            Ok(v) if !v.is_empty() => ("app_db.url_env", v),
+            _ => {
+                return Err(ConfigError::new(
+                    "app_db.url_env",
+                    format!("the environment variable {var} is not set"),
+                ));
+            }
+        },
+        _ => {
+            return Err(ConfigError::new(
+                "app_db",
+                "set exactly one of url and url_env",
+            ));
+        }
+    };
+    let max = match cfg.max_connections {
+        Some(0) => {
+            return Err(ConfigError::new(
+                "app_db.max_connections",
+                "must be at least 1",
+            ));
+        }
+        Some(n) => n,
+        None => DEFAULT_MAX_CONNECTIONS,
+    };
+    let wait = timeout(
+        "app_db.statement_timeout_ms",
+        cfg.statement_timeout_ms,
+        DEFAULT_STATEMENT_TIMEOUT_MS,
+    )?;
+    AppDb::connect(&url, max, wait)
+        .await
+        .map_err(|e| ConfigError::new(field, e))
+}
+
+/// The state source of a deployment: each tool's [`StateReader`].
+#[derive(Debug)]
+pub struct DeployState {
+    tools: HashMap<String, StateReader>,
+}
+
+impl StateSource for DeployState {
+    async fn current_version(&self, scope: StateScope<'_>) -> Result<StateVersion, StateError> {
+        let reader = self.tools.get(scope.tool()).ok_or_else(|| {
+            StateError::new(format!("no state source for tool `{}`", scope.tool()))
+        })?;
+        reader.read(scope.scope(), scope.principal().id()).await
+    }
+}
+
+/// One tool's executor.
+#[derive(Debug)]
+pub enum ToolExecutor {
+    /// The application writes with the permit it is handed.
+    Client,
+    /// toolgate POSTs the signed permit.
+    Webhook(Box<WebhookExecutor>),
+}
+
+/// The executor of a deployment: `client` or `webhook`, per tool.
+#[derive(Debug)]
+pub struct DeployExecutor {
+    tools: HashMap<String, ToolExecutor>,
+}
+
+impl DeployExecutor {
+    /// The executor configured for `tool`.
+    pub fn tool(&self, tool: &str) -> Option<&ToolExecutor> {
+        self.tools.get(tool)
+    }
+}
+
+impl Executor for DeployExecutor {
+    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        match self.tools.get(permit.tool()) {
+            Some(ToolExecutor::Webhook(w)) => w.execute(permit).await,
+            // The write is the application's: the decision hands it the
+            // permit and the claim stays in flight until it completes.
+            Some(ToolExecutor::Client) => Ok(ExecOutcome::Deferred),
+            None => Err(ExecError::new(format!(
+                "no executor for tool `{}`",
+                permit.tool()
+            ))),
+        }
+    }
+
+    fn kind(&self, tool: &str) -> ExecutorKind {
+        match self.tools.get(tool) {
+            Some(ToolExecutor::Webhook(_)) => ExecutorKind::Webhook,
+            // A tool with no entry never reaches an executor (the load
+            // refuses a policy tool without one); `client` claims no write.
+            Some(ToolExecutor::Client) | None => ExecutorKind::Client,
+        }
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        let tool = claim.proposal.tool();
+        match self.tools.get(tool) {
+            Some(ToolExecutor::Webhook(w)) => w.reconcile(claim).await,
+            // Invariant 13: no executor answers for a write it does not own.
+            Some(ToolExecutor::Client) => Err(ExecError::new(format!(
+                "tool `{tool}` is executed by the client: only the application or an operator \
+                 can say whether its write happened"
+            ))),
+            None => Err(ExecError::new(format!("no executor for tool `{tool}`"))),
+        }
+    }
+}
+
+/// Cedar's entities for one tool: its `sql` entity queries, run with the
+/// decision's scope and actor.
+#[derive(Debug)]
+pub struct ToolEntities {
+    db: Option<AppDb>,
+    queries: Vec<EntityQuery>,
+}
+
+impl EntitySource for ToolEntities {
+    async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+        let mut out = Vec::new();
+        let Some(db) = &self.db else {
+            return Ok(out);
+        };
+        for q in &self.queries {
+            let binds = sources::binds(&q.query, request.scope(), request.principal().id())
+                .map_err(|e| format!("{}: {e}", q.type_name))?;
+            let rows = db
+                .fetch(&q.query, &binds)
+                .await
+                .map_err(|e| format!("{}: {e}", q.type_name))?;
+            for row in &rows {
+                out.push(sources::row_entity(&q.type_name, row)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The authoriser of a deployment: Cedar, with each tool's mapping and
+/// entity sources.
+pub struct DeployAuthorizer {
+    tools: HashMap<String, CedarAuthorizer<ToolEntities>>,
+}
+
+impl std::fmt::Debug for DeployAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeployAuthorizer")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl DeployAuthorizer {
+    /// The entity source of `tool`.
+    pub fn entities(&self, tool: &str) -> Option<&ToolEntities> {
+        self.tools.get(tool).map(CedarAuthorizer::entity_source)
+    }
+}
+
+impl Authorizer for DeployAuthorizer {
+    async fn authorize(&self, request: &AuthzRequest<'_>) -> AuthzDecision {
+        match self.tools.get(request.tool()) {
+            Some(cedar) => cedar.authorize(request).await,
+            None => AuthzDecision::Error {
+                message: format!("no authoriser for tool `{}`", request.tool()),
+            },
+        }
+    }
+}

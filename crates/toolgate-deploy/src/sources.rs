@@ -1,0 +1,244 @@
+//! The per-tool state readers and Cedar entity queries.
+
+use std::time::Duration;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::StatusCode;
+use serde_json::{Map, Value};
+use toolgate::pipeline::{StateError, StateVersion};
+use toolgate_cedar::{Attr, EntityRecord};
+
+use crate::db::{AppDb, Bind, Cell, Query};
+use crate::http::{bounded_body, describe, strict_json};
+
+/// The binds for `query` from a canonical scope and the actor's id.
+pub fn binds(query: &Query, scope: &Map<String, Value>, actor: &str) -> Result<Vec<Bind>, String> {
+    query
+        .rewritten
+        .binds
+        .iter()
+        .map(|name| {
+            if name == "actor" {
+                return Ok(Bind::Text(actor.to_owned()));
+            }
+            match scope.get(name) {
+                Some(Value::String(s)) => Ok(Bind::Text(s.clone())),
+                Some(Value::Number(n)) => n
+                    .as_i64()
+                    .map(Bind::Int)
+                    .ok_or_else(|| format!("scope field `{name}` ({n}) is not a 64-bit integer")),
+                Some(other) => Err(format!(
+                    "scope field `{name}` is {other}, not a string or an integer"
+                )),
+                None => Err(format!("the scope has no field `{name}`")),
+            }
+        })
+        .collect()
+}
+
+/// Where one tool's current version comes from.
+#[derive(Debug, Clone)]
+pub enum StateReader {
+    /// One row, one column from the application's database.
+    Sql {
+        /// The database.
+        db: AppDb,
+        /// The prepared query.
+        query: Query,
+    },
+    /// `GET` on the application, answering `{"version": …}`.
+    Http {
+        /// The shared client.
+        client: reqwest::Client,
+        /// The URL with `{field}` placeholders.
+        template: String,
+        /// Longest wait.
+        timeout: Duration,
+    },
+}
+
+/// Characters percent-encoded in a URL placeholder: everything but
+/// unreserved ones, so a value cannot add a path segment, a query or a
+/// fragment.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// The `{field}` names in a URL template; `Err` on an unclosed brace.
+pub fn placeholders(template: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed `{{` in `{template}`"))?;
+        let name = &after[..close];
+        if name.is_empty() || !name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric()) {
+            return Err(format!("`{{{name}}}` is not a placeholder name"));
+        }
+        out.push(name.to_owned());
+        rest = &after[close + 1..];
+    }
+    Ok(out)
+}
+
+/// The template with each placeholder replaced by its percent-encoded
+/// canonical value.
+pub fn fill(template: &str, scope: &Map<String, Value>, actor: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after.find('}').ok_or("unclosed `{`")?;
+        let name = &after[..close];
+        let value = if name == "actor" {
+            actor.to_owned()
+        } else {
+            match scope.get(name) {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => return Err(format!("the scope has no string or integer `{name}`")),
+            }
+        };
+        out.extend(utf8_percent_encode(&value, COMPONENT));
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn cell_version(cell: &Cell) -> Option<StateVersion> {
+    match cell {
+        Cell::Int(i) => Some(StateVersion::from(*i)),
+        Cell::Text(s) => StateVersion::new(s.clone()),
+        Cell::Null | Cell::Bool(_) => None,
+    }
+}
+
+impl StateReader {
+    /// The current version of the resource `scope` names.
+    pub async fn read(
+        &self,
+        scope: &Map<String, Value>,
+        actor: &str,
+    ) -> Result<StateVersion, StateError> {
+        match self {
+            Self::Sql { db, query } => {
+                let binds = binds(query, scope, actor).map_err(StateError::new)?;
+                let rows = db.fetch(query, &binds).await.map_err(StateError::new)?;
+                match rows.as_slice() {
+                    [] => Err(StateError::new(
+                        "no such resource: the state query returned no row",
+                    )),
+                    [row] => match row.as_slice() {
+                        [(_, cell)] => cell_version(cell).ok_or_else(|| {
+                            StateError::new(format!(
+                                "the state query's value {cell:?} is not a version \
+                                 (a non-empty string or an integer)"
+                            ))
+                        }),
+                        _ => Err(StateError::new(format!(
+                            "the state query returned {} columns, not one",
+                            row.len()
+                        ))),
+                    },
+                    _ => Err(StateError::new(format!(
+                        "the state query returned {} rows, not one",
+                        rows.len()
+                    ))),
+                }
+            }
+            Self::Http {
+                client,
+                template,
+                timeout,
+            } => {
+                let url = fill(template, scope, actor).map_err(StateError::new)?;
+                let response = client
+                    .get(url)
+                    .timeout(*timeout)
+                    .header(reqwest::header::ACCEPT, "application/json")
+                    .send()
+                    .await
+                    .map_err(|e| StateError::new(format!("state URL: {}", describe(&e))))?;
+                let status = response.status();
+                if status == StatusCode::NOT_FOUND {
+                    return Err(StateError::new(
+                        "no such resource: the state URL answered 404",
+                    ));
+                }
+                if !status.is_success() {
+                    return Err(StateError::new(format!("state URL: HTTP {status}")));
+                }
+                let body = bounded_body(response)
+                    .await
+                    .map_err(|e| StateError::new(format!("state URL: {e}")))?;
+                let value =
+                    strict_json(&body).map_err(|e| StateError::new(format!("state URL: {e}")))?;
+                let v = value
+                    .get("version")
+                    .ok_or_else(|| StateError::new("state URL: the answer has no `version`"))?;
+                let version = match v {
+                    Value::String(s) => StateVersion::new(s.clone()),
+                    Value::Number(n) if n.is_i64() || n.is_u64() => {
+                        StateVersion::new(n.to_string())
+                    }
+                    _ => None,
+                };
+                version.ok_or_else(|| {
+                    StateError::new(format!(
+                        "state URL: `version` {v} is not a non-empty string or an integer"
+                    ))
+                })
+            }
+        }
+    }
+}
+
+/// One `sql` entity query of a tool.
+#[derive(Debug, Clone)]
+pub struct EntityQuery {
+    /// The Cedar entity type its rows are.
+    pub type_name: String,
+    /// The prepared query.
+    pub query: Query,
+}
+
+/// A row as a Cedar entity: `id` the entity id, `parent_<Type>` a parent,
+/// every other non-NULL column an attribute.
+pub fn row_entity(type_name: &str, row: &[(String, Cell)]) -> Result<EntityRecord, String> {
+    let text = |c: &Cell| match c {
+        Cell::Int(i) => Some(i.to_string()),
+        Cell::Text(s) => Some(s.clone()),
+        Cell::Null | Cell::Bool(_) => None,
+    };
+    let id = row
+        .iter()
+        .find(|(name, _)| name == "id")
+        .and_then(|(_, c)| text(c))
+        .ok_or_else(|| format!("a {type_name} row has no string or integer `id`"))?;
+    let mut record = EntityRecord::new(type_name, id);
+    for (name, cell) in row {
+        if name == "id" || matches!(cell, Cell::Null) {
+            continue;
+        }
+        if let Some(parent_type) = name.strip_prefix("parent_") {
+            let pid = text(cell)
+                .ok_or_else(|| format!("column `{name}` must be a string or integer id"))?;
+            record.parents.push((parent_type.to_owned(), pid));
+            continue;
+        }
+        let value = match cell {
+            Cell::Int(i) => Value::from(*i),
+            Cell::Text(s) => Value::String(s.clone()),
+            Cell::Bool(b) => Value::Bool(*b),
+            Cell::Null => continue,
+        };
+        record = record.attr(name.clone(), Attr::Value(value));
+    }
+    Ok(record)
+}
