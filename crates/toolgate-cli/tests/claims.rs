@@ -121,6 +121,7 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
                 "fingerprint": conformance::fingerprint(1).to_hex(),
                 "tool": "refund_order",
                 "status": "in_flight",
+                "executor": "in_process",
                 "holder": stuck_holder.to_hex(),
                 "claimed_at": T0.0,
                 "lease_expires_at": T0.0 + lease_ms,
@@ -146,6 +147,140 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
     ]);
     assert_eq!(code, 0);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
+}
+
+/// A client-executed claim that is stuck: reconciling it without an answer
+/// asks no executor (the desk's would say "no credit found" about a write
+/// it never saw) and exits 2; the application's answer closes it.
+#[tokio::test]
+async fn a_stuck_client_claim_needs_an_explicit_answer() {
+    use toolgate::claim::{ClaimStatus, ExecutorKind};
+    let db = TempDb::new();
+    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
+        .await
+        .expect("open");
+    let ns = Namespace::new([0x6b; 16]);
+    let key = ns.key(1, 0);
+    let req = conformance::request(&ns, key, 1, 1500, T0).with_executor(ExecutorKind::Client);
+    assert!(matches!(
+        store.claim(req).await.expect("claim"),
+        RawClaim::Acquired(_)
+    ));
+    let later = (T0.0 + 3_600_000).to_string();
+    let hex = key.to_hex();
+    let (code, stdout, _) = toolgate(&["claims", "stuck", "--db", &db.url(), "--now", &later]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains(r#""executor":"client""#), "{stdout}");
+
+    let (code, stdout, stderr) = toolgate(&[
+        "claims",
+        "reconcile",
+        "--db",
+        &db.url(),
+        "--now",
+        &later,
+        &hex,
+    ]);
+    assert_eq!(code, 2, "{stdout} {stderr}");
+    let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(
+        line,
+        json!({"operation_key": hex, "reconciled": "explicit_answer_required", "executor": "client"})
+    );
+    assert!(stderr.contains("--applied"), "{stderr}");
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.status, ClaimStatus::InFlight, "nothing was written");
+
+    // Both answers at once is a usage error; a malformed receipt too.
+    let (code, _, _) = toolgate(&[
+        "claims",
+        "reconcile",
+        "--db",
+        &db.url(),
+        "--now",
+        &later,
+        &hex,
+        "--applied",
+        "{}",
+        "--not-applied",
+        "no",
+    ]);
+    assert_eq!(code, 2);
+    let (code, _, stderr) = toolgate(&[
+        "claims",
+        "reconcile",
+        "--db",
+        &db.url(),
+        "--now",
+        &later,
+        &hex,
+        "--applied",
+        r#"{"a":1,"a":2}"#,
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        store.fetch(&key).await.expect("fetch").expect("row").status,
+        ClaimStatus::InFlight
+    );
+
+    let (code, stdout, stderr) = toolgate(&[
+        "claims",
+        "reconcile",
+        "--db",
+        &db.url(),
+        "--now",
+        &later,
+        &hex,
+        "--applied",
+        r#"{"refund_id":"php-42"}"#,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(
+        line,
+        json!({"operation_key": hex, "reconciled": "applied", "result": {"refund_id": "php-42"}})
+    );
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.status, ClaimStatus::Completed);
+    assert_eq!(row.executor, ExecutorKind::Client);
+}
+
+/// `--not-applied DETAIL` closes a stuck claim as not applied, with the
+/// operator's note as its result.
+#[tokio::test]
+async fn not_applied_records_the_operators_detail() {
+    use toolgate::claim::ExecutorKind;
+    let db = TempDb::new();
+    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
+        .await
+        .expect("open");
+    let ns = Namespace::new([0x6c; 16]);
+    let key = ns.key(1, 0);
+    let req = conformance::request(&ns, key, 1, 1500, T0).with_executor(ExecutorKind::Webhook);
+    assert!(matches!(
+        store.claim(req).await.expect("claim"),
+        RawClaim::Acquired(_)
+    ));
+    let later = (T0.0 + 3_600_000).to_string();
+    let hex = key.to_hex();
+    let (code, stdout, stderr) = toolgate(&[
+        "claims",
+        "reconcile",
+        "--db",
+        &db.url(),
+        "--now",
+        &later,
+        &hex,
+        "--not-applied",
+        "no refund in the shop's table",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(
+        line["result"],
+        json!({"applied": false, "detail": "no refund in the shop's table"})
+    );
+    assert_eq!(line["reconciled"], "not_applied");
 }
 
 #[test]

@@ -110,6 +110,37 @@ fn keys_new_prints_a_prefixed_random_key_once_and_an_entry_with_its_digest() {
     );
 }
 
+#[test]
+fn keys_new_act_for_users_writes_the_flag_and_config_check_shows_it() {
+    let (_, snippet) = new_key(&[
+        "--name",
+        "shop-backend",
+        "--capabilities",
+        "credit:issue",
+        "--mode",
+        "client",
+        "--act-for-users",
+    ]);
+    assert!(snippet.contains("act_for_users = true"), "{snippet}");
+    let (_, plain) = new_key(&["--name", "agent-ana"]);
+    assert!(!plain.contains("act_for_users"), "off by default: {plain}");
+    let dir = scratch("act-for-users");
+    let config = deployment(&dir, &snippet);
+    let db = sqlite_db(&dir);
+    let run = toolgate(
+        &["config", "check", config.to_str().expect("path")],
+        &[("TOOLGATE_DB_URL", &db)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("shop-backend capabilities=[credit:issue] execution=client act_for_users"),
+        "{}",
+        run.stdout
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Sends one HTTP/1.1 request and reads the status line's code.
 fn http_status(addr: SocketAddr, path: &str, key: &str) -> u16 {
     let mut conn = TcpStream::connect(addr).expect("connect");

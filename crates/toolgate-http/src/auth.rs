@@ -64,6 +64,11 @@ pub struct ApiKey {
     pub principal: Principal,
     /// Who executes this principal's actions.
     pub mode: ExecutionMode,
+    /// Whether the key may name the actor per request (`"actor"` in
+    /// `POST /v1/decisions`; docs/design.md §13): a service that acts on
+    /// behalf of its own end users. A key without it that sends `actor` is
+    /// refused with `actor_not_allowed`.
+    pub act_for_users: bool,
 }
 
 /// A configuration problem with the keys.
@@ -141,6 +146,8 @@ impl KeyRing {
 pub struct Caller {
     pub principal: Principal,
     pub mode: ExecutionMode,
+    /// The key may name the actor per request.
+    pub act_for_users: bool,
 }
 
 impl Caller {
@@ -177,6 +184,7 @@ impl<P: Parts> FromRequestParts<AppState<P>> for Caller {
         Ok(Self {
             principal: key.principal.clone(),
             mode: key.mode,
+            act_for_users: key.act_for_users,
         })
     }
 }

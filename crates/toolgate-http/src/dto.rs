@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolgate::claim::{ClaimRecord, CorruptRow, Lease, ProposalRecord};
+use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, Lease, ProposalRecord};
 use toolgate::contract;
 use toolgate::pipeline::{self, Decision, Outcome};
 use toolgate::provider::StopClass;
@@ -88,6 +88,16 @@ pub struct DecisionRequest {
     /// `native` (default) or `structured`.
     #[serde(default)]
     pub envelope: Option<String>,
+    /// The end user this request acts for, for a key configured with
+    /// `act_for_users` (a service acting on behalf of its users): the
+    /// principal the capability check and the authoriser see, with the
+    /// key's capabilities, and the proposer recorded on the claim; the
+    /// key's own principal is kept in the audit entry as `via`. 1 to 128
+    /// bytes without control characters. Any other key that sends it is
+    /// refused with `actor_not_allowed` (403). Never taken from the model.
+    #[serde(default)]
+    #[schema(example = "agent-ana")]
+    pub actor: Option<String>,
 }
 
 /// The outcome of a decision (`docs/error-codes.md`, "Pipeline decisions").
@@ -444,10 +454,13 @@ pub struct CompleteResponse {
 pub struct ReconcileRequest {
     /// Whether the write happened downstream.
     pub applied: bool,
-    /// Its receipt (applied) or what the downstream system reported (not
-    /// applied).
+    /// The write's result (its receipt), when it was applied.
     #[serde(default)]
-    pub detail: Value,
+    pub result: Option<Value>,
+    /// What the downstream system reported: why it was not applied (or,
+    /// for compatibility, the receipt of an applied write).
+    #[serde(default)]
+    pub detail: Option<Value>,
 }
 
 /// How a reconciliation closed the claim (also its audit outcome).
@@ -468,6 +481,15 @@ pub struct ReconcileResponse {
     pub operation_key: String,
     /// The receipt or detail now recorded as the claim's result.
     pub result: Option<Value>,
+}
+
+/// Who performs a claim's write (`docs/error-codes.md`, "Executor kinds").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutorCode {
+    InProcess,
+    Client,
+    Webhook,
 }
 
 /// A claim's status.
@@ -503,6 +525,9 @@ pub struct ClaimView {
     pub tool: String,
     /// `in_flight` or `completed`.
     pub status: ClaimStatusCode,
+    /// Who performs the write: reconciliation asks only this executor, and
+    /// a `client` claim is closed only by an explicit answer.
+    pub executor: ExecutorCode,
     /// When it was claimed (Unix ms).
     pub claimed_at: i64,
     /// When its lease ends or ended (Unix ms).
@@ -525,6 +550,11 @@ impl ClaimView {
             status: match r.status {
                 toolgate::claim::ClaimStatus::InFlight => ClaimStatusCode::InFlight,
                 toolgate::claim::ClaimStatus::Completed => ClaimStatusCode::Completed,
+            },
+            executor: match r.executor {
+                ExecutorKind::InProcess => ExecutorCode::InProcess,
+                ExecutorKind::Client => ExecutorCode::Client,
+                ExecutorKind::Webhook => ExecutorCode::Webhook,
             },
             claimed_at: r.claimed_at.0,
             lease_expires_at: r.lease_expires_at.0,

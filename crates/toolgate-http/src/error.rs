@@ -87,6 +87,13 @@ pub enum ProblemCode {
     NotStuck,
     /// 409: approve or deny of an item that is not an open pending approval.
     NotPending,
+    /// 409: a reconciliation without an answer of a stuck claim whose write
+    /// the server's executor does not own (a client-executed claim):
+    /// nothing was asked or written.
+    ExplicitAnswerRequired,
+    /// 403: a decision request naming an `actor` with a key that may not act
+    /// for users.
+    ActorNotAllowed,
     /// 413: the body is over the limit.
     BodyTooLarge,
     /// 415: a body of a media type the endpoint does not read.
@@ -103,7 +110,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 31] = [
+    pub const ALL: [Self; 33] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::NotProposer,
@@ -129,6 +136,8 @@ impl ProblemCode {
         Self::StaleHolder,
         Self::NotStuck,
         Self::NotPending,
+        Self::ExplicitAnswerRequired,
+        Self::ActorNotAllowed,
         Self::BodyTooLarge,
         Self::UnsupportedMediaType,
         Self::CorruptRecord,
@@ -165,6 +174,8 @@ impl ProblemCode {
             Self::StaleHolder => "stale_holder",
             Self::NotStuck => "not_stuck",
             Self::NotPending => "not_pending",
+            Self::ExplicitAnswerRequired => "explicit_answer_required",
+            Self::ActorNotAllowed => "actor_not_allowed",
             Self::BodyTooLarge => "body_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::CorruptRecord => "corrupt_record",
@@ -184,7 +195,9 @@ impl ProblemCode {
             | Self::InvalidRequest
             | Self::UnsupportedListing => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::MissingCapability | Self::NotProposer => StatusCode::FORBIDDEN,
+            Self::MissingCapability | Self::NotProposer | Self::ActorNotAllowed => {
+                StatusCode::FORBIDDEN
+            }
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -192,7 +205,8 @@ impl ProblemCode {
             | Self::LeaseExpired
             | Self::StaleHolder
             | Self::NotStuck
-            | Self::NotPending => StatusCode::CONFLICT,
+            | Self::NotPending
+            | Self::ExplicitAnswerRequired => StatusCode::CONFLICT,
             Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidBody
@@ -237,6 +251,8 @@ impl ProblemCode {
             Self::StaleHolder => "Stale holder token",
             Self::NotStuck => "Claim not stuck",
             Self::NotPending => "Item not pending",
+            Self::ExplicitAnswerRequired => "Explicit answer required",
+            Self::ActorNotAllowed => "Actor not allowed",
             Self::BodyTooLarge => "Request body too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::CorruptRecord => "Corrupt record",

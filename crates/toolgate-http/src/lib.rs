@@ -74,9 +74,9 @@ pub use state::{AppState, Backends, Parts, Settings};
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::{Extension, Router};
 use axum::http::StatusCode;
 use axum::middleware::{from_fn_with_state, map_response};
+use axum::{Extension, Router};
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 

@@ -173,6 +173,7 @@ pub(crate) fn stored_claim(row: &impl ClaimColumns) -> Result<StoredClaim, Corru
         completed_at: row.opt_int("completed_at")?,
         resolution: row.opt_text("resolution")?,
         result: row.opt_text("result")?,
+        executor: row.text("executor")?,
     })
 }
 
@@ -545,7 +546,8 @@ macro_rules! sql_claim_store {
                                 rows::opt_text(row, "reason")?,
                                 key,
                                 fingerprint,
-                            )
+                            )?
+                            .with_via(rows::opt_text(row, "via")?)
                         })();
                         entry.map_err(|p| StoreError::corrupt(&p))
                     })
@@ -596,6 +598,7 @@ macro_rules! sql_claim_store {
                 .bind(req.holder().as_bytes().as_slice())
                 .bind(req.lease_expires_at().0)
                 .bind(req.now().0)
+                .bind(req.executor().as_str())
         }
 
         /// The statement for one single-statement write, binds encoded.
@@ -623,7 +626,8 @@ macro_rules! sql_claim_store {
                     .bind(entry.outcome())
                     .bind(entry.reason())
                     .bind(entry.key().map(|k| k.as_bytes().as_slice()))
-                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice())),
+                    .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice()))
+                    .bind(entry.via()),
             }
         }
 
@@ -764,7 +768,7 @@ pub(crate) use sql_claim_store;
 pub(crate) mod qmark {
     pub(crate) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = ?";
+        completed_at, resolution, result, executor FROM toolgate_claims WHERE operation_key = ?";
     pub(crate) const COMPLETE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
         WHERE operation_key = ? AND status = 'in_flight' AND holder = ?";
@@ -773,13 +777,13 @@ pub(crate) mod qmark {
         WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
     pub(crate) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims \
+        completed_at, resolution, result, executor FROM toolgate_claims \
         WHERE status = 'in_flight' AND lease_expires_at <= ? \
         ORDER BY lease_expires_at, operation_key LIMIT ?";
     pub(crate) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
-        VALUES (?, ?, ?, ?, ?, ?, ?)";
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
     pub(crate) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = ? \
+        operation_key, fingerprint, via FROM toolgate_audit WHERE operation_key = ? \
         ORDER BY id LIMIT ?";
 }

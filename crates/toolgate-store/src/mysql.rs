@@ -46,8 +46,8 @@ pub mod sql {
     /// also swallow other errors (truncation, bad values) as warnings.
     pub const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?) \
+         status, holder, lease_expires_at, claimed_at, executor) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
         ON DUPLICATE KEY UPDATE operation_key = operation_key";
     #[cfg(feature = "fault-injection")]
     pub(super) const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED)";
@@ -66,13 +66,22 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
 sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, is_lost_race, pooled);
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![Migration::new(
-        1,
-        "claims and audit log".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/mysql/0001_claims.sql").into_sql_str(),
-        false,
-    )]);
+    let mut m = Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "claims and audit log".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0001_claims.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "executor kind on claims, via on audit entries".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0002_executor_and_via.sql").into_sql_str(),
+            false,
+        ),
+    ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m
 }

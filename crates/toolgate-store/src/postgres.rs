@@ -21,12 +21,12 @@ pub struct PgClaimStore {
 mod sql {
     pub(super) const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', $8, $9, $10) \
+         status, holder, lease_expires_at, claimed_at, executor) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', $8, $9, $10, $11) \
         ON CONFLICT (operation_key) DO NOTHING";
     pub(super) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims WHERE operation_key = $1";
+        completed_at, resolution, result, executor FROM toolgate_claims WHERE operation_key = $1";
     pub(super) const COMPLETE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = $1, resolution = 'executed', result = $2 \
         WHERE operation_key = $3 AND status = 'in_flight' AND holder = $4";
@@ -35,14 +35,14 @@ mod sql {
         WHERE operation_key = $4 AND status = 'in_flight' AND lease_expires_at <= $5";
     pub(super) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result FROM toolgate_claims \
+        completed_at, resolution, result, executor FROM toolgate_claims \
         WHERE status = 'in_flight' AND lease_expires_at <= $1 \
         ORDER BY lease_expires_at, operation_key LIMIT $2";
     pub(super) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7)";
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
     pub(super) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint FROM toolgate_audit WHERE operation_key = $1 \
+        operation_key, fingerprint, via FROM toolgate_audit WHERE operation_key = $1 \
         ORDER BY id LIMIT $2";
     #[cfg(feature = "fault-injection")]
     pub(super) const CONNECTION_ID: &str = "SELECT CAST(pg_backend_pid() AS BIGINT)";
@@ -60,13 +60,22 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
 sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, is_lost_race, pooled);
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![Migration::new(
-        1,
-        "claims and audit log".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/postgres/0001_claims.sql").into_sql_str(),
-        false,
-    )]);
+    let mut m = Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "claims and audit log".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0001_claims.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "executor kind on claims, via on audit entries".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0002_executor_and_via.sql").into_sql_str(),
+            false,
+        ),
+    ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m
 }

@@ -35,8 +35,8 @@ mod sql {
     };
     pub(super) const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?) \
+         status, holder, lease_expires_at, claimed_at, executor) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
         ON CONFLICT (operation_key) DO NOTHING";
 }
 
@@ -196,6 +196,7 @@ impl SqliteClaimStore {
                         unit.holder().as_bytes().as_slice(),
                         unit.lease_expires_at().0,
                         unit.now().0,
+                        unit.executor().as_str(),
                     ])?;
                 let mut read_back = conn.prepare_cached(sql::SELECT_CLAIM)?;
                 let mut rows = read_back.query([unit.key().as_bytes().as_slice()])?;
@@ -323,6 +324,7 @@ pub(crate) fn append_audit(
             entry.reason(),
             entry.key().map(|k| k.as_bytes().as_slice()),
             entry.fingerprint().map(|f| f.as_bytes().as_slice()),
+            entry.via(),
         ])
 }
 
@@ -384,13 +386,22 @@ mod rusqlite_row {
 }
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![Migration::new(
-        1,
-        "claims and audit log".into(),
-        MigrationType::Simple,
-        include_str!("../migrations/sqlite/0001_claims.sql").into_sql_str(),
-        false,
-    )]);
+    let mut m = Migrator::with_migrations(vec![
+        Migration::new(
+            1,
+            "claims and audit log".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0001_claims.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            2,
+            "executor kind on claims, via on audit entries".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0002_executor_and_via.sql").into_sql_str(),
+            false,
+        ),
+    ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m
 }

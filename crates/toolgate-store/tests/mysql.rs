@@ -140,6 +140,7 @@ async fn affected_rows_are_one_for_a_new_row_and_for_a_duplicate() {
             .bind(holder.as_slice())
             .bind(2_i64)
             .bind(1_i64)
+            .bind("in_process")
             .execute(s.pool())
             .await
             .expect("insert");

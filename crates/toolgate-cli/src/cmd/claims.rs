@@ -28,7 +28,8 @@ enum Command {
 /// executed again. Output: one JSON object per line, oldest lease first:
 ///
 ///   {"operation_key":"<hex>","fingerprint":"<hex>","tool":"...",
-///    "status":"in_flight","holder":"<hex>","claimed_at":<ms>,
+///    "status":"in_flight","executor":"in_process"|"client"|"webhook",
+///    "holder":"<hex>","claimed_at":<ms>,
 ///    "lease_expires_at":<ms>,"stuck_for_ms":<ms>,
 ///    "proposal":{"arguments":{...},"scope":{...},"version_seen":"...",
 ///                "proposer":"..."}}
@@ -132,6 +133,7 @@ fn claim_line(r: &ClaimRecord, now: UnixMillis) -> Value {
         "fingerprint": r.fingerprint.to_hex(),
         "tool": r.proposal.tool(),
         "status": r.status.as_str(),
+        "executor": r.executor.as_str(),
         "holder": r.holder.to_hex(),
         "claimed_at": r.claimed_at.0,
         "lease_expires_at": r.lease_expires_at.0,
@@ -156,22 +158,40 @@ fn corrupt_line(c: &CorruptRow) -> Value {
     })
 }
 
-/// Reconcile one stuck claim: ask the downstream system whether the write
-/// for this operation happened, record the answer, never execute again.
+/// Reconcile one stuck claim: record whether the write for this operation
+/// happened downstream, never execute it again.
 ///
-/// The downstream system is the support-desk example's `credits` table in
-/// the same database (an application reconciles against its own executor
-/// with `toolgate::pipeline::reconcile`). Prints one JSON line:
+/// Each claim records which executor owns its write (`claims stuck` shows
+/// it), and reconciliation is routed by it:
+///
+///   client      the application performed the write with a permit; only
+///               it (or an operator who checked its system) knows what
+///               happened. Give the answer: --applied RESULT_JSON or
+///               --not-applied DETAIL. Without one nothing is asked or
+///               written, and the exit code is 2.
+///   in_process  without an answer, the support-desk example's executor is
+///               asked (its `credits` table in the same database); an
+///               application reconciles against its own executor with
+///               `toolgate::pipeline::reconcile`.
+///   webhook     give the answer after asking the application's status
+///               URL (the sidecar's `POST /v1/claims/{key}/reconcile` asks
+///               it itself).
+///
+/// An explicit answer is recorded for a claim of any kind. Prints one JSON
+/// line:
 ///
 ///   {"operation_key":"<hex>","reconciled":"applied"|"not_applied",
 ///    "result":{...}}
 ///   {"operation_key":"<hex>","reconciled":"not_stuck","status":...}
+///   {"operation_key":"<hex>","reconciled":"explicit_answer_required",
+///    "executor":"client"}
 ///
 /// A claim still within its lease, already completed, or absent is
 /// "not_stuck" and nothing is asked or written. An audit entry is appended
 /// either way. Exit 0 when the outcome was recorded, 1 when the claim was
-/// not stuck, 2 for usage, connection and database errors. The store is
-/// found as for `claims stuck` (--db, TOOLGATE_DB_URL, --config).
+/// not stuck, 2 when an explicit answer is required, and for usage,
+/// connection and database errors. The store is found as for `claims stuck`
+/// (--db, TOOLGATE_DB_URL, --config).
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 struct ReconcileArgs {
@@ -186,6 +206,37 @@ struct ReconcileArgs {
     /// Judge the lease as of this time (Unix milliseconds) instead of now.
     #[arg(long, value_name = "MS")]
     now: Option<i64>,
+    /// The write happened downstream; RESULT_JSON (a JSON value, usually the
+    /// downstream receipt) is recorded as the claim's result.
+    #[arg(long, value_name = "RESULT_JSON", conflicts_with = "not_applied")]
+    applied: Option<String>,
+    /// The write did not happen downstream; DETAIL (free text: what was
+    /// checked) is recorded as {"applied":false,"detail":DETAIL}.
+    #[arg(long, value_name = "DETAIL")]
+    not_applied: Option<String>,
+}
+
+/// The explicit answer given on the command line, if any.
+fn explicit_answer(
+    args: &ReconcileArgs,
+) -> Result<Option<toolgate::claim::ReconcileOutcome>, String> {
+    use toolgate::claim::{JsonText, ReconcileOutcome};
+    use toolgate::decode::{Limits, decode};
+
+    if let Some(text) = &args.applied {
+        // The receipt goes through the strict decoder like any JSON toolgate
+        // stores: no duplicate keys, no rounded integers.
+        let value = decode(text.as_bytes(), &Limits::provider_body())
+            .map_err(|r| format!("--applied: {} at '{}'", r.message(), r.pointer()))?;
+        let receipt = JsonText::result(value.to_string()).map_err(|e| format!("--applied: {e}"))?;
+        return Ok(Some(ReconcileOutcome::Applied { receipt }));
+    }
+    if let Some(detail) = &args.not_applied {
+        let text = json!({"applied": false, "detail": detail}).to_string();
+        let detail = JsonText::result(text).map_err(|e| format!("--not-applied: {e}"))?;
+        return Ok(Some(ReconcileOutcome::NotApplied { detail }));
+    }
+    Ok(None)
 }
 
 fn reconcile(args: ReconcileArgs) -> ExitCode {
@@ -203,10 +254,24 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let answer = match explicit_answer(&args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("toolgate claims reconcile: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let now = args.now.map_or_else(toolgate_store::now_millis, UnixMillis);
     let done = runtime.block_on(async {
         let url = args.db.url()?;
         let store = open_existing(&url).await.map_err(|e| e.to_string())?;
+        if let Some(answer) = answer {
+            return toolgate::pipeline::reconcile_answered(&store, answer, &key, &args.actor, now)
+                .await
+                .map_err(|e| e.to_string());
+        }
+        // Asked only about a claim recorded as its own (`in_process`): a
+        // client's or a webhook's write is not the desk's to answer for.
         let desk = toolgate_support_desk::SupportDesk::on_store(&store)
             .await
             .map_err(|e| e.to_string())?;
@@ -240,6 +305,22 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
             }),
             ExitCode::from(1),
         ),
+        ReconcileReport::ExplicitAnswerRequired(row) => {
+            eprintln!(
+                "toolgate claims reconcile: the claim's write is owned by the {} executor: \
+                 check the downstream system, then answer with --applied RESULT_JSON or \
+                 --not-applied DETAIL; nothing was asked or written",
+                row.executor
+            );
+            (
+                json!({
+                    "operation_key": key.to_hex(),
+                    "reconciled": "explicit_answer_required",
+                    "executor": row.executor.as_str(),
+                }),
+                ExitCode::from(2),
+            )
+        }
     };
     if let Err(e) = print_line(&line.to_string()) {
         return io_failure("writing stdout", &e);

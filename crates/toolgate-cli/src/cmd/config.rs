@@ -48,6 +48,10 @@ pub struct KeyEntry {
     capabilities: Vec<String>,
     #[serde(default = "in_process")]
     execution: String,
+    /// The key may name the actor per request (a service acting for its
+    /// own users; docs/design.md §13).
+    #[serde(default)]
+    act_for_users: bool,
 }
 
 fn in_process() -> String {
@@ -199,6 +203,7 @@ impl KeyEntry {
             sha256,
             principal,
             mode,
+            act_for_users: self.act_for_users,
         })
     }
 }
@@ -417,10 +422,15 @@ fn check(args: &CheckArgs) -> ExitCode {
     out.push(format!("keys: {}", d.keys.len()));
     for k in &d.keys {
         out.push(format!(
-            "  {} capabilities=[{}] execution={}",
+            "  {} capabilities=[{}] execution={}{}",
             k.key.principal.id(),
             k.capabilities.join(","),
-            k.key.mode.as_str()
+            k.key.mode.as_str(),
+            if k.key.act_for_users {
+                " act_for_users"
+            } else {
+                ""
+            }
         ));
     }
     let s = &d.settings;

@@ -44,6 +44,13 @@ enum Command {
 ///
 ///   $ toolgate keys new --name billing --capabilities credit:issue --mode client
 ///
+/// A key for a service that acts for its own end users: each decision
+/// request names the user in `"actor"`, and the capability check, Cedar
+/// and the claim see that user (the key is kept in the audit as `via`):
+///
+///   $ toolgate keys new --name shop-backend --capabilities refund:issue \
+///       --mode client --act-for-users
+///
 /// Exit 0, or 2 for usage errors and when no randomness is available.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
@@ -63,6 +70,12 @@ struct NewArgs {
     #[arg(long, value_name = "MODE", default_value = "in_process",
           value_parser = ["in_process", "client"])]
     mode: String,
+    /// Let the key name the actor per request (`"actor"` in
+    /// POST /v1/decisions): for a service acting on behalf of its users.
+    /// The actor gets this key's capabilities. Without it, a request that
+    /// names an actor is refused (403 actor_not_allowed).
+    #[arg(long)]
+    act_for_users: bool,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -94,18 +107,23 @@ pub fn snippet(
     principal: &Principal,
     capabilities: &[String],
     mode: ExecutionMode,
+    act_for_users: bool,
 ) -> String {
     let digest: String = ApiKey::digest(key)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
     let caps: Vec<String> = capabilities.iter().map(|c| toml_string(c)).collect();
-    format!(
+    let mut entry = format!(
         "[[keys]]\nsha256 = \"{digest}\"\nprincipal = {}\ncapabilities = [{}]\nexecution = \"{}\"",
         toml_string(principal.id()),
         caps.join(", "),
         mode.as_str()
-    )
+    );
+    if act_for_users {
+        entry.push_str("\nact_for_users = true");
+    }
+    entry
 }
 
 fn toml_string(s: &str) -> String {
@@ -145,7 +163,7 @@ fn new(args: &NewArgs) -> ExitCode {
     let mut caps = args.capabilities.clone();
     caps.sort();
     caps.dedup();
-    let entry = snippet(&key, &principal, &caps, mode);
+    let entry = snippet(&key, &principal, &caps, mode, args.act_for_users);
     // The key alone on stderr (first, so it is on the terminal even when
     // stdout goes to a file): `2> NAME.key` keeps exactly the key. It is
     // written nowhere else.

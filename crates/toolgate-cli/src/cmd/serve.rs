@@ -192,6 +192,7 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
                 principal: Principal::new(k.principal, k.capabilities.iter().copied())
                     .map_err(|e| fail("a demo principal", e))?,
                 mode: k.mode,
+                act_for_users: false,
             });
         }
         (

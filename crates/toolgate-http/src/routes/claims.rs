@@ -12,7 +12,7 @@ use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimStore, Completion, HolderToken, JsonText, OperationKey,
     ReconcileOutcome,
 };
-use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ReconcileReport};
+use toolgate::pipeline::ReconcileReport;
 use utoipa::IntoParams;
 
 use super::decisions::strict_body;
@@ -83,7 +83,10 @@ pub async fn complete<P: Parts>(
         .ok_or_else(|| {
             ApiError::not_found("no claim has this operation key").at(claim_path(&key))
         })?;
-    if record.proposal.proposer() != caller.principal.id() {
+    // A key that acts for users received the permits of the actors it
+    // named, whose ids are the claims' proposers (docs/design.md §13).
+    let delegated = record.proposal.proposer() != caller.principal.id();
+    if delegated && !caller.act_for_users {
         return Err(ApiError::new(
             ProblemCode::NotProposer,
             "only the principal that received the permit completes its claim",
@@ -106,9 +109,11 @@ pub async fn complete<P: Parts>(
     {
         Completion::Recorded => {
             app.inner.metrics.permit_closed();
+            let via = delegated.then(|| caller.principal.id());
             audit(
                 &app,
-                caller.principal.id(),
+                record.proposal.proposer(),
+                via,
                 &record,
                 "client_completed",
                 now,
@@ -130,6 +135,7 @@ pub async fn complete<P: Parts>(
 async fn audit<P: Parts>(
     app: &AppState<P>,
     actor: &str,
+    via: Option<&str>,
     record: &ClaimRecord,
     outcome: &str,
     now: toolgate::claim::UnixMillis,
@@ -142,7 +148,8 @@ async fn audit<P: Parts>(
         None,
         Some(record.key),
         Some(record.fingerprint),
-    );
+    )
+    .and_then(|e| e.with_via(via.map(str::to_owned)));
     let appended = match entry {
         Ok(e) => app
             .parts()
@@ -206,33 +213,21 @@ pub async fn list<P: Parts>(
     Ok(Json(ClaimList { claims }))
 }
 
-/// An executor that only answers a reconciliation with what an operator
-/// reported from the downstream system. It never executes.
-struct Reported(ReconcileOutcome);
-
-impl Executor for Reported {
-    async fn execute(&self, _permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
-        Err(ExecError::new("reconciliation never executes"))
-    }
-
-    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
-        Ok(self.0.clone())
-    }
-}
-
-/// Closes a stuck claim with what the downstream system says: `reported`,
-/// or, without it, the server's executor's answer. Never executes
-/// (invariant 8).
+/// Closes a stuck claim with what the downstream system says: `answer`
+/// (the application's or an operator's), or, without it, the answer of the
+/// server's executor, which is asked only about a claim recorded with its
+/// kind (a client-executed claim needs an explicit answer; invariant 13).
+/// Never executes (invariant 8).
 async fn reconcile_claim<P: Parts>(
     app: &AppState<P>,
     actor: &str,
     key: &OperationKey,
-    reported: Option<ReconcileOutcome>,
+    answer: Option<ReconcileOutcome>,
 ) -> Result<ReconcileResponse, ApiError> {
     let now = crate::clock::now_millis();
     let claims = app.parts().claims();
-    let report = match reported {
-        Some(o) => toolgate::pipeline::reconcile(claims, &Reported(o), key, actor, now).await,
+    let report = match answer {
+        Some(o) => toolgate::pipeline::reconcile_answered(claims, o, key, actor, now).await,
         None => {
             toolgate::pipeline::reconcile(claims, app.parts().executor(), key, actor, now).await
         }
@@ -260,23 +255,37 @@ async fn reconcile_claim<P: Parts>(
         )
         .at(claim_path(key))
         .with_claim(r.map(|r| ClaimView::new(&r, now.0)))),
+        ReconcileReport::ExplicitAnswerRequired(r) => Err(ApiError::new(
+            ProblemCode::ExplicitAnswerRequired,
+            format!(
+                "the claim's write is owned by the {} executor, which this server does not ask: \
+                 send {{\"applied\": true, \"result\": …}} or {{\"applied\": false, \"detail\": …}} \
+                 after checking the downstream system; nothing was asked or written",
+                r.executor
+            ),
+        )
+        .at(claim_path(key))
+        .with_claim(Some(ClaimView::new(&r, now.0)))),
     }
 }
 
 /// `POST /v1/claims/{key}/reconcile`: closes a stuck claim. Needs
-/// `toolgate:operate`. With an empty body the server's executor is asked
-/// whether the write happened downstream; with `{"applied": …, "detail":
-/// …}` the operator's answer is recorded. Never executes.
+/// `toolgate:operate`. With `{"applied": true, "result": …}` or
+/// `{"applied": false, "detail": …}` that answer (the application's or an
+/// operator's) is recorded. With an empty body the executor that owns the
+/// claim's write is asked, if it is the server's own (`in_process`,
+/// `webhook`); a `client` claim is refused with `explicit_answer_required`
+/// and no executor is asked (invariant 13). Never executes.
 #[utoipa::path(post, path = "/v1/claims/{key}/reconcile", tag = "claims",
     request_body(content = Option<ReconcileRequest>, content_type = "application/json",
-        description = "the downstream system's answer; empty to ask the server's executor"),
+        description = "the downstream system's answer; empty to ask the executor that owns the claim's write"),
     params(("key" = String, Path, description = "the operation key (64 hex digits)")),
     responses(
         (status = 200, description = "the claim is closed with the downstream answer", body = ReconcileResponse),
         (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:operate`", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not_stuck`: nothing was written; `claim` is the claim as it is", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_stuck`: nothing was written; `claim` is the claim as it is. `explicit_answer_required`: an empty body for a claim whose write the server's executor does not own (`client`); nothing was asked or written", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_body`, `invalid_result`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
@@ -293,7 +302,23 @@ pub async fn reconcile<P: Parts>(
         None
     } else {
         let req: ReconcileRequest = strict_body(&body, app.settings().body_limit)?;
-        let text = serde_json::to_string(&req.detail)
+        let answer = match (req.result, req.detail) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::new(
+                    ProblemCode::InvalidBody,
+                    "send `result` (applied) or `detail`, not both",
+                ));
+            }
+            (Some(_), None) if !req.applied => {
+                return Err(ApiError::new(
+                    ProblemCode::InvalidBody,
+                    "`result` is the receipt of an applied write; a write that did not happen has a `detail`",
+                ));
+            }
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => serde_json::Value::Null,
+        };
+        let text = serde_json::to_string(&answer)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
         let text = JsonText::result(text)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;

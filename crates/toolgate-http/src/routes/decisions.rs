@@ -13,8 +13,8 @@ use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Approval, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, GateError, Outcome,
-    Principal, Request, StateVersion, decide,
+    Approval, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Gate,
+    GateError, Outcome, Principal, Request, StateVersion, decide,
 };
 use toolgate::provider::Provider;
 use tracing::Instrument;
@@ -148,16 +148,24 @@ async fn decide_body<P: Parts>(
     caller: &Caller,
     body: &[u8],
 ) -> Result<(Decision, DecisionResponse), ApiError> {
-    let req: DecisionRequest = strict_body(body, app.settings().body_limit)?;
+    let mut req: DecisionRequest = strict_body(body, app.settings().body_limit)?;
+    // Actor delegation (docs/design.md §13): only a key allowed to act for
+    // users names the actor; it is then the principal every later stage
+    // sees, and the key stays in the audit entry as `via`.
+    let principal = match req.actor.take() {
+        None => caller.principal.clone(),
+        Some(_) if !caller.act_for_users => {
+            return Err(ApiError::new(
+                ProblemCode::ActorNotAllowed,
+                "this API key may not name an actor; configure it with act_for_users = true",
+            ));
+        }
+        Some(actor) => caller.principal.acting_for(actor).map_err(|e| {
+            ApiError::new(ProblemCode::InvalidBody, format!("actor: {}", e.message()))
+        })?,
+    };
     let prepared = prepare(app, req)?;
-    run(
-        app,
-        caller.principal.clone(),
-        caller.mode,
-        Arc::new(prepared),
-        None,
-    )
-    .await
+    run(app, principal, caller.mode, Arc::new(prepared), None).await
 }
 
 fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared, ApiError> {
@@ -240,17 +248,25 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
 }
 
 /// The executor for client-mode principals: never writes; the decision is
-/// `permitted` and the client completes the claim. Reconciliation still
-/// asks the server's executor, which may know the downstream system.
-struct ClientExecutor<'a, E>(&'a E);
+/// `permitted` and the client completes the claim. Its claims are recorded
+/// as `client`: the write is the application's, so no executor of the
+/// server is ever asked about it (invariant 13); a stuck one is closed only
+/// by an explicit answer.
+struct ClientExecutor;
 
-impl<E: Executor> Executor for ClientExecutor<'_, E> {
+impl Executor for ClientExecutor {
     async fn execute(&self, _permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
         Ok(ExecOutcome::Deferred)
     }
 
-    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
-        self.0.reconcile(claim).await
+    fn kind(&self, _tool: &str) -> ExecutorKind {
+        ExecutorKind::Client
+    }
+
+    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        Err(ExecError::new(
+            "a client-executed write is known only to the client; an explicit answer closes it",
+        ))
     }
 }
 
@@ -369,7 +385,7 @@ async fn run_inner<P: Parts>(
             decide(&gate, check, &request).await
         }
         ExecutionMode::Client => {
-            let executor = ClientExecutor(parts.executor());
+            let executor = ClientExecutor;
             let gate = Gate {
                 policy,
                 authorizer: parts.authorizer(),

@@ -173,6 +173,7 @@ fn key(text: &str, id: &str, caps: &[&str], mode: ExecutionMode) -> ApiKey {
         sha256: ApiKey::digest(text),
         principal: Principal::new(id, caps.iter().copied()).unwrap(),
         mode,
+        act_for_users: false,
     }
 }
 

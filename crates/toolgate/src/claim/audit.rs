@@ -15,6 +15,7 @@ pub struct AuditEntry {
     reason: Option<String>,
     key: Option<OperationKey>,
     fingerprint: Option<Fingerprint>,
+    via: Option<String>,
 }
 
 fn text(field: &'static str, value: String) -> Result<String, CorruptRecord> {
@@ -63,7 +64,16 @@ impl AuditEntry {
             reason: reason.map(|r| code("reason", r)).transpose()?,
             key,
             fingerprint,
+            via: None,
         })
+    }
+
+    /// The entry with `via`: the authenticated key's own principal when it
+    /// acted for `actor` (actor delegation, docs/design.md §13). Stores
+    /// validate rows they read back with this same method.
+    pub fn with_via(mut self, via: Option<String>) -> Result<Self, CorruptRecord> {
+        self.via = via.map(|v| text("via", v)).transpose()?;
+        Ok(self)
     }
 
     /// When the decision was made.
@@ -74,6 +84,12 @@ impl AuditEntry {
     /// Who acted (the authenticated principal).
     pub fn actor(&self) -> &str {
         &self.actor
+    }
+
+    /// The delegating principal, when `actor` was named by a key allowed
+    /// to act for users; `None` when the actor authenticated itself.
+    pub fn via(&self) -> Option<&str> {
+        self.via.as_deref()
     }
 
     /// The tool, if the decision concerned one.

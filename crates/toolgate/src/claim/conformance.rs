@@ -23,9 +23,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, Fingerprint,
-    HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim, ReconcileOutcome, Reconciled,
-    Resolution, StoreError, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, ExecutorKind,
+    Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim, ReconcileOutcome,
+    Reconciled, Resolution, StoreError, UnixMillis,
 };
 
 /// The synthetic "now" the checks start from.
@@ -400,6 +400,64 @@ pub async fn records_round_trip<S: ClaimStore>(store: &S, ns: &Namespace) {
     );
 }
 
+/// The executor kind a claim was won with comes back from every read: the
+/// claim's row, the stuck listing, a replay, and after completion and
+/// reconciliation (reconciliation is routed by it).
+pub async fn executor_kind_round_trips<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "executor_kind_round_trips";
+    for (n, kind) in (0u32..).zip(ExecutorKind::ALL) {
+        let key = ns.key(14, n);
+        let req = request(ns, key, 1, 100, T0).with_executor(kind);
+        assert_eq!(req.executor(), kind, "{check}");
+        let lease = acquire(check, store, req).await;
+        assert_eq!(
+            fetch(check, store, &key).await.executor,
+            kind,
+            "{check}: {kind}"
+        );
+        // Another attempt sees the winner's kind, not its own.
+        let other = request(ns, key, 1, 100, T0).with_executor(ExecutorKind::Webhook);
+        match ok(check, store.claim(other).await) {
+            RawClaim::InFlight(r) => assert_eq!(r.executor, kind, "{check}: {kind}"),
+            other => panic!("{check}: expected InFlight, got {other:?}"),
+        }
+        if n == 0 {
+            let done = ok(
+                check,
+                store.complete(&key, &lease.holder, &json("{}"), T0).await,
+            );
+            assert_eq!(done, Completion::Recorded, "{check}");
+            assert_eq!(fetch(check, store, &key).await.executor, kind, "{check}");
+        }
+    }
+    // The stuck listing carries the kind of each stuck claim.
+    let later = UnixMillis(T0.0 + 60_000);
+    let stuck = ok(check, store.list_stuck(later, 1000).await);
+    for (n, kind) in (1u32..).zip([ExecutorKind::Client, ExecutorKind::Webhook]) {
+        let key = ns.key(14, n);
+        let row = stuck
+            .iter()
+            .filter_map(|e| e.as_ref().ok())
+            .find(|r| r.key == key)
+            .unwrap_or_else(|| panic!("{check}: {kind} claim not listed as stuck"));
+        assert_eq!(row.executor, kind, "{check}");
+    }
+    let key = ns.key(14, 1);
+    let answer = ReconcileOutcome::NotApplied {
+        detail: json(r#"{"applied":false}"#),
+    };
+    let recorded = ok(
+        check,
+        store.record_reconciliation(&key, &answer, later).await,
+    );
+    assert!(matches!(recorded, Reconciled::Recorded), "{check}");
+    assert_eq!(
+        fetch(check, store, &key).await.executor,
+        ExecutorKind::Client,
+        "{check}"
+    );
+}
+
 /// Audit entries are appended and read back in order, unchanged; a later
 /// entry for the same key does not replace an earlier one.
 pub async fn audit_is_append_only<S: ClaimStore>(store: &S, ns: &Namespace) {
@@ -435,8 +493,19 @@ pub async fn audit_is_append_only<S: ClaimStore>(store: &S, ns: &Namespace) {
     )
     .unwrap_or_else(|e| panic!("{check}: {e}"));
     ok(check, store.append_audit(&keyless).await);
+    // A delegated actor's entry keeps the key that named it as `via`.
+    let delegated = entry(T0.0 + 2, "executed", None)
+        .with_via(Some("php-app".into()))
+        .unwrap_or_else(|e| panic!("{check}: {e}"));
+    ok(check, store.append_audit(&delegated).await);
     let trail = ok(check, store.audit_trail(&key, 100).await);
-    assert_eq!(trail, vec![first.clone(), second, third], "{check}");
+    assert_eq!(trail[3].via(), Some("php-app"), "{check}");
+    assert_eq!(trail[0].via(), None, "{check}");
+    assert_eq!(
+        trail,
+        vec![first.clone(), second, third, delegated],
+        "{check}"
+    );
     let limited = ok(check, store.audit_trail(&key, 1).await);
     assert_eq!(limited, vec![first], "{check}");
 }
@@ -709,6 +778,7 @@ pub async fn run_all<S: ClaimStore + 'static>(
     expired_lease_is_never_reacquired(&*store, ns).await;
     records_round_trip(&*store, ns).await;
     audit_is_append_only(&*store, ns).await;
+    executor_kind_round_trips(&*store, ns).await;
     audited_completion(&*store, ns).await;
     stuck_claims_and_reconciliation(&*store, ns).await;
     completion_after_takeover_reconciles(&*store, ns).await;

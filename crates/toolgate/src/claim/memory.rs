@@ -55,6 +55,7 @@ impl MemoryClaimStore {
                 holder: *request.holder(),
                 lease_expires_at: request.lease_expires_at(),
                 claimed_at: request.now(),
+                executor: request.executor(),
                 completion: None,
             })
             .clone();

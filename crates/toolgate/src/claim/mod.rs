@@ -41,8 +41,9 @@ pub use error::{StoreError, StoreErrorKind};
 pub use ids::{Fingerprint, HolderToken, IdError, OperationKey};
 pub use memory::MemoryClaimStore;
 pub use record::{
-    ClaimRecord, ClaimStatus, CompletionRecord, CorruptRecord, JsonText, MAX_LABEL_BYTES,
-    ProposalRecord, RECORD_JSON_LIMITS, RESULT_JSON_LIMITS, Resolution, StoredClaim, UnixMillis,
+    ClaimRecord, ClaimStatus, CompletionRecord, CorruptRecord, ExecutorKind, JsonText,
+    MAX_LABEL_BYTES, ProposalRecord, RECORD_JSON_LIMITS, RESULT_JSON_LIMITS, Resolution,
+    StoredClaim, UnixMillis,
 };
 pub use request::{
     ClaimRequest, Completion, Lease, RawClaim, ReadBack, ReconcileOutcome, Reconciled,

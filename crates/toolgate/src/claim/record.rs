@@ -63,6 +63,46 @@ impl ClaimStatus {
     }
 }
 
+/// Who performs the write a claim stands for (docs/design.md §13). Recorded
+/// with the claim, so that reconciliation asks only the executor that owns
+/// the write, and a claim whose write the application performed itself
+/// (`client`) is closed only by an explicit answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ExecutorKind {
+    /// A Rust executor running inside the gate's process.
+    #[default]
+    InProcess,
+    /// The application, holding a permit (the HTTP sidecar's client mode).
+    Client,
+    /// The application's webhook, called by the gate.
+    Webhook,
+}
+
+impl ExecutorKind {
+    /// Every kind, for documentation checks.
+    pub const ALL: [Self; 3] = [Self::InProcess, Self::Client, Self::Webhook];
+
+    /// The stored text.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::InProcess => "in_process",
+            Self::Client => "client",
+            Self::Webhook => "webhook",
+        }
+    }
+
+    /// Parses the stored text; anything else is corruption.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for ExecutorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a completed claim got its result. Stored as the text of
 /// [`Self::as_str`] next to the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,6 +340,8 @@ pub struct ClaimRecord {
     pub lease_expires_at: UnixMillis,
     /// When the claim was won.
     pub claimed_at: UnixMillis,
+    /// Who performs the write: reconciliation asks only this executor.
+    pub executor: ExecutorKind,
     /// Completion: when, how and with what result. `Some` exactly when the
     /// status is `completed`.
     pub completion: Option<CompletionRecord>,
@@ -349,6 +391,8 @@ pub struct StoredClaim {
     pub resolution: Option<String>,
     /// `result` column.
     pub result: Option<String>,
+    /// `executor` column.
+    pub executor: String,
 }
 
 impl ClaimRecord {
@@ -362,6 +406,9 @@ impl ClaimRecord {
         let holder = HolderToken::from_slice(&row.holder).map_err(|e| ("holder", e))?;
         let status = ClaimStatus::parse(&row.status)
             .ok_or_else(|| CorruptRecord::new("status", "is not in_flight or completed"))?;
+        let executor = ExecutorKind::parse(&row.executor).ok_or_else(|| {
+            CorruptRecord::new("executor", "is not in_process, client or webhook")
+        })?;
         let proposal = ProposalRecord::new(
             row.tool,
             row.arguments,
@@ -400,6 +447,7 @@ impl ClaimRecord {
             holder,
             lease_expires_at: UnixMillis(row.lease_expires_at),
             claimed_at: UnixMillis(row.claimed_at),
+            executor,
             completion,
         })
     }
@@ -435,6 +483,7 @@ mod tests {
             completed_at: None,
             resolution: None,
             result: None,
+            executor: "client".into(),
         }
     }
 
@@ -442,6 +491,7 @@ mod tests {
     fn a_valid_row_round_trips() {
         let r = ClaimRecord::from_stored(stored()).unwrap();
         assert_eq!(r.status, ClaimStatus::InFlight);
+        assert_eq!(r.executor, ExecutorKind::Client);
         assert_eq!(
             r.proposal.arguments(),
             r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
@@ -467,6 +517,8 @@ mod tests {
             ("tool", Box::new(|r| r.tool.clear())),
             ("proposer", Box::new(|r| r.proposer = "a\nb".into())),
             ("status", Box::new(|r| r.status = "done".into())),
+            ("executor", Box::new(|r| r.executor = "remote".into())),
+            ("executor", Box::new(|r| r.executor.clear())),
             ("status", Box::new(|r| r.result = Some("{}".into()))),
             (
                 "status",

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::ids::{Fingerprint, HolderToken, OperationKey};
-use super::record::{ClaimRecord, ClaimStatus, ProposalRecord, UnixMillis};
+use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, ProposalRecord, UnixMillis};
 
 /// One attempt to claim an operation.
 ///
@@ -26,6 +26,7 @@ pub struct ClaimRequest {
     holder: HolderToken,
     now: UnixMillis,
     lease_expires_at: UnixMillis,
+    executor: ExecutorKind,
 }
 
 impl ClaimRequest {
@@ -49,7 +50,21 @@ impl ClaimRequest {
             holder,
             now,
             lease_expires_at: now.plus_millis(ms),
+            executor: ExecutorKind::InProcess,
         }
+    }
+
+    /// The request with `executor` recorded as the owner of the write
+    /// (the default is [`ExecutorKind::InProcess`]).
+    #[must_use]
+    pub fn with_executor(mut self, executor: ExecutorKind) -> Self {
+        self.executor = executor;
+        self
+    }
+
+    /// Who performs the write if the claim is won; stored with the claim.
+    pub fn executor(&self) -> ExecutorKind {
+        self.executor
     }
 
     /// Test-only constructor for the conformance suite (`testkit` feature).

@@ -19,6 +19,7 @@ use crate::claim::{MAX_LABEL_BYTES, UnixMillis};
 pub struct Principal {
     id: String,
     capabilities: BTreeSet<String>,
+    via: Option<String>,
 }
 
 /// Why a principal could not be built.
@@ -83,7 +84,30 @@ impl Principal {
         Ok(Self {
             id,
             capabilities: set,
+            via: None,
         })
+    }
+
+    /// This principal acting for the end user `actor` (actor delegation,
+    /// docs/design.md §13): a principal whose id is `actor`, holding this
+    /// one's capabilities, with this one's id as [`Principal::via`]. The
+    /// capability check, the authoriser and the claim's proposer see the
+    /// actor; the audit entry keeps `via`. The server decides whether the
+    /// authenticated key may delegate; the model never names the actor.
+    pub fn acting_for(&self, actor: impl Into<String>) -> Result<Self, PrincipalError> {
+        let actor = actor.into();
+        label("/actor", &actor)?;
+        Ok(Self {
+            id: actor,
+            capabilities: self.capabilities.clone(),
+            via: Some(self.id.clone()),
+        })
+    }
+
+    /// The authenticated principal that named this actor, when it was
+    /// delegated with [`Principal::acting_for`].
+    pub fn via(&self) -> Option<&str> {
+        self.via.as_deref()
     }
 
     /// Reads a principal from configuration or an identity provider's

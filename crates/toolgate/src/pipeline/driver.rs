@@ -13,8 +13,9 @@ use super::exec::{ExecError, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
-    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, Fingerprint, HolderToken,
-    JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, ExecutorKind, Fingerprint,
+    HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
+    UnixMillis,
 };
 use crate::contract::{self, Policy};
 
@@ -146,7 +147,7 @@ where
     if audited {
         return Ok(decision);
     }
-    let appended = match audit_entry(&decision, request.principal.id(), request.now) {
+    let appended = match audit_entry(&decision, request.principal, request.now) {
         Ok(entry) => gate.claims.append_audit(&entry).await,
         Err(e) => Err(StoreError::corrupt(&e)),
     };
@@ -176,21 +177,23 @@ impl From<Decision> for Decided {
     }
 }
 
-/// The one audit entry of `decision`, made by `actor` at `now`.
+/// The one audit entry of `decision`, made by `principal` at `now` (and,
+/// for a delegated actor, the key that named it as `via`).
 fn audit_entry(
     decision: &Decision,
-    actor: &str,
+    principal: &Principal,
     now: UnixMillis,
 ) -> Result<AuditEntry, crate::claim::CorruptRecord> {
     AuditEntry::new(
         now,
-        actor.to_owned(),
+        principal.id().to_owned(),
         decision.tool.clone(),
         decision.outcome.as_str().to_owned(),
         decision.reason.map(|r| r.as_str().to_owned()),
         decision.key,
         decision.fingerprint,
-    )
+    )?
+    .with_via(principal.via().map(str::to_owned))
 }
 
 fn stateless(d: contract::Decision) -> Decision {
@@ -376,9 +379,13 @@ where
     }
 
     // Claim.
+    // The claim records who owns the write, so reconciliation can ask that
+    // executor and no other (invariant 13).
+    let executor_kind = gate.executor.kind(bound.authorized().validated().tool());
     let claim_request = bound
         .claim_request(request.holder, request.now, request.lease)
-        .map_err(|e| GateError::Corrupt(e.to_string()))?;
+        .map_err(|e| GateError::Corrupt(e.to_string()))?
+        .with_executor(executor_kind);
     let lease = match gate.claims.claim(claim_request).await? {
         RawClaim::Acquired(lease) => lease,
         RawClaim::InFlight(r)
@@ -452,7 +459,7 @@ where
     };
     // The entry this decision gets if the completion is recorded: written
     // with it, in one commit, by stores that can.
-    let entry = audit_entry(&decision, request.principal.id(), now)
+    let entry = audit_entry(&decision, request.principal, now)
         .map_err(|e| GateError::Corrupt(e.to_string()))?;
     let (completion, audited) = gate
         .claims
@@ -556,9 +563,15 @@ fn check_record(policy: &Policy, record: &ClaimRecord) -> Result<(), GateError> 
         .map_err(|v| GateError::Corrupt(format!("stored arguments: {}", v.message)))
 }
 
-/// The audit outcomes [`reconcile`] appends: applied, not applied, not stuck.
-pub const RECONCILE_AUDIT_OUTCOMES: [&str; 3] =
-    ["reconciled_applied", "reconciled_not_applied", "not_stuck"];
+/// The audit outcomes [`reconcile`] and [`reconcile_answered`] append:
+/// applied, not applied, not stuck, and a stuck claim whose owner was not
+/// asked (an explicit answer is required).
+pub const RECONCILE_AUDIT_OUTCOMES: [&str; 4] = [
+    "reconciled_applied",
+    "reconciled_not_applied",
+    "not_stuck",
+    "explicit_answer_required",
+];
 
 /// What [`reconcile`] did.
 #[derive(Debug)]
@@ -568,11 +581,21 @@ pub enum ReconcileReport {
     /// The claim was not stuck (still leased, completed, or absent); nothing
     /// was asked or written.
     NotStuck(Option<Box<ClaimRecord>>),
+    /// The claim is stuck, but its write is not the given executor's to
+    /// answer for: it was recorded as `client` (the application performed
+    /// it), or as another kind than the executor's. Nothing was asked or
+    /// written; only an explicit answer ([`reconcile_answered`]) closes it
+    /// (invariant 13).
+    ExplicitAnswerRequired(Box<ClaimRecord>),
 }
 
-/// Reconciles one stuck claim: asks the executor what happened downstream
-/// and records that. Never executes (invariant 8). Appends an audit entry
-/// (`actor` is the operator) with outcome `reconciled` or `not_stuck`.
+/// Reconciles one stuck claim by asking the executor that owns its write
+/// what happened downstream, and records that. Never executes (invariant
+/// 8). The executor is asked only if the claim was recorded with its kind
+/// for the claim's tool ([`Executor::kind`]) and that kind is not
+/// [`ExecutorKind::Client`]; otherwise the report is
+/// [`ReconcileReport::ExplicitAnswerRequired`] and nothing is asked. Appends
+/// an audit entry (`actor` is the operator) either way.
 pub async fn reconcile<C, E>(
     claims: &C,
     executor: &E,
@@ -584,18 +607,90 @@ where
     C: ClaimStore,
     E: Executor,
 {
+    reconcile_routed(claims, Route::Ask(executor), key, actor, now).await
+}
+
+/// Reconciles one stuck claim with an explicit answer from the application
+/// or an operator who checked the downstream system: `applied` with its
+/// result, or `not_applied`. The only way to close a `client` claim, and
+/// valid for every kind. Never executes; appends an audit entry.
+pub async fn reconcile_answered<C>(
+    claims: &C,
+    answer: ReconcileOutcome,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<ReconcileReport, GateError>
+where
+    C: ClaimStore,
+{
+    reconcile_routed::<C, Unasked>(claims, Route::Answer(answer), key, actor, now).await
+}
+
+/// Where a reconciliation's answer comes from.
+enum Route<'a, E> {
+    /// The owning executor, if it is the given one.
+    Ask(&'a E),
+    /// An explicit answer.
+    Answer(ReconcileOutcome),
+}
+
+/// The executor type of an explicit answer: there is none to ask.
+enum Unasked {}
+
+impl Executor for Unasked {
+    async fn execute(
+        &self,
+        _permit: super::exec::ExecPermit<'_>,
+    ) -> Result<ExecOutcome, ExecError> {
+        match *self {}
+    }
+    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        match *self {}
+    }
+}
+
+async fn reconcile_routed<C, E>(
+    claims: &C,
+    route: Route<'_, E>,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<ReconcileReport, GateError>
+where
+    C: ClaimStore,
+    E: Executor,
+{
     let record = claims.fetch(key).await?;
     let report = match record {
         Some(r) if r.is_stuck(now) => {
-            let outcome = executor.reconcile(&r).await.map_err(|e| {
-                GateError::Store(StoreError::new(
-                    crate::claim::StoreErrorKind::Unavailable,
-                    e.to_string(),
-                ))
-            })?;
-            match claims.record_reconciliation(key, &outcome, now).await? {
-                Reconciled::Recorded => ReconcileReport::Recorded(outcome),
-                Reconciled::NotStuck(row) => ReconcileReport::NotStuck(row.map(Box::new)),
+            let outcome = match route {
+                Route::Answer(answer) => Some(answer),
+                Route::Ask(executor) => {
+                    // INVARIANT (invariant 13): an executor answers only for
+                    // writes it owns. A client's write is known only to the
+                    // client; another executor's "not found" would be a
+                    // guess that could lead to a second write by hand.
+                    let owns = r.executor != ExecutorKind::Client
+                        && executor.kind(r.proposal.tool()) == r.executor;
+                    if owns {
+                        Some(executor.reconcile(&r).await.map_err(|e| {
+                            GateError::Store(StoreError::new(
+                                crate::claim::StoreErrorKind::Unavailable,
+                                e.to_string(),
+                            ))
+                        })?)
+                    } else {
+                        None
+                    }
+                }
+            };
+            match outcome {
+                None => ReconcileReport::ExplicitAnswerRequired(Box::new(r)),
+                Some(outcome) => match claims.record_reconciliation(key, &outcome, now).await? {
+                    Reconciled::Recorded => ReconcileReport::Recorded(outcome),
+                    Reconciled::NotStuck(row) => ReconcileReport::NotStuck(row.map(Box::new)),
+                },
             }
         }
         other => ReconcileReport::NotStuck(other.map(Box::new)),
@@ -613,6 +708,11 @@ where
             r.as_ref().map(|r| r.proposal.tool().to_owned()),
             r.as_ref().map(|r| r.fingerprint),
             RECONCILE_AUDIT_OUTCOMES[2],
+        ),
+        ReconcileReport::ExplicitAnswerRequired(r) => (
+            Some(r.proposal.tool().to_owned()),
+            Some(r.fingerprint),
+            RECONCILE_AUDIT_OUTCOMES[3],
         ),
     };
     let entry = AuditEntry::new(

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::authz::Principal;
 use super::stage::Claimed;
 use super::state::StateVersion;
-use crate::claim::{ClaimRecord, JsonText, OperationKey, ReconcileOutcome};
+use crate::claim::{ClaimRecord, ExecutorKind, JsonText, OperationKey, ReconcileOutcome};
 
 /// Permission to run one write: borrowed from a won claim
 /// ([`Claimed::permit`]), so nothing else can reach an executor.
@@ -126,8 +126,18 @@ pub trait Executor: Send + Sync {
         permit: ExecPermit<'_>,
     ) -> impl Future<Output = Result<ExecOutcome, ExecError>> + Send;
 
+    /// Which kind of executor performs `tool`'s writes; recorded with every
+    /// claim it wins, so reconciliation asks only the owner of a write
+    /// (invariant 13). A Rust executor in the gate's process is
+    /// [`ExecutorKind::InProcess`], the default.
+    fn kind(&self, tool: &str) -> ExecutorKind {
+        let _ = tool;
+        ExecutorKind::InProcess
+    }
+
     /// Asks the downstream system whether the write for a stuck claim
-    /// happened. Never performs it.
+    /// happened. Never performs it. Only called for claims recorded with
+    /// this executor's [`Executor::kind`] for their tool.
     fn reconcile(
         &self,
         claim: &ClaimRecord,

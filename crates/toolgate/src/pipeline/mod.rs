@@ -21,11 +21,12 @@ mod exec;
 pub mod stage;
 mod state;
 
+pub use crate::claim::ExecutorKind;
 pub use authz::{Authorizer, AuthzDecision, AuthzRequest, Principal, PrincipalError};
 pub use decision::{Decision, Outcome, Reason};
 pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
-    reconcile,
+    reconcile, reconcile_answered,
 };
 pub use exec::{ExecError, ExecOutcome, ExecPermit, Executor};
 pub use stage::{Authorized, Bound, Claimed, Validated};

@@ -98,6 +98,7 @@ pub fn run(args: Args) -> ExitCode {
             sha256: ApiKey::digest(KEY),
             principal,
             mode: ExecutionMode::InProcess,
+            act_for_users: false,
         }])
         .map_err(|e| e.to_string())?;
         let state = desk_state(
