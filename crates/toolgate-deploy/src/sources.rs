@@ -242,3 +242,47 @@ pub fn row_entity(type_name: &str, row: &[(String, Cell)]) -> Result<EntityRecor
     }
     Ok(record)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn placeholders_are_filled_percent_encoded() {
+        let mut scope = Map::new();
+        scope.insert("sku".into(), json!("a/b?c#d e"));
+        scope.insert("n".into(), json!(42));
+        let url = fill("http://h/x/{sku}/{n}?who={actor}", &scope, "ana b").unwrap();
+        assert_eq!(url, "http://h/x/a%2Fb%3Fc%23d%20e/42?who=ana%20b");
+        assert_eq!(placeholders("http://h/{sku}/{n}").unwrap(), ["sku", "n"]);
+        assert!(placeholders("http://h/{sku").is_err());
+        assert!(placeholders("http://h/{s-k}").is_err());
+        assert!(fill("http://h/{missing}", &scope, "a").is_err());
+    }
+
+    #[test]
+    fn a_row_becomes_an_entity_with_parents_and_no_null_attributes() {
+        let row = vec![
+            ("id".to_owned(), Cell::Int(7)),
+            ("team".to_owned(), Cell::Text("blue".into())),
+            ("vip".to_owned(), Cell::Bool(true)),
+            ("limit".to_owned(), Cell::Int(100)),
+            ("note".to_owned(), Cell::Null),
+            ("parent_Team".to_owned(), Cell::Text("staff".into())),
+            ("parent_Group".to_owned(), Cell::Null),
+        ];
+        let e = row_entity("Order", &row).unwrap();
+        assert_eq!(e.id, "7");
+        assert_eq!(
+            e.attrs,
+            vec![
+                ("team".to_owned(), Attr::Value(json!("blue"))),
+                ("vip".to_owned(), Attr::Value(json!(true))),
+                ("limit".to_owned(), Attr::Value(json!(100))),
+            ]
+        );
+        assert_eq!(e.parents, vec![("Team".to_owned(), "staff".to_owned())]);
+        assert!(row_entity("Order", &row[1..]).is_err());
+    }
+}

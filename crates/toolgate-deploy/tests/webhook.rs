@@ -1,0 +1,298 @@
+//! The webhook executor against a real HTTP server on loopback playing the
+//! shop, through the real pipeline (Cedar over SQLite entity queries, the
+//! SQLite state source, the memory claim store): the signature the shop
+//! verifies with its own HMAC, the idempotency key, every classification
+//! of an answer, and reconciliation through the status URL.
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+use toolgate::claim::{ClaimStore, ExecutorKind, MemoryClaimStore, ReconcileOutcome};
+use toolgate::pipeline::{Outcome, Reason, ReconcileReport, reconcile};
+use toolgate_deploy::{DeploySection, Deployment};
+
+/// A deployment of `refund_order` whose webhook is `/w/{mode}` on `base`,
+/// with the SQLite application database at `db_url`.
+async fn deployment(db_url: &str, base: &str, mode: &str, timeout_ms: u64) -> Deployment {
+    let secret = secret_file(mode);
+    let executor = format!(
+        r#"{{ kind = "webhook", url = "{base}/w/{mode}", status_url = "{base}/status", secret_file = "{}", timeout_ms = {timeout_ms} }}"#,
+        secret.display()
+    );
+    let text = format!(
+        "[app_db]\nurl = \"{db_url}\"\n{}",
+        tool_toml("", &executor, &sql_state(""))
+    );
+    let section = DeploySection::from_toml(&text).unwrap();
+    Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+        .await
+        .unwrap()
+}
+
+async fn one(mode: &str, timeout_ms: u64) -> (Deployment, Shop, MemoryClaimStore) {
+    let db = sqlite_app_db(&format!("wh{mode}")).await;
+    let (base, shop) = start_shop().await;
+    let d = deployment(&db, &base, mode, timeout_ms).await;
+    (d, shop, MemoryClaimStore::new())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_201_json_object_is_applied_and_is_the_recorded_result() {
+    let (d, shop, store) = one("ok", 5000).await;
+    let ana = agent("agent-ana");
+    let first = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
+    assert_eq!(
+        first.result,
+        Some(json!({"refund_id": 7, "status": "issued"}))
+    );
+    let key = first.key.unwrap();
+    assert_eq!(
+        store.fetch(&key).await.unwrap().unwrap().executor,
+        ExecutorKind::Webhook
+    );
+
+    let received = shop.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1);
+    let r = &received[0];
+    assert!(r.signature_ok, "the shop's own HMAC must verify the header");
+    assert_eq!(r.idempotency_key.as_deref(), Some(key.to_hex().as_str()));
+    assert_eq!(r.content_type.as_deref(), Some("application/json"));
+    assert_eq!(
+        r.body,
+        json!({
+            "operation_key": key.to_hex(),
+            "tool": "refund_order",
+            "arguments": {"amount_minor": 500},
+            "scope": {"order_id": 1, "version_seen": "3"},
+            "precondition_version": "3",
+            "actor": "agent-ana",
+        })
+    );
+
+    // The same proposal again, with the order id as text (one key): the
+    // recorded answer, and the webhook is not called a second time.
+    let again = propose(&d, &store, &ana, json!("1"), 500, "3", 2)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(shop.received.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_or_412_is_a_failed_precondition() {
+    for (mode, current) in [("conflict", Some("4")), ("precondition", None)] {
+        let (d, shop, store) = one(mode, 5000).await;
+        let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
+            .await
+            .unwrap();
+        assert_eq!(d1.outcome, Outcome::StateChanged, "{mode}: {d1:?}");
+        assert_eq!(d1.reason, Some(Reason::PreconditionFailed));
+        assert_eq!(
+            d1.current_version.as_ref().map(|v| v.as_str().to_owned()),
+            current.map(str::to_owned),
+            "{mode}"
+        );
+        assert_eq!(shop.received.lock().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_outcomes_stay_in_flight_and_are_never_resent() {
+    // A 5xx, a 2xx that is not a JSON object, a hang past the timeout, and
+    // a 4xx refusal (the core has no "refused" outcome: it is left to
+    // reconciliation, whose status URL says not applied).
+    for (mode, timeout_ms, why) in [
+        ("error", 5000, "HTTP 500"),
+        ("text", 5000, "not valid JSON"),
+        ("array", 5000, "not a JSON object"),
+        ("hang", 300, "timed out"),
+        ("refuse", 5000, "refused the write (HTTP 422"),
+    ] {
+        let (d, shop, store) = one(mode, timeout_ms).await;
+        let ana = agent("agent-ana");
+        let d1 = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+            .await
+            .unwrap();
+        assert_eq!(d1.outcome, Outcome::NeedsReconciliation, "{mode}: {d1:?}");
+        assert_eq!(d1.reason, Some(Reason::ExecutorFailed));
+        let message = d1.message.clone().unwrap();
+        assert!(message.contains(why), "{mode}: {message}");
+        assert!(message.contains("not re-sent"), "{mode}: {message}");
+        // A retry while the claim is in flight does not call the webhook.
+        let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
+            .await
+            .unwrap();
+        assert_ne!(d2.outcome, Outcome::Executed, "{mode}");
+        assert_eq!(shop.received.lock().unwrap().len(), 1, "{mode}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_is_unknown() {
+    let db = sqlite_app_db("whrefused").await;
+    let port = refused_port().await;
+    let d = deployment(&db, &format!("http://127.0.0.1:{port}"), "ok", 2000).await;
+    let store = MemoryClaimStore::new();
+    let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(d1.outcome, Outcome::NeedsReconciliation, "{d1:?}");
+    assert!(
+        d1.message.as_deref().unwrap().contains("could not connect"),
+        "{d1:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconciliation_asks_the_status_url_signed() {
+    let (d, shop, store) = one("hang", 300).await;
+    let ana = agent("agent-ana");
+    let d1 = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(d1.outcome, Outcome::NeedsReconciliation);
+    let key = d1.key.unwrap();
+
+    // Answers that say nothing usable leave the claim stuck, with why.
+    for (code, body, why) in [
+        (500, "{}".to_owned(), "HTTP 500"),
+        (
+            200,
+            r#"{"applied": "yes"}"#.to_owned(),
+            "no boolean `applied`",
+        ),
+        (200, r#"{"applied": true}"#.to_owned(), "without a `result`"),
+        (200, "not json".to_owned(), "not valid JSON"),
+    ] {
+        *shop.status_answer.lock().unwrap() = (code, body);
+        let e = reconcile(&store, &d.executor, &key, "operator", LATER)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(why), "{why}: {e}");
+        assert!(store.fetch(&key).await.unwrap().unwrap().is_stuck(LATER));
+    }
+
+    *shop.status_answer.lock().unwrap() = (
+        200,
+        json!({"applied": true, "result": {"refund_id": 7}}).to_string(),
+    );
+    let report = reconcile(&store, &d.executor, &key, "operator", LATER)
+        .await
+        .unwrap();
+    match report {
+        ReconcileReport::Recorded(ReconcileOutcome::Applied { receipt }) => {
+            assert_eq!(receipt.value().unwrap(), json!({"refund_id": 7}));
+        }
+        other => panic!("{other:?}"),
+    }
+    let asked = shop.status_asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 5);
+    for a in &asked {
+        assert!(a.signature_ok);
+        assert_eq!(a.operation_key.as_deref(), Some(key.to_hex().as_str()));
+    }
+    // Reconciled: a retry replays the result; the webhook was called once.
+    let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
+        .await
+        .unwrap();
+    assert_eq!(d2.outcome, Outcome::Replayed, "{d2:?}");
+    assert_eq!(d2.result, Some(json!({"refund_id": 7})));
+    assert_eq!(shop.received.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_url_saying_not_applied_closes_the_claim_as_not_applied() {
+    let (d, shop, store) = one("refuse", 5000).await;
+    let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    let key = d1.key.unwrap();
+    *shop.status_answer.lock().unwrap() = (200, r#"{"applied": false}"#.to_owned());
+    let report = reconcile(&store, &d.executor, &key, "operator", LATER)
+        .await
+        .unwrap();
+    match report {
+        ReconcileReport::Recorded(ReconcileOutcome::NotApplied { detail }) => {
+            let v: Value = detail.value().unwrap();
+            assert_eq!(v["applied"], json!(false));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cedar_sees_the_sql_entities() {
+    let (d, shop, store) = one("ok", 5000).await;
+    // Another team's order; a blocked order; not refundable; over the
+    // order's limit; an agent with no parent team (NULL: no parent).
+    for (actor, order, amount) in [
+        ("agent-ana", 3, 500),
+        ("agent-ana", 2, 500),
+        ("agent-ana", 4, 500),
+        ("agent-ana", 1, 10_001),
+        ("agent-eve", 1, 500),
+        ("agent-nobody", 1, 500),
+    ] {
+        let dn = propose(&d, &store, &agent(actor), json!(order), amount, "3", 9)
+            .await
+            .unwrap();
+        assert_eq!(
+            dn.outcome,
+            Outcome::Forbidden,
+            "{actor} {order} {amount}: {dn:?}"
+        );
+    }
+    assert!(shop.received.lock().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
+    let db = sqlite_app_db("httpstate").await;
+    let (base, shop) = start_shop().await;
+    shop.versions
+        .lock()
+        .unwrap()
+        .insert("1".into(), json!({"version": 3}));
+    let text = format!(
+        "[app_db]\nurl = \"{db}\"\n{}",
+        tool_toml(
+            "",
+            "{ kind = \"client\" }",
+            &format!(r#"{{ source = "http", url = "{base}/orders/{{order_id}}/version" }}"#)
+        )
+    );
+    let section = DeploySection::from_toml(&text).unwrap();
+    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+        .await
+        .unwrap();
+    let store = MemoryClaimStore::new();
+    let ana = agent("agent-ana");
+    let ok = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(ok.outcome, Outcome::Permitted, "{ok:?}");
+    let store = MemoryClaimStore::new();
+    let stale = propose(&d, &store, &ana, json!(1), 500, "2", 1)
+        .await
+        .unwrap();
+    assert_eq!(stale.outcome, Outcome::StateChanged, "{stale:?}");
+
+    // 404: no such resource; a bad answer: an error naming it.
+    shop.versions.lock().unwrap().clear();
+    let e = propose(&d, &store, &ana, json!(1), 500, "3", 2)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no such resource"), "{e}");
+    shop.versions
+        .lock()
+        .unwrap()
+        .insert("1".into(), json!({"version": 1.5}));
+    let e = propose(&d, &store, &ana, json!(1), 500, "3", 3)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not a non-empty string"), "{e}");
+}
