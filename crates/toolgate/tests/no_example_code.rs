@@ -12,13 +12,16 @@
 
 use std::path::{Path, PathBuf};
 
-/// The library crates, relative to the workspace's `crates/` directory.
-const LIBRARY_CRATES: [&str; 5] = [
+/// The library crates, relative to the workspace's `crates/` directory:
+/// every crate but the binary (`toolgate-cli`, which runs the example for
+/// `demo`, `serve --demo` and `eval`).
+const LIBRARY_CRATES: [&str; 6] = [
     "toolgate",
     "toolgate-store",
     "toolgate-cedar",
     "toolgate-http",
     "toolgate-eval",
+    "toolgate-deploy",
 ];
 
 /// The directories of each crate that ship in the library.

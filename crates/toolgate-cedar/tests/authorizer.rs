@@ -1,0 +1,261 @@
+//! The Cedar authoriser through the real pipeline, on a domain of its own
+//! (a shop's `refund_order` on integer order ids): the mapping turns the
+//! scope's resource field into the resource entity, policies see the
+//! entities the application's source returns, and every evaluation error
+//! or missing entity denies before the claim, so nothing is written.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use toolgate::claim::{
+    ClaimRecord, HolderToken, JsonText, MemoryClaimStore, ReconcileOutcome, UnixMillis,
+};
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{
+    AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, Outcome, Principal,
+    Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
+};
+use toolgate::provider::Provider;
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+
+const POLICY: &str = r#"
+version = 1
+abstain_message = "A colleague will follow up."
+[[tools]]
+name = "refund_order"
+capability = "refund:issue"
+operation_key = ["order_id", "version_seen"]
+scope_types = { order_id = "integer" }
+schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
+             "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":5000}}}'''
+"#;
+
+/// Agents refund orders of their own team, up to the order's total.
+const CEDAR: &str = r#"
+permit (principal is Agent, action == Action::"refund_order", resource is Order)
+when {
+    principal.team == resource.team &&
+    context.arguments.amount_minor <= resource.total_minor
+};
+"#;
+
+fn mapping() -> Mapping {
+    Mapping {
+        principal_type: "Agent".to_owned(),
+        resource_type: "Order".to_owned(),
+        resource_field: "order_id".to_owned(),
+    }
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("pended"),
+    }
+}
+
+/// The shop's directory: one order, its team and total, and the agents'
+/// teams. Records which resource id Cedar was asked about.
+struct Shop {
+    order_team: Mutex<Value>,
+    order_total: Mutex<Value>,
+    order_exists: Mutex<bool>,
+    asked_for: Mutex<Option<String>>,
+}
+
+impl EntitySource for Shop {
+    fn entities(
+        &self,
+        r: &AuthzRequest<'_>,
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send {
+        let order_id = r.scope().get("order_id").map(ToString::to_string);
+        *self.asked_for.lock().unwrap() = order_id.clone();
+        let agent_team = if r.principal().id() == "agent-eu" {
+            "eu"
+        } else {
+            "us"
+        };
+        let mut list = vec![
+            EntityRecord::new("Agent", r.principal().id())
+                .attr("team", Attr::Value(json!(agent_team))),
+        ];
+        if *self.order_exists.lock().unwrap() {
+            list.push(
+                EntityRecord::new("Order", order_id.unwrap_or_default())
+                    .attr("team", Attr::Value(self.order_team.lock().unwrap().clone()))
+                    .attr(
+                        "total_minor",
+                        Attr::Value(self.order_total.lock().unwrap().clone()),
+                    ),
+            );
+        }
+        std::future::ready(Ok(list))
+    }
+}
+
+struct Fixed;
+impl StateSource for Fixed {
+    fn current_version(
+        &self,
+        _s: StateScope<'_>,
+    ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
+        std::future::ready(Ok(StateVersion::from(1)))
+    }
+}
+
+/// Counts writes; authorisation must deny before any.
+struct Refunds(Mutex<u32>);
+impl Executor for Refunds {
+    fn execute(
+        &self,
+        _p: ExecPermit<'_>,
+    ) -> impl Future<Output = Result<ExecOutcome, ExecError>> + Send {
+        *self.0.lock().unwrap() += 1;
+        std::future::ready(Ok(ExecOutcome::Applied {
+            receipt: JsonText::result(r#"{"refunded":true}"#.into()).unwrap(),
+        }))
+    }
+    fn reconcile(
+        &self,
+        _c: &ClaimRecord,
+    ) -> impl Future<Output = Result<ReconcileOutcome, ExecError>> + Send {
+        std::future::ready(Err(ExecError::new("not used")))
+    }
+}
+
+struct World {
+    policy: Policy,
+    authz: CedarAuthorizer<Shop>,
+    store: MemoryClaimStore,
+    refunds: Refunds,
+}
+
+fn world() -> World {
+    let shop = Shop {
+        order_team: Mutex::new(json!("eu")),
+        order_total: Mutex::new(json!(3000)),
+        order_exists: Mutex::new(true),
+        asked_for: Mutex::new(None),
+    };
+    World {
+        policy: Policy::load(POLICY).unwrap(),
+        authz: CedarAuthorizer::new(CEDAR, &mapping(), shop).unwrap(),
+        store: MemoryClaimStore::new(),
+        refunds: Refunds(Mutex::new(0)),
+    }
+}
+
+fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
+    let body = json!({"outcome":"action","reply":"Refunded.","proposed_action":{
+        "tool":"refund_order","arguments":{"amount_minor":amount}}});
+    let proposal = contract::check(
+        &w.policy,
+        Provider::Envelope,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    let gate = Gate {
+        policy: &w.policy,
+        authorizer: &w.authz,
+        state: &Fixed,
+        claims: &w.store,
+        executor: &w.refunds,
+    };
+    let principal = Principal::new(who, ["refund:issue"]).unwrap();
+    let mut scope = Map::new();
+    scope.insert("order_id".into(), order);
+    let seen = StateVersion::from(1);
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        approval: None,
+        now: UnixMillis(1_000 + i64::from(n)),
+        holder: HolderToken::from_bytes([n; 16]),
+        lease: Duration::from_secs(30),
+    };
+    block_on(decide(&gate, proposal, &request)).unwrap()
+}
+
+#[test]
+fn an_agent_of_the_orders_team_may_refund_within_its_total() {
+    let w = world();
+    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    // An integer resource id is the entity id's decimal digits.
+    assert_eq!(
+        w.authz.entity_source().asked_for.lock().unwrap().as_deref(),
+        Some("42")
+    );
+    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+}
+
+#[test]
+fn another_team_or_more_than_the_total_is_not_authorized() {
+    let w = world();
+    let d = run(&w, "agent-us", json!(42), 1500, 1);
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
+        "{d:?}"
+    );
+    let d = run(&w, "agent-eu", json!(43), 4000, 2);
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
+        "{d:?}"
+    );
+    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+}
+
+#[test]
+fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
+    let w = world();
+    // A total stored as text: `<=` on a string is a type error in Cedar,
+    // not a false comparison, and any evaluation error denies.
+    *w.authz.entity_source().order_total.lock().unwrap() = json!("3000");
+    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::Forbidden, Some(Reason::AuthorizationError)),
+        "{d:?}"
+    );
+    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+}
+
+#[test]
+fn an_order_the_source_does_not_know_denies() {
+    let w = world();
+    *w.authz.entity_source().order_exists.lock().unwrap() = false;
+    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    assert_eq!(d.outcome, Outcome::Forbidden, "{d:?}");
+    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+}
+
+#[test]
+fn a_malformed_policy_or_type_name_is_a_load_error() {
+    let shop = || Shop {
+        order_team: Mutex::new(json!("eu")),
+        order_total: Mutex::new(json!(3000)),
+        order_exists: Mutex::new(true),
+        asked_for: Mutex::new(None),
+    };
+    assert!(
+        CedarAuthorizer::new(
+            "permit (principal, action, resource) when { ",
+            &mapping(),
+            shop()
+        )
+        .is_err()
+    );
+    let bad = Mapping {
+        resource_type: "Not A Type".to_owned(),
+        ..mapping()
+    };
+    assert!(CedarAuthorizer::new(CEDAR, &bad, shop()).is_err());
+}
