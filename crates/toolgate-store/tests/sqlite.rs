@@ -114,6 +114,45 @@ const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprin
     arguments, scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
     VALUES (?, ?, 'apply_goodwill_credit', ?, '{}', '7', 'agent:1', 'in_flight', ?, 0, 0)";
 
+/// Migration 0002: a row written without the `executor` column (as every
+/// row before it was) reads as `in_process`; an executor kind toolgate does
+/// not know is a corrupt row, never a record.
+#[tokio::test]
+async fn the_executor_column_defaults_to_in_process_and_rejects_unknown_kinds() {
+    use toolgate::claim::{ClaimStore, ExecutorKind};
+    let db = TempDb::new();
+    let s = store(&db).await;
+    let ns = Namespace::new(support::random16());
+    let old = ns.key(205, 0);
+    sqlx::query(RAW_INSERT)
+        .bind(old.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{\"amount_minor\":1}")
+        .bind([5u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    let row = s.fetch(&old).await.expect("fetch").expect("row");
+    assert_eq!(row.executor, ExecutorKind::InProcess);
+
+    let odd = ns.key(205, 1);
+    sqlx::query(RAW_INSERT)
+        .bind(odd.as_bytes().as_slice())
+        .bind(support::fingerprint().as_bytes().as_slice())
+        .bind("{\"amount_minor\":1}")
+        .bind([6u8; 16].as_slice())
+        .execute(s.pool())
+        .await
+        .expect("raw insert");
+    sqlx::query("UPDATE toolgate_claims SET executor = 'remote' WHERE operation_key = ?")
+        .bind(odd.as_bytes().as_slice())
+        .execute(s.pool())
+        .await
+        .expect("update");
+    support::corrupt_row_is_never_shown(&s, &ns, odd).await;
+    support::stuck_listing_reports_corrupt(&s, odd.as_bytes(), "executor").await;
+}
+
 #[tokio::test]
 async fn corrupt_rows_are_errors_never_records() {
     let db = TempDb::new();
