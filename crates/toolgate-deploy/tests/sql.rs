@@ -1,0 +1,246 @@
+//! The `sql` state and entity sources on each backend: SQLite always,
+//! PostgreSQL and MariaDB/MySQL when TOOLGATE_TEST_POSTGRES_URL /
+//! TOOLGATE_TEST_MYSQL_URL name a server (required when
+//! TOOLGATE_REQUIRE_DATABASES=1). Each run creates its own tables, named
+//! with the process id, and drops them.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::json;
+use support::*;
+use toolgate::claim::MemoryClaimStore;
+use toolgate::pipeline::Outcome;
+use toolgate_deploy::{ConfigError, DeploySection, Deployment};
+
+/// Runs `statements` on the database at `url` with a writable connection
+/// of the test's own.
+async fn exec_all(url: &str, statements: &[String]) {
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        for s in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    } else if url.starts_with("mysql") {
+        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+        for s in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    } else {
+        let opts: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
+        let pool = sqlx::SqlitePool::connect_with(opts.create_if_missing(true))
+            .await
+            .unwrap();
+        for s in statements {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+                .execute(&pool)
+                .await
+                .unwrap();
+        }
+        pool.close().await;
+    }
+}
+
+/// The number of order rows, read with the test's own connection.
+async fn order_count(url: &str, prefix: &str) -> i64 {
+    let sql = format!("SELECT COUNT(*) FROM {prefix}orders");
+    if url.starts_with("postgres") {
+        let pool = sqlx::PgPool::connect(url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    } else if url.starts_with("mysql") {
+        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    } else {
+        let pool = sqlx::SqlitePool::connect(url).await.unwrap();
+        sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    }
+}
+
+async fn load(
+    url: &str,
+    prefix: &str,
+    state: &str,
+    extra: &str,
+) -> Result<Deployment, ConfigError> {
+    let text = format!(
+        "[app_db]\nurl = \"{url}\"\n{extra}\n{}",
+        tool_toml(prefix, "{ kind = \"client\" }", state)
+    );
+    let section = DeploySection::from_toml(&text).unwrap();
+    Deployment::load(&section, Path::new("."), &policy(), CEDAR).await
+}
+
+/// A query that sleeps past the limit on this backend, if it has a way to.
+fn sleeping_state(url: &str, prefix: &str) -> Option<String> {
+    if url.starts_with("postgres") {
+        Some(format!(
+            r#"{{ source = "sql", query = "SELECT version FROM {prefix}orders, (SELECT pg_sleep(5)) AS s WHERE id = :order_id" }}"#
+        ))
+    } else if url.starts_with("mysql") {
+        Some(format!(
+            r#"{{ source = "sql", query = "SELECT version FROM {prefix}orders WHERE id = :order_id AND SLEEP(5) = 0" }}"#
+        ))
+    } else {
+        None
+    }
+}
+
+async fn exercise(url: &str, backend: &str) {
+    let prefix = unique(backend);
+    exec_all(url, &drop_schema(&prefix)).await;
+    exec_all(url, &schema(&prefix)).await;
+
+    // State and entities: an allowed proposal is handed to the client; a
+    // stale version is state_changed; another team's order, a blocked
+    // order, a non-refundable one, an agent without a parent: forbidden.
+    let d = load(url, &prefix, &sql_state(&prefix), "").await.unwrap();
+    let ana = agent("agent-ana");
+    let store = MemoryClaimStore::new();
+    let ok = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(ok.outcome, Outcome::Permitted, "{backend}: {ok:?}");
+    let stale = propose(&d, &MemoryClaimStore::new(), &ana, json!("1"), 500, "2", 1)
+        .await
+        .unwrap();
+    assert_eq!(stale.outcome, Outcome::StateChanged, "{backend}: {stale:?}");
+    assert_eq!(stale.current_version.unwrap().as_str(), "3");
+    for (actor, order, amount) in [
+        ("agent-ana", 3, 500),
+        ("agent-ana", 2, 500),
+        ("agent-ana", 4, 500),
+        ("agent-ana", 1, 10_001),
+        ("agent-eve", 1, 500),
+    ] {
+        let dn = propose(
+            &d,
+            &MemoryClaimStore::new(),
+            &agent(actor),
+            json!(order),
+            amount,
+            "3",
+            2,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            dn.outcome,
+            Outcome::Forbidden,
+            "{backend} {actor} {order}: {dn:?}"
+        );
+    }
+
+    // Zero rows: no such resource.
+    let none = format!(
+        r#"{{ source = "sql", query = "SELECT version FROM {prefix}orders WHERE id = :order_id AND version > 100" }}"#
+    );
+    let d = load(url, &prefix, &none, "").await.unwrap();
+    let e = propose(&d, &MemoryClaimStore::new(), &ana, json!(1), 500, "3", 3)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no such resource"), "{backend}: {e}");
+
+    // Read-only: a state query that would delete the row is refused by the
+    // database (a read-only transaction, or SQLite's read-only connection).
+    let delete = format!(
+        r#"{{ source = "sql", query = "DELETE FROM {prefix}orders WHERE id = :order_id RETURNING version" }}"#
+    );
+    match load(url, &prefix, &delete, "").await {
+        Ok(d) => {
+            let e = propose(&d, &MemoryClaimStore::new(), &ana, json!(1), 500, "3", 4)
+                .await
+                .unwrap_err();
+            let text = e.to_string().to_ascii_lowercase();
+            assert!(
+                text.contains("read-only")
+                    || text.contains("readonly")
+                    || text.contains("read only"),
+                "{backend}: {e}"
+            );
+        }
+        // MySQL has no DELETE … RETURNING, and MariaDB's prepared one
+        // reports no result columns: refused at load either way.
+        Err(e) => assert!(
+            url.starts_with("mysql")
+                && (e.message().contains("does not prepare")
+                    || e.message().contains("must return one column")),
+            "{backend}: {e}"
+        ),
+    }
+    assert_eq!(
+        order_count(url, &prefix).await,
+        4,
+        "{backend}: a row was deleted"
+    );
+
+    // The server's statement time limit.
+    if let Some(sleeping) = sleeping_state(url, &prefix) {
+        let d = load(url, &prefix, &sleeping, "statement_timeout_ms = 200")
+            .await
+            .unwrap();
+        let e = propose(&d, &MemoryClaimStore::new(), &ana, json!(1), 500, "3", 5)
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("timeout") || text.contains("interrupted") || text.contains("max_"),
+            "{backend}: {e}"
+        );
+    }
+
+    exec_all(url, &drop_schema(&prefix)).await;
+}
+
+fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var(REQUIRE).as_deref() != Ok("1"),
+                "{var} is required when {REQUIRE}=1"
+            );
+            eprintln!("skipping: {var} is not set");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite() {
+    let path = temp_path("sqlite");
+    let _ = std::fs::remove_file(&path);
+    exercise(&format!("sqlite://{}", path.display()), "sqlite").await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres() {
+    if let Some(url) = server_url("TOOLGATE_TEST_POSTGRES_URL") {
+        exercise(&url, "pg").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql() {
+    if let Some(url) = server_url("TOOLGATE_TEST_MYSQL_URL") {
+        exercise(&url, "my").await;
+    }
+}
