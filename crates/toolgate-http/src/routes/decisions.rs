@@ -338,8 +338,8 @@ async fn run_inner<P: Parts>(
             .map_err(|e| ApiError::new(ProblemCode::InvalidScope, e.to_string()))?,
         None => prepared.scope.clone(),
     };
-    let version = match (scope.get("version_seen"), &action) {
-        (Some(v), _) if action.is_some() => {
+    let version = match (scope.get("version_seen"), action.is_some()) {
+        (Some(v), true) => {
             let text = match v {
                 Value::String(s) => s.clone(),
                 other => other.to_string(),
@@ -351,7 +351,7 @@ async fn run_inner<P: Parts>(
                 )
             })?
         }
-        (None, Some(_)) => {
+        (None, true) => {
             return Err(ApiError::new(
                 ProblemCode::MissingScope,
                 "an action needs scope.version_seen: the resource version the model was shown",
@@ -359,7 +359,7 @@ async fn run_inner<P: Parts>(
         }
         // Never read: `decide` returns before the state stage for anything
         // but an action, and only an action needs the version.
-        _ => StateVersion::from(0),
+        (_, false) => StateVersion::from(0),
     };
     let holder = crate::clock::fresh_holder()?;
     let now = crate::clock::now_millis();
