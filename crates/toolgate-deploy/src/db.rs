@@ -50,6 +50,9 @@ pub struct Query {
     pub rewritten: Rewritten,
     /// The column names the database reported when it was prepared.
     pub columns: Vec<String>,
+    /// The type the database inferred for each distinct parameter, in
+    /// bind order, where it says (PostgreSQL); empty otherwise.
+    pub param_types: Vec<String>,
 }
 
 /// A pool on the application's database.
@@ -155,7 +158,7 @@ impl AppDb {
         // A connection of its own, closed after: the statement it caches
         // was prepared without parameter types, and PostgreSQL would keep
         // the types it inferred for it.
-        let (columns, params) = match self {
+        let (columns, params, param_types) = match self {
             Self::Sqlite(pool, _) => {
                 let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
                 let st = (&mut *conn)
@@ -201,6 +204,7 @@ impl AppDb {
             written: sql.to_owned(),
             rewritten,
             columns,
+            param_types,
         })
     }
 
@@ -282,14 +286,19 @@ impl AppDb {
     }
 }
 
-/// Column names and parameter count of a prepared statement.
-fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>) {
+/// Column names, parameter count and parameter types (where the backend
+/// infers them) of a prepared statement.
+fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>, Vec<String>) {
     let columns = st.columns().iter().map(|c| c.name().to_owned()).collect();
+    let mut types = Vec::new();
     let params = st.parameters().map(|p| match p {
-        sqlx::Either::Left(types) => types.len(),
+        sqlx::Either::Left(list) => {
+            types = list.iter().map(|t| t.name().to_owned()).collect();
+            list.len()
+        }
         sqlx::Either::Right(n) => n,
     });
-    (columns, params)
+    (columns, params, types)
 }
 
 fn unsupported(column: &str, type_name: &str) -> String {

@@ -190,6 +190,36 @@ fn check_params(
     Ok(())
 }
 
+/// On PostgreSQL, a parameter compared with an integer column is inferred
+/// as an integer and one compared with text as text, and the two do not
+/// convert: a `string` scope field bound where the database expects an
+/// integer (or the reverse) would fail every decision. Caught here, at
+/// start. MySQL and SQLite convert, and infer nothing.
+fn check_param_types(
+    field: &str,
+    query: &db::Query,
+    contract: &toolgate::contract::ToolContract,
+) -> Result<(), ConfigError> {
+    use toolgate::op::ScopeType;
+    for (name, inferred) in query.rewritten.binds.iter().zip(&query.param_types) {
+        let integer_bind = name != "actor" && contract.scope_type(name) == ScopeType::Integer;
+        let wants_integer = matches!(inferred.as_str(), "INT2" | "INT4" | "INT8" | "NUMERIC");
+        let wants_text = matches!(inferred.as_str(), "TEXT" | "VARCHAR" | "BPCHAR" | "NAME");
+        let bound = if integer_bind { "an integer" } else { "text" };
+        if (integer_bind && wants_text) || (!integer_bind && wants_integer) {
+            return Err(ConfigError::new(
+                field,
+                format!(
+                    "the database expects {inferred} for `:{name}`, which is bound as {bound} \
+                     (its scope type in the policy); declare it in scope_types or cast it in \
+                     the query"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Deployment {
     /// Reads `[app_db]` and `[[tools]]` from the deployment file at `path`
     /// and loads them (see [`Deployment::load`]). Relative paths in the
@@ -368,6 +398,7 @@ impl Deployment {
                         .prepare(query)
                         .await
                         .map_err(|e| ConfigError::new(&field, format!("does not prepare: {e}")))?;
+                    check_param_types(&field, &prepared, contract)?;
                     if prepared.columns.len() != 1 {
                         return Err(ConfigError::new(
                             &field,
@@ -419,6 +450,7 @@ impl Deployment {
                         let prepared = db.prepare(query).await.map_err(|e| {
                             ConfigError::new(&field, format!("does not prepare: {e}"))
                         })?;
+                        check_param_types(&field, &prepared, contract)?;
                         if !prepared.columns.iter().any(|c| c == "id") {
                             return Err(ConfigError::new(
                                 &field,

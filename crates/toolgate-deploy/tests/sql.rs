@@ -206,6 +206,25 @@ async fn exercise(url: &str, backend: &str) {
         );
     }
 
+    // On PostgreSQL, a string-typed scope field compared with an integer
+    // column is refused at load: it would fail every decision.
+    if url.starts_with("postgres") {
+        let by_team = format!(
+            r#"{{ source = "sql", query = "SELECT version FROM {prefix}orders WHERE team = :actor AND id = :order_id" }}"#
+        );
+        load(url, &prefix, &by_team, "").await.unwrap();
+        let by_actor = format!(
+            r#"{{ source = "sql", query = "SELECT version FROM {prefix}orders WHERE id = :actor" }}"#
+        );
+        let e = load(url, &prefix, &by_actor, "").await.unwrap_err();
+        assert_eq!(e.field(), "tools[refund_order].state.query");
+        assert!(
+            e.message()
+                .contains("the database expects INT4 for `:actor`, which is bound as text"),
+            "{e}"
+        );
+    }
+
     exec_all(url, &drop_schema(&prefix)).await;
 }
 
