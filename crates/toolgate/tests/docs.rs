@@ -45,4 +45,7 @@ fn pipeline_outcomes_and_reasons_are_documented() {
     for code in toolgate::pipeline::RECONCILE_AUDIT_OUTCOMES {
         assert_documented(&doc, code);
     }
+    for kind in toolgate::claim::ExecutorKind::ALL {
+        assert_documented(&doc, kind.as_str());
+    }
 }
