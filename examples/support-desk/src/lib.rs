@@ -12,7 +12,7 @@
 //!   store's group commit);
 //! - its Cedar policies and the entities they read ([`cedar`]);
 //! - its tool policy ([`POLICY`]), its evaluation cases (`eval/`) and its
-//!   demo data ([`demo_tickets`], `demo/`);
+//!   demo data ([`demo`], [`demo_tickets`], `demo/`);
 //! - the pipeline assembled on embedded SQLite for the demo and the
 //!   evaluation ([`app`]).
 //!
@@ -21,6 +21,7 @@
 
 pub mod app;
 pub mod cedar;
+pub mod demo;
 pub mod store;
 
 pub use app::{Desk, Proposal, SystemEdge, TicketCredits};

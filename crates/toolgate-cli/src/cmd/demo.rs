@@ -14,6 +14,9 @@ use toolgate::provider::Provider;
 
 use crate::io::print_line;
 use crate::scratch::Scratch;
+use toolgate_support_desk::demo::{
+    ANA, BEN, CHO, CUSTOMER, RACE_TICKET, START_VERSION, TICKET, body,
+};
 use toolgate_support_desk::{self as desk, Desk, Proposal};
 
 /// Run the support-desk scenario end to end and check every outcome.
@@ -42,45 +45,6 @@ pub struct Args {
     #[arg(long, value_name = "PATH")]
     db: Option<PathBuf>,
 }
-
-/// Raw provider bodies, compiled in so the demo runs from any directory.
-mod body {
-    pub const ANSWER: &[u8] =
-        include_bytes!("../../../../fixtures/providers/anthropic/answer.json");
-    pub const ABSTAIN: &[u8] =
-        include_bytes!("../../../../fixtures/providers/gemini/abstain-empty-turn.json");
-    pub const ACTION_ANTHROPIC: &[u8] =
-        include_bytes!("../../../../fixtures/providers/anthropic/action.json");
-    pub const ACTION_OPENAI_CHAT: &[u8] =
-        include_bytes!("../../../../fixtures/providers/openai-chat/action.json");
-    pub const ACTION_OPENAI_RESPONSES: &[u8] =
-        include_bytes!("../../../../fixtures/providers/openai-responses/action.json");
-    pub const ACTION_GEMINI: &[u8] =
-        include_bytes!("../../../../fixtures/providers/gemini/action.json");
-    pub const REWORDED: &[u8] =
-        include_bytes!("../../../../examples/support-desk/demo/reworded-retry.gemini.json");
-    pub const DIFFERENT_AMOUNT: &[u8] =
-        include_bytes!("../../../../examples/support-desk/demo/different-amount.openai-chat.json");
-    pub const REFUSAL: &[u8] =
-        include_bytes!("../../../../fixtures/providers/openai-chat/refusal.json");
-    pub const TRUNCATED: &[u8] = include_bytes!(
-        "../../../../fixtures/providers/openai-responses/truncated-max-output-tokens.json"
-    );
-    pub const APPROVED_BY: &[u8] =
-        include_bytes!("../../../../fixtures/providers/anthropic/approved-by.json");
-}
-
-/// The demo's world.
-const ANA: &str = "agent-ana";
-const BEN: &str = "agent-ben";
-const CHO: &str = "agent-cho";
-const CUSTOMER: &str = "cus-42";
-/// The ticket of the main story: credited, retried, conflicted, reassigned.
-const TICKET: &str = "t-100";
-/// The ticket twelve parallel proposals race for.
-const RACE_TICKET: &str = "t-200";
-/// The version both tickets start at (what the model is shown).
-const START_VERSION: i64 = 3;
 
 /// One row of the table.
 struct Row {
