@@ -152,18 +152,35 @@ impl DeploySection {
     /// Reads `[app_db]` and `[[tools]]` from a whole deployment file's
     /// text; other top-level keys are left to the program serving it.
     pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
-        let mut table: toml::Table =
-            toml::from_str(text).map_err(|e| ConfigError::new("", e.message().to_owned()))?;
-        let mut section = toml::Table::new();
-        for key in ["app_db", "tools"] {
-            if let Some(v) = table.remove(key) {
-                section.insert(key.to_owned(), v);
-            }
+        // Not `deny_unknown_fields` at the top: the other keys are the
+        // serving program's. Inside the two sections every struct refuses
+        // unknown fields. Read from the text (not a re-built table) so an
+        // error carries its line.
+        #[derive(Deserialize)]
+        struct Whole {
+            #[serde(default)]
+            app_db: Option<AppDbConfig>,
+            #[serde(default)]
+            tools: Vec<ToolConfig>,
         }
-        section
-            .try_into()
-            .map_err(|e: toml::de::Error| ConfigError::new("", e.message().to_owned()))
+        let whole: Whole = toml::from_str(text).map_err(|e| located(text, &e))?;
+        Ok(Self {
+            app_db: whole.app_db,
+            tools: whole.tools,
+        })
     }
+}
+
+/// A TOML error as "line N: message" (the file is named by the caller).
+fn located(text: &str, e: &toml::de::Error) -> ConfigError {
+    let message = match e.span() {
+        Some(span) => {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!("line {line}: {}", e.message())
+        }
+        None => e.message().to_owned(),
+    };
+    ConfigError::new("", message)
 }
 
 /// A configuration error found at start: the field (`tools[refund_order].
@@ -255,5 +272,6 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.message().contains("secrt_env"), "{e}");
+        assert!(e.message().starts_with("line 4: "), "{e}");
     }
 }

@@ -69,6 +69,15 @@ pub const MIN_SECRET_BYTES: usize = 16;
 /// The application's own database connections kept open by default.
 const DEFAULT_MAX_CONNECTIONS: u32 = 8;
 
+// The sidecar holds the parts for the life of the process and shares them
+// across request tasks: each must be `Send + Sync + 'static`.
+const _: () = {
+    const fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<DeployAuthorizer>();
+    shareable::<DeployState>();
+    shareable::<DeployExecutor>();
+};
+
 /// A loaded deployment: the three parts the pipeline takes.
 pub struct Deployment {
     /// Cedar, per tool, over the tool's entity sources.
