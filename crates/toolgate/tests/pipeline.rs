@@ -97,6 +97,9 @@ struct SpyStore {
     log: Log,
     inner: MemoryClaimStore,
     with_completion: AtomicBool,
+    /// The next `fetch` finds nothing, as a lookup that ran just before a
+    /// concurrent original claimed would.
+    hide_next_fetch: AtomicBool,
 }
 
 impl ClaimStore for SpyStore {
@@ -143,7 +146,12 @@ impl ClaimStore for SpyStore {
         key: &OperationKey,
     ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
         push(&self.log, "fetch");
-        self.inner.fetch(key)
+        let hidden = self.hide_next_fetch.swap(false, Ordering::SeqCst);
+        let found = self.inner.fetch(key);
+        async move {
+            let found = found.await?;
+            Ok(if hidden { None } else { found })
+        }
     }
     fn list_stuck(
         &self,
@@ -291,6 +299,7 @@ impl World {
             log: log.clone(),
             inner: MemoryClaimStore::new(),
             with_completion: AtomicBool::new(false),
+            hide_next_fetch: AtomicBool::new(false),
         });
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!("c-1"));
@@ -460,6 +469,23 @@ fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
 }
 
 #[test]
+fn a_retry_racing_its_original_is_replayed_not_state_changed() {
+    // The retry's claim lookup runs just before its original claims; the
+    // original then claims, writes (version 7 -> 8) and completes before
+    // the retry reads the state. The state read disagrees with the version
+    // the model saw, but the operation exists now: a replay (invariant 4).
+    let w = World::new();
+    let original = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(original.outcome, Outcome::Executed);
+    w.store.hide_next_fetch.store(true, Ordering::SeqCst);
+    let retry = w.decide(w.credit(1500), 7, T0 + 1);
+    assert_eq!(retry.outcome, Outcome::Replayed, "{retry:?}");
+    assert_eq!(retry.result, original.result);
+    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
 fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal() {
     let w = World::new();
     w.decide(w.credit(1500), 7, T0);
@@ -553,7 +579,8 @@ fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_
     assert_eq!(d.reason, Some(Reason::VersionMismatch));
     assert_eq!(d.version_seen.as_ref().unwrap().as_str(), "7");
     assert_eq!(d.current_version.as_ref().unwrap().as_str(), "9");
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
+    // The second lookup rules out an original that claimed meanwhile.
+    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
     assert_eq!(
         block_on(w.store.inner.fetch(&d.key.unwrap())).unwrap(),
         None

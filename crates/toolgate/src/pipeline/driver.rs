@@ -348,6 +348,13 @@ where
         .current_version(bound.authorized().state_scope())
         .await?;
     if &current != bound.authorized().version_seen() {
+        // A retry racing its original: the lookup above found nothing, then
+        // the original claimed, wrote and moved the version. Its claim was
+        // committed before its write, so it is there now; the retry is a
+        // replay (or in flight), never `state_changed` (invariant 4).
+        if let Some(record) = gate.claims.fetch(bound.key()).await? {
+            return existing(gate.policy, &bound, record, request.now).map(Decided::from);
+        }
         let mut d = bound_decision(&bound, Outcome::StateChanged, Some(Reason::VersionMismatch));
         d.message = Some(format!(
             "the model read version {} but the current version is {current}",
