@@ -72,7 +72,11 @@ fn new_key(args: &[&str]) -> (String, String) {
 /// A deployment file in `dir` with `body` after the policy line.
 fn deployment(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("deploy.toml");
-    let text = format!("policy = {:?}\n{body}\n", policy());
+    // The example's own wiring: these tests are about the file's other parts.
+    let text = format!(
+        "policy = {:?}\napplication = \"support-desk\"\n{body}\n",
+        policy()
+    );
     std::fs::write(&path, text).expect("write the deployment file");
     path
 }
@@ -344,7 +348,7 @@ fn config_check_names_the_file_and_field_of_each_problem() {
     let config = dir.join("deploy.toml");
     std::fs::write(
         &config,
-        format!("policy = \"open-policy.toml\"\n{db}{GOOD_KEY}"),
+        format!("policy = \"open-policy.toml\"\napplication = \"support-desk\"\n{db}{GOOD_KEY}"),
     )
     .expect("write");
     let run = toolgate(&["config", "check", config.to_str().expect("path")], &[]);

@@ -131,7 +131,14 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
     // Reconcile: the credits table has no row for the key, so the claim is
     // closed as not applied; nothing is executed.
     let out = Command::new(BIN)
-        .args(["claims", "reconcile", "--db", url, &key.to_hex()])
+        .args([
+            "claims",
+            "reconcile",
+            "--support-desk",
+            "--db",
+            url,
+            &key.to_hex(),
+        ])
         .args(["--now", &after_lease.0.to_string(), "--actor", "fault-test"])
         .output()
         .expect("reconcile");
@@ -142,7 +149,14 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
 
     // Reconciling again: not stuck any more (exit 1), nothing written.
     let again = Command::new(BIN)
-        .args(["claims", "reconcile", "--db", url, &key.to_hex()])
+        .args([
+            "claims",
+            "reconcile",
+            "--support-desk",
+            "--db",
+            url,
+            &key.to_hex(),
+        ])
         .args(["--now", &after_lease.0.to_string()])
         .output()
         .expect("reconcile");

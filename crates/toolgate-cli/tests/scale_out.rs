@@ -544,7 +544,7 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
     std::fs::write(
         &config,
         format!(
-            "policy = \"policy.toml\"\n\n[[keys]]\nsha256 = \"{}\"\nprincipal = \"{agent}\"\n\
+            "policy = \"policy.toml\"\napplication = \"support-desk\"\n\n[[keys]]\nsha256 = \"{}\"\nprincipal = \"{agent}\"\n\
              capabilities = [\"credit:issue\", \"toolgate:metrics\"]\n\
              execution = \"in_process\"\n",
             hex(&ApiKey::digest(&secret))

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use toolgate::claim::{ClaimRecord, ClaimStore, CorruptRow, UnixMillis};
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
-use crate::cmd::config::DbArgs;
+use crate::cmd::config::{Application, DbArgs, Deployment};
 use crate::io::{io_failure, print_line};
 
 /// Inspect the claim store.
@@ -169,13 +169,17 @@ fn corrupt_line(c: &CorruptRow) -> Value {
 ///               happened. Give the answer: --applied RESULT_JSON or
 ///               --not-applied DETAIL. Without one nothing is asked or
 ///               written, and the exit code is 2.
-///   in_process  without an answer, the support-desk example's executor is
-///               asked (its `credits` table in the same database); an
+///   webhook     without an answer, the tool's status URL is asked, from the
+///               [[tools]] of the deployment file given with --config.
+///   in_process  without an answer, the executor that wrote it is asked:
+///               the support-desk example's (--support-desk, or a --config
+///               file with application = "support-desk"); a Rust
 ///               application reconciles against its own executor with
 ///               `toolgate::pipeline::reconcile`.
-///   webhook     give the answer after asking the application's status
-///               URL (the sidecar's `POST /v1/claims/{key}/reconcile` asks
-///               it itself).
+///
+/// With no deployment to ask (no --config, no --support-desk), only an
+/// explicit answer closes a claim: nothing else answers for a write it does
+/// not own.
 ///
 /// An explicit answer is recorded for a claim of any kind. Prints one JSON
 /// line:
@@ -200,6 +204,10 @@ struct ReconcileArgs {
     /// The operation key (64 hex digits).
     #[arg(value_name = "KEY")]
     key: String,
+    /// Ask the support-desk example's executor about its own (in_process)
+    /// claims: the demo's database, without a deployment file.
+    #[arg(long)]
+    support_desk: bool,
     /// Who is reconciling, for the audit log.
     #[arg(long, value_name = "NAME", default_value = "operator")]
     actor: String,
@@ -270,14 +278,37 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
                 .await
                 .map_err(|e| e.to_string());
         }
-        // Asked only about a claim recorded as its own (`in_process`): a
-        // client's or a webhook's write is not the desk's to answer for.
-        let desk = toolgate_support_desk::SupportDesk::on_store(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now)
-            .await
-            .map_err(|e| e.to_string())
+        // Each executor is asked only about claims recorded as its own
+        // kind; a client's write is nobody's but the application's.
+        let deployment = args.db.config().map(Deployment::load).transpose();
+        let deployment = deployment.map_err(|e| e.to_string())?;
+        match deployment.as_ref().map(|d| (&d.application, d)) {
+            Some((Application::Tools(section), d)) => {
+                let file = args.db.config().unwrap_or(std::path::Path::new("."));
+                let base = file.parent().unwrap_or(std::path::Path::new("."));
+                let wired = toolgate_deploy::Deployment::load(section, base, &d.policy, &d.cedar)
+                    .await
+                    .map_err(|e| e.in_file(file).to_string())?;
+                toolgate::pipeline::reconcile(&store, &wired.executor, &key, &args.actor, now)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Some((Application::SupportDesk, _)) | None
+                if args.support_desk || deployment.is_some() =>
+            {
+                let desk = toolgate_support_desk::SupportDesk::on_store(&store)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            // No deployment named: no executor may answer, so every stuck
+            // claim needs an explicit answer (and one not stuck says so).
+            _ => toolgate::pipeline::reconcile(&store, &Nobody, &key, &args.actor, now)
+                .await
+                .map_err(|e| e.to_string()),
+        }
     });
     let report = match done {
         Ok(r) => r,
@@ -307,10 +338,15 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         ),
         ReconcileReport::ExplicitAnswerRequired(row) => {
             eprintln!(
-                "toolgate claims reconcile: the claim's write is owned by the {} executor: \
+                "toolgate claims reconcile: the claim's write is owned by the {} executor{}: \
                  check the downstream system, then answer with --applied RESULT_JSON or \
                  --not-applied DETAIL; nothing was asked or written",
-                row.executor
+                row.executor,
+                if args.db.config().is_none() && !args.support_desk {
+                    " and no deployment was named (--config FILE asks a webhook's status URL)"
+                } else {
+                    ""
+                }
             );
             (
                 json!({
@@ -326,4 +362,33 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         return io_failure("writing stdout", &e);
     }
     code
+}
+
+/// The executor of a `claims reconcile` that names no deployment: it owns
+/// no write, so the core asks it nothing (its kind is `client`, whose
+/// claims only an explicit answer closes) and every claim needs an answer.
+struct Nobody;
+
+impl toolgate::pipeline::Executor for Nobody {
+    async fn execute(
+        &self,
+        _permit: toolgate::pipeline::ExecPermit<'_>,
+    ) -> Result<toolgate::pipeline::ExecOutcome, toolgate::pipeline::ExecError> {
+        Err(toolgate::pipeline::ExecError::new(
+            "claims reconcile never executes",
+        ))
+    }
+
+    fn kind(&self, _tool: &str) -> toolgate::claim::ExecutorKind {
+        toolgate::claim::ExecutorKind::Client
+    }
+
+    async fn reconcile(
+        &self,
+        _claim: &ClaimRecord,
+    ) -> Result<toolgate::claim::ReconcileOutcome, toolgate::pipeline::ExecError> {
+        Err(toolgate::pipeline::ExecError::new(
+            "no deployment was named: nothing can be asked",
+        ))
+    }
 }

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{AuthzRequest, Principal};
 use toolgate_cedar::{CedarAuthorizer, EntityRecord, EntitySource};
+use toolgate_deploy::DeploySection;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
 use toolgate_store::{AnyClaimStore, Backend, redact_url};
 use toolgate_support_desk::cedar as desk_cedar;
@@ -36,6 +37,29 @@ struct File {
     body_limit_bytes: Option<usize>,
     #[serde(default)]
     keys: Vec<KeyEntry>,
+    /// `"support-desk"`: the built-in example application (its state
+    /// source, executor and Cedar entities), instead of [[tools]].
+    application: Option<String>,
+    /// Read by toolgate-deploy (`DeploySection`) from the same text;
+    /// declared here so that the file's other fields can refuse unknown keys.
+    #[expect(
+        dead_code,
+        reason = "toolgate-deploy reads [app_db] from the file's text"
+    )]
+    app_db: Option<toml::Value>,
+    tools: Option<toml::Value>,
+}
+
+/// The one built-in application a file may name.
+pub const SUPPORT_DESK: &str = "support-desk";
+
+/// What performs the tools' reads and writes.
+pub enum Application {
+    /// The support-desk example built into the binary (the demo's
+    /// application, for replicas of it).
+    SupportDesk,
+    /// The file's own `[app_db]` and `[[tools]]`: any application, no Rust.
+    Tools(DeploySection),
 }
 
 /// One `[[keys]]` entry.
@@ -70,6 +94,7 @@ pub struct Deployment {
     pub cedar: String,
     pub keys: Vec<LoadedKey>,
     pub settings: Settings,
+    pub application: Application,
 }
 
 /// A `[[keys]]` entry as the sidecar holds it, and its capabilities as
@@ -120,6 +145,44 @@ impl Deployment {
             err(&field, e.message().to_owned())
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
+        let application = match (file.application.as_deref(), file.tools.is_some()) {
+            (Some(SUPPORT_DESK), false) => Application::SupportDesk,
+            (Some(SUPPORT_DESK), true) => {
+                return Err(err(
+                    "application",
+                    format!("\"{SUPPORT_DESK}\" brings its own wiring: remove [[tools]] or it"),
+                ));
+            }
+            (Some(other), _) => {
+                return Err(err(
+                    "application",
+                    format!("{other:?}: the only built-in application is \"{SUPPORT_DESK}\""),
+                ));
+            }
+            (None, _) => {
+                let section = DeploySection::from_toml(&text).map_err(|e| {
+                    err(
+                        if e.field().is_empty() {
+                            "tools"
+                        } else {
+                            e.field()
+                        },
+                        e.message().to_owned(),
+                    )
+                })?;
+                if section.tools.is_empty() {
+                    return Err(err(
+                        "tools",
+                        format!(
+                            "no [[tools]]: each policy tool needs an entry saying where its \
+                             entities and version are read and who writes (docs/deploy.md); \
+                             application = \"{SUPPORT_DESK}\" runs the built-in example instead"
+                        ),
+                    ));
+                }
+                Application::Tools(section)
+            }
+        };
         let policy_path = base.join(&file.policy);
         let policy_text = std::fs::read_to_string(&policy_path)
             .map_err(|e| err("policy", format!("reading {}: {e}", policy_path.display())))?;
@@ -132,11 +195,23 @@ impl Deployment {
                     .map_err(|e| err("cedar", format!("reading {}: {e}", p.display())))?;
                 (Some(p), text)
             }
-            None => (None, desk_cedar::POLICIES.to_owned()),
+            None if matches!(application, Application::SupportDesk) => {
+                (None, desk_cedar::POLICIES.to_owned())
+            }
+            None => {
+                return Err(err(
+                    "cedar",
+                    "required with [[tools]]: the file of Cedar policies the tools are decided by"
+                        .to_owned(),
+                ));
+            }
         };
-        // Parsed as `serve` parses them, with no entities to read.
-        CedarAuthorizer::new(&cedar, &desk_cedar::mapping(), NoEntities)
-            .map_err(|e| err("cedar", e.to_string()))?;
+        if matches!(application, Application::SupportDesk) {
+            // Parsed as `serve` parses them, with no entities to read. With
+            // [[tools]], each tool's mapping parses them when it loads.
+            CedarAuthorizer::new(&cedar, &desk_cedar::mapping(), NoEntities)
+                .map_err(|e| err("cedar", e.to_string()))?;
+        }
         let mut keys = Vec::with_capacity(file.keys.len());
         for (i, k) in file.keys.iter().enumerate() {
             let key = k
@@ -183,6 +258,7 @@ impl Deployment {
             cedar,
             keys,
             settings,
+            application,
         })
     }
 }
@@ -289,6 +365,11 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
+    /// The deployment file given with --config, if any.
+    pub fn config(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
     /// The URL to open, or the message to print (exit 2). The file is
     /// read only when neither --db nor the environment names a database,
     /// so a broken file does not stand in the way of an explicit URL.
@@ -331,8 +412,11 @@ enum Command {
 /// the TOML and its fields, the policy it names (loaded with its schema
 /// audit), the Cedar policies, each [[keys]] entry (digest, principal,
 /// capabilities, execution mode; no principal twice), the settings, and
-/// the database URL's syntax (and that certificate files it names exist).
-/// It connects to nothing and binds nothing.
+/// the database URL's syntax (and that certificate files it names exist),
+/// and each [[tools]] entry: its executor, state source and entity sources
+/// against the policy, with every SQL query prepared against the
+/// application's database ([app_db]; a read-only connection, the only one
+/// it makes). It never connects to the claim store and binds nothing.
 ///
 /// The database checked is the one `serve` would use: --db, else
 /// TOOLGATE_DB_URL, else the file's `db`.
@@ -419,6 +503,44 @@ fn check(args: &CheckArgs) -> ExitCode {
         Some(p) => format!("cedar {}: parsed", p.display()),
         None => "cedar: the support desk's policies (built in)".to_owned(),
     });
+    match &d.application {
+        Application::SupportDesk => {
+            out.push(format!("application {SUPPORT_DESK}: built in"));
+        }
+        Application::Tools(section) => {
+            // The one check that needs a connection: every query is
+            // prepared against the application's database, as at start.
+            let base = args.file.parent().unwrap_or(Path::new("."));
+            let loaded = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|rt| {
+                    rt.block_on(toolgate_deploy::Deployment::load(
+                        section, base, &d.policy, &d.cedar,
+                    ))
+                    .map_err(|e| e.in_file(&args.file).to_string())
+                });
+            if let Err(e) = loaded {
+                eprintln!("toolgate config check: {e}");
+                return ExitCode::from(2);
+            }
+            for t in &section.tools {
+                let executor = match &t.executor {
+                    toolgate_deploy::ExecutorConfig::Client => "client".to_owned(),
+                    toolgate_deploy::ExecutorConfig::Webhook { url, .. } => {
+                        format!("webhook {url}")
+                    }
+                };
+                let entities: Vec<&str> = t.entities.iter().map(|e| e.type_name()).collect();
+                out.push(format!(
+                    "tool {}: executor {executor}, entities [{}], queries prepared",
+                    t.name,
+                    entities.join(", ")
+                ));
+            }
+        }
+    }
     out.push(format!("keys: {}", d.keys.len()));
     for k in &d.keys {
         out.push(format!(

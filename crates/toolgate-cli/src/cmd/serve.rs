@@ -1,5 +1,6 @@
-//! `toolgate serve`: the HTTP sidecar (toolgate-http) on the support desk's
-//! executor, state source and Cedar policies, with a claim store from a URL.
+//! `toolgate serve`: the HTTP sidecar (toolgate-http) with a claim store from
+//! a URL, on the deployment file's [[tools]] wiring (toolgate-deploy), or on
+//! the support-desk example (`--demo`, or `application = "support-desk"`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -10,11 +11,12 @@ use serde_json::json;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
+use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState};
+use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Parts, Settings};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk};
 
-use crate::cmd::config::{DB_URL_ENV, Deployment, resolve_db};
+use crate::cmd::config::{Application, DB_URL_ENV, Deployment, resolve_db};
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
 /// Run the HTTP sidecar.
@@ -85,6 +87,15 @@ pub struct Args {
 pub type DeskParts =
     Backends<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>;
 
+/// The sidecar's parts for a deployment file's [[tools]].
+pub type ToolParts = Backends<DeployAuthorizer, DeployState, AnyClaimStore, DeployExecutor>;
+
+/// A sidecar ready to serve, on one of the two wirings.
+enum Ready {
+    Desk(AppState<DeskParts>),
+    Tools(AppState<ToolParts>),
+}
+
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
     eprintln!("toolgate serve: {what}: {e}");
     ExitCode::from(2)
@@ -104,7 +115,8 @@ pub fn run(args: Args) -> ExitCode {
     };
     runtime.block_on(async move {
         match prepare(&args).await {
-            Ok((state, listen)) => serve(state, listen).await,
+            Ok((Ready::Desk(state), listen)) => serve(state, listen).await,
+            Ok((Ready::Tools(state), listen)) => serve(state, listen).await,
             Err(code) => code,
         }
     })
@@ -149,7 +161,7 @@ const DEMO_KEYS: [DemoKey; 6] = [
     },
 ];
 
-async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitCode> {
+async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
     let default_listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
     let (policy, cedar, db, keys, settings, listen) = if args.demo {
         let db = match &args.db {
@@ -224,6 +236,17 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
             )
         })?;
         let listen = args.listen.or(d.listen).unwrap_or(default_listen);
+        if let Application::Tools(section) = &d.application {
+            let keys = KeyRing::new(d.keys.into_iter().map(|k| k.key))
+                .map_err(|e| fail("configuration", e))?;
+            let state = tools_state(&db, path, section, d.policy, &d.cedar, keys, d.settings)
+                .await
+                .map_err(|e| {
+                    eprintln!("toolgate serve: {e}");
+                    ExitCode::from(2)
+                })?;
+            return Ok((Ready::Tools(state), listen));
+        }
         let keys = d.keys.into_iter().map(|k| k.key).collect();
         (d.policy, d.cedar, db, keys, d.settings, listen)
     };
@@ -257,7 +280,50 @@ async fn prepare(args: &Args) -> Result<(AppState<DeskParts>, SocketAddr), ExitC
             );
         }
     }
-    Ok((state, listen))
+    Ok((Ready::Desk(state), listen))
+}
+
+/// The sidecar on a deployment file's [[tools]]: the claim store on `db`,
+/// and each tool's entity, state and executor wiring, checked against the
+/// policy and prepared against the application's database before anything
+/// is served. An error names the file, the tool and the field.
+async fn tools_state(
+    db: &str,
+    file: &std::path::Path,
+    section: &toolgate_deploy::DeploySection,
+    policy: Policy,
+    cedar: &str,
+    keys: KeyRing,
+    settings: Settings,
+) -> Result<AppState<ToolParts>, String> {
+    let base = file.parent().unwrap_or(std::path::Path::new("."));
+    let deployment = toolgate_deploy::Deployment::load(section, base, &policy, cedar)
+        .await
+        .map_err(|e| e.in_file(file).to_string())?;
+    // A new SQLite claim store is created on first start, and said so
+    // loudly: a mistyped path shows in the log instead of passing unseen.
+    // Its directory must exist.
+    let new_sqlite = db
+        .strip_prefix("sqlite://")
+        .map(|p| p.split('?').next().unwrap_or(p))
+        .filter(|p| !std::path::Path::new(p).exists());
+    if let Some(path) = new_sqlite {
+        eprintln!("toolgate serve: creating a new claim store at {path}");
+    }
+    let options = StoreOptions {
+        create_if_missing: new_sqlite.is_some(),
+        ..StoreOptions::default()
+    };
+    let store = AnyClaimStore::connect_with(db, options)
+        .await
+        .map_err(|e| format!("connecting to {}: {e}", toolgate_store::redact_url(db)))?;
+    let parts = Backends {
+        authorizer: deployment.authorizer,
+        state: deployment.state,
+        claims: store,
+        executor: deployment.executor,
+    };
+    Ok(AppState::new(policy, parts, keys, settings))
 }
 
 /// The support-desk sidecar on `db`: claim store, desk tables (seeded with
@@ -301,7 +367,7 @@ pub async fn desk_state(
     Ok(AppState::new(policy, parts, keys, settings))
 }
 
-async fn serve(state: AppState<DeskParts>, listen: SocketAddr) -> ExitCode {
+async fn serve<P: Parts>(state: AppState<P>, listen: SocketAddr) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),

@@ -1,0 +1,300 @@
+//! `serve --config` and `config check` on a deployment file's [[tools]]
+//! (docs/deploy.md): a start-time mistake exits 2 naming the file, the tool
+//! and the field, before anything is served; a good file serves its own
+//! tool with no support-desk code. The application database here is SQLite,
+//! so these run everywhere; examples/refunds runs the same on PostgreSQL.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+#[path = "support/databases.rs"]
+#[allow(dead_code, reason = "this test uses the module's random names only")]
+mod support;
+
+const POLICY: &str = r#"
+version = 1
+reply_max_bytes = 2000
+abstain_message = "Someone will follow up."
+
+[[tools]]
+name = "refund_order"
+description = "Refund part of an order."
+capability = "refund:issue"
+operation_key = ["order_id", "version_seen"]
+scope_types = { order_id = "integer" }
+needs_approval = false
+max_argument_bytes = 1024
+schema = '''
+{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["amount_minor"],
+  "properties": {"amount_minor": {"type": "integer", "minimum": 1, "maximum": 5000}}
+}
+'''
+"#;
+
+const CEDAR: &str = r#"
+permit (principal is Agent, action == Action::"refund_order", resource is Order)
+when { principal.team == resource.team };
+"#;
+
+const KEY: &str = "tg_deploy_test_client_key";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `toolgate args` to its end; one still running after 60 s (a `serve`
+/// that should have refused its file) is killed and fails the test.
+fn toolgate(args: &[&str]) -> Run {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(args)
+        .env_remove("TOOLGATE_DB_URL")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run toolgate");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("toolgate {args:?} still running after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    Run {
+        code: out.status.code().expect("exit code"),
+        stdout: String::from_utf8(out.stdout).expect("UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("UTF-8"),
+    }
+}
+
+/// A directory with the policy, the Cedar policies and the application's
+/// SQLite database (orders and agents), and a deployment file made from
+/// `tools` (the [[tools]] part) and `app_db`.
+fn deployment(what: &str, app_db: &str, tools: &str) -> (PathBuf, PathBuf) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("deploy-{what}-{}", support::random_hex()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("policy.toml"), POLICY).expect("policy");
+    std::fs::write(dir.join("policy.cedar"), CEDAR).expect("cedar");
+    let shop = dir.join("shop.db");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import sqlite3; c = sqlite3.connect({:?}); c.executescript('''\
+             CREATE TABLE orders (id INTEGER PRIMARY KEY, team TEXT NOT NULL, version INTEGER NOT NULL);\
+             CREATE TABLE agents (id TEXT PRIMARY KEY, team TEXT NOT NULL);\
+             INSERT INTO orders VALUES (7, 'eu', 3), (8, 'us', 1);\
+             INSERT INTO agents VALUES ('shop-app', 'eu');'''); c.commit()",
+            shop.display().to_string()
+        ))
+        .status()
+        .expect("python3 makes the application's SQLite database");
+    assert!(status.success());
+    let digest = hex_sha256(KEY);
+    let file = dir.join("toolgate.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "policy = \"policy.toml\"\ncedar = \"policy.cedar\"\n\
+             db = \"sqlite://{}\"\n\n\
+             [[keys]]\nsha256 = \"{digest}\"\nprincipal = \"shop-app\"\n\
+             capabilities = [\"refund:issue\"]\nexecution = \"client\"\n\n\
+             {app_db}\n{tools}\n",
+            dir.join("claims.db").display()
+        )
+        .replace("SHOP_DB", &format!("sqlite://{}", shop.display())),
+    )
+    .expect("deployment");
+    (dir, file)
+}
+
+fn hex_sha256(text: &str) -> String {
+    let out = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin.take().expect("stdin").write_all(text.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("sha256sum");
+    String::from_utf8(out.stdout).expect("UTF-8")[..64].to_owned()
+}
+
+const APP_DB: &str = "[app_db]\nurl = \"SHOP_DB\"\n";
+
+const GOOD_TOOLS: &str = r#"
+[[tools]]
+name = "refund_order"
+executor = { kind = "client" }
+state = { source = "sql", query = "SELECT version FROM orders WHERE id = :order_id" }
+cedar = { principal_type = "Agent", resource_type = "Order", resource_field = "order_id" }
+
+[[tools.entities]]
+type = "Order"
+source = "sql"
+query = "SELECT id, team FROM orders WHERE id = :order_id"
+
+[[tools.entities]]
+type = "Agent"
+source = "sql"
+query = "SELECT id, team FROM agents WHERE id = :actor"
+"#;
+
+#[test]
+fn each_start_time_mistake_exits_2_naming_file_tool_and_field() {
+    let cases: [(&str, String, &str); 6] = [
+        (
+            "a scope field no source binds",
+            GOOD_TOOLS.replace(":order_id\" }", ":order_ref\" }"),
+            "tools[refund_order].state",
+        ),
+        (
+            "an entity type with no source",
+            GOOD_TOOLS.replace("\ntype = \"Agent\"", "\ntype = \"Staff\""),
+            "tools[refund_order]",
+        ),
+        (
+            "a query that does not prepare",
+            GOOD_TOOLS.replace("FROM orders WHERE id = :order_id\"\n", "FROM nowhere WHERE id = :order_id\"\n"),
+            "tools[refund_order].entities",
+        ),
+        (
+            "a webhook URL that is not absolute",
+            GOOD_TOOLS.replace(
+                "executor = { kind = \"client\" }",
+                "executor = { kind = \"webhook\", url = \"/refund\", status_url = \"http://127.0.0.1:1/s\", secret_env = \"TG_DEPLOY_TEST_SECRET\" }",
+            ),
+            "tools[refund_order].executor.url",
+        ),
+        (
+            "a missing secret",
+            GOOD_TOOLS.replace(
+                "executor = { kind = \"client\" }",
+                "executor = { kind = \"webhook\", url = \"http://127.0.0.1:1/r\", status_url = \"http://127.0.0.1:1/s\", secret_env = \"TG_DEPLOY_TEST_UNSET_SECRET\" }",
+            ),
+            "tools[refund_order].executor.secret_env",
+        ),
+        (
+            "a policy tool with no [[tools]] entry",
+            GOOD_TOOLS.replace("name = \"refund_order\"", "name = \"refund_everything\""),
+            "tools[refund_everything].name",
+        ),
+    ];
+    for (what, tools, field) in cases {
+        let (_dir, file) = deployment("bad", APP_DB, &tools);
+        let path = file.display().to_string();
+        for command in [
+            &["serve", "--config", &path][..],
+            &["config", "check", &path][..],
+        ] {
+            let run = toolgate(command);
+            assert_eq!(run.code, 2, "{what}: {command:?}: {}", run.stderr);
+            assert!(
+                run.stderr.contains(&format!("{path}: {field}")),
+                "{what}: {command:?}: no `{path}: {field}` in {}",
+                run.stderr
+            );
+        }
+    }
+    // No [[tools]] at all, and no built-in application named: refused, not
+    // the support desk by default.
+    let (_dir, file) = deployment("none", "", "");
+    let run = toolgate(&["serve", "--config", &file.display().to_string()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(": tools: no [[tools]]"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// One HTTP/1.1 request on a fresh connection; (status, body).
+fn http(addr: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {KEY}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    let status = text[9..12].parse().expect("status");
+    let body = text.split_once("\r\n\r\n").map_or("", |p| p.1).to_owned();
+    (status, body)
+}
+
+#[test]
+fn a_good_file_serves_its_own_tool_with_its_own_tables() {
+    let (_dir, file) = deployment("good", APP_DB, GOOD_TOOLS);
+    let check = toolgate(&["config", "check", &file.display().to_string()]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check.stdout.contains(
+            "tool refund_order: executor client, entities [Order, Agent], queries prepared"
+        ),
+        "{}",
+        check.stdout
+    );
+    let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&file)
+        .env_remove("TOOLGATE_DB_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let addr = loop {
+        let line = lines.next().expect("a line").expect("UTF-8");
+        if let Some(a) = line.strip_prefix("listening on http://") {
+            break a.to_owned();
+        }
+    };
+    let turn = |amount: u32| {
+        serde_json::json!({
+            "outcome": "action", "reply": "Refunded.",
+            "proposed_action": {"tool": "refund_order", "arguments": {"amount_minor": amount}}
+        })
+        .to_string()
+    };
+    let decide = |order: serde_json::Value, version: u32, amount: u32| {
+        let body = serde_json::json!({
+            "provider": "envelope", "response": turn(amount),
+            "scope": {"order_id": order, "version_seen": version}
+        });
+        let (status, text) = http(&addr, "/v1/decisions", &body.to_string());
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        (status, v)
+    };
+    // The application's own version and team decide: permitted (a client
+    // executor hands out the permit), stale, another team's order.
+    let (s, d) = decide(serde_json::json!(7), 3, 1500);
+    assert_eq!((s, d["outcome"].as_str()), (200, Some("permitted")), "{d}");
+    let (s, d) = decide(serde_json::json!("7"), 3, 1500);
+    assert_eq!((s, d["outcome"].as_str()), (409, Some("in_flight")), "{d}");
+    let (s, d) = decide(serde_json::json!(7), 2, 1500);
+    assert_eq!(
+        (s, d["outcome"].as_str()),
+        (409, Some("state_changed")),
+        "{d}"
+    );
+    let (s, d) = decide(serde_json::json!(8), 1, 1500);
+    assert_eq!((s, d["outcome"].as_str()), (403, Some("forbidden")), "{d}");
+    server.kill().expect("kill");
+    let _ = server.wait();
+}
