@@ -171,6 +171,8 @@ fn dotted_paths(line: &str) -> Vec<&str> {
         .map(|t| {
             // Sentence punctuation after a path is not part of it; a
             // trailing ".." is.
+            // A link's `#anchor` is not part of the path it names.
+            let t = t.split('#').next().unwrap_or(t);
             let t = t.trim_end_matches([',', ':', '?']);
             match t.strip_suffix('.') {
                 Some(s) if !s.ends_with('.') => s,
