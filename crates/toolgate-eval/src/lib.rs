@@ -30,6 +30,7 @@
 //! evaluation counts it as unjustified.
 
 pub mod case;
+pub mod deployment;
 pub mod live;
 pub mod metrics;
 pub mod render;
