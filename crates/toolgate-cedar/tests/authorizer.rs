@@ -174,6 +174,7 @@ fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
         principal: &principal,
         scope: &scope,
         version_seen: &seen,
+        attributes: &Map::new(),
         approval: None,
         now: UnixMillis(1_000 + i64::from(n)),
         holder: HolderToken::from_bytes([n; 16]),

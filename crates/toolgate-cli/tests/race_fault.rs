@@ -113,6 +113,7 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
                 principal: &principal,
                 scope: &scope,
                 version_seen: &seen,
+                attributes: &Map::new(),
                 approval: None,
                 now,
                 holder: fresh_holder().expect("holder"),

@@ -15,14 +15,13 @@
 //! | part | core trait | per tool |
 //! |---|---|---|
 //! | [`DeployAuthorizer`] | `Authorizer` | Cedar with the tool's mapping and [`ToolEntities`] |
-//! | [`DeployState`] | `StateSource` | `sql` or `http` |
+//! | [`DeployState`] | `StateSource` | `sql`, `http` or `none` |
 //! | [`DeployExecutor`] | `Executor` | `client` or `webhook` |
 //!
-//! Not yet supported, refused at load with a message saying why:
-//! `state = { source = "none" }` (the core always compares the version the
-//! model saw with a state read, and has no way to skip it) and entities
-//! with `source = "request"` (the core's `AuthzRequest` carries no
-//! attributes from the application).
+//! Entities come from `sql` queries or, with `source = "request"`, from the
+//! authenticated application's request (`AuthzRequest::attributes`). A
+//! tool with `state = { source = "none" }` has no version read: its
+//! executor's write precondition alone decides.
 
 mod config;
 mod db;
@@ -36,13 +35,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
+use serde_json::Value;
 use toolgate::claim::{ClaimRecord, ExecutorKind, ReconcileOutcome};
 use toolgate::contract::Policy;
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     StateError, StateScope, StateSource, StateVersion,
 };
-use toolgate_cedar::{CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource, Mapping};
 
 pub use config::{
     AppDbConfig, CedarConfig, ConfigError, DeploySection, EntityConfig, ExecutorConfig,
@@ -364,14 +364,9 @@ impl Deployment {
             };
 
             let state = match &tool.state {
-                StateConfig::None => {
-                    return Err(ConfigError::new(
-                        tool_field(name, "state.source"),
-                        "`none` is not supported yet: the core compares the version the model \
-                         saw with a state read on every fresh proposal and cannot skip it; use \
-                         `sql` or `http`",
-                    ));
-                }
+                // The executor's precondition alone decides: a webhook's
+                // 409/412, or the application's own check with `client`.
+                StateConfig::None => None,
                 StateConfig::Http { url, timeout_ms } => {
                     let field = tool_field(name, "state.url");
                     for p in sources::placeholders(url).map_err(|e| ConfigError::new(&field, e))? {
@@ -388,7 +383,7 @@ impl Deployment {
                     // the template itself need not parse (`{` in a host).
                     let sample = url.replace(['{', '}'], "");
                     http::absolute_url(&sample).map_err(|e| ConfigError::new(&field, e))?;
-                    StateReader::Http {
+                    Some(StateReader::Http {
                         client: client.clone(),
                         template: url.clone(),
                         timeout: timeout(
@@ -396,7 +391,7 @@ impl Deployment {
                             *timeout_ms,
                             DEFAULT_STATE_TIMEOUT_MS,
                         )?,
-                    }
+                    })
                 }
                 StateConfig::Sql { query } => {
                     let field = tool_field(name, "state.query");
@@ -417,10 +412,10 @@ impl Deployment {
                             ),
                         ));
                     }
-                    StateReader::Sql {
+                    Some(StateReader::Sql {
                         db: db.clone(),
                         query: prepared,
-                    }
+                    })
                 }
             };
 
@@ -435,6 +430,7 @@ impl Deployment {
                 ));
             }
             let mut queries = Vec::new();
+            let mut request_types = BTreeSet::new();
             let mut types = BTreeSet::new();
             for (i, entity) in tool.entities.iter().enumerate() {
                 let field = tool_field(name, &format!("entities[{i}]"));
@@ -445,12 +441,8 @@ impl Deployment {
                     ));
                 }
                 match entity {
-                    EntityConfig::Request { .. } => {
-                        return Err(ConfigError::new(
-                            format!("{field}.source"),
-                            "`request` is not supported yet: the core's authorisation request \
-                             carries no attributes from the application; use `sql`",
-                        ));
+                    EntityConfig::Request { type_name } => {
+                        request_types.insert(type_name.clone());
                     }
                     EntityConfig::Sql { type_name, query } => {
                         let field = format!("{field}.query");
@@ -492,6 +484,7 @@ impl Deployment {
             let entities = ToolEntities {
                 db: db.clone(),
                 queries,
+                request_types,
             };
             let authorizer = CedarAuthorizer::new(cedar_policies, &mapping, entities)
                 .map_err(|e| ConfigError::new(tool_field(name, "cedar"), e.to_string()))?;
@@ -547,18 +540,33 @@ async fn connect(cfg: &AppDbConfig) -> Result<AppDb, ConfigError> {
         .map_err(|e| ConfigError::new(field, e))
 }
 
-/// The state source of a deployment: each tool's [`StateReader`].
+/// The state source of a deployment: each tool's [`StateReader`], or
+/// none (`state = { source = "none" }`).
 #[derive(Debug)]
 pub struct DeployState {
-    tools: HashMap<String, StateReader>,
+    tools: HashMap<String, Option<StateReader>>,
 }
 
 impl StateSource for DeployState {
     async fn current_version(&self, scope: StateScope<'_>) -> Result<StateVersion, StateError> {
-        let reader = self.tools.get(scope.tool()).ok_or_else(|| {
-            StateError::new(format!("no state source for tool `{}`", scope.tool()))
-        })?;
-        reader.read(scope.scope(), scope.principal().id()).await
+        match self.tools.get(scope.tool()) {
+            Some(Some(reader)) => reader.read(scope.scope(), scope.principal().id()).await,
+            // Never asked: `reads_state` is false for it.
+            Some(None) => Err(StateError::new(format!(
+                "tool `{}` has no state source (state.source = \"none\")",
+                scope.tool()
+            ))),
+            None => Err(StateError::new(format!(
+                "no state source for tool `{}`",
+                scope.tool()
+            ))),
+        }
+    }
+
+    fn reads_state(&self, tool: &str) -> bool {
+        // An unknown tool is read (and fails): only an explicit `none`
+        // skips the comparison.
+        !matches!(self.tools.get(tool), Some(None))
     }
 }
 
@@ -622,16 +630,57 @@ impl Executor for DeployExecutor {
 }
 
 /// Cedar's entities for one tool: its `sql` entity queries, run with the
-/// decision's scope and actor.
+/// decision's scope and actor, and its `request` types, taken from the
+/// application's request.
 #[derive(Debug)]
 pub struct ToolEntities {
     db: Option<AppDb>,
     queries: Vec<EntityQuery>,
+    request_types: BTreeSet<String>,
+}
+
+impl ToolEntities {
+    /// Whether entities of `entity_type` are read from the request.
+    pub fn reads_from_request(&self, entity_type: &str) -> bool {
+        self.request_types.contains(entity_type)
+    }
+
+    /// The `request` entities of one decision: every declared type must be
+    /// sent (Cedar would otherwise decide without the attributes the
+    /// policies assume), and no other type may be.
+    fn request_entities(&self, request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+        let sent = request.attributes();
+        if let Some(ty) = sent.keys().find(|t| !self.request_types.contains(*t)) {
+            return Err(format!(
+                "the request carries a `{ty}` entity, which this tool does not read from the \
+                 request"
+            ));
+        }
+        let mut out = Vec::new();
+        for ty in &self.request_types {
+            let entity = sent.get(ty).and_then(Value::as_object).ok_or_else(|| {
+                format!(
+                    "the request carries no `{ty}` entity, which this tool reads from the \
+                     request (source = \"request\")"
+                )
+            })?;
+            let id = entity
+                .get("id")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("the request's `{ty}` entity has no string `id`"))?;
+            let mut record = EntityRecord::new(ty, id);
+            for (name, value) in entity.iter().filter(|(k, _)| *k != "id") {
+                record = record.attr(name.clone(), Attr::Value(value.clone()));
+            }
+            out.push(record);
+        }
+        Ok(out)
+    }
 }
 
 impl EntitySource for ToolEntities {
     async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
-        let mut out = Vec::new();
+        let mut out = self.request_entities(request)?;
         let Some(db) = &self.db else {
             return Ok(out);
         };
@@ -679,5 +728,10 @@ impl Authorizer for DeployAuthorizer {
                 message: format!("no authoriser for tool `{}`", request.tool()),
             },
         }
+    }
+
+    fn accepts_request_entity(&self, tool: &str, entity_type: &str) -> bool {
+        self.entities(tool)
+            .is_some_and(|e| e.reads_from_request(entity_type))
     }
 }

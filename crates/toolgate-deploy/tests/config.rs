@@ -173,13 +173,20 @@ async fn cedar_mapping_errors() {
         "tools[refund_order].entities[1].type",
         "a second source for `Order`",
     );
-    // `request` entities are not supported by the core yet.
+    // A `request` source provides its type like any other: the principal
+    // from the application's request loads, and its authoriser says so.
     let t5 =
         format!("{without_agent}\n[[tools.entities]]\ntype = \"Agent\"\nsource = \"request\"\n");
+    let d = load(&with_db(&db, &t5)).await.unwrap();
+    let entities = d.authorizer.entities("refund_order").unwrap();
+    assert!(entities.reads_from_request("Agent"));
+    assert!(!entities.reads_from_request("Order"));
+    // A second source for a request type is still refused.
+    let t6 = format!("{t5}\n[[tools.entities]]\ntype = \"Agent\"\nsource = \"request\"\n");
     assert_err(
-        load(&with_db(&db, &t5)).await,
-        "tools[refund_order].entities[1].source",
-        "`request` is not supported yet",
+        load(&with_db(&db, &t6)).await,
+        "tools[refund_order].entities[2].type",
+        "a second source for `Agent`",
     );
 }
 
@@ -252,14 +259,17 @@ async fn executor_and_state_errors() {
             message,
         );
     }
-    // State sources: `none` (the core cannot skip the read), an http URL
-    // with a placeholder no scope field fills, or not absolute.
+    // State sources: an http URL with a placeholder no scope field fills,
+    // or not absolute. (`none` loads with either executor.)
+    for exec in [GOOD_EXECUTOR, &webhook("http://h/r", "http://h/s", &sf)] {
+        load(&with_db(
+            &db,
+            &tool_toml("", exec, r#"{ source = "none" }"#),
+        ))
+        .await
+        .unwrap();
+    }
     for (state, field, message) in [
-        (
-            r#"{ source = "none" }"#,
-            "tools[refund_order].state.source",
-            "`none` is not supported yet",
-        ),
         (
             r#"{ source = "http", url = "http://h/orders/{order_no}" }"#,
             "tools[refund_order].state.url",

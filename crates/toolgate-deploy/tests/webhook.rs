@@ -6,9 +6,10 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use support::*;
 use toolgate::claim::{ClaimStore, ExecutorKind, MemoryClaimStore, ReconcileOutcome};
+use toolgate::pipeline::StateSource;
 use toolgate::pipeline::{Outcome, Reason, ReconcileReport, reconcile};
 use toolgate_deploy::{DeploySection, Deployment};
 
@@ -295,4 +296,169 @@ async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("not a non-empty string"), "{e}");
+}
+
+/// A deployment of `refund_order` with no state read: the webhook's
+/// version precondition alone decides.
+async fn stateless(mode: &str) -> (Deployment, Shop, MemoryClaimStore) {
+    let db = sqlite_app_db(&format!("none{mode}")).await;
+    let (base, shop) = start_shop().await;
+    let secret = secret_file(&format!("none{mode}"));
+    let executor = format!(
+        r#"{{ kind = "webhook", url = "{base}/w/{mode}", status_url = "{base}/status", secret_file = "{}" }}"#,
+        secret.display()
+    );
+    let text = format!(
+        "[app_db]\nurl = \"{db}\"\n{}",
+        tool_toml("", &executor, r#"{ source = "none" }"#)
+    );
+    let section = DeploySection::from_toml(&text).unwrap();
+    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+        .await
+        .unwrap();
+    (d, shop, MemoryClaimStore::new())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_state_read_a_201_executes_whatever_version_the_model_saw() {
+    let (d, shop, store) = stateless("ok").await;
+    assert!(!d.state.reads_state("refund_order"));
+    // The order's version in the shop's table is 3; with no state read,
+    // a version the gate could not check is the webhook's to judge.
+    let first = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "99", 1)
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
+    let received = shop.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].body["precondition_version"], "99");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_state_read_a_409_is_state_changed() {
+    let (d, shop, store) = stateless("conflict").await;
+    let first = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::StateChanged, "{first:?}");
+    assert_eq!(first.reason, Some(Reason::PreconditionFailed));
+    assert_eq!(
+        first
+            .current_version
+            .as_ref()
+            .map(|v| v.as_str().to_owned()),
+        Some("4".to_owned())
+    );
+    // Closed as not applied: a retry replays the answer, never re-sends.
+    let again = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 2)
+        .await
+        .unwrap();
+    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(shop.received.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cedar_decides_on_a_request_sourced_attribute() {
+    // The Agent comes from the application's request (its tier and team),
+    // the Order from the shop's table.
+    let db = sqlite_app_db("reqent").await;
+    let (base, shop) = start_shop().await;
+    let secret = secret_file("reqent");
+    let executor = format!(
+        r#"{{ kind = "webhook", url = "{base}/w/ok", status_url = "{base}/status", secret_file = "{}" }}"#,
+        secret.display()
+    );
+    let tools = tool_toml("", &executor, &sql_state(""));
+    let without_agent = &tools[..tools.rfind("[[tools.entities]]").unwrap()];
+    let text = format!(
+        "[app_db]\nurl = \"{db}\"\n{without_agent}\n[[tools.entities]]\ntype = \"Agent\"\nsource = \"request\"\n"
+    );
+    let cedar = r#"
+permit(principal, action == Action::"refund_order", resource)
+when { principal.team == resource.team && principal.tier == "senior" &&
+       context.arguments.amount_minor <= principal.limits.max_refund };
+"#;
+    let section = DeploySection::from_toml(&text).unwrap();
+    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), cedar)
+        .await
+        .unwrap();
+    let store = MemoryClaimStore::new();
+    let ana = agent("agent-ana");
+    let agent_entity = |tier: &str| -> Map<String, Value> {
+        json!({"Agent": {"id": "agent-ana", "team": "blue", "tier": tier,
+                         "limits": {"max_refund": 1000}}})
+        .as_object()
+        .unwrap()
+        .clone()
+    };
+
+    // A junior agent: Cedar denies on the attribute the application sent.
+    let d1 = propose_with(
+        &d,
+        &store,
+        &ana,
+        json!(1),
+        500,
+        "3",
+        1,
+        &agent_entity("junior"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d1.outcome, Outcome::Forbidden, "{d1:?}");
+    assert_eq!(d1.reason, Some(Reason::NotAuthorized), "{d1:?}");
+    // Above the request-sent limit: denied too.
+    let d2 = propose_with(
+        &d,
+        &store,
+        &ana,
+        json!(1),
+        5000,
+        "3",
+        2,
+        &agent_entity("senior"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d2.outcome, Outcome::Forbidden, "{d2:?}");
+    assert!(shop.received.lock().unwrap().is_empty());
+
+    // The request-sourced entity missing: denied, naming it.
+    let d3 = propose(&d, &store, &ana, json!(1), 500, "3", 3)
+        .await
+        .unwrap();
+    assert_eq!(d3.outcome, Outcome::Forbidden, "{d3:?}");
+    assert_eq!(d3.reason, Some(Reason::AuthorizationError), "{d3:?}");
+    assert!(d3.message.as_deref().unwrap().contains("`Agent`"), "{d3:?}");
+    // A type the tool does not read from the request: denied, naming it.
+    let mut extra = agent_entity("senior");
+    extra.insert("Customer".into(), json!({"id": "c-1"}));
+    let d4 = propose_with(&d, &store, &ana, json!(1), 500, "3", 4, &extra)
+        .await
+        .unwrap();
+    assert_eq!(d4.outcome, Outcome::Forbidden, "{d4:?}");
+    assert!(
+        d4.message.as_deref().unwrap().contains("`Customer`"),
+        "{d4:?}"
+    );
+    assert!(shop.received.lock().unwrap().is_empty());
+
+    // A senior agent within the limit: executed.
+    let d5 = propose_with(
+        &d,
+        &store,
+        &ana,
+        json!(1),
+        500,
+        "3",
+        5,
+        &agent_entity("senior"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(d5.outcome, Outcome::Executed, "{d5:?}");
+    let received = shop.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1);
+    // The entities travel to Cedar alone, never in the permit.
+    assert!(!received[0].body.to_string().contains("senior"));
 }

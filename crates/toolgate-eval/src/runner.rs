@@ -141,6 +141,7 @@ where
             principal: &principal,
             scope: &scope,
             version_seen: &version_seen,
+            attributes: &Map::new(),
             approval: None,
             now: self.edge.now(),
             holder: self.edge.holder()?,

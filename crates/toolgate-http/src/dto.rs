@@ -58,6 +58,29 @@ fn scope_schema() -> RefOr<Schema> {
         .into()
 }
 
+fn entities_schema() -> RefOr<Schema> {
+    let entity = ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::Object))
+        .property(
+            "id",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(128)),
+        )
+        .required("id")
+        .description(Some(
+            "The entity id, and its attributes: strings, booleans, integers, and arrays \
+             and objects of those",
+        ));
+    ObjectBuilder::new()
+        .schema_type(SchemaType::Type(Type::Object))
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(
+            entity.build(),
+        )))))
+        .into()
+}
+
 /// `POST /v1/decisions`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +121,18 @@ pub struct DecisionRequest {
     #[serde(default)]
     #[schema(example = "agent-ana")]
     pub actor: Option<String>,
+    /// Entities the application vouches for, for the authoriser alone:
+    /// entity type → `{"id": "<id>", "<attribute>": <value>, …}`, one
+    /// entity per type (`{"Customer": {"id": "c-1", "tier": "gold"}}`).
+    /// Attribute values are strings, booleans, integers, and arrays and
+    /// objects of those. Trusted as the authenticated application's word
+    /// (never the model's); read only for types the proposed tool's
+    /// deployment declares with `source = "request"` — any other type is
+    /// refused with `unexpected_entities` (422). Never part of the
+    /// operation key, the fingerprint, the claim or the permit.
+    #[serde(default)]
+    #[schema(schema_with = entities_schema)]
+    pub entities: Map<String, Value>,
 }
 
 /// The outcome of a decision (`docs/error-codes.md`, "Pipeline decisions").

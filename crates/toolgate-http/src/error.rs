@@ -94,6 +94,9 @@ pub enum ProblemCode {
     /// 403: a decision request naming an `actor` with a key that may not act
     /// for users.
     ActorNotAllowed,
+    /// 422: decision `entities` of a type the proposed tool's authoriser
+    /// does not read from the request.
+    UnexpectedEntities,
     /// 413: the body is over the limit.
     BodyTooLarge,
     /// 415: a body of a media type the endpoint does not read.
@@ -110,7 +113,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 33] = [
+    pub const ALL: [Self; 34] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::NotProposer,
@@ -138,6 +141,7 @@ impl ProblemCode {
         Self::NotPending,
         Self::ExplicitAnswerRequired,
         Self::ActorNotAllowed,
+        Self::UnexpectedEntities,
         Self::BodyTooLarge,
         Self::UnsupportedMediaType,
         Self::CorruptRecord,
@@ -176,6 +180,7 @@ impl ProblemCode {
             Self::NotPending => "not_pending",
             Self::ExplicitAnswerRequired => "explicit_answer_required",
             Self::ActorNotAllowed => "actor_not_allowed",
+            Self::UnexpectedEntities => "unexpected_entities",
             Self::BodyTooLarge => "body_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::CorruptRecord => "corrupt_record",
@@ -214,6 +219,7 @@ impl ProblemCode {
             | Self::UnknownScopeField
             | Self::InvalidScope
             | Self::MissingScope
+            | Self::UnexpectedEntities
             | Self::IdempotencyKeyReused
             | Self::InvalidHolder
             | Self::InvalidResult => StatusCode::UNPROCESSABLE_ENTITY,
@@ -253,6 +259,7 @@ impl ProblemCode {
             Self::NotPending => "Item not pending",
             Self::ExplicitAnswerRequired => "Explicit answer required",
             Self::ActorNotAllowed => "Actor not allowed",
+            Self::UnexpectedEntities => "Unexpected entities",
             Self::BodyTooLarge => "Request body too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::CorruptRecord => "Corrupt record",

@@ -26,6 +26,9 @@ pub struct Prepared {
     pub body: Vec<u8>,
     pub opts: CheckOptions,
     pub scope: serde_json::Map<String, Value>,
+    /// Application-sent entities, checked for shape (not yet against the
+    /// tool: that needs the proposal).
+    pub entities: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug)]

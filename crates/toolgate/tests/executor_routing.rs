@@ -127,6 +127,7 @@ fn decide_with(
         principal,
         scope: &scope,
         version_seen: &StateVersion::from(3),
+        attributes: &Map::new(),
         approval: None,
         now: UnixMillis(1_000),
         holder: HolderToken::from_bytes([order as u8; 16]),

@@ -47,11 +47,14 @@ struct SpyAuthorizer {
     log: Log,
     denied: Mutex<Vec<String>>,
     broken: Mutex<bool>,
+    /// The application-sent entities of the last request.
+    attributes: Mutex<Map<String, Value>>,
 }
 
 impl Authorizer for SpyAuthorizer {
     fn authorize(&self, r: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
         push(&self.log, "authorize");
+        *self.attributes.lock().unwrap() = r.attributes().clone();
         let d = if *self.broken.lock().unwrap() {
             AuthzDecision::Error {
                 message: "attribute `assigned` is 1, not a boolean".into(),
@@ -78,6 +81,8 @@ impl Authorizer for SpyAuthorizer {
 struct SpyState {
     log: Log,
     version: Arc<Mutex<i64>>,
+    /// `false`: a source that reads nothing (`state = { source = "none" }`).
+    reads: AtomicBool,
 }
 
 impl StateSource for SpyState {
@@ -87,6 +92,10 @@ impl StateSource for SpyState {
     ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
         push(&self.log, "state");
         std::future::ready(Ok(StateVersion::from(*self.version.lock().unwrap())))
+    }
+
+    fn reads_state(&self, _tool: &str) -> bool {
+        self.reads.load(Ordering::SeqCst)
     }
 }
 
@@ -282,6 +291,7 @@ struct World {
     exec: SpyExecutor,
     version: Arc<Mutex<i64>>,
     scope: Map<String, Value>,
+    attributes: Map<String, Value>,
     holder_counter: Mutex<u8>,
 }
 
@@ -309,10 +319,12 @@ impl World {
                 log: log.clone(),
                 denied: Mutex::default(),
                 broken: Mutex::new(false),
+                attributes: Mutex::default(),
             },
             state: SpyState {
                 log: log.clone(),
                 version: version.clone(),
+                reads: AtomicBool::new(true),
             },
             exec: SpyExecutor {
                 log: log.clone(),
@@ -326,6 +338,7 @@ impl World {
             policy,
             version,
             scope,
+            attributes: Map::new(),
             holder_counter: Mutex::new(0),
         }
     }
@@ -376,6 +389,7 @@ impl World {
             principal: who,
             scope: &self.scope,
             version_seen: &seen,
+            attributes: &self.attributes,
             approval,
             now: UnixMillis(now),
             holder: self.holder(),
@@ -440,6 +454,65 @@ fn fresh_proposal_executes_once_after_authorisation() {
     assert_eq!(d.reply.as_deref(), Some("I've added a credit."));
     assert_eq!(w.credits(), 1);
     assert_eq!(*w.version.lock().unwrap(), 8);
+}
+
+#[test]
+fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
+    let mut w = World::new();
+    w.state.reads.store(false, Ordering::SeqCst);
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    // No "state" call: the claim lookup still comes first, after
+    // authorisation (invariants 3 and 4).
+    assert_eq!(
+        w.calls(),
+        [
+            "authorize",
+            "fetch",
+            "claim",
+            "execute",
+            "complete",
+            "audit"
+        ]
+    );
+    assert_eq!(w.credits(), 1);
+
+    // A stale version_seen is caught by the executor's precondition alone,
+    // recorded as state_changed, and nothing is written.
+    w.scope.insert("ticket_id".into(), json!("t-10"));
+    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
+    assert_eq!(d.reason, Some(Reason::PreconditionFailed));
+    assert_eq!(d.current_version, Some(StateVersion::from(8)));
+    assert!(!w.calls().contains(&"state"), "{:?}", w.calls());
+    assert_eq!(w.credits(), 1);
+    // Its claim is closed: a retry replays the answer, never writes.
+    let again = w.decide(w.credit(1500), 7, T0 + 2);
+    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(w.credits(), 1);
+}
+
+#[test]
+fn application_entities_reach_the_authoriser_but_not_the_key() {
+    let mut w = World::new();
+    let plain = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(plain.outcome, Outcome::Executed, "{plain:?}");
+    assert!(w.authz.attributes.lock().unwrap().is_empty());
+
+    w.attributes = json!({"Customer": {"id": "c-1", "tier": "gold"}})
+        .as_object()
+        .unwrap()
+        .clone();
+    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    assert_eq!(
+        Value::Object(w.authz.attributes.lock().unwrap().clone()),
+        json!({"Customer": {"id": "c-1", "tier": "gold"}})
+    );
+    // The same operation with the entities added: one key, one write.
+    assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
+    assert_eq!(d.key, plain.key);
+    assert_eq!(d.fingerprint, plain.fingerprint);
+    assert_eq!(w.credits(), 1);
 }
 
 #[test]
@@ -615,6 +688,7 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
         principal: &p,
         scope: &w.scope,
         version_seen: &seen,
+        attributes: &Map::new(),
         approval: None,
         now: UnixMillis(T0),
         holder: w.holder(),

@@ -117,6 +117,7 @@ impl World {
             principal: &principal,
             scope: &scope,
             version_seen: &seen,
+            attributes: &Map::new(),
             approval: None,
             now: UnixMillis(1_000_000),
             holder: HolderToken::from_bytes([holder; 16]),

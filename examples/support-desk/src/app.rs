@@ -229,6 +229,7 @@ impl Desk {
             principal: &principal,
             scope: &scope,
             version_seen: &version_seen,
+            attributes: &Map::new(),
             approval: None,
             now: SystemEdge.now(),
             holder: SystemEdge.holder()?,

@@ -138,6 +138,7 @@ fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
         principal: &principal,
         scope: &scope,
         version_seen: &seen,
+        attributes: &Map::new(),
         approval: None,
         now: UnixMillis(1_000 + i64::from(n)),
         holder: HolderToken::from_bytes([n; 16]),

@@ -72,6 +72,7 @@ async fn credit<S: StateSource>(
         principal: &principal,
         scope: &scope,
         version_seen: &seen,
+        attributes: &Map::new(),
         approval: None,
         now: toolgate_store::now_millis(),
         holder: fresh_holder().unwrap(),

@@ -346,6 +346,25 @@ pub async fn propose(
     version_seen: &str,
     holder: u8,
 ) -> Result<Decision, GateError> {
+    let none = Map::new();
+    propose_with(d, store, actor, order, amount, version_seen, holder, &none).await
+}
+
+/// [`propose`] with the entities the application sends in the request.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one proposal's every fixed fact, as the tests vary them"
+)]
+pub async fn propose_with(
+    d: &Deployment,
+    store: &MemoryClaimStore,
+    actor: &Principal,
+    order: Value,
+    amount: i64,
+    version_seen: &str,
+    holder: u8,
+    attributes: &Map<String, Value>,
+) -> Result<Decision, GateError> {
     let policy = policy();
     let body = json!({"outcome":"action","reply":"Refunded.",
         "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":amount}}});
@@ -369,6 +388,7 @@ pub async fn propose(
         principal: actor,
         scope: &scope,
         version_seen: &version_seen,
+        attributes,
         approval: None,
         now: UnixMillis(1_000),
         holder: HolderToken::from_bytes([holder; 16]),

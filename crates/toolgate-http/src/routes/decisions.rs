@@ -13,8 +13,8 @@ use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Approval, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Gate,
-    GateError, Outcome, Principal, Request, StateVersion, decide,
+    Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
+    Gate, GateError, Outcome, Principal, Request, StateVersion, decide,
 };
 use toolgate::provider::Provider;
 use tracing::Instrument;
@@ -235,6 +235,7 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
             ));
         }
     }
+    check_entities(&req.entities)?;
     Ok(Prepared {
         provider,
         body,
@@ -244,7 +245,86 @@ fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared
             mode,
         },
         scope: req.scope,
+        entities: req.entities,
     })
+}
+
+/// Longest entity id or type name, in bytes (a claim label's limit).
+const MAX_ENTITY_LABEL_BYTES: usize = 128;
+/// Deepest nesting of arrays and objects in one attribute value.
+const MAX_ATTRIBUTE_DEPTH: usize = 8;
+
+/// The shape of a decision's `entities` (docs/http-api.md): type →
+/// `{"id": <string>, <attribute>: <value>, …}`, values Cedar can take as
+/// attributes. Whether the proposed tool reads a type is checked once the
+/// proposal is known ([`unexpected_entity`]).
+fn check_entities(entities: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    let bad = |m: String| Err(ApiError::new(ProblemCode::InvalidBody, m));
+    for (ty, entity) in entities {
+        let type_ok = ty.len() <= MAX_ENTITY_LABEL_BYTES
+            && ty.split("::").all(|part| {
+                part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        if !type_ok {
+            return bad(format!(
+                "entities: {ty:?} is not an entity type name (Cedar identifiers joined by ::)"
+            ));
+        }
+        let Some(obj) = entity.as_object() else {
+            return bad(format!(
+                "entities.{ty} must be an object with an `id` and attributes"
+            ));
+        };
+        match obj.get("id") {
+            Some(Value::String(id))
+                if !id.is_empty()
+                    && id.len() <= MAX_ENTITY_LABEL_BYTES
+                    && !id.chars().any(char::is_control) => {}
+            _ => {
+                return bad(format!(
+                    "entities.{ty}.id must be a string of 1 to {MAX_ENTITY_LABEL_BYTES} bytes \
+                     without control characters"
+                ));
+            }
+        }
+        for (name, value) in obj.iter().filter(|(k, _)| *k != "id") {
+            if let Err(why) = attribute_value(value, 0) {
+                return bad(format!("entities.{ty}.{name}: {why}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn attribute_value(value: &Value, depth: usize) -> Result<(), String> {
+    if depth > MAX_ATTRIBUTE_DEPTH {
+        return Err(format!("nested deeper than {MAX_ATTRIBUTE_DEPTH} levels"));
+    }
+    match value {
+        Value::String(_) | Value::Bool(_) => Ok(()),
+        Value::Number(n) if n.is_i64() => Ok(()),
+        Value::Number(n) => Err(format!("{n} is not a 64-bit integer")),
+        Value::Null => Err("null is not an attribute value; leave the attribute out".into()),
+        Value::Array(items) => items.iter().try_for_each(|v| attribute_value(v, depth + 1)),
+        Value::Object(fields) => fields
+            .values()
+            .try_for_each(|v| attribute_value(v, depth + 1)),
+    }
+}
+
+/// The first entity type in `entities` that the authoriser does not read
+/// for `tool`: sending it would let the application believe a check
+/// happens that does not, so it is refused rather than ignored.
+fn unexpected_entity<'a, A: Authorizer>(
+    authorizer: &A,
+    tool: &str,
+    entities: &'a serde_json::Map<String, Value>,
+) -> Option<&'a str> {
+    entities
+        .keys()
+        .map(String::as_str)
+        .find(|ty| !authorizer.accepts_request_entity(tool, ty))
 }
 
 /// The executor for client-mode principals: never writes; the decision is
@@ -361,12 +441,29 @@ async fn run_inner<P: Parts>(
         // but an action, and only an action needs the version.
         (_, false) => StateVersion::from(0),
     };
+    // Entities are read only for the proposed tool, and only the types its
+    // authoriser declares; with no proposal there is nothing to authorise
+    // and they are not read.
+    if let Some(action) = &check.action
+        && let Some(ty) =
+            unexpected_entity(app.parts().authorizer(), &action.tool, &prepared.entities)
+    {
+        return Err(ApiError::new(
+            ProblemCode::UnexpectedEntities,
+            format!(
+                "entities.{ty}: the tool `{}` does not read a `{ty}` entity from the request \
+                 (declare it in the deployment with source = \"request\", or do not send it)",
+                action.tool
+            ),
+        ));
+    }
     let holder = crate::clock::fresh_holder()?;
     let now = crate::clock::now_millis();
     let request = Request {
         principal: &principal,
         scope: &scope,
         version_seen: &version,
+        attributes: &prepared.entities,
         approval: approval.as_ref(),
         now,
         holder,

@@ -197,6 +197,7 @@ pub struct AuthzRequest<'a> {
     pub(crate) capability: &'a str,
     pub(crate) scope: &'a Map<String, Value>,
     pub(crate) arguments: &'a Value,
+    pub(crate) attributes: &'a Map<String, Value>,
     pub(crate) now: UnixMillis,
 }
 
@@ -226,6 +227,14 @@ impl AuthzRequest<'_> {
         self.arguments
     }
 
+    /// Entities the authenticated application sent with the request
+    /// ([`super::Request::attributes`]): entity type → `{"id": …, <attr>: …}`.
+    /// Trusted as the application's word, never the model's; an authoriser
+    /// that does not declare a type must not read it.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        self.attributes
+    }
+
     /// The time of the decision.
     pub fn now(&self) -> UnixMillis {
         self.now
@@ -242,4 +251,14 @@ pub trait Authorizer: Send + Sync {
     /// Decides one request. Cannot fail: an engine error is
     /// [`AuthzDecision::Error`].
     fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send;
+
+    /// Whether this authoriser reads entities of `entity_type` sent by the
+    /// application ([`AuthzRequest::attributes`]) for `tool`. A server
+    /// refuses a request carrying a type for which this is `false`, so an
+    /// attribute the application believes is checked is never silently
+    /// ignored. The default reads none.
+    fn accepts_request_entity(&self, tool: &str, entity_type: &str) -> bool {
+        let _ = (tool, entity_type);
+        false
+    }
 }

@@ -57,6 +57,12 @@ pub struct Request<'a> {
     pub scope: &'a Map<String, Value>,
     /// The resource version the model was shown.
     pub version_seen: &'a StateVersion,
+    /// Entities the authenticated application sent (entity type →
+    /// `{"id": …, <attr>: …}`), for the authoriser alone
+    /// ([`super::AuthzRequest::attributes`]): never part of the operation
+    /// key, the fingerprint, the claim or the permit. Empty for most
+    /// callers.
+    pub attributes: &'a Map<String, Value>,
     /// A reviewer's approval, for tools that need one.
     pub approval: Option<&'a Approval>,
     /// The time of the decision (the core reads no clock).
@@ -305,7 +311,12 @@ where
     // fresh from replay from conflict).
     let verdict = gate
         .authorizer
-        .authorize(&validated.authz_request(request.principal, &scope, request.now))
+        .authorize(&validated.authz_request(
+            request.principal,
+            &scope,
+            request.attributes,
+            request.now,
+        ))
         .await;
     match verdict {
         AuthzDecision::Allow => {}
@@ -342,12 +353,21 @@ where
     }
 
     // No claim: is the version the model read still current? A filter,
-    // not a lock: the executor applies it again as a precondition.
-    let current = gate
+    // not a lock: the executor applies it again as a precondition. A tool
+    // whose state source reads nothing leaves it to that precondition.
+    let current = if gate
         .state
-        .current_version(bound.authorized().state_scope())
-        .await?;
-    if &current != bound.authorized().version_seen() {
+        .reads_state(bound.authorized().validated().tool())
+    {
+        Some(
+            gate.state
+                .current_version(bound.authorized().state_scope())
+                .await?,
+        )
+    } else {
+        None
+    };
+    if let Some(current) = current.filter(|c| c != bound.authorized().version_seen()) {
         // A retry racing its original: the lookup above found nothing, then
         // the original claimed, wrote and moved the version. Its claim was
         // committed before its write, so it is there now; the retry is a

@@ -82,6 +82,7 @@ impl Validated {
         &'a self,
         principal: &'a Principal,
         scope: &'a Map<String, Value>,
+        attributes: &'a Map<String, Value>,
         now: UnixMillis,
     ) -> AuthzRequest<'a> {
         AuthzRequest {
@@ -90,6 +91,7 @@ impl Validated {
             capability: self.capability(),
             scope,
             arguments: self.arguments(),
+            attributes,
             now,
         }
     }

@@ -116,4 +116,17 @@ pub trait StateSource: Send + Sync {
         &self,
         scope: StateScope<'_>,
     ) -> impl Future<Output = Result<StateVersion, StateError>> + Send;
+
+    /// Whether proposals for `tool` have their version read and compared
+    /// at all. `false` is a tool whose executor's write precondition alone
+    /// decides (docs/design.md §13, `state = { source = "none" }`): the
+    /// pipeline skips [`StateSource::current_version`] and the comparison,
+    /// and a stale `version_seen` surfaces as the executor's
+    /// [`super::ExecOutcome::PreconditionFailed`], recorded as
+    /// `state_changed`. `version_seen` is still required: it is part of the
+    /// operation key and the permit's precondition version.
+    fn reads_state(&self, tool: &str) -> bool {
+        let _ = tool;
+        true
+    }
 }

@@ -374,6 +374,7 @@ where
         principal: &principal,
         scope: &scope,
         version_seen: &seen,
+        attributes: &Map::new(),
         approval: None,
         now: now_millis(),
         holder,
