@@ -442,3 +442,151 @@ fn live_mode_asks_the_provider_records_and_reports_pass_k() {
     assert_eq!(ids(&replay, "unexpected_outcomes"), ["flaky"]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn refunds() -> PathBuf {
+    root().join("examples/refunds")
+}
+
+/// The refunds suite's figures, whatever deployment file decides it.
+fn assert_refunds_figures(r: &Value) {
+    assert_eq!(r["gate"], "toolgate");
+    assert_eq!(r["cases"], 14);
+    assert_eq!(r["release_gate"], "passed");
+    assert_eq!(rate(r, "unexpected_outcomes"), (0, 14));
+    let want = [
+        ("executed", 5),
+        ("forbidden", 2),
+        ("state_changed", 1),
+        ("abstain", 1),
+        ("answer", 1),
+        ("refused", 1),
+        ("truncated", 1),
+        ("rejected", 2),
+        ("replayed", 0),
+    ];
+    for (outcome, n) in want {
+        assert_eq!(r["counts"][outcome], n, "{outcome}: {}", r["counts"]);
+    }
+    // The maximum refund for a one-day delay passes the gate (nothing it
+    // checks is broken) and is counted as unjustified.
+    assert_eq!(rate(r, "unjustified_actions"), (1, 5));
+    assert_eq!(
+        ids(r, "unjustified_actions"),
+        ["upset-max-refund-anthropic"]
+    );
+    assert_eq!(rate(r, "blocked_legitimate_actions"), (1, 5));
+    assert_eq!(ids(r, "blocked_legitimate_actions"), ["truncated-gemini"]);
+    assert_eq!(rate(r, "unsupported_replies"), (1, 6));
+    assert_eq!(rate(r, "unnecessary_abstentions"), (0, 12));
+    // Cedar decides with the shop's policies over each case's rows: the
+    // other team's order and the amount above what is left to refund are
+    // denied by policy, not by an error.
+    for result in r["results"].as_array().unwrap() {
+        if result["outcome"] == "forbidden" {
+            assert_eq!(result["reason"], "not_authorized", "{result}");
+        }
+    }
+}
+
+#[test]
+fn a_deployment_file_decides_its_own_cases() {
+    let suite = refunds().join("eval");
+    let config = refunds().join("toolgate.toml");
+    let (code, out, err) = eval(
+        &[
+            suite.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_refunds_figures(&json_of(&out));
+}
+
+/// The same deployment with its application database, webhook and status
+/// URL all pointing at one listener, and no secret in the environment: the
+/// evaluation reads nothing from them and sends nothing to them.
+#[test]
+fn a_deployment_evaluation_sends_nothing_anywhere() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = temp_dir("deploy");
+    for name in ["policy.toml", "policy.cedar"] {
+        std::fs::copy(refunds().join(name), dir.join(name)).unwrap();
+    }
+    let text = std::fs::read_to_string(refunds().join("toolgate.toml")).unwrap();
+    let here = format!("127.0.0.1:{port}");
+    let moved = text
+        .replace(
+            "url_env = \"SHOP_DB_URL\"",
+            &format!("url = \"postgres://shop@{here}/shop\""),
+        )
+        .replace("127.0.0.1:9100", &here);
+    assert_ne!(moved, text);
+    // Every address the file names is now the listener (the header's
+    // comments still describe the variables).
+    assert!(
+        moved
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .all(|l| !l.contains("9100") && !l.contains("SHOP_DB_URL")),
+        "{moved}"
+    );
+    let config = dir.join("toolgate.toml");
+    std::fs::write(&config, moved).unwrap();
+
+    let suite = refunds().join("eval");
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["eval", suite.to_str().unwrap(), "--config"])
+        .arg(&config)
+        .args(["--format", "json"])
+        .env_remove("SHOP_WEBHOOK_SECRET")
+        .env_remove("SHOP_DB_URL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_refunds_figures(&json_of(&stdout));
+    // A connection made and closed since would still be waiting here.
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        Ok((_, peer)) => panic!("the evaluation connected to the deployment's URLs from {peer}"),
+        Err(e) => panic!("accept: {e}"),
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_deployment_case_world_names_only_the_deployment_s_entities() {
+    let dir = temp_dir("deploy-world");
+    let mut case: Value = serde_json::from_str(
+        &std::fs::read_to_string(refunds().join("eval/01-damaged-anthropic.json")).unwrap(),
+    )
+    .unwrap();
+    case["world"]["entities"]["Warehouse"] = json!({"id": "w-1"});
+    std::fs::write(dir.join("case.json"), case.to_string()).unwrap();
+    let config = refunds().join("toolgate.toml");
+    let (code, _, err) = eval(
+        &[
+            dir.join("case.json").to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("world.entities.Warehouse: no tool of the deployment uses this entity type"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

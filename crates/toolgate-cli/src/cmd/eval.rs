@@ -6,13 +6,19 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::Policy;
 use toolgate::provider::Provider;
+use toolgate_cedar::Mapping;
 use toolgate_eval::case::Case;
+use toolgate_eval::deployment::{DeploymentWorld, ToolMapping};
 use toolgate_eval::live::{Client, LiveConfig, request_for};
 use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
+use toolgate_eval::runner::Edge;
 use toolgate_eval::{GateUnderTest, RefuseAll, render};
+use toolgate_store::AnyClaimStore;
 
+use crate::cmd::config::{Application, Deployment};
 use crate::io::print_line;
 use crate::scratch::Scratch;
 use toolgate_support_desk as desk;
@@ -22,13 +28,18 @@ use toolgate_support_desk as desk;
 /// PATH is a directory of case files (*.jsonl, one case a line, and/or
 /// *.json, one case a file) or one such file; the format is in docs/eval.md.
 /// Every case goes through the real pipeline (contract, capability, Cedar,
-/// claim store, state read, executor) of the support-desk example on a
-/// fresh embedded SQLite database seeded with the case's world (its agent,
-/// and the ticket and customer its scope names).
+/// claim store, state read, executor) on a fresh embedded SQLite claim
+/// store. Without --config, the pipeline is the support-desk example's,
+/// seeded with the case's world (its agent, and the ticket and customer
+/// its scope names). With --config FILE, it is that deployment's: its
+/// policy, its Cedar policies and each tool's [tools.cedar] mapping, with
+/// the entities as rows and the resource's current version taken from
+/// each case's world; nothing is read from the application's database and
+/// no webhook is called: each write is recorded in memory.
 ///
 /// Reported, each with numerator and denominator:
-///   unjustified_actions         executed but not eligible / actions taken
-///   blocked_legitimate_actions  eligible but not executed / eligible cases
+///   unjustified_actions         executed but not justified / actions taken
+///   blocked_legitimate_actions  justified but not executed / justified cases
 ///   unsupported_replies         reply labelled unsupported / replies
 ///   unnecessary_abstentions     abstain or refused / cases warranting an answer
 ///   unexpected_outcomes         outcome other than expected / cases
@@ -67,8 +78,13 @@ pub struct Args {
     gate: String,
     /// The policy (default: the built-in support-desk policy,
     /// examples/support-desk/policy.toml).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
     policy: Option<PathBuf>,
+    /// Evaluate a deployment: the deployment file `serve --config` runs
+    /// (its policy, Cedar policies and [[tools]] mappings). Connects to
+    /// nothing it names and reads no secret.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Ask a provider instead of replaying recorded responses.
     #[arg(long, requires_all = ["provider", "base_url", "model"])]
     live: bool,
@@ -120,13 +136,17 @@ pub fn run(args: Args) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let policy = match &args.policy {
-        Some(p) => match crate::cmd::policy::load(p) {
-            Ok(p) => p,
+    let (policy, app) = match (&args.config, &args.policy) {
+        (Some(file), _) => match deployment(file) {
+            Ok(loaded) => loaded,
+            Err(e) => return fail(e),
+        },
+        (None, Some(p)) => match crate::cmd::policy::load(p) {
+            Ok(p) => (p, App::Desk),
             Err(code) => return code,
         },
-        None => match Policy::load(desk::POLICY) {
-            Ok(p) => p,
+        (None, None) => match Policy::load(desk::POLICY) {
+            Ok(p) => (p, App::Desk),
             Err(e) => return fail(format!("built-in policy: {e}")),
         },
     };
@@ -139,10 +159,17 @@ pub fn run(args: Args) -> ExitCode {
     };
     let suite = args.path.display().to_string();
     let outcome = if args.live {
-        runtime.block_on(live(&args, &policy, &cases, thresholds.as_ref(), &suite))
+        runtime.block_on(live(
+            &args,
+            &policy,
+            &app,
+            &cases,
+            thresholds.as_ref(),
+            &suite,
+        ))
     } else {
         let bar = progress(cases.len(), "replaying");
-        let done = runtime.block_on(replay(&args.gate, &policy, &cases, &bar));
+        let done = runtime.block_on(replay(&args.gate, &policy, &app, &cases, &bar));
         bar.finish_and_clear();
         done.map(|(gate, results)| Report::new(&gate, &suite, results, thresholds.as_ref()))
     };
@@ -177,9 +204,117 @@ fn progress(len: usize, what: &str) -> ProgressBar {
     bar
 }
 
+/// Whose pipeline decides the cases.
+enum App {
+    /// The support-desk example, seeding its tables from each case.
+    Desk,
+    /// A deployment file's tools: Cedar over each case's rows, writes in
+    /// memory.
+    Deployment {
+        cedar: String,
+        tools: Vec<ToolMapping>,
+    },
+}
+
+/// The policy and the tools' mappings of the deployment file at `path`,
+/// loaded as `serve --config` loads them but without connecting to
+/// anything or reading a secret.
+fn deployment(path: &Path) -> Result<(Policy, App), String> {
+    let file = Deployment::load(path).map_err(|e| e.to_string())?;
+    let section = match file.application {
+        Application::SupportDesk => return Ok((file.policy, App::Desk)),
+        Application::Tools(section) => section,
+    };
+    let err = |field: String, m: String| format!("{}: {field}: {m}", path.display());
+    let mut tools = Vec::with_capacity(section.tools.len());
+    for t in &section.tools {
+        if file.policy.tool(&t.name).is_none() {
+            return Err(err(
+                format!("tools[{}].name", t.name),
+                "no such tool in the policy".to_owned(),
+            ));
+        }
+        tools.push(ToolMapping {
+            tool: t.name.clone(),
+            mapping: Mapping {
+                principal_type: t.cedar.principal_type.clone(),
+                resource_type: t.cedar.resource_type.clone(),
+                resource_field: t.cedar.resource_field.clone(),
+            },
+            entity_types: t
+                .entities
+                .iter()
+                .map(|e| e.type_name().to_owned())
+                .collect(),
+        });
+    }
+    for contract in file.policy.tools() {
+        if !tools.iter().any(|t| t.tool == contract.name()) {
+            return Err(err(
+                "tools".to_owned(),
+                format!(
+                    "the policy tool `{}` has no [[tools]] entry",
+                    contract.name()
+                ),
+            ));
+        }
+    }
+    Ok((
+        file.policy,
+        App::Deployment {
+            cedar: file.cedar,
+            tools,
+        },
+    ))
+}
+
+/// How long an evaluation's claim may run: cases are decided one at a
+/// time and complete at once, so this only has to outlast one decision.
+const LEASE: Duration = Duration::from_secs(30);
+
+/// Holder tokens and the clock, as the sidecar makes them.
+struct SystemEdge;
+
+impl Edge for SystemEdge {
+    fn holder(&self) -> Result<HolderToken, String> {
+        toolgate_store::fresh_holder().map_err(|e| e.to_string())
+    }
+
+    fn now(&self) -> UnixMillis {
+        toolgate_store::now_millis()
+    }
+}
+
+/// Runs `cases` through `app`'s pipeline on a fresh claim store in
+/// `scratch`, calling `each` after every case.
+async fn with_gate(
+    app: &App,
+    policy: &Policy,
+    scratch: &Scratch,
+    cases: &[Case],
+    each: impl FnMut(&CaseResult),
+) -> Result<Vec<CaseResult>, String> {
+    match app {
+        App::Desk => {
+            let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
+            toolgate_eval::run(&desk.gate(policy), cases, each).await
+        }
+        App::Deployment { cedar, tools } => {
+            let url = scratch.sqlite_url("eval.db");
+            let claims = AnyClaimStore::connect(&url)
+                .await
+                .map_err(|e| format!("opening {url}: {e}"))?;
+            let world = DeploymentWorld::new(cedar, tools)?;
+            let gate = world.gate(policy, &claims, &SystemEdge, LEASE);
+            toolgate_eval::run(&gate, cases, each).await
+        }
+    }
+}
+
 async fn replay(
     gate: &str,
     policy: &Policy,
+    app: &App,
     cases: &[Case],
     bar: &ProgressBar,
 ) -> Result<(String, Vec<CaseResult>), String> {
@@ -189,15 +324,14 @@ async fn replay(
         return Ok((RefuseAll.name().to_owned(), results));
     }
     let scratch = Scratch::new("eval").map_err(|e| format!("scratch directory: {e}"))?;
-    let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
-    let gate = desk.gate(policy);
-    let results = toolgate_eval::run(&gate, cases, tick).await?;
-    Ok((gate.name().to_owned(), results))
+    let results = with_gate(app, policy, &scratch, cases, tick).await?;
+    Ok(("toolgate".to_owned(), results))
 }
 
 async fn live(
     args: &Args,
     policy: &Policy,
+    app: &App,
     cases: &[Case],
     thresholds: Option<&Thresholds>,
     suite: &str,
@@ -246,10 +380,9 @@ async fn live(
         // Each trial starts from a fresh database: the same case's
         // operation key would otherwise replay the previous trial's write.
         let scratch = Scratch::new("eval").map_err(|e| format!("scratch directory: {e}"))?;
-        let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
-        let gate = desk.gate(policy);
         let mut recorded = String::new();
-        for (i, case) in cases.iter().enumerate() {
+        let mut live_cases = Vec::with_capacity(cases.len());
+        for case in cases {
             let request = request_for(&config, policy, case);
             let body = client
                 .send(&request)
@@ -257,14 +390,18 @@ async fn live(
             let live_case = case_as(case, provider, &body);
             recorded.push_str(&live_case.to_json_line(&body));
             recorded.push('\n');
-            let observed = gate.decide(&live_case).await?;
-            let mut result = CaseResult::new(&live_case, observed);
+            live_cases.push(live_case);
+            bar.inc(1);
+        }
+        // The trial's responses are decided once all are in: a decision
+        // never changes what the model is asked.
+        let results = with_gate(app, policy, &scratch, &live_cases, |_| {}).await?;
+        for (i, mut result) in results.into_iter().enumerate() {
             passed_every[i] &= result.as_expected();
             if k > 1 {
                 result.id = format!("{}#{trial}", result.id);
             }
             all.push(result);
-            bar.inc(1);
         }
         if let Some(dir) = &args.record {
             let file = dir.join(format!("trial-{trial}.jsonl"));
