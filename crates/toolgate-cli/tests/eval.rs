@@ -590,3 +590,45 @@ fn a_deployment_case_world_names_only_the_deployment_s_entities() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// With `state = { source = "none" }` the pipeline compares no version:
+/// the stale case is caught by the write's own precondition, as a
+/// webhook's 409 would be in serving, and still ends `state_changed`.
+#[test]
+fn a_deployment_without_a_state_source_is_caught_by_the_precondition() {
+    let dir = temp_dir("deploy-none");
+    for name in ["policy.toml", "policy.cedar"] {
+        std::fs::copy(refunds().join(name), dir.join(name)).unwrap();
+    }
+    let text = std::fs::read_to_string(refunds().join("toolgate.toml")).unwrap();
+    let stateless: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("state = ") {
+                "state = { source = \"none\" }"
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(stateless, text);
+    std::fs::write(dir.join("toolgate.toml"), stateless).unwrap();
+    let stale = refunds().join("eval/07-stale-version-gemini.json");
+    let config = dir.join("toolgate.toml");
+    let (code, out, err) = eval(
+        &[
+            stale.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(code, 0, "{out}\n{err}");
+    let r = json_of(&out);
+    assert_eq!(r["results"][0]["outcome"], "state_changed", "{r}");
+    assert_eq!(r["results"][0]["reason"], "precondition_failed", "{r}");
+    std::fs::remove_dir_all(&dir).ok();
+}

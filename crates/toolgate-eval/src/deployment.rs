@@ -53,6 +53,11 @@ pub struct ToolMapping {
     pub mapping: Mapping,
     /// The entity types the tool's sources provide.
     pub entity_types: Vec<String>,
+    /// Whether the tool has a state source (`state = { source = "none" }`
+    /// has not): without one the pipeline compares no version, and a
+    /// stale case is caught by the executor's precondition, as a webhook's
+    /// 409 would be in serving.
+    pub reads_state: bool,
 }
 
 /// The facts of the case being decided.
@@ -123,16 +128,24 @@ impl Authorizer for CaseAuthorizer {
     }
 }
 
-/// The state source: the current case's `current_version`.
+/// The state source: the current case's `current_version`, for the tools
+/// that have one.
 #[derive(Debug)]
-pub struct CaseState(Arc<Current>);
+pub struct CaseState {
+    current: Arc<Current>,
+    stateless: BTreeSet<String>,
+}
 
 impl StateSource for CaseState {
     async fn current_version(&self, _scope: StateScope<'_>) -> Result<StateVersion, StateError> {
-        self.0
+        self.current
             .get()
             .map(|f| f.current_version)
             .ok_or_else(|| StateError::new(NO_CASE))
+    }
+
+    fn reads_state(&self, tool: &str) -> bool {
+        !self.stateless.contains(tool)
     }
 }
 
@@ -216,7 +229,11 @@ impl DeploymentWorld {
         let current = Arc::new(Current::default());
         let mut by_tool = HashMap::new();
         let mut types = BTreeSet::new();
+        let mut stateless = BTreeSet::new();
         for t in tools {
+            if !t.reads_state {
+                stateless.insert(t.tool.clone());
+            }
             let cedar = CedarAuthorizer::new(
                 cedar_policies,
                 &t.mapping,
@@ -230,7 +247,10 @@ impl DeploymentWorld {
         }
         Ok(Self {
             authorizer: CaseAuthorizer { tools: by_tool },
-            state: CaseState(Arc::clone(&current)),
+            state: CaseState {
+                current: Arc::clone(&current),
+                stateless,
+            },
             executor: Recorder {
                 current: Arc::clone(&current),
                 writes: Mutex::new(Vec::new()),

@@ -10,6 +10,7 @@ use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::Policy;
 use toolgate::provider::Provider;
 use toolgate_cedar::Mapping;
+use toolgate_deploy::StateConfig;
 use toolgate_eval::case::Case;
 use toolgate_eval::deployment::{DeploymentWorld, ToolMapping};
 use toolgate_eval::live::{Client, LiveConfig, request_for};
@@ -246,6 +247,7 @@ fn deployment(path: &Path) -> Result<(Policy, App), String> {
                 .iter()
                 .map(|e| e.type_name().to_owned())
                 .collect(),
+            reads_state: !matches!(t.state, StateConfig::None),
         });
     }
     for contract in file.policy.tools() {
