@@ -5,9 +5,9 @@
 //! The request is each provider's own shape (Messages, Chat Completions,
 //! Responses, generateContent), with the policy's tools from
 //! [`toolgate::contract::export::export`], so the model sees the schema the
-//! gate enforces. The client speaks plain HTTP/1.1 only (ureq without
-//! TLS): point `--base-url` at a local gateway or proxy that holds the
-//! provider credentials, or at a mock server in tests.
+//! gate enforces. The client is the workspace's one HTTP client (reqwest on
+//! rustls): `--base-url` is the provider's API over HTTPS, a local gateway
+//! that holds the credentials, or a mock server in tests.
 
 use std::time::Duration;
 
@@ -165,47 +165,59 @@ pub fn request_for(config: &LiveConfig, policy: &Policy, case: &Case) -> LiveReq
     LiveRequest { url, headers, body }
 }
 
-/// A plain-HTTP client for live mode.
+/// The HTTP client of live mode.
 pub struct Client {
-    agent: ureq::Agent,
+    http: reqwest::Client,
     max_response_bytes: u64,
 }
 
 impl Client {
-    /// A client with `config`'s timeout and response limit.
-    pub fn new(config: &LiveConfig) -> Self {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(config.timeout))
-            // A 4xx/5xx body is still a provider's answer worth showing.
-            .http_status_as_error(false)
+    /// A client with `config`'s timeout and response limit. Redirects are
+    /// not followed: a provider API answers where it was asked.
+    pub fn new(config: &LiveConfig) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("toolgate-eval/", env!("CARGO_PKG_VERSION")))
             .build()
-            .into();
-        Self {
-            agent,
+            .map_err(|e| format!("building the HTTP client: {e}"))?;
+        Ok(Self {
+            http,
             max_response_bytes: config.max_response_bytes,
-        }
+        })
     }
 
     /// Sends `request`; the response body's bytes, or why there are none.
-    /// A non-2xx status is an error carrying the start of the body.
-    pub fn send(&self, request: &LiveRequest) -> Result<Vec<u8>, String> {
+    /// A body over the limit is an error, never cut short; a non-2xx status
+    /// is an error carrying the start of the body.
+    pub async fn send(&self, request: &LiveRequest) -> Result<Vec<u8>, String> {
         let mut builder = self
-            .agent
+            .http
             .post(&request.url)
             .header("content-type", "application/json");
         for (k, v) in &request.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }
         let mut response = builder
-            .send(request.body.to_string().as_bytes())
+            .body(request.body.to_string())
+            .send()
+            .await
             .map_err(|e| format!("POST {}: {e}", request.url))?;
         let status = response.status();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(self.max_response_bytes)
-            .read_to_vec()
-            .map_err(|e| format!("POST {}: reading the body: {e}", request.url))?;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("POST {}: reading the body: {e}", request.url))?
+        {
+            if (body.len() + chunk.len()) as u64 > self.max_response_bytes {
+                return Err(format!(
+                    "POST {}: the body is over {} bytes",
+                    request.url, self.max_response_bytes
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
         if !status.is_success() {
             let start = String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned();
             return Err(format!("POST {}: status {status}: {start}", request.url));

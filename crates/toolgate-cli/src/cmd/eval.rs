@@ -92,7 +92,8 @@ pub struct Args {
     /// Live mode: the provider API shape.
     #[arg(long, value_parser = ["anthropic", "openai-chat", "openai-responses", "gemini"], requires = "live")]
     provider: Option<String>,
-    /// Live mode: http://HOST:PORT of the provider API (plain HTTP).
+    /// Live mode: the provider API's base URL: https://HOST, or
+    /// http://HOST:PORT of a local gateway that holds the credentials.
     #[arg(long, value_name = "URL", requires = "live")]
     base_url: Option<String>,
     /// Live mode: the model name.
@@ -353,11 +354,8 @@ async fn live(
         timeout: Duration::from_secs(args.timeout),
         instructions: read_instructions(&thresholds_dir(&args.path))?,
     };
-    if !config.base_url.starts_with("http://") {
-        return Err(
-            "--base-url must be http://HOST:PORT: live mode speaks plain HTTP to a local gateway"
-                .into(),
-        );
+    if !(config.base_url.starts_with("https://") || config.base_url.starts_with("http://")) {
+        return Err("--base-url must be https://HOST or http://HOST:PORT (a local gateway)".into());
     }
     if let Some(dir) = &args.record {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -373,7 +371,7 @@ async fn live(
             }
         }
     }
-    let client = Client::new(&config);
+    let client = Client::new(&config)?;
     let k = args.repeat;
     let bar = progress(cases.len() * k as usize, "asking");
     let mut all = Vec::new();
@@ -388,6 +386,7 @@ async fn live(
             let request = request_for(&config, policy, case);
             let body = client
                 .send(&request)
+                .await
                 .map_err(|e| format!("case {}: {e}", case.id))?;
             let live_case = case_as(case, provider, &body);
             recorded.push_str(&live_case.to_json_line(&body));
