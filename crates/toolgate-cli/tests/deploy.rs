@@ -109,7 +109,7 @@ fn deployment(what: &str, app_db: &str, tools: &str) -> (PathBuf, PathBuf) {
             "policy = \"policy.toml\"\ncedar = \"policy.cedar\"\n\
              db = \"sqlite://{}\"\n\n\
              [[keys]]\nsha256 = \"{digest}\"\nprincipal = \"shop-app\"\n\
-             capabilities = [\"refund:issue\"]\nexecution = \"client\"\n\n\
+             capabilities = [\"refund:issue\"]\n\n\
              {app_db}\n{tools}\n",
             dir.join("claims.db").display()
         )
@@ -208,6 +208,25 @@ fn each_start_time_mistake_exits_2_naming_file_tool_and_field() {
             );
         }
     }
+    // A key in client mode would take every tool's write for the caller's
+    // and a webhook would never be called: refused, naming the key.
+    let (_dir, file) = deployment("client-key", APP_DB, GOOD_TOOLS);
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(
+        &file,
+        text.replace(
+            "capabilities = [\"refund:issue\"]\n",
+            "capabilities = [\"refund:issue\"]\nexecution = \"client\"\n",
+        ),
+    )
+    .expect("write");
+    let run = toolgate(&["config", "check", &file.display().to_string()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(": keys[0].execution: "),
+        "{}",
+        run.stderr
+    );
     // No [[tools]] at all, and no built-in application named: refused, not
     // the support desk by default.
     let (_dir, file) = deployment("none", "", "");

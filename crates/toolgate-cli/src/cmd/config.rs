@@ -230,6 +230,21 @@ impl Deployment {
             ));
         }
         KeyRing::new(keys.iter().map(|k| k.key.clone())).map_err(|e| err("keys", e.to_string()))?;
+        if matches!(application, Application::Tools(_))
+            && let Some(i) = keys
+                .iter()
+                .position(|k| k.key.mode == ExecutionMode::Client)
+        {
+            // A client key would take every decision as the client's to
+            // write, and a webhook tool's executor would never be called.
+            return Err(err(
+                &format!("keys[{i}].execution"),
+                "\"client\" with [[tools]]: each tool's executor decides who writes \
+                 (executor = { kind = \"client\" } hands the permit to the caller); \
+                 remove the line or write \"in_process\""
+                    .to_owned(),
+            ));
+        }
         let positive = |field: &str, v: Option<u64>| match v {
             Some(0) => Err(err(field, "must be greater than 0".to_owned())),
             _ => Ok(v),

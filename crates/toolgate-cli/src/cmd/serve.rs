@@ -27,18 +27,36 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   listen = "127.0.0.1:8080"          # optional
 ///   db = "sqlite:///var/lib/toolgate/toolgate.db"   # or --db / TOOLGATE_DB_URL
 ///   policy = "policy.toml"             # relative to the config file
-///   cedar = "policy.cedar"             # optional: the support desk's
+///   cedar = "policy.cedar"             # required with [[tools]]
 ///   lease_ms = 30000                   # optional
 ///   request_timeout_ms = 10000         # optional
 ///   body_limit_bytes = 2097152         # optional
 ///   [[keys]]
 ///   sha256 = "<64 hex digits: SHA-256 of the key>"
 ///   principal = "agent-ana"
-///   capabilities = ["credit:issue"]    # toolgate:review, toolgate:operate
-///   execution = "in_process"           # or "client": the caller writes
+///   capabilities = ["refund:issue"]    # toolgate:review, toolgate:operate
+///   act_for_users = true               # the key names the actor per request
+///   [app_db]
+///   url_env = "SHOP_DB_URL"            # the application's database
+///   [[tools]]                          # one per policy tool
+///   name = "refund_order"
+///   executor = { kind = "webhook", url = "...", status_url = "...", secret_env = "..." }
+///   state = { source = "sql", query = "SELECT version FROM orders WHERE id = :order_id" }
+///   cedar = { principal_type = "Agent", resource_type = "Order", resource_field = "order_id" }
+///   [[tools.entities]]
+///   type = "Order"
+///   source = "sql"
+///   query = "SELECT id, team FROM orders WHERE id = :order_id"
+///
+/// Each tool's executor decides who writes: `webhook` (toolgate POSTs the
+/// signed permit) or `client` (the decision hands the caller a permit).
+/// docs/deploy.md is the reference. Without [[tools]], a file may name the
+/// built-in example instead: application = "support-desk" (keys then
+/// choose execution = "in_process" or "client").
 ///
 /// `toolgate keys new` makes a key and its [[keys]] entry; `toolgate config
-/// check FILE` validates the file without starting anything.
+/// check FILE` validates the file, preparing its queries against [app_db],
+/// without starting anything.
 ///
 /// The database: --db URL, else $TOOLGATE_DB_URL, else the file's `db`.
 /// Prefer the variable (or the file) for a URL with a password: arguments
