@@ -7,6 +7,11 @@
 //! This sits on top of the gate's own idempotency (the operation key), which
 //! holds across processes; the header's memory is per process and bounded,
 //! because it only saves a client from re-sending work it already sent.
+//!
+//! It is not an authority (docs/design.md invariant 12): only final answers
+//! are remembered, and an answer that carries a recorded result, a prior
+//! proposal or a permit is served again only after the pipeline has run for
+//! the caller asking now (`routes/decisions.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,6 +22,8 @@ use sha2::{Digest, Sha256};
 /// A remembered response.
 #[derive(Debug, Clone)]
 pub struct Stored {
+    /// The decision's outcome; `None` for a request error.
+    pub outcome: Option<toolgate::pipeline::Outcome>,
     pub status: StatusCode,
     /// `application/json` for a decision, `application/problem+json` for
     /// a request error: a repeat gets the same answer, media type included.

@@ -338,6 +338,68 @@ async fn idempotency_key_replays_and_refuses_another_payload() {
     assert_eq!(desk.credits_for("t-1"), 1);
 }
 
+#[tokio::test]
+async fn an_idempotency_key_replays_nothing_to_a_caller_who_lost_access() {
+    // Invariant 12: the remembered 201 carries the recorded result; after
+    // the agent's access is revoked, the same request with the same key is
+    // authorised again and gets `forbidden`, as it would without the key.
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let body = decision_body(credit(300), "t-1", "7");
+    let (s, j, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
+    assert_eq!(s, StatusCode::CREATED, "{j}");
+    desk.0.revoked.lock().unwrap().insert("agent-1".into());
+    let (s, j, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
+    assert_eq!(
+        (s, j["outcome"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{j}"
+    );
+    assert!(j.get("result").is_none_or(Value::is_null), "{j}");
+    // Access restored: the first answer again.
+    desk.0.revoked.lock().unwrap().clear();
+    let (s, again, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
+    assert_eq!(s, StatusCode::CREATED, "{again}");
+    assert_eq!(desk.credits_for("t-1"), 1);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_does_not_remember_an_answer_that_is_not_final() {
+    // A client holds the permit; a keyed request for the same operation is
+    // `in_flight`. Once the client completes, the same keyed request must see
+    // the completed operation (`replayed`), not a stale 409.
+    let (state, _desk) = app();
+    let router = toolgate_http::router(state);
+    let body = decision_body(credit(1200), "t-1", "7");
+    let (s, d) = decide(&router, CLIENT_KEY, &body).await;
+    assert_eq!(d["outcome"], "permitted", "{s} {d}");
+    let (s, j, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-f")).await;
+    assert_eq!(
+        (s, j["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("in_flight")),
+        "{j}"
+    );
+    let key = d["permit"]["operation_key"].as_str().unwrap();
+    let done = json!({"holder": d["permit"]["holder"], "result": {"refund_id": "r-1"}});
+    let (s, c, _) = send(
+        &router,
+        post(
+            &format!("/v1/claims/{key}/complete"),
+            Some(CLIENT_KEY),
+            &done,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let (s, j, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-f")).await;
+    assert_eq!(
+        (s, j["outcome"].as_str()),
+        (StatusCode::OK, Some("replayed")),
+        "{j}"
+    );
+    assert_eq!(j["result"]["refund_id"], "r-1");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[expect(
     clippy::await_holding_lock,

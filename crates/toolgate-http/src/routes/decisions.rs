@@ -106,7 +106,7 @@ pub async fn post<P: Parts>(
         None => None,
         Some(k) => match app.inner.idempotency.begin(caller.principal.id(), k, &body) {
             Begin::Fresh(g) => Some(g),
-            Begin::Replay(s) => return stored_response(s),
+            Begin::Replay(s) => return replay(&app, &caller, &body, s).await,
             Begin::InFlight => {
                 return ApiError::new(
                     ProblemCode::IdempotencyKeyInFlight,
@@ -125,6 +125,7 @@ pub async fn post<P: Parts>(
     };
     let stored = match decide_body(&app, &caller, &body).await {
         Ok((decision, response)) => Stored {
+            outcome: Some(decision.outcome),
             status: StatusCode::from_u16(status_of(decision.outcome)).unwrap_or(StatusCode::OK),
             content_type: DECISION_JSON,
             body: serde_json::to_vec(&response).unwrap_or_default(),
@@ -132,15 +133,61 @@ pub async fn post<P: Parts>(
         // A server-side failure is not remembered: the retry should run.
         Err(e) if e.status().is_server_error() => return e.into_response(),
         Err(e) => Stored {
+            outcome: None,
             status: e.status(),
             content_type: PROBLEM_JSON,
             body: e.body(),
         },
     };
-    if let Some(g) = guard {
+    // Only final answers are remembered: an `in_flight`, a pending approval
+    // or a claim awaiting reconciliation will read differently later, and a
+    // retry must see that (dropping the guard forgets the key).
+    if let Some(g) = guard
+        && !matches!(
+            stored.outcome,
+            Some(Outcome::InFlight | Outcome::PendingApproval | Outcome::NeedsReconciliation)
+        )
+    {
         g.finish(stored.clone());
     }
     stored_response(stored)
+}
+
+/// A repeat of a remembered request. An answer that hands out a recorded
+/// result, a prior proposal or a permit is served only to a caller who
+/// passes capability and live authorisation now (invariant 12): the
+/// pipeline runs again, and since that operation's claim exists it can only
+/// resolve to it (replay, in flight, conflict), never write. A caller who
+/// lost access gets the fresh `forbidden` instead. Answers that carry none of
+/// these (a rejection, a stale version, a request error) are served as they
+/// were: running those again could write where the first answer did not.
+async fn replay<P: Parts>(
+    app: &AppState<P>,
+    caller: &Caller,
+    body: &[u8],
+    stored: Stored,
+) -> Response {
+    let carries_claim = matches!(
+        stored.outcome,
+        Some(Outcome::Executed | Outcome::Replayed | Outcome::Permitted | Outcome::Conflict)
+    );
+    if !carries_claim {
+        return stored_response(stored);
+    }
+    match decide_body(app, caller, body).await {
+        Ok((decision, response)) if decision.outcome == Outcome::Forbidden => {
+            let status =
+                StatusCode::from_u16(status_of(decision.outcome)).unwrap_or(StatusCode::FORBIDDEN);
+            stored_response(Stored {
+                outcome: Some(decision.outcome),
+                status,
+                content_type: DECISION_JSON,
+                body: serde_json::to_vec(&response).unwrap_or_default(),
+            })
+        }
+        Ok(_) => stored_response(stored),
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn decide_body<P: Parts>(
