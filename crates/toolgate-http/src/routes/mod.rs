@@ -11,6 +11,7 @@ mod review_api;
 mod review_page;
 mod service;
 
+use axum::middleware::map_response;
 use axum::routing::{get, post};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -31,12 +32,24 @@ pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
         .routes(routes!(review_api::list))
         .routes(routes!(review_api::approve))
         .routes(routes!(review_api::deny))
-        .route("/review", get(review_page::page::<P>))
-        .route("/review/login", post(review_page::login::<P>))
-        .route("/review/logout", post(review_page::logout::<P>))
+        .route(
+            "/review",
+            get(review_page::page::<P>).layer(map_response(review_page::page_headers)),
+        )
+        .route(
+            "/review/login",
+            post(review_page::login::<P>).layer(map_response(review_page::page_headers)),
+        )
+        .route(
+            "/review/logout",
+            post(review_page::logout::<P>).layer(map_response(review_page::page_headers)),
+        )
         .route(
             "/review/items/{id}/approve",
-            post(review_page::approve::<P>),
+            post(review_page::approve::<P>).layer(map_response(review_page::page_headers)),
         )
-        .route("/review/items/{id}/deny", post(review_page::deny::<P>))
+        .route(
+            "/review/items/{id}/deny",
+            post(review_page::deny::<P>).layer(map_response(review_page::page_headers)),
+        )
 }

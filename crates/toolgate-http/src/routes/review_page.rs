@@ -47,6 +47,61 @@ fn session_token(headers: &HeaderMap) -> Option<String> {
         .map(|(_, value)| value.to_owned())
 }
 
+/// Headers on every answer of the reviewer page: nothing cached (a page
+/// lists proposals and holds a CSRF token), never framed (clickjacking on
+/// the approve button), no script or remote resource at all, forms posted
+/// only here, no referrer leaving it.
+pub async fn page_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
+             frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+/// `Secure` on the session cookie, except for a page opened on a loopback
+/// host (the demo on http://127.0.0.1): behind TLS the cookie must never
+/// travel over plain HTTP.
+fn secure_attribute(headers: &HeaderMap) -> &'static str {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => host,
+    };
+    let loopback = name == "localhost"
+        || name == "[::1]"
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback());
+    if loopback { "" } else { "; Secure" }
+}
+
+/// Compares two tokens in time that does not depend on where they differ.
+fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// The reviewer's id and CSRF token, if the cookie names a live session.
 fn reviewer<P: Parts>(app: &AppState<P>, headers: &HeaderMap) -> Option<(String, String)> {
     let token = session_token(headers)?;
@@ -213,6 +268,7 @@ pub struct LoginForm {
 
 pub async fn login<P: Parts>(
     State(app): State<AppState<P>>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let Some(key) = app.keys().lookup(form.key.trim()) else {
@@ -244,8 +300,9 @@ pub async fn login<P: Parts>(
     );
     let mut r = Redirect::to("/review").into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(
-        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}",
-        SESSION_MS / 1000
+        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}{}",
+        SESSION_MS / 1000,
+        secure_attribute(&headers)
     )) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -277,7 +334,7 @@ fn checked<P: Parts>(
     form: &ActionForm,
 ) -> Result<String, Box<Response>> {
     match reviewer(app, headers) {
-        Some((who, csrf)) if csrf == form.csrf => Ok(who),
+        Some((who, csrf)) if same_token(&csrf, &form.csrf) => Ok(who),
         Some(_) => Err(Box::new(
             (
                 StatusCode::FORBIDDEN,
