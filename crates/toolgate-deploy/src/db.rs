@@ -159,36 +159,9 @@ impl AppDb {
         // was prepared without parameter types, and PostgreSQL would keep
         // the types it inferred for it.
         let (columns, params, param_types) = match self {
-            Self::Sqlite(pool, _) => {
-                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
-                let st = (&mut *conn)
-                    .prepare(AssertSqlSafe(text).into_sql_str())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let out = describe(&st);
-                conn.close().await.map_err(|e| e.to_string())?;
-                out
-            }
-            Self::Postgres(pool, _) => {
-                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
-                let st = (&mut *conn)
-                    .prepare(AssertSqlSafe(text).into_sql_str())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let out = describe(&st);
-                conn.close().await.map_err(|e| e.to_string())?;
-                out
-            }
-            Self::MySql(pool, _) => {
-                let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
-                let st = (&mut *conn)
-                    .prepare(AssertSqlSafe(text).into_sql_str())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let out = describe(&st);
-                conn.close().await.map_err(|e| e.to_string())?;
-                out
-            }
+            Self::Sqlite(pool, _) => prepare_alone(pool, text).await?,
+            Self::Postgres(pool, _) => prepare_alone(pool, text).await?,
+            Self::MySql(pool, _) => prepare_alone(pool, text).await?,
         };
         // PostgreSQL counts distinct names ($n), the others each `?`: both
         // are the bind list's length.
@@ -288,6 +261,26 @@ impl AppDb {
 
 /// Column names, parameter count and parameter types (where the backend
 /// infers them) of a prepared statement.
+/// Prepares `sql` on a connection of its own and closes it (see
+/// [`AppDb::prepare`]): the same steps on every backend.
+async fn prepare_alone<DB>(
+    pool: &sqlx::Pool<DB>,
+    sql: String,
+) -> Result<(Vec<String>, Option<usize>, Vec<String>), String>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+    let st = (&mut *conn)
+        .prepare(AssertSqlSafe(sql).into_sql_str())
+        .await
+        .map_err(|e| e.to_string())?;
+    let out = describe(&st);
+    conn.close().await.map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
 fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>, Vec<String>) {
     let columns = st.columns().iter().map(|c| c.name().to_owned()).collect();
     let mut types = Vec::new();
