@@ -11,7 +11,6 @@
 //! client or a model sends can grow the number of series.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
@@ -29,9 +28,6 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
-/// (method, route template, status) of one HTTP request.
-type RequestLabels = (String, String, u16);
-
 pub struct Metrics {
     // Registers the per-request series on first use; the handles registered
     // on it live as long as it does.
@@ -41,9 +37,6 @@ pub struct Metrics {
     /// or it is not one of the policy's.
     decisions: HashMap<(Outcome, String), Counter>,
     latency: Histogram,
-    /// HTTP requests by (method, route, status), registered on first use;
-    /// bounded because every part of the key is.
-    requests: Mutex<HashMap<RequestLabels, (Counter, Histogram)>>,
     /// Set at scrape time from the claim store and the reviewer queue.
     stuck: Gauge,
     review_depth: Gauge,
@@ -138,7 +131,6 @@ impl Metrics {
             handle,
             decisions,
             latency,
-            requests: Mutex::new(HashMap::new()),
             stuck,
             review_depth,
             in_progress,
@@ -180,34 +172,27 @@ impl Metrics {
             | "TRACE" => method,
             _ => "OTHER",
         };
-        let mut requests = self
-            .requests
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (counter, histogram) = requests
-            .entry((method.to_owned(), route.to_owned(), status))
-            .or_insert_with(|| {
-                let labels = |with_status: bool| {
-                    let mut l = vec![
-                        Label::new("method", method.to_owned()),
-                        Label::new("route", route.to_owned()),
-                    ];
-                    if with_status {
-                        l.push(Label::new("status", status.to_string()));
-                    }
-                    l
-                };
-                (
-                    self.recorder.register_counter(
-                        &Key::from_parts("toolgate_http_requests_total", labels(true)),
-                        &META,
-                    ),
-                    self.recorder.register_histogram(
-                        &Key::from_parts("toolgate_http_request_duration_seconds", labels(false)),
-                        &META,
-                    ),
-                )
-            });
+        // The recorder's own registry finds the series of these labels (or
+        // makes it on first use): no second map of handles here.
+        let (method, route) = (method.to_owned(), route.to_owned());
+        let counter = self.recorder.register_counter(
+            &Key::from_parts(
+                "toolgate_http_requests_total",
+                vec![
+                    Label::new("method", method.clone()),
+                    Label::new("route", route.clone()),
+                    Label::new("status", status.to_string()),
+                ],
+            ),
+            &META,
+        );
+        let histogram = self.recorder.register_histogram(
+            &Key::from_parts(
+                "toolgate_http_request_duration_seconds",
+                vec![Label::new("method", method), Label::new("route", route)],
+            ),
+            &META,
+        );
         counter.increment(1);
         histogram.record(seconds);
     }
