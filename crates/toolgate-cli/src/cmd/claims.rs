@@ -279,36 +279,43 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
                 .map_err(|e| e.to_string());
         }
         // Each executor is asked only about claims recorded as its own
-        // kind; a client's write is nobody's but the application's.
-        let deployment = args.db.config().map(Deployment::load).transpose();
-        let deployment = deployment.map_err(|e| e.to_string())?;
-        match deployment.as_ref().map(|d| (&d.application, d)) {
-            Some((Application::Tools(section), d)) => {
-                let file = args.db.config().unwrap_or(std::path::Path::new("."));
+        // kind; a client's write is nobody's but the application's. The
+        // executor is the named deployment's: its [[tools]], or the example
+        // (its file, or --support-desk); with none named, nobody answers.
+        let file = args.db.config();
+        let deployment = file
+            .map(Deployment::load)
+            .transpose()
+            .map_err(|e| e.to_string())?;
+        let owner = match (&deployment, file) {
+            (Some(d), Some(file)) => match &d.application {
+                Application::Tools(section) => Owner::Tools(section, d, file),
+                Application::SupportDesk => Owner::SupportDesk,
+            },
+            _ if args.support_desk => Owner::SupportDesk,
+            _ => Owner::Nobody,
+        };
+        let reconciled = match owner {
+            Owner::Tools(section, d, file) => {
                 let base = file.parent().unwrap_or(std::path::Path::new("."));
                 let wired = toolgate_deploy::Deployment::load(section, base, &d.policy, &d.cedar)
                     .await
                     .map_err(|e| e.in_file(file).to_string())?;
-                toolgate::pipeline::reconcile(&store, &wired.executor, &key, &args.actor, now)
-                    .await
-                    .map_err(|e| e.to_string())
+                toolgate::pipeline::reconcile(&store, &wired.executor, &key, &args.actor, now).await
             }
-            Some((Application::SupportDesk, _)) | None
-                if args.support_desk || deployment.is_some() =>
-            {
+            Owner::SupportDesk => {
                 let desk = toolgate_support_desk::SupportDesk::on_store(&store)
                     .await
                     .map_err(|e| e.to_string())?;
-                toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now)
-                    .await
-                    .map_err(|e| e.to_string())
+                toolgate::pipeline::reconcile(&store, &desk, &key, &args.actor, now).await
             }
-            // No deployment named: no executor may answer, so every stuck
-            // claim needs an explicit answer (and one not stuck says so).
-            _ => toolgate::pipeline::reconcile(&store, &Nobody, &key, &args.actor, now)
-                .await
-                .map_err(|e| e.to_string()),
-        }
+            // Every stuck claim needs an explicit answer (and one not stuck
+            // says so).
+            Owner::Nobody => {
+                toolgate::pipeline::reconcile(&store, &Nobody, &key, &args.actor, now).await
+            }
+        };
+        reconciled.map_err(|e| e.to_string())
     });
     let report = match done {
         Ok(r) => r,
@@ -362,6 +369,20 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         return io_failure("writing stdout", &e);
     }
     code
+}
+
+/// Whose executor `claims reconcile` may ask.
+enum Owner<'a> {
+    /// The deployment file's [[tools]] (webhook status URLs).
+    Tools(
+        &'a toolgate_deploy::DeploySection,
+        &'a Deployment,
+        &'a std::path::Path,
+    ),
+    /// The built-in support-desk example.
+    SupportDesk,
+    /// No deployment was named.
+    Nobody,
 }
 
 /// The executor of a `claims reconcile` that names no deployment: it owns
