@@ -81,6 +81,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/mysql/0002_executor_and_via.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            3,
+            "review items and approvals".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0003_review.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m

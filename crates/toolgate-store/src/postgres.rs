@@ -75,6 +75,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/postgres/0002_executor_and_via.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            3,
+            "review items and approvals".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0003_review.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m

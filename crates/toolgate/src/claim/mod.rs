@@ -46,7 +46,7 @@ pub use record::{
     StoredClaim, UnixMillis,
 };
 pub use request::{
-    ClaimRequest, Completion, Lease, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+    ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
 };
 
 /// A stuck-claim listing entry: a valid record, or a row that failed

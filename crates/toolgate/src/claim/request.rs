@@ -27,6 +27,21 @@ pub struct ClaimRequest {
     now: UnixMillis,
     lease_expires_at: UnixMillis,
     executor: ExecutorKind,
+    grant: Option<GrantUse>,
+}
+
+/// An approval to use up with this claim (docs/design.md §14): the review
+/// item that approved exactly this proposal. The store consumes it in the
+/// claim's own transaction, and only if the item is still approved,
+/// unconsumed, unexpired and bound to this request's operation key,
+/// fingerprint, version and `policy_digest`; otherwise nothing is written
+/// and the answer is [`RawClaim::GrantUnusable`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantUse {
+    /// The approved review item's id.
+    pub item: i64,
+    /// The digest of the tool's policy the approval was given under.
+    pub policy_digest: String,
 }
 
 impl ClaimRequest {
@@ -51,7 +66,21 @@ impl ClaimRequest {
             now,
             lease_expires_at: now.plus_millis(ms),
             executor: ExecutorKind::InProcess,
+            grant: None,
         }
+    }
+
+    /// The request with an approval to consume in the claim's transaction
+    /// (docs/design.md §14).
+    #[must_use]
+    pub fn with_grant(mut self, grant: GrantUse) -> Self {
+        self.grant = Some(grant);
+        self
+    }
+
+    /// The approval this claim must use up, if the tool needs one.
+    pub fn grant(&self) -> Option<&GrantUse> {
+        self.grant.as_ref()
     }
 
     /// The request with `executor` recorded as the owner of the write
@@ -185,6 +214,10 @@ pub enum RawClaim {
     /// first attempt is unknown. `needs_reconciliation` — never re-acquired,
     /// never executed again (docs/design.md invariant 8).
     Expired(ClaimRecord),
+    /// The request carried a [`GrantUse`] that no longer matched: the
+    /// approval was used, expired, denied or given for another digest.
+    /// Nothing was written; the proposal needs approval again.
+    GrantUnusable,
 }
 
 /// The result of an ownership-checked completion.

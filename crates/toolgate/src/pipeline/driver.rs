@@ -421,6 +421,21 @@ where
         | RawClaim::Expired(r) => {
             return existing(gate.policy, &bound, r, request.now).map(Decided::from);
         }
+        RawClaim::GrantUnusable => {
+            // The approval was used, expired, denied or given under another
+            // policy between the lookup and the claim: nothing was written,
+            // and the proposal needs a person again (docs/design.md §14).
+            let mut d = bound_decision(
+                &bound,
+                Outcome::PendingApproval,
+                Some(Reason::ApprovalRequired),
+            );
+            d.message = Some(
+                "the approval for this proposal can no longer be used; it needs a person's approval again"
+                    .to_owned(),
+            );
+            return Ok(d.into());
+        }
     };
     let claimed = Claimed::new(bound, lease);
     execute(gate, &claimed, request).await
