@@ -78,7 +78,13 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
         .holder;
     let receipt = JsonText::result("{}".into()).expect("json");
     let c = store
-        .complete(&done_key, &done_holder, &receipt, T0)
+        .complete(
+            &done_key,
+            &done_holder,
+            &receipt,
+            T0,
+            &conformance::executed_entry(done_key, T0),
+        )
         .await
         .expect("complete");
     assert_eq!(c, Completion::Recorded);

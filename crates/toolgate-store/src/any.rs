@@ -163,6 +163,20 @@ impl AnyClaimStore {
         Ok(backend)
     }
 
+    /// The store with `clock` as its time source for claim attempts (the
+    /// default is the wall clock, [`crate::now_millis`]).
+    #[must_use]
+    pub fn with_clock(self, clock: fn() -> UnixMillis) -> Self {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(s) => Self::Sqlite(s.with_clock(clock)),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(s) => Self::Postgres(s.with_clock(clock)),
+            #[cfg(feature = "mysql")]
+            Self::MySql(s) => Self::MySql(s.with_clock(clock)),
+        }
+    }
+
     /// Which backend this is.
     pub fn backend(&self) -> Backend {
         match self {
@@ -201,19 +215,9 @@ impl ClaimStore for AnyClaimStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
-    ) -> Result<Completion, StoreError> {
-        delegate!(self, s => s.complete(key, holder, result, now).await)
-    }
-
-    async fn complete_audited(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
         audit: &AuditEntry,
-    ) -> Result<(Completion, bool), StoreError> {
-        delegate!(self, s => s.complete_audited(key, holder, result, now, audit).await)
+    ) -> Result<Completion, StoreError> {
+        delegate!(self, s => s.complete(key, holder, result, now, audit).await)
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {

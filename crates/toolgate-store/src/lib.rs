@@ -16,14 +16,28 @@
 //!
 //! ## The claim protocol (docs/design.md §8), identical on every backend
 //!
-//! 1. `BEGIN`; a conditional insert that changes nothing on a duplicate
+//! The protocol is written once, as generic code (`protocol.rs`) over two
+//! traits of primitive steps: the statements inside one transaction (the
+//! conditional insert and read-back, the conditional writes, the grant, the
+//! audit insert; implemented on sqlx for PostgreSQL and MySQL/MariaDB in
+//! `pooled.rs`, and on the SQLite writer's connection in `sqlite.rs`), and
+//! a backend that runs a unit of work as one transaction and classifies its
+//! failures (a lost race, nothing written, or an unknown outcome). Rows are
+//! decoded by one decoder (`rows.rs`) whichever driver read them.
+//!
+//! 1. `BEGIN`; with each attempt's own time and a lease counted from it, a
+//!    conditional insert that changes nothing on a duplicate
 //!    (`INSERT … ON CONFLICT DO NOTHING` on SQLite and PostgreSQL,
 //!    `INSERT … ON DUPLICATE KEY UPDATE operation_key = operation_key` on
 //!    MySQL). **No read comes before it**: under REPEATABLE READ (MySQL's
 //!    default) a read would fix the snapshot before the winner commits, and
 //!    the read-back would then find no row.
 //! 2. Read the row back in the same transaction. No row means retry, never
-//!    a win.
+//!    a win; our own row whose lease has already ended by the read-back
+//!    (the store's clock read again) is rolled back and retried too. If the
+//!    row is ours and the request carries an approval, the approval is used
+//!    up in the same transaction, or both roll back
+//!    ([`RawClaim::GrantUnusable`](toolgate::claim::RawClaim::GrantUnusable)).
 //! 3. The attempt wins only if the row carries its own holder token *and*
 //!    `COMMIT` succeeds. **The affected-row count is never used**: sqlx's
 //!    MySQL driver always sets `CLIENT_FOUND_ROWS`, so the count is 1 for a
@@ -38,10 +52,17 @@
 //!    deciding.
 //!
 //! Completion is `UPDATE … WHERE operation_key = ? AND status = 'in_flight'
-//! AND holder = ?` and must match exactly one row; zero is
-//! [`Completion::Reconcile`](toolgate::claim::Completion::Reconcile).
+//! AND holder = ? AND lease_expires_at > ?` with the decision's audit entry
+//! in the same transaction, and must match exactly one row. Zero is
+//! [`Completion::Reconcile`](toolgate::claim::Completion::Reconcile), unless
+//! the row, read in the same transaction, was completed by the same holder
+//! with the same result bytes: a retry after a lost answer, which is
+//! `Recorded` and writes nothing. That makes the completion safe to run
+//! again after an unknown outcome.
 //!
-//! On SQLite, steps 1–3 run as one unit of a [group commit](group_commit):
+//! On SQLite, every unit (steps 1–3, a completion, an audit entry) runs as
+//! one unit of a group commit (`group_commit.rs`), inside a savepoint of its
+//! own:
 //! one writer connection runs the waiting units in one transaction and
 //! answers only after the `COMMIT`; a unit that fails rolls the batch back,
 //! and the others, having written nothing, run again. The single
@@ -49,12 +70,6 @@
 //! key in the same batch reads the first one's row); another process
 //! holding the lock past the busy timeout is a lost race as before, and a
 //! failed `COMMIT` is step 5.
-//!
-//! A completion can carry the decision's audit entry
-//! ([`complete_audited`](toolgate::claim::ClaimStore::complete_audited)):
-//! the entry is inserted in the completion's transaction, only if the
-//! completion changed its row, so it is there exactly when the completion
-//! is, and an executed decision costs one commit less.
 //!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
@@ -67,12 +82,15 @@ compile_error!("toolgate-store needs at least one of the features sqlite, postgr
 mod any;
 mod common;
 #[cfg(feature = "sqlite")]
-pub mod group_commit;
+mod group_commit;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+mod pooled;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod protocol;
 mod redact;
+mod rows;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

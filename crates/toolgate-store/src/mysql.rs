@@ -24,23 +24,28 @@ use std::str::FromStr;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
-use toolgate::claim::{StoreError, StoreErrorKind};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
+    UnixMillis,
+};
 
 use crate::StoreOptions;
-use crate::common::{map_err, sql_claim_store};
+use crate::common::{map_err, qmark};
+use crate::pooled::{self, Dialect};
+use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 
 /// The claims and audit tables on MySQL or MariaDB.
 pub struct MySqlClaimStore {
     pool: MySqlPool,
+    clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
 }
 
-/// The SQL, with the bind order the shared implementation uses.
+/// The dialect's own statement (the others are shared with SQLite), public
+/// for the tests that pin the driver's behaviour.
 pub mod sql {
-    pub(super) use crate::common::qmark::{
-        APPEND_AUDIT, AUDIT_TRAIL, COMPLETE, LIST_STUCK, RECONCILE, SELECT_CLAIM,
-    };
     /// The conditional insert. `UPDATE operation_key = operation_key`
     /// changes nothing on a duplicate; unlike `INSERT IGNORE` it does not
     /// also swallow other errors (truncation, bad values) as warnings.
@@ -49,8 +54,26 @@ pub mod sql {
          status, holder, lease_expires_at, claimed_at, executor) \
         VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
         ON DUPLICATE KEY UPDATE operation_key = operation_key";
-    #[cfg(feature = "fault-injection")]
-    pub(super) const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED)";
+}
+
+impl Dialect for sqlx::MySql {
+    const INSERT_CLAIM: &str = sql::INSERT_CLAIM;
+    const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
+    const COMPLETE: &str = qmark::COMPLETE;
+    const RECONCILE: &str = qmark::RECONCILE;
+    const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
+    const LIST_STUCK: &str = qmark::LIST_STUCK;
+    const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
+    const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
+    const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED) AS id";
+
+    fn is_lost_race(e: &sqlx::Error) -> bool {
+        is_lost_race(e)
+    }
+
+    fn rows_affected(done: &Self::QueryResult) -> u64 {
+        done.rows_affected()
+    }
 }
 
 /// MySQL's lost-race errors: 1213 deadlock (also Galera's certification
@@ -63,7 +86,101 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
         .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
 }
 
-sql_claim_store!(MySqlClaimStore, sqlx::MySql, sql, is_lost_race, pooled);
+impl ClaimBackend for MySqlClaimStore {
+    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+        #[cfg(feature = "fault-injection")]
+        let hook = self.hook.as_ref();
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = None;
+        pooled::transaction(&self.pool, hook, &unit).await
+    }
+
+    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        pooled::read_claim(&self.pool, key).await
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    #[cfg(feature = "fault-injection")]
+    async fn fault_after_commit(&self) -> bool {
+        match &self.hook {
+            Some(hook) => hook(crate::common::Point::AfterCommit.into(), -1).await,
+            None => false,
+        }
+    }
+}
+
+impl ClaimStore for MySqlClaimStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        protocol::claim(self, request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<Completion, StoreError> {
+        protocol::complete(self, key, holder, result, now, audit).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        pooled::read_claim(&self.pool, key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        pooled::list_stuck(&self.pool, now, limit).await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        protocol::reconcile(self, key, outcome, now).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        protocol::append_audit(self, entry).await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        pooled::audit_trail(&self.pool, key, limit).await
+    }
+}
+
+impl MySqlClaimStore {
+    /// The pool, for operations outside the claim protocol.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
+    /// The store with `clock` as its time source for claim attempts (the
+    /// default is the wall clock, [`crate::now_millis`]). An attempt's time
+    /// is the clock's reading, never earlier than the request's own time.
+    #[must_use]
+    pub fn with_clock(mut self, clock: fn() -> UnixMillis) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Installs a fault hook (tests only).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_fault_hook(mut self, hook: crate::fault::FaultHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+}
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![
@@ -112,6 +229,7 @@ impl MySqlClaimStore {
         run_migrations(&pool, &migrator(), "MySQL migrations").await?;
         Ok(Self {
             pool,
+            clock: crate::now_millis,
             #[cfg(feature = "fault-injection")]
             hook: None,
         })

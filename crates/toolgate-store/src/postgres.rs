@@ -5,47 +5,65 @@ use std::str::FromStr;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use toolgate::claim::{StoreError, StoreErrorKind};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
+    UnixMillis,
+};
 
 use crate::StoreOptions;
-use crate::common::{map_err, sql_claim_store};
+use crate::common::map_err;
+use crate::pooled::{self, Dialect};
+use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 
 /// The claims and audit tables on PostgreSQL.
 pub struct PgClaimStore {
     pool: PgPool,
+    clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
 }
 
-/// The SQL, with the bind order the shared implementation uses.
-mod sql {
-    pub(super) const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
+impl Dialect for sqlx::Postgres {
+    const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
          status, holder, lease_expires_at, claimed_at, executor) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, 'in_flight', $8, $9, $10, $11) \
         ON CONFLICT (operation_key) DO NOTHING";
-    pub(super) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+    const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
         completed_at, resolution, result, executor FROM toolgate_claims WHERE operation_key = $1";
-    pub(super) const COMPLETE: &str = "UPDATE toolgate_claims \
+    const COMPLETE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = $1, resolution = 'executed', result = $2 \
-        WHERE operation_key = $3 AND status = 'in_flight' AND holder = $4";
-    pub(super) const RECONCILE: &str = "UPDATE toolgate_claims \
+        WHERE operation_key = $3 AND status = 'in_flight' AND holder = $4 \
+        AND lease_expires_at > $5";
+    const RECONCILE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = $1, resolution = $2, result = $3 \
         WHERE operation_key = $4 AND status = 'in_flight' AND lease_expires_at <= $5";
-    pub(super) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
+    const CONSUME_GRANT: &str = "UPDATE toolgate_review_items \
+        SET consumed_at = $1 \
+        WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL AND expires_at > $3 \
+        AND operation_key = $4 AND fingerprint = $5 AND version_seen = $6 AND policy_digest = $7";
+    const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
         completed_at, resolution, result, executor FROM toolgate_claims \
         WHERE status = 'in_flight' AND lease_expires_at <= $1 \
         ORDER BY lease_expires_at, operation_key LIMIT $2";
-    pub(super) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
+    const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
         (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
-    pub(super) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
+    const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
         operation_key, fingerprint, via FROM toolgate_audit WHERE operation_key = $1 \
         ORDER BY id LIMIT $2";
-    #[cfg(feature = "fault-injection")]
-    pub(super) const CONNECTION_ID: &str = "SELECT CAST(pg_backend_pid() AS BIGINT)";
+    const CONNECTION_ID: &str = "SELECT CAST(pg_backend_pid() AS BIGINT) AS id";
+
+    fn is_lost_race(e: &sqlx::Error) -> bool {
+        is_lost_race(e)
+    }
+
+    fn rows_affected(done: &Self::QueryResult) -> u64 {
+        done.rows_affected()
+    }
 }
 
 /// PostgreSQL's lost-race errors: serialization_failure (40001) and
@@ -57,7 +75,101 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "40001" || code == "40P01")
 }
 
-sql_claim_store!(PgClaimStore, sqlx::Postgres, sql, is_lost_race, pooled);
+impl ClaimBackend for PgClaimStore {
+    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+        #[cfg(feature = "fault-injection")]
+        let hook = self.hook.as_ref();
+        #[cfg(not(feature = "fault-injection"))]
+        let hook = None;
+        pooled::transaction(&self.pool, hook, &unit).await
+    }
+
+    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        pooled::read_claim(&self.pool, key).await
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    #[cfg(feature = "fault-injection")]
+    async fn fault_after_commit(&self) -> bool {
+        match &self.hook {
+            Some(hook) => hook(crate::common::Point::AfterCommit.into(), -1).await,
+            None => false,
+        }
+    }
+}
+
+impl ClaimStore for PgClaimStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        protocol::claim(self, request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<Completion, StoreError> {
+        protocol::complete(self, key, holder, result, now, audit).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        pooled::read_claim(&self.pool, key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        pooled::list_stuck(&self.pool, now, limit).await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        protocol::reconcile(self, key, outcome, now).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        protocol::append_audit(self, entry).await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        pooled::audit_trail(&self.pool, key, limit).await
+    }
+}
+
+impl PgClaimStore {
+    /// The pool, for operations outside the claim protocol.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The store with `clock` as its time source for claim attempts (the
+    /// default is the wall clock, [`crate::now_millis`]). An attempt's time
+    /// is the clock's reading, never earlier than the request's own time.
+    #[must_use]
+    pub fn with_clock(mut self, clock: fn() -> UnixMillis) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Installs a fault hook (tests only).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_fault_hook(mut self, hook: crate::fault::FaultHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+}
 
 fn migrator() -> Migrator {
     let mut m = Migrator::with_migrations(vec![
@@ -111,6 +223,7 @@ impl PgClaimStore {
         })?;
         Ok(Self {
             pool,
+            clock: crate::now_millis,
             #[cfg(feature = "fault-injection")]
             hook: None,
         })

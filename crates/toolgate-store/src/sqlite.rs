@@ -1,9 +1,10 @@
 //! SQLite: the embedded default. One file in WAL mode, created on first
 //! use; nothing to install or run.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use sqlx::SqlSafeStr;
@@ -11,38 +12,64 @@ use sqlx::migrate::{Migration, MigrationType, Migrator};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use toolgate::claim::{StoreError, StoreErrorKind};
+use toolgate::claim::{
+    Attempt, AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, CorruptRecord,
+    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
+    Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+};
 
 use crate::StoreOptions;
-use crate::common::{Step, Write, WriteFail, map_err, sql_claim_store};
-use crate::group_commit::{GroupCommit, WriteError, is_busy};
+use crate::common::{Point, map_err, qmark};
+use crate::group_commit::{GroupCommit, is_busy};
+use crate::pooled::{self, Dialect};
+use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Statements, TxFail, Unit};
+use crate::rows::{self, RusqliteRow};
 
-/// The claims and audit tables on SQLite. Reads use the pool; every write
-/// goes through one writer connection with group commit (see
-/// [`crate::group_commit`]).
+/// The writer an application's own writes to its tables in the same file
+/// go through ([`SqliteClaimStore::writer`]), what it answers, and the
+/// driver its units run on.
+pub use crate::group_commit::{GroupCommit as Writer, WriteError, rusqlite};
+
+/// The claims and audit tables on SQLite. Every write goes through one
+/// writer connection with group commit (`group_commit.rs`); the claim
+/// lookups run on the store's own reader connections, the listings on the
+/// pool.
 pub struct SqliteClaimStore {
     pool: SqlitePool,
     writer: GroupCommit,
-    readers: Arc<Readers>,
+    readers: Readers,
+    clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
 }
 
-/// The SQL, with the bind order the shared implementation uses.
-mod sql {
-    pub(super) use crate::common::qmark::{
-        APPEND_AUDIT, AUDIT_TRAIL, COMPLETE, LIST_STUCK, RECONCILE, SELECT_CLAIM,
-    };
-    pub(super) const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
+impl Dialect for sqlx::Sqlite {
+    const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
          status, holder, lease_expires_at, claimed_at, executor) \
         VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
         ON CONFLICT (operation_key) DO NOTHING";
-}
+    const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
+    const COMPLETE: &str = qmark::COMPLETE;
+    const RECONCILE: &str = qmark::RECONCILE;
+    const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
+    const LIST_STUCK: &str = qmark::LIST_STUCK;
+    const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
+    const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
+    const CONNECTION_ID: &str = "SELECT -1 AS id";
 
-// Every write goes through the group-commit writer, whose lost-race test
-// is `group_commit::is_busy` (re-exported here as `is_lost_race`).
-sql_claim_store!(SqliteClaimStore, sqlx::Sqlite, sql, is_busy, batched);
+    /// `SQLITE_BUSY` or `SQLITE_LOCKED`, with any extended code.
+    fn is_lost_race(e: &sqlx::Error) -> bool {
+        e.as_database_error()
+            .and_then(|db| db.code())
+            .and_then(|code| code.parse::<i32>().ok())
+            .is_some_and(|code| matches!(code & 0xff, 5 | 6))
+    }
+
+    fn rows_affected(done: &Self::QueryResult) -> u64 {
+        done.rows_affected()
+    }
+}
 
 /// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
 /// extended code. A claim rolls back and runs again on these.
@@ -51,18 +78,14 @@ pub use crate::group_commit::is_busy as is_lost_race;
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 8;
 
-/// The hot reads (a claim; an application's resource version or
-/// directory lookup, through [`SqliteClaimStore::readers`]) on the
-/// backend's own `rusqlite` connections, run on the caller's thread.
-///
-/// sqlx hands every SQLite statement to the connection's worker thread and
-/// waits for the answer over a channel; for a read of a few cached pages
-/// the two thread switches cost more than the read. A read here is a local
-/// file read in WAL mode, which does not wait for the writer, so running
-/// it inline on an async worker is as short as the other work done there.
-/// Colder reads (listings, the audit trail, migrations) stay on the sqlx
-/// pool.
-pub struct Readers {
+/// The claim lookups on the backend's own `rusqlite` connections, run on
+/// the caller's thread: sqlx hands every SQLite statement to the
+/// connection's worker thread and waits for the answer over a channel, and
+/// for a read of a few cached pages the two thread switches cost more than
+/// the read. A read here is a local file read in WAL mode, which does not
+/// wait for the writer. Colder reads (listings, the audit trail,
+/// migrations) stay on the sqlx pool.
+struct Readers {
     path: PathBuf,
     idle: Mutex<Vec<rusqlite::Connection>>,
 }
@@ -76,7 +99,7 @@ impl Readers {
     }
 
     /// Runs `read` on an idle connection, or a new one.
-    pub fn read<T>(
+    fn read<T>(
         &self,
         read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> rusqlite::Result<T> {
@@ -97,7 +120,7 @@ impl Readers {
     }
 }
 
-/// A connection that only reads (`query_only`), with the pool's busy
+/// A connection that only reads (`query_only`), with the writer's busy
 /// timeout.
 fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
     let conn = rusqlite::Connection::open_with_flags(
@@ -111,8 +134,8 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
 
 /// A failed statement on a `rusqlite` connection: busy is contention,
 /// anything else the database's. Public for an application whose own
-/// statements run on [`SqliteClaimStore::writer`] or
-/// [`SqliteClaimStore::readers`], so its errors read like the store's.
+/// statements run on [`SqliteClaimStore::writer`], so its errors read like
+/// the store's.
 pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     let kind = if is_busy(e) {
         StoreErrorKind::Contention
@@ -122,25 +145,259 @@ pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     StoreError::new(kind, format!("{what}: {e}"))
 }
 
-impl SqliteClaimStore {
-    /// The group-commit writer, for an application's own writes to its
-    /// tables in the same file (an executor's conditional write): each
-    /// becomes a unit of the store's batches, with the same guarantees as
-    /// the store's own units (see [`crate::group_commit`]), instead of
-    /// fighting the writer for the file's write lock.
-    pub fn writer(&self) -> &GroupCommit {
-        &self.writer
+/// The protocol's statements on the writer's connection, inside the
+/// batch's transaction. rusqlite is synchronous: every future here is
+/// ready at its first poll (see [`run_now`]).
+struct WriterTx<'c>(&'c rusqlite::Connection);
+
+impl Statements for WriterTx<'_> {
+    type Error = rusqlite::Error;
+
+    async fn insert_claim(
+        &mut self,
+        req: &ClaimRequest,
+        attempt: &Attempt,
+    ) -> Result<(), rusqlite::Error> {
+        let p = req.proposal();
+        self.0
+            .prepare_cached(<sqlx::Sqlite as Dialect>::INSERT_CLAIM)?
+            .execute(rusqlite::params![
+                req.key().as_bytes().as_slice(),
+                req.fingerprint().as_bytes().as_slice(),
+                p.tool(),
+                p.arguments(),
+                p.scope(),
+                p.version_seen(),
+                p.proposer(),
+                req.holder().as_bytes().as_slice(),
+                attempt.lease_expires_at.0,
+                attempt.now.0,
+                req.executor().as_str(),
+            ])
+            .map(drop)
     }
 
-    /// The read connections, for the downstream tables' hot reads.
-    pub fn readers(&self) -> &Arc<Readers> {
-        &self.readers
+    async fn read_claim(
+        &mut self,
+        key: &OperationKey,
+    ) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, rusqlite::Error> {
+        select_claim(self.0, key)
     }
 
-    /// Readiness beyond the claim lookup: the writer thread every write
-    /// goes through is alive, and the pool the listings and the audit
-    /// trail use answers.
-    async fn backend_ready(&self) -> Result<(), StoreError> {
+    async fn consume_grant(
+        &mut self,
+        req: &ClaimRequest,
+        grant: &GrantUse,
+        now: UnixMillis,
+    ) -> Result<u64, rusqlite::Error> {
+        let n = self
+            .0
+            .prepare_cached(qmark::CONSUME_GRANT)?
+            .execute(rusqlite::params![
+                now.0,
+                grant.item,
+                now.0,
+                req.key().as_bytes().as_slice(),
+                req.fingerprint().as_bytes().as_slice(),
+                req.proposal().version_seen(),
+                grant.policy_digest.as_str(),
+            ])?;
+        Ok(n as u64)
+    }
+
+    async fn complete(
+        &mut self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<u64, rusqlite::Error> {
+        let n = self
+            .0
+            .prepare_cached(qmark::COMPLETE)?
+            .execute(rusqlite::params![
+                now.0,
+                result.as_str(),
+                key.as_bytes().as_slice(),
+                holder.as_bytes().as_slice(),
+                now.0,
+            ])?;
+        Ok(n as u64)
+    }
+
+    async fn reconcile(
+        &mut self,
+        key: &OperationKey,
+        resolution: Resolution,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<u64, rusqlite::Error> {
+        let n = self
+            .0
+            .prepare_cached(qmark::RECONCILE)?
+            .execute(rusqlite::params![
+                now.0,
+                resolution.as_str(),
+                result.as_str(),
+                key.as_bytes().as_slice(),
+                now.0,
+            ])?;
+        Ok(n as u64)
+    }
+
+    async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), rusqlite::Error> {
+        self.0
+            .prepare_cached(qmark::APPEND_AUDIT)?
+            .execute(rusqlite::params![
+                entry.at().0,
+                entry.actor(),
+                entry.tool(),
+                entry.outcome(),
+                entry.reason(),
+                entry.key().map(|k| k.as_bytes().as_slice()),
+                entry.fingerprint().map(|f| f.as_bytes().as_slice()),
+                entry.via(),
+            ])
+            .map(drop)
+    }
+
+    // SQLite's claims share one writer connection: nothing to kill per
+    // claim, so only `AfterCommit` is offered (`fault_after_commit`).
+    async fn fault(&mut self, _point: Point) {}
+}
+
+/// The claim row on `key`, on any `rusqlite` connection.
+fn select_claim(
+    conn: &rusqlite::Connection,
+    key: &OperationKey,
+) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, rusqlite::Error> {
+    let mut select = conn.prepare_cached(qmark::SELECT_CLAIM)?;
+    let mut found = select.query([key.as_bytes().as_slice()])?;
+    Ok(found.next()?.map(|row| rows::claim(&RusqliteRow(row))))
+}
+
+/// Runs a future that never waits: the protocol's body over [`WriterTx`],
+/// whose statements are synchronous. A unit that did wait would be a bug;
+/// it panics, and the writer fails that unit as it does any panicking one.
+fn run_now<F: Future>(work: F) -> F::Output {
+    let mut work = std::pin::pin!(work);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match work.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => panic!("a SQLite unit waited for something"),
+    }
+}
+
+impl ClaimBackend for SqliteClaimStore {
+    /// The unit runs on the writer's thread as one unit of a group commit,
+    /// inside a savepoint of its own, so that a unit ending in a rollback
+    /// (a grant no longer usable) undoes only itself. Its answer comes
+    /// after the batch's `COMMIT`.
+    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+        let what = pooled::unit_what(&unit);
+        let written = self
+            .writer
+            .write(move |conn| {
+                conn.execute_batch("SAVEPOINT toolgate_unit")?;
+                let (answer, end) = run_now(protocol::run_unit(&mut WriterTx(conn), &unit))?;
+                match end {
+                    End::Commit => conn.execute_batch("RELEASE toolgate_unit")?,
+                    End::Rollback => {
+                        conn.execute_batch("ROLLBACK TO toolgate_unit; RELEASE toolgate_unit")?
+                    }
+                }
+                Ok(answer)
+            })
+            .await;
+        written.map_err(|e| match e {
+            WriteError::Unit(e) if is_busy(&e) => TxFail::LostRace,
+            WriteError::Unit(e) => TxFail::Failed(rusqlite_error(what, &e)),
+            // The batch rolled back (another process held the lock, or
+            // another unit broke it): nothing was written, so run it
+            // again; a lasting cause ends as a contention error.
+            WriteError::NotApplied { .. } => TxFail::LostRace,
+            e @ WriteError::Unknown(_) => TxFail::Unknown(StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("{what}: {e}"),
+            )),
+            e @ WriteError::Stopped => TxFail::Failed(StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("{what}: {e}"),
+            )),
+        })
+    }
+
+    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        let row = self
+            .readers
+            .read(|conn| select_claim(conn, key))
+            .map_err(|e| rusqlite_error("reading a claim", &e))?;
+        row.transpose().map_err(|p| StoreError::corrupt(&p))
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    #[cfg(feature = "fault-injection")]
+    async fn fault_after_commit(&self) -> bool {
+        match &self.hook {
+            Some(hook) => hook(Point::AfterCommit.into(), -1).await,
+            None => false,
+        }
+    }
+}
+
+impl ClaimStore for SqliteClaimStore {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        protocol::claim(self, request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<Completion, StoreError> {
+        protocol::complete(self, key, holder, result, now, audit).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        ClaimBackend::read_claim(self, key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        pooled::list_stuck(&self.pool, now, limit).await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        protocol::reconcile(self, key, outcome, now).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        protocol::append_audit(self, entry).await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        pooled::audit_trail(&self.pool, key, limit).await
+    }
+
+    /// The claim lookup every decision starts with (a key that cannot
+    /// exist), the writer thread every write goes through, and the pool
+    /// the listings and the audit trail use.
+    async fn ready(&self) -> Result<(), StoreError> {
+        ClaimBackend::read_claim(self, &OperationKey::from_bytes([0; OperationKey::LEN])).await?;
         if !self.writer.is_running() {
             return Err(StoreError::new(
                 StoreErrorKind::Unavailable,
@@ -153,235 +410,39 @@ impl SqliteClaimStore {
             .map_err(|e| map_err("checking the SQLite pool", e))?;
         Ok(())
     }
-
-    /// One claim, read on a reader connection.
-    async fn read_row(
-        &self,
-        key: &toolgate::claim::OperationKey,
-    ) -> Result<Option<toolgate::claim::ClaimRecord>, StoreError> {
-        let row = self
-            .readers
-            .read(|conn| {
-                let mut select = conn.prepare_cached(sql::SELECT_CLAIM)?;
-                let mut rows = select.query([key.as_bytes().as_slice()])?;
-                Ok(rows.next()?.map(rusqlite_row::record))
-            })
-            .map_err(|e| rusqlite_error("reading a claim", &e))?;
-        row.transpose().map_err(|p| StoreError::corrupt(&p))
-    }
-
-    /// One pass of the claim: the conditional insert and the read-back as
-    /// one unit of a group commit. The verdict is taken only after the
-    /// batch committed; the unit writes nothing when the row is someone
-    /// else's, so there is nothing to undo, and if either statement fails
-    /// the whole batch rolls back.
-    async fn claim_once(&self, req: &toolgate::claim::ClaimRequest) -> Step {
-        use toolgate::claim::{RawClaim, ReadBack, StoreError, StoreErrorKind};
-
-        let unit = req.clone();
-        let written = self
-            .writer
-            .write(move |conn| {
-                let p = unit.proposal();
-                // INVARIANT: no read before this insert (crate docs).
-                conn.prepare_cached(sql::INSERT_CLAIM)?
-                    .execute(rusqlite::params![
-                        unit.key().as_bytes().as_slice(),
-                        unit.fingerprint().as_bytes().as_slice(),
-                        p.tool(),
-                        p.arguments(),
-                        p.scope(),
-                        p.version_seen(),
-                        p.proposer(),
-                        unit.holder().as_bytes().as_slice(),
-                        unit.lease_expires_at().0,
-                        unit.now().0,
-                        unit.executor().as_str(),
-                    ])?;
-                let mut read_back = conn.prepare_cached(sql::SELECT_CLAIM)?;
-                let mut rows = read_back.query([unit.key().as_bytes().as_slice()])?;
-                Ok(rows.next()?.map(rusqlite_row::record))
-            })
-            .await;
-        match written {
-            // The single writer saw its own insert or the winner's row, so
-            // "no row" cannot happen; if it ever does, it is never a win.
-            Ok(None) => Step::Retry,
-            Ok(Some(Err(p))) => Step::Fail(StoreError::corrupt(&p)),
-            Ok(Some(Ok(row))) => match req.judge(row) {
-                ReadBack::Theirs(raw) => Step::Done(raw),
-                ReadBack::Ours(_) if self.fault_after_commit().await => {
-                    self.after_failed_commit(req, "injected: commit acknowledgement lost")
-                        .await
-                }
-                ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
-            },
-            Err(WriteError::Unit(e)) if is_busy(&e) => Step::Retry,
-            Err(WriteError::Unit(e)) => Step::Fail(rusqlite_error("claiming", &e)),
-            // The batch rolled back (another process held the lock, or
-            // another unit broke it): nothing was written, so try again; a
-            // lasting cause ends as a contention error after the attempts.
-            Err(WriteError::NotApplied { .. }) => Step::Retry,
-            Err(e @ WriteError::Unknown(_)) => self.after_failed_commit(req, e).await,
-            Err(e @ WriteError::Stopped) => Step::Fail(StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("claiming: {e}"),
-            )),
-        }
-    }
-
-    /// One single-statement write as a unit of a group commit.
-    async fn write_one(&self, w: &Write<'_>) -> Result<u64, WriteFail> {
-        use rusqlite::params;
-        use toolgate::claim::{StoreError, StoreErrorKind};
-
-        let bytes = |b: &[u8]| b.to_vec();
-        let run: RowsUnit = match *w {
-            Write::Complete {
-                key,
-                holder,
-                result,
-                now,
-                audit,
-            } => complete_unit(key, holder, result, now, audit.cloned()),
-            Write::Reconcile {
-                key,
-                resolution,
-                result,
-                now,
-            } => {
-                let (key, resolution, result) = (
-                    bytes(key.as_bytes()),
-                    resolution.as_str(),
-                    result.as_str().to_owned(),
-                );
-                Box::new(move |conn| {
-                    conn.prepare_cached(sql::RECONCILE)?
-                        .execute(params![now.0, resolution, result, key, now.0])
-                })
-            }
-            Write::Audit(entry) => {
-                let entry = entry.clone();
-                Box::new(move |conn| append_audit(conn, &entry))
-            }
-        };
-        let written = self.writer.write(run).await;
-        let what = w.what();
-        written.map(|n| n as u64).map_err(|e| match e {
-            WriteError::Unit(e) if is_busy(&e) => WriteFail::LostRace,
-            WriteError::Unit(e) => WriteFail::Failed(rusqlite_error(what, &e)),
-            WriteError::NotApplied {
-                lost_race: true, ..
-            } => WriteFail::LostRace,
-            e => WriteFail::Failed(StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("{what}: {e}"),
-            )),
-        })
-    }
 }
 
-/// A write unit answering with the rows it changed.
-type RowsUnit = Box<dyn FnOnce(&rusqlite::Connection) -> rusqlite::Result<usize> + Send>;
-
-/// The completion's UPDATE and, if it changed the row, `audit`.
-fn complete_unit(
-    key: &toolgate::claim::OperationKey,
-    holder: &toolgate::claim::HolderToken,
-    result: &toolgate::claim::JsonText,
-    now: toolgate::claim::UnixMillis,
-    audit: Option<toolgate::claim::AuditEntry>,
-) -> RowsUnit {
-    let (key, holder, result) = (
-        key.as_bytes().to_vec(),
-        holder.as_bytes().to_vec(),
-        result.as_str().to_owned(),
-    );
-    Box::new(move |conn| {
-        let n = conn
-            .prepare_cached(sql::COMPLETE)?
-            .execute(rusqlite::params![now.0, result, key, holder])?;
-        if n == 1
-            && let Some(audit) = &audit
-        {
-            append_audit(conn, audit)?;
-        }
-        Ok(n)
-    })
-}
-
-/// The audit insert on the writer's connection.
-pub(crate) fn append_audit(
-    conn: &rusqlite::Connection,
-    entry: &toolgate::claim::AuditEntry,
-) -> rusqlite::Result<usize> {
-    conn.prepare_cached(sql::APPEND_AUDIT)?
-        .execute(rusqlite::params![
-            entry.at().0,
-            entry.actor(),
-            entry.tool(),
-            entry.outcome(),
-            entry.reason(),
-            entry.key().map(|k| k.as_bytes().as_slice()),
-            entry.fingerprint().map(|f| f.as_bytes().as_slice()),
-            entry.via(),
-        ])
-}
-
-/// A claim row read on a `rusqlite` connection (the writer's read-back, the
-/// readers), decoded by the same rules as the pool's rows: bytes from BLOB
-/// or TEXT, text that must be UTF-8, integers that must be integers.
-mod rusqlite_row {
-    use rusqlite::Row;
-    use rusqlite::types::ValueRef;
-    use toolgate::claim::{ClaimRecord, CorruptRecord};
-
-    use crate::common::{ClaimColumns, stored_claim};
-
-    fn value<'r>(row: &'r Row<'_>, col: &'static str) -> Result<ValueRef<'r>, CorruptRecord> {
-        row.get_ref(col)
-            .map_err(|e| CorruptRecord::new(col, format!("cannot be read: {e}")))
+impl SqliteClaimStore {
+    /// The pool, for operations outside the claim protocol.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
-    fn opt_bytes(row: &Row<'_>, col: &'static str) -> Result<Option<Vec<u8>>, CorruptRecord> {
-        match value(row, col)? {
-            ValueRef::Null => Ok(None),
-            ValueRef::Blob(b) | ValueRef::Text(b) => Ok(Some(b.to_vec())),
-            _ => Err(CorruptRecord::new(col, "is not bytes")),
-        }
+    /// The writer, for an application's own writes to its tables in the
+    /// same file (an executor's conditional write): each becomes a unit of
+    /// the store's batches, with the same guarantees as the store's own
+    /// units, instead of fighting the writer for the file's write lock. A
+    /// unit runs statements only (no `BEGIN`/`COMMIT`), and its answer comes
+    /// once its batch has committed; if it fails, its batch rolls back.
+    pub fn writer(&self) -> &Writer {
+        &self.writer
     }
 
-    fn opt_text(row: &Row<'_>, col: &'static str) -> Result<Option<String>, CorruptRecord> {
-        opt_bytes(row, col)?
-            .map(|b| String::from_utf8(b).map_err(|_| CorruptRecord::new(col, "is not UTF-8")))
-            .transpose()
+    /// The store with `clock` as its time source for claim attempts (the
+    /// default is the wall clock, [`crate::now_millis`]). An attempt's time
+    /// is the clock's reading, never earlier than the request's own time.
+    #[must_use]
+    pub fn with_clock(mut self, clock: fn() -> UnixMillis) -> Self {
+        self.clock = clock;
+        self
     }
 
-    fn opt_int(row: &Row<'_>, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
-        match value(row, col)? {
-            ValueRef::Null => Ok(None),
-            ValueRef::Integer(i) => Ok(Some(i)),
-            _ => Err(CorruptRecord::new(col, "is not an integer")),
-        }
-    }
-
-    struct Columns<'a, 'r>(&'a Row<'r>);
-
-    impl ClaimColumns for Columns<'_, '_> {
-        fn bytes(&self, col: &'static str) -> Result<Vec<u8>, CorruptRecord> {
-            opt_bytes(self.0, col)?.ok_or_else(|| CorruptRecord::new(col, "is NULL"))
-        }
-        fn opt_text(&self, col: &'static str) -> Result<Option<String>, CorruptRecord> {
-            opt_text(self.0, col)
-        }
-        fn opt_int(&self, col: &'static str) -> Result<Option<i64>, CorruptRecord> {
-            opt_int(self.0, col)
-        }
-    }
-
-    /// Validates a claim row (core rules, strict JSON).
-    pub(super) fn record(row: &Row<'_>) -> Result<ClaimRecord, CorruptRecord> {
-        ClaimRecord::from_stored(stored_claim(&Columns(row))?)
+    /// Installs a fault hook (tests only).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_fault_hook(mut self, hook: crate::fault::FaultHook) -> Self {
+        self.hook = Some(hook);
+        self
     }
 }
 
@@ -454,11 +515,12 @@ impl SqliteClaimStore {
                 format!("opening the SQLite writer connection: {e}"),
             )
         })?;
-        let readers = Arc::new(Readers::new(connect.get_filename()));
+        let readers = Readers::new(connect.get_filename());
         Ok(Self {
             pool,
             writer,
             readers,
+            clock: crate::now_millis,
             #[cfg(feature = "fault-injection")]
             hook: None,
         })

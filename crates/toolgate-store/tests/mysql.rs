@@ -57,6 +57,7 @@ impl Db {
         MySqlClaimStore::connect(&self.url, StoreOptions::default())
             .await
             .expect("connect to the test database")
+            .with_clock(support::suite_clock)
     }
 
     async fn drop(self) {
@@ -76,12 +77,39 @@ async fn mysql_passes_the_conformance_suite() {
     db.drop().await;
 }
 
+#[tokio::test]
+async fn the_lease_counts_from_the_attempt() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let store = db.store().await.with_clock(support::a_minute_late);
+    support::lease_counts_from_the_attempt(&store).await;
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_lease_past_at_read_back_is_refused() {
+    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let store = db
+        .store()
+        .await
+        .with_clock(|| support::hour_per_reading(&TICK));
+    support::a_lease_past_at_read_back_is_refused(&store).await;
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_store_picks_mysql_from_the_url_and_passes() {
     let Some(db) = Db::create().await else {
         return;
     };
-    let store = AnyClaimStore::connect(&db.url).await.expect("connect");
+    let store = AnyClaimStore::connect(&db.url)
+        .await
+        .expect("connect")
+        .with_clock(support::suite_clock);
     assert_eq!(store.backend(), Backend::MySql);
     support::conformance(Arc::new(store)).await;
     db.drop().await;

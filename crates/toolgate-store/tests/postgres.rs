@@ -47,6 +47,7 @@ impl Schema {
         PgClaimStore::connect(&self.url, StoreOptions::default())
             .await
             .expect("connect to the test schema")
+            .with_clock(support::suite_clock)
     }
 
     async fn drop(self) {
@@ -69,12 +70,39 @@ async fn postgres_passes_the_conformance_suite() {
     schema.drop().await;
 }
 
+#[tokio::test]
+async fn the_lease_counts_from_the_attempt() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let store = schema.store().await.with_clock(support::a_minute_late);
+    support::lease_counts_from_the_attempt(&store).await;
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn a_lease_past_at_read_back_is_refused() {
+    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let store = schema
+        .store()
+        .await
+        .with_clock(|| support::hour_per_reading(&TICK));
+    support::a_lease_past_at_read_back_is_refused(&store).await;
+    schema.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_store_picks_postgres_from_the_url_and_passes() {
     let Some(schema) = Schema::create().await else {
         return;
     };
-    let store = AnyClaimStore::connect(&schema.url).await.expect("connect");
+    let store = AnyClaimStore::connect(&schema.url)
+        .await
+        .expect("connect")
+        .with_clock(support::suite_clock);
     assert_eq!(store.backend(), Backend::Postgres);
     support::conformance(Arc::new(store)).await;
     schema.drop().await;

@@ -39,6 +39,24 @@ async fn store(db: &TempDb) -> SqliteClaimStore {
     SqliteClaimStore::connect(&db.url(), StoreOptions::default())
         .await
         .expect("open SQLite")
+        .with_clock(support::suite_clock)
+}
+
+#[tokio::test]
+async fn the_lease_counts_from_the_attempt() {
+    let db = TempDb::new();
+    let s = store(&db).await.with_clock(support::a_minute_late);
+    support::lease_counts_from_the_attempt(&s).await;
+}
+
+#[tokio::test]
+async fn a_lease_past_at_read_back_is_refused() {
+    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let db = TempDb::new();
+    let s = store(&db)
+        .await
+        .with_clock(|| support::hour_per_reading(&TICK));
+    support::a_lease_past_at_read_back_is_refused(&s).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -57,7 +75,10 @@ async fn memory_store_passes_the_conformance_suite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn any_store_picks_sqlite_from_the_url_and_passes() {
     let db = TempDb::new();
-    let store = AnyClaimStore::connect(&db.url()).await.expect("connect");
+    let store = AnyClaimStore::connect(&db.url())
+        .await
+        .expect("connect")
+        .with_clock(support::suite_clock);
     assert_eq!(store.backend(), Backend::Sqlite);
     support::conformance(Arc::new(store)).await;
 }
@@ -251,8 +272,8 @@ async fn many_concurrent_races_have_one_winner_each() {
 /// busy timeout gets SQLITE_BUSY; a constraint violation is not a race.
 #[tokio::test]
 async fn lost_race_codes_come_from_sqlite() {
-    use toolgate_store::group_commit::rusqlite::Connection;
     use toolgate_store::sqlite::is_lost_race;
+    use toolgate_store::sqlite::rusqlite::Connection;
 
     let db = TempDb::new();
     let _store = store(&db).await;
@@ -283,7 +304,7 @@ async fn audit_rows(store: &SqliteClaimStore, actor: &str) -> i64 {
 /// (other connections) at once.
 #[tokio::test]
 async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
-    use toolgate_store::group_commit::WriteError;
+    use toolgate_store::sqlite::WriteError;
 
     let db = TempDb::new();
     let store = store(&db).await;
@@ -348,7 +369,7 @@ async fn group_commit_answers_every_unit_of_concurrent_batches() {
 /// rolls back, and the writer (every later write) carries on.
 #[tokio::test]
 async fn group_commit_survives_a_panicking_unit() {
-    use toolgate_store::group_commit::WriteError;
+    use toolgate_store::sqlite::WriteError;
 
     let db = TempDb::new();
     let store = store(&db).await;

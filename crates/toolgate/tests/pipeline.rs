@@ -99,13 +99,10 @@ impl StateSource for SpyState {
     }
 }
 
-/// A MemoryClaimStore that logs every call. With `with_completion`, it
-/// writes the audit entry in the completion (as the SQL stores do);
-/// otherwise it keeps the trait's default, and the driver appends it.
+/// A MemoryClaimStore that logs every call.
 struct SpyStore {
     log: Log,
     inner: MemoryClaimStore,
-    with_completion: AtomicBool,
     /// The next `fetch` finds nothing, as a lookup that ran just before a
     /// concurrent original claimed would.
     hide_next_fetch: AtomicBool,
@@ -125,30 +122,10 @@ impl ClaimStore for SpyStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
+        audit: &AuditEntry,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
         push(&self.log, "complete");
-        self.inner.complete(key, holder, result, now)
-    }
-    async fn complete_audited(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<(Completion, bool), StoreError> {
-        if self.with_completion.load(Ordering::Relaxed) {
-            push(&self.log, "complete+audit");
-            self.inner
-                .complete_audited(key, holder, result, now, audit)
-                .await
-        } else {
-            push(&self.log, "complete");
-            self.inner
-                .complete(key, holder, result, now)
-                .await
-                .map(|c| (c, false))
-        }
+        self.inner.complete(key, holder, result, now, audit)
     }
     fn fetch(
         &self,
@@ -308,7 +285,6 @@ impl World {
         let store = Arc::new(SpyStore {
             log: log.clone(),
             inner: MemoryClaimStore::new(),
-            with_completion: AtomicBool::new(false),
             hide_next_fetch: AtomicBool::new(false),
         });
         let mut scope = Map::new();
@@ -446,8 +422,7 @@ fn fresh_proposal_executes_once_after_authorisation() {
             "state",
             "claim",
             "execute",
-            "complete",
-            "audit"
+            "complete"
         ]
     );
     assert_eq!(d.result.as_ref().unwrap()["credit_id"], 1);
@@ -471,8 +446,7 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
             "fetch",
             "claim",
             "execute",
-            "complete",
-            "audit"
+            "complete"
         ]
     );
     assert_eq!(w.credits(), 1);
@@ -765,12 +739,11 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
     assert_eq!(d.result, None);
 }
 
-/// A store that writes the audit entry with the completion gets no second
-/// entry from the driver: one decision, one entry, in one write.
+/// The audit entry is written with the completion and not appended again
+/// by the driver: one decision, one entry, in one write.
 #[test]
 fn an_entry_written_with_the_completion_is_not_appended_again() {
     let w = World::new();
-    w.store.with_completion.store(true, Ordering::Relaxed);
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(
@@ -781,7 +754,7 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
             "state",
             "claim",
             "execute",
-            "complete+audit"
+            "complete"
         ]
     );
     let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
@@ -797,7 +770,6 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
 #[test]
 fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
     let w = World::new();
-    w.store.with_completion.store(true, Ordering::Relaxed);
     *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");

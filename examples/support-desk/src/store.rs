@@ -33,17 +33,15 @@ use toolgate::pipeline::{
     ExecError, ExecOutcome, ExecPermit, Executor, StateError, StateScope, StateSource, StateVersion,
 };
 
-use toolgate_store::group_commit::{GroupCommit, WriteError, rusqlite};
-use toolgate_store::sqlite::{Readers, rusqlite_error};
+use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
 use toolgate_store::{AnyClaimStore, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
 pub enum DeskPool {
-    /// SQLite, with the claim store's group-commit writer: credits join its
-    /// batches instead of contending with it for the file's write lock.
-    /// Its hot reads use the claim store's reader connections.
-    Sqlite(sqlx::SqlitePool, GroupCommit, std::sync::Arc<Readers>),
+    /// SQLite, with the claim store's writer: credits join its batches
+    /// instead of contending with it for the file's write lock.
+    Sqlite(sqlx::SqlitePool, Writer),
     /// PostgreSQL.
     Postgres(sqlx::PgPool),
     /// MySQL or MariaDB.
@@ -225,7 +223,7 @@ impl SupportDesk {
     pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
         let pool = match store {
             AnyClaimStore::Sqlite(s) => {
-                DeskPool::Sqlite(s.pool().clone(), s.writer().clone(), s.readers().clone())
+                DeskPool::Sqlite(s.pool().clone(), s.writer().clone())
             }
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
             AnyClaimStore::MySql(s) => DeskPool::MySql(s.pool().clone()),
@@ -326,15 +324,6 @@ impl SupportDesk {
 
     /// A ticket's current version, if it exists.
     pub async fn ticket_version(&self, ticket: &str) -> Result<Option<i64>, StoreError> {
-        if let DeskPool::Sqlite(_, _, readers) = &self.pool {
-            return readers
-                .read(|conn| {
-                    let mut select = conn.prepare_cached(TICKET_VERSION.qm)?;
-                    let mut rows = select.query([ticket])?;
-                    rows.next()?.map(|row| row.get::<_, i64>(0)).transpose()
-                })
-                .map_err(|e| rusqlite_error("reading a ticket", &e));
-        }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&TICKET_VERSION))
                 .bind(ticket)
@@ -395,19 +384,6 @@ impl SupportDesk {
         agent: &str,
         ticket: &str,
     ) -> Result<(Option<bool>, Option<(String, String)>), StoreError> {
-        if let DeskPool::Sqlite(_, _, readers) = &self.pool {
-            return readers
-                .read(|conn| {
-                    conn.prepare_cached(DIRECTORY.qm)?
-                        .query_row([agent, ticket], |row| {
-                            let active: Option<bool> = row.get(0)?;
-                            let customer: Option<String> = row.get(1)?;
-                            let assignee: Option<String> = row.get(2)?;
-                            Ok((active, customer.zip(assignee)))
-                        })
-                })
-                .map_err(|e| rusqlite_error("reading the directory", &e));
-        }
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&DIRECTORY))
                 .bind(agent)
@@ -440,7 +416,7 @@ impl SupportDesk {
     /// The credit: conditional version bump and credit row in one
     /// transaction.
     async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
-        if let DeskPool::Sqlite(_, writer, _) = &self.pool {
+        if let DeskPool::Sqlite(_, writer) = &self.pool {
             return self.credit_batched(writer, c).await;
         }
         on_pool!(self, p, s => {
@@ -481,7 +457,7 @@ impl SupportDesk {
     /// fails after the bump, the whole batch rolls back, bump included.
     async fn credit_batched(
         &self,
-        writer: &GroupCommit,
+        writer: &Writer,
         c: &Credit,
     ) -> Result<ExecOutcome, StoreError> {
         use rusqlite::params;

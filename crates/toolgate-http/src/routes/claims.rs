@@ -102,23 +102,25 @@ pub async fn complete<P: Parts>(
         )
         .at(claim_path(&key)));
     }
+    // The entry is written with the completion, in its transaction; a
+    // retry of this completion after a lost answer is recorded again and
+    // writes no second entry.
+    let via = delegated.then(|| caller.principal.id());
+    let entry = audit_entry(
+        record.proposal.proposer(),
+        via,
+        &record,
+        "client_completed",
+        now,
+    )
+    .map_err(|e| store_error(toolgate::claim::StoreError::corrupt(&e)))?;
     match claims
-        .complete(&key, &holder, &result, now)
+        .complete(&key, &holder, &result, now, &entry)
         .await
         .map_err(store_error)?
     {
         Completion::Recorded => {
             app.inner.metrics.permit_closed();
-            let via = delegated.then(|| caller.principal.id());
-            audit(
-                &app,
-                record.proposal.proposer(),
-                via,
-                &record,
-                "client_completed",
-                now,
-            )
-            .await;
             Ok(Json(CompleteResponse {
                 status: CompletedStatus::Completed,
                 operation_key: key.to_hex(),
@@ -132,15 +134,16 @@ pub async fn complete<P: Parts>(
     }
 }
 
-async fn audit<P: Parts>(
-    app: &AppState<P>,
+/// The audit entry of an action on `record` by `actor` (and, for a
+/// delegated actor, the key that named it as `via`).
+fn audit_entry(
     actor: &str,
     via: Option<&str>,
     record: &ClaimRecord,
     outcome: &str,
     now: toolgate::claim::UnixMillis,
-) {
-    let entry = AuditEntry::new(
+) -> Result<AuditEntry, toolgate::claim::CorruptRecord> {
+    AuditEntry::new(
         now,
         actor.to_owned(),
         Some(record.proposal.tool().to_owned()),
@@ -149,19 +152,7 @@ async fn audit<P: Parts>(
         Some(record.key),
         Some(record.fingerprint),
     )
-    .and_then(|e| e.with_via(via.map(str::to_owned)));
-    let appended = match entry {
-        Ok(e) => app
-            .parts()
-            .claims()
-            .append_audit(&e)
-            .await
-            .map_err(|e| e.to_string()),
-        Err(e) => Err(e.to_string()),
-    };
-    if let Err(error) = appended {
-        tracing::error!(%error, "audit entry not appended");
-    }
+    .and_then(|e| e.with_via(via.map(str::to_owned)))
 }
 
 /// The stuck listing's query string.

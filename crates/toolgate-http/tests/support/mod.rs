@@ -261,9 +261,10 @@ impl ClaimStore for SwitchStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
+        audit: &AuditEntry,
     ) -> Result<Completion, StoreError> {
         self.up()?;
-        self.inner.complete(key, holder, result, now).await
+        self.inner.complete(key, holder, result, now, audit).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {

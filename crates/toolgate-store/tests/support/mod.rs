@@ -194,3 +194,60 @@ pub async fn many_races<S: ClaimStore + 'static>(store: Arc<S>, keys: u32, worke
         );
     }
 }
+
+/// The clock the stores under test read: the epoch. The conformance suite's
+/// times are synthetic ([`conformance::T0`] onwards) and an attempt's time
+/// is the later of the request's and the clock's, so the suite's times
+/// hold whatever the wall clock says.
+pub fn suite_clock() -> UnixMillis {
+    UnixMillis(0)
+}
+
+/// A minute after the request's time: the store's clock when a request
+/// waited before its attempt.
+pub fn a_minute_late() -> UnixMillis {
+    conformance::T0.plus_millis(60_000)
+}
+
+/// A request made at T0 and attempted a minute later (the store's clock,
+/// [`a_minute_late`]): the lease is counted from the attempt, not from the
+/// request, so it is not born half spent (or past, for a short lease).
+pub async fn lease_counts_from_the_attempt<S: ClaimStore>(store: &S) {
+    let ns = Namespace::new(random16());
+    let (key, req) = request_for(&ns, 5);
+    let lease = expect_acquired(store.claim(req).await.expect("claim"));
+    let attempted = a_minute_late();
+    let expected =
+        attempted.plus_millis(i64::try_from(conformance::LEASE.as_millis()).expect("lease"));
+    assert_eq!(
+        lease.expires_at, expected,
+        "the lease was not counted from the attempt"
+    );
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.claimed_at, attempted);
+    assert_eq!(row.lease_expires_at, expected);
+}
+
+/// A clock that moves an hour on at every reading: every read-back finds
+/// the attempt's own lease already past.
+pub fn hour_per_reading(tick: &std::sync::atomic::AtomicI64) -> UnixMillis {
+    conformance::T0.plus_millis(tick.fetch_add(3_600_000, Ordering::SeqCst))
+}
+
+/// Read back with its lease already past, an attempt is refused and rolled
+/// back, never won: with a clock that never lets a lease live to its
+/// read-back, the claim ends in contention and leaves no row.
+pub async fn a_lease_past_at_read_back_is_refused<S: ClaimStore>(store: &S) {
+    let ns = Namespace::new(random16());
+    let (key, req) = request_for(&ns, 6);
+    let err = store
+        .claim(req)
+        .await
+        .expect_err("a claim whose lease was past at its read-back was won");
+    assert_eq!(err.kind(), StoreErrorKind::Contention, "{err}");
+    assert_eq!(
+        store.fetch(&key).await.expect("fetch"),
+        None,
+        "the refused claim left a row"
+    );
+}

@@ -135,6 +135,34 @@ async fn fetch<S: ClaimStore>(check: &str, store: &S, key: &OperationKey) -> Cla
     ok(check, store.fetch(key).await).unwrap_or_else(|| panic!("{check}: row missing"))
 }
 
+/// The audit entry an executed decision on `key` appends with its
+/// completion.
+pub fn executed_entry(key: OperationKey, at: UnixMillis) -> AuditEntry {
+    AuditEntry::new(
+        at,
+        "agent:1".into(),
+        Some("refund_order".into()),
+        "executed".into(),
+        None,
+        Some(key),
+        Some(fingerprint(1)),
+    )
+    .unwrap_or_else(|e| panic!("conformance audit entry is invalid: {e}"))
+}
+
+/// Completes with the executed entry for `key` at `now`.
+async fn complete<S: ClaimStore>(
+    store: &S,
+    key: &OperationKey,
+    holder: &HolderToken,
+    result: &JsonText,
+    now: UnixMillis,
+) -> Result<Completion, StoreError> {
+    store
+        .complete(key, holder, result, now, &executed_entry(*key, now))
+        .await
+}
+
 async fn acquire<S: ClaimStore>(check: &str, store: &S, req: ClaimRequest) -> super::Lease {
     match ok(check, store.claim(req).await) {
         RawClaim::Acquired(lease) => lease,
@@ -196,9 +224,7 @@ pub async fn different_fingerprint_is_mismatch<S: ClaimStore>(store: &S, ns: &Na
     let receipt = json(r#"{"refund_id":"cr-1"}"#);
     let done = ok(
         check,
-        store
-            .complete(&key, &first.holder, &receipt, T0.plus_millis(5))
-            .await,
+        complete(store, &key, &first.holder, &receipt, T0.plus_millis(5)).await,
     );
     assert_eq!(done, Completion::Recorded, "{check}");
     match ok(check, store.claim(request(ns, key, 2, 99, T0)).await) {
@@ -222,7 +248,7 @@ pub async fn completion_by_holder<S: ClaimStore>(store: &S, ns: &Namespace) {
     let at = T0.plus_millis(10);
     let done = ok(
         check,
-        store.complete(&key, &lease.holder, &receipt, at).await,
+        complete(store, &key, &lease.holder, &receipt, at).await,
     );
     assert_eq!(done, Completion::Recorded, "{check}");
     let row = fetch(check, store, &key).await;
@@ -238,9 +264,7 @@ pub async fn completion_by_holder<S: ClaimStore>(store: &S, ns: &Namespace) {
     assert_eq!(bystander.status, ClaimStatus::InFlight, "{check}");
     let again = ok(
         check,
-        store
-            .complete(&key, &lease.holder, &json("{}"), T0.plus_millis(20))
-            .await,
+        complete(store, &key, &lease.holder, &json("{}"), T0.plus_millis(20)).await,
     );
     assert_eq!(again, Completion::Reconcile, "{check}");
     let row = fetch(check, store, &key).await;
@@ -261,9 +285,7 @@ pub async fn completion_by_wrong_holder<S: ClaimStore>(store: &S, ns: &Namespace
     let stranger = ns.holder();
     let done = ok(
         check,
-        store
-            .complete(&key, &stranger, &json(r#"{"refund_id":"x"}"#), T0)
-            .await,
+        complete(store, &key, &stranger, &json(r#"{"refund_id":"x"}"#), T0).await,
     );
     assert_eq!(done, Completion::Reconcile, "{check}");
     assert_eq!(
@@ -275,7 +297,7 @@ pub async fn completion_by_wrong_holder<S: ClaimStore>(store: &S, ns: &Namespace
     let missing = ns.key(5, 1);
     let done = ok(
         check,
-        store.complete(&missing, &stranger, &json("{}"), T0).await,
+        complete(store, &missing, &stranger, &json("{}"), T0).await,
     );
     assert_eq!(done, Completion::Reconcile, "{check}");
     assert_eq!(ok(check, store.fetch(&missing).await), None, "{check}");
@@ -290,7 +312,7 @@ pub async fn completed_replays<S: ClaimStore>(store: &S, ns: &Namespace) {
     let receipt = json(r#"{"refund_id":"cr-9"}"#);
     let done = ok(
         check,
-        store.complete(&key, &lease.holder, &receipt, T0).await,
+        complete(store, &key, &lease.holder, &receipt, T0).await,
     );
     assert_eq!(done, Completion::Recorded, "{check}");
     let much_later = T0.plus_millis(86_400_000);
@@ -389,7 +411,7 @@ pub async fn records_round_trip<S: ClaimStore>(store: &S, ns: &Namespace) {
     let result = json(r#"{"ok":true,"text":"✓ done","list":[1.5,-0,2e-3]}"#);
     let done = ok(
         check,
-        store.complete(&key, &lease.holder, &result, T0).await,
+        complete(store, &key, &lease.holder, &result, T0).await,
     );
     assert_eq!(done, Completion::Recorded, "{check}");
     let row = fetch(check, store, &key).await;
@@ -424,7 +446,7 @@ pub async fn executor_kind_round_trips<S: ClaimStore>(store: &S, ns: &Namespace)
         if n == 0 {
             let done = ok(
                 check,
-                store.complete(&key, &lease.holder, &json("{}"), T0).await,
+                complete(store, &key, &lease.holder, &json("{}"), T0).await,
             );
             assert_eq!(done, Completion::Recorded, "{check}");
             assert_eq!(fetch(check, store, &key).await.executor, kind, "{check}");
@@ -511,9 +533,8 @@ pub async fn audit_is_append_only<S: ClaimStore>(store: &S, ns: &Namespace) {
 }
 
 /// A completion with its audit entry: the entry is in the trail exactly
-/// when the store says it wrote it, and it may say so only for a recorded
-/// completion. A stranger's completion and a second completion write no
-/// entry.
+/// when the completion is recorded. A stranger's completion and a second
+/// completion with another result write no entry.
 pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     let check = "audited_completion";
     let key = ns.key(13, 0);
@@ -532,56 +553,140 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     };
     let executed = entry("executed");
     let stranger = ns.holder();
-    let (done, audited) = ok(
+    let done = ok(
         check,
         store
-            .complete_audited(&key, &stranger, &json("{}"), T0, &entry("stranger"))
+            .complete(&key, &stranger, &json("{}"), T0, &entry("stranger"))
             .await,
     );
-    assert_eq!(
-        (done, audited),
-        (Completion::Reconcile, false),
-        "{check}: stranger"
-    );
+    assert_eq!(done, Completion::Reconcile, "{check}: stranger");
     assert_eq!(
         fetch(check, store, &key).await.status,
         ClaimStatus::InFlight,
         "{check}"
     );
+    assert_eq!(
+        ok(check, store.audit_trail(&key, 10).await),
+        vec![],
+        "{check}: a stranger's entry was written"
+    );
 
     let receipt = json(r#"{"refund_id":"cr-13"}"#);
-    let (done, audited) = ok(
+    let done = ok(
         check,
         store
-            .complete_audited(&key, &lease.holder, &receipt, T0.plus_millis(1), &executed)
+            .complete(&key, &lease.holder, &receipt, T0.plus_millis(1), &executed)
             .await,
     );
     assert_eq!(done, Completion::Recorded, "{check}");
-    let trail = ok(check, store.audit_trail(&key, 10).await);
-    let expected = if audited {
-        vec![executed.clone()]
-    } else {
-        vec![]
-    };
-    assert_eq!(trail, expected, "{check}: audited={audited}");
+    assert_eq!(
+        ok(check, store.audit_trail(&key, 10).await),
+        vec![executed.clone()],
+        "{check}"
+    );
     let row = fetch(check, store, &key).await;
     assert_eq!(row.result(), Some(&receipt), "{check}");
 
-    let (again, audited_again) = ok(
+    let again = ok(
         check,
         store
-            .complete_audited(&key, &lease.holder, &receipt, T0.plus_millis(2), &executed)
+            .complete(
+                &key,
+                &lease.holder,
+                &json("{}"),
+                T0.plus_millis(2),
+                &executed,
+            )
             .await,
     );
+    assert_eq!(again, Completion::Reconcile, "{check}: another result");
     assert_eq!(
-        (again, audited_again),
-        (Completion::Reconcile, false),
-        "{check}: twice"
+        ok(check, store.audit_trail(&key, 10).await),
+        vec![executed],
+        "{check}"
+    );
+}
+
+/// A completion retried after a lost answer (same key, same holder, same
+/// result bytes) is recorded again without writing anything: no second
+/// audit entry, the first completion time kept. Another holder or another
+/// result still gets `Reconcile`.
+pub async fn completion_is_idempotent<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "completion_is_idempotent";
+    let key = ns.key(15, 0);
+    let lease = acquire(check, store, request(ns, key, 1, 100, T0)).await;
+    let receipt = json(r#"{"refund_id":"cr-15","amount_minor":100}"#);
+    let first_at = T0.plus_millis(1);
+    let first = ok(
+        check,
+        complete(store, &key, &lease.holder, &receipt, first_at).await,
+    );
+    assert_eq!(first, Completion::Recorded, "{check}");
+    let recorded = fetch(check, store, &key).await;
+    // The retry, later (even past the lease): the same answer, no write.
+    for at in [T0.plus_millis(2), lease.expires_at.plus_millis(1)] {
+        let retry = ok(
+            check,
+            complete(store, &key, &lease.holder, &receipt, at).await,
+        );
+        assert_eq!(retry, Completion::Recorded, "{check}: retry at {at}");
+    }
+    assert_eq!(
+        fetch(check, store, &key).await,
+        recorded,
+        "{check}: row rewritten"
     );
     assert_eq!(
         ok(check, store.audit_trail(&key, 10).await),
-        expected,
+        vec![executed_entry(key, first_at)],
+        "{check}: a retry appended an entry"
+    );
+    let other_result = json(r#"{"refund_id":"cr-other"}"#);
+    let stranger = ns.holder();
+    let answers = [
+        ok(
+            check,
+            complete(store, &key, &lease.holder, &other_result, first_at).await,
+        ),
+        ok(
+            check,
+            complete(store, &key, &stranger, &receipt, first_at).await,
+        ),
+    ];
+    assert_eq!(answers, [Completion::Reconcile; 2], "{check}");
+    assert_eq!(
+        fetch(check, store, &key).await,
+        recorded,
+        "{check}: row rewritten"
+    );
+    assert_eq!(
+        ok(check, store.audit_trail(&key, 10).await).len(),
+        1,
         "{check}"
+    );
+}
+
+/// The lease is checked by the completion itself: the holder completing at
+/// or after its lease's end gets `Reconcile`, the claim stays in flight for
+/// reconciliation, and no audit entry is written.
+pub async fn completion_after_the_lease_reconciles<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "completion_after_the_lease_reconciles";
+    let key = ns.key(16, 0);
+    let lease = acquire(check, store, request(ns, key, 1, 100, T0)).await;
+    let before = fetch(check, store, &key).await;
+    let late = ok(
+        check,
+        complete(store, &key, &lease.holder, &json("{}"), lease.expires_at).await,
+    );
+    assert_eq!(late, Completion::Reconcile, "{check}");
+    assert_eq!(
+        fetch(check, store, &key).await,
+        before,
+        "{check}: row changed"
+    );
+    assert!(
+        ok(check, store.audit_trail(&key, 10).await).is_empty(),
+        "{check}: entry written"
     );
 }
 
@@ -603,9 +708,7 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     let done = acquire(check, store, request(ns, done_key, 1, 1, T0)).await;
     let c = ok(
         check,
-        store
-            .complete(&done_key, &done.holder, &json("{}"), T0)
-            .await,
+        complete(store, &done_key, &done.holder, &json("{}"), T0).await,
     );
     assert_eq!(c, Completion::Recorded, "{check}");
 
@@ -674,9 +777,14 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     // The old holder wakes up and completes: zero rows, reconcile.
     let late = ok(
         check,
-        store
-            .complete(&stuck_key, &stuck.holder, &json(r#"{"dup":true}"#), now)
-            .await,
+        complete(
+            store,
+            &stuck_key,
+            &stuck.holder,
+            &json(r#"{"dup":true}"#),
+            now,
+        )
+        .await,
     );
     assert_eq!(late, Completion::Reconcile, "{check}");
     assert_eq!(
@@ -731,14 +839,14 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
     let taken_over = fetch(check, store, &key).await;
     let late = ok(
         check,
-        store
-            .complete(
-                &key,
-                &stalled.holder,
-                &json(r#"{"refund_id":"cr-late"}"#),
-                later,
-            )
-            .await,
+        complete(
+            store,
+            &key,
+            &stalled.holder,
+            &json(r#"{"refund_id":"cr-late"}"#),
+            later,
+        )
+        .await,
     );
     assert_eq!(late, Completion::Reconcile, "{check}");
     assert_eq!(
@@ -780,6 +888,8 @@ pub async fn run_all<S: ClaimStore + 'static>(
     audit_is_append_only(&*store, ns).await;
     executor_kind_round_trips(&*store, ns).await;
     audited_completion(&*store, ns).await;
+    completion_is_idempotent(&*store, ns).await;
+    completion_after_the_lease_reconciles(&*store, ns).await;
     stuck_claims_and_reconciliation(&*store, ns).await;
     completion_after_takeover_reconciles(&*store, ns).await;
     concurrent_claims_one_winner(store, ns, spawn, attempts).await;

@@ -61,9 +61,17 @@ impl MemoryClaimStore {
             .clone();
         // Same rule as the SQL backends: the attempt wins because its token
         // is in the row, not because an insert "happened".
-        Ok(match request.judge(row) {
+        Ok(match request.judge(row, request.now()) {
             ReadBack::Ours(lease) => RawClaim::Acquired(lease),
             ReadBack::Theirs(other) => other,
+            // The lease is counted from the request's own time and is at
+            // least a millisecond long: it cannot have ended at that time.
+            ReadBack::Lapsed => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Invariant,
+                    "a fresh claim's lease ended at its own claim time",
+                ));
+            }
         })
     }
 
@@ -73,21 +81,26 @@ impl MemoryClaimStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
-        audit: Option<&AuditEntry>,
+        audit: &AuditEntry,
     ) -> Result<Completion, StoreError> {
         let mut guard = self.lock()?;
         let state = &mut *guard;
         match state.claims.get_mut(key) {
-            Some(row) if row.status == ClaimStatus::InFlight && row.holder == *holder => {
+            Some(row)
+                if row.status == ClaimStatus::InFlight
+                    && row.holder == *holder
+                    && row.lease_expires_at > now =>
+            {
                 row.status = ClaimStatus::Completed;
                 row.completion = Some(CompletionRecord {
                     completed_at: now,
                     resolution: Resolution::Executed,
                     result: result.clone(),
                 });
-                state.audit.extend(audit.cloned());
+                state.audit.push(audit.clone());
                 Ok(Completion::Recorded)
             }
+            Some(row) if row.completed_by(holder, result) => Ok(Completion::Recorded),
             _ => Ok(Completion::Reconcile),
         }
     }
@@ -148,20 +161,9 @@ impl ClaimStore for MemoryClaimStore {
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
-    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
-        std::future::ready(self.complete_now(key, holder, result, now, None))
-    }
-
-    fn complete_audited(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
         audit: &AuditEntry,
-    ) -> impl Future<Output = Result<(Completion, bool), StoreError>> + Send {
-        let done = self.complete_now(key, holder, result, now, Some(audit));
-        std::future::ready(done.map(|c| (c, c == Completion::Recorded)))
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        std::future::ready(self.complete_now(key, holder, result, now, audit))
     }
 
     fn fetch(

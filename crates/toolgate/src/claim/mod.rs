@@ -15,9 +15,12 @@
 //!   report 1 for a duplicate too.
 //! - an in-flight claim whose lease has ended is reported as
 //!   [`RawClaim::Expired`], never re-acquired (invariant 8);
-//! - **complete** changes the row only where key, `in_flight` and holder all
-//!   match, and exactly one row must change; otherwise the answer is
-//!   [`Completion::Reconcile`] and nothing is written (invariant 7);
+//! - **complete** changes the row only where key, `in_flight`, holder and a
+//!   live lease all match, with its audit entry in the same transaction,
+//!   and exactly one row must change; otherwise the answer is
+//!   [`Completion::Reconcile`] and nothing is written (invariant 7), except
+//!   that a retry of the same holder's completion with the same result is
+//!   [`Completion::Recorded`] again;
 //! - **reconcile** closes a stuck claim with what the downstream system
 //!   reported; it never executes anything;
 //! - the **audit log** is append-only.
@@ -46,7 +49,8 @@ pub use record::{
     StoredClaim, UnixMillis,
 };
 pub use request::{
-    ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+    Attempt, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome,
+    Reconciled,
 };
 
 /// A stuck-claim listing entry: a valid record, or a row that failed
@@ -79,35 +83,24 @@ pub trait ClaimStore: Send + Sync {
         request: ClaimRequest,
     ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send;
 
-    /// Records `result` for the claim on `key`, only if it is in flight and
-    /// held by `holder`. Exactly one row changes, or none and the answer is
-    /// [`Completion::Reconcile`].
+    /// Records `result` for the claim on `key`, only if it is in flight,
+    /// held by `holder` and its lease has not ended at `now` (all checked in
+    /// the write itself), and appends `audit` in the same transaction: the
+    /// entry is there exactly when the completion is. Exactly one row
+    /// changes, or none and the answer is [`Completion::Reconcile`].
+    ///
+    /// Idempotent for the same holder and result: a completion retried
+    /// after a lost answer finds the claim completed by this holder with
+    /// these result bytes, answers [`Completion::Recorded`] and writes
+    /// nothing (no second audit entry).
     fn complete(
         &self,
         key: &OperationKey,
         holder: &HolderToken,
         result: &JsonText,
         now: UnixMillis,
-    ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
-
-    /// [`ClaimStore::complete`], and, only when the completion is recorded,
-    /// `audit` appended in the same transaction: one durable write instead
-    /// of two on the path every executed operation takes. The flag says
-    /// whether `audit` was appended (never with [`Completion::Reconcile`]);
-    /// if not, the caller appends the entry it decides on. The default
-    /// appends nothing and returns `false`.
-    fn complete_audited(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
         audit: &AuditEntry,
-    ) -> impl Future<Output = Result<(Completion, bool), StoreError>> + Send {
-        let _ = audit;
-        let completed = self.complete(key, holder, result, now);
-        async move { completed.await.map(|c| (c, false)) }
-    }
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
 
     /// Reads one claim (operations and reconciliation; the pipeline only
     /// ever uses [`ClaimStore::claim`]). A corrupt row is an error.

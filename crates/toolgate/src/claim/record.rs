@@ -461,6 +461,16 @@ impl ClaimRecord {
     pub fn result(&self) -> Option<&JsonText> {
         self.completion.as_ref().map(|c| &c.result)
     }
+
+    /// Whether the claim was completed by `holder`'s own execution with
+    /// exactly `result` (byte for byte): what a completion retried after a
+    /// lost answer finds, and answers as recorded without writing again.
+    pub fn completed_by(&self, holder: &HolderToken, result: &JsonText) -> bool {
+        self.holder == *holder
+            && self.completion.as_ref().is_some_and(|c| {
+                c.resolution == Resolution::Executed && c.result.as_str() == result.as_str()
+            })
+    }
 }
 
 #[cfg(test)]

@@ -25,9 +25,21 @@ pub struct ClaimRequest {
     proposal: ProposalRecord,
     holder: HolderToken,
     now: UnixMillis,
-    lease_expires_at: UnixMillis,
+    lease_ms: i64,
     executor: ExecutorKind,
     grant: Option<GrantUse>,
+}
+
+/// One attempt at a claim: its own time and the lease it asks for, counted
+/// from that time. A store that retries a claim (after a lost race) makes a
+/// new attempt each time ([`ClaimRequest::attempt`]), so a claim is never
+/// won with a lease computed for an earlier attempt and already past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attempt {
+    /// The attempt's time: the claim time if it wins.
+    pub now: UnixMillis,
+    /// When the lease ends if this attempt wins.
+    pub lease_expires_at: UnixMillis,
 }
 
 /// An approval to use up with this claim (docs/design.md §14): the review
@@ -64,7 +76,7 @@ impl ClaimRequest {
             proposal,
             holder,
             now,
-            lease_expires_at: now.plus_millis(ms),
+            lease_ms: ms,
             executor: ExecutorKind::InProcess,
             grant: None,
         }
@@ -136,19 +148,37 @@ impl ClaimRequest {
 
     /// When the lease ends if the claim is won.
     pub fn lease_expires_at(&self) -> UnixMillis {
-        self.lease_expires_at
+        self.attempt(self.now).lease_expires_at
     }
 
-    /// Judges the row read back inside the claim transaction.
+    /// An attempt at `clock`, the store's reading of the time (the core
+    /// reads no clock): at the request's time or later, never earlier, with
+    /// the lease counted from the attempt's own time.
+    pub fn attempt(&self, clock: UnixMillis) -> Attempt {
+        let now = self.now.max(clock);
+        Attempt {
+            now,
+            lease_expires_at: now.plus_millis(self.lease_ms),
+        }
+    }
+
+    /// Judges the row read back inside the claim transaction at `now`
+    /// (the store's reading of the time at the read-back).
     ///
     /// [`ReadBack::Ours`] is *not* a won claim yet: the backend must commit
     /// first and turn it into [`RawClaim::Acquired`] only if the commit
-    /// succeeds (docs/design.md §8). Every other row is someone else's claim and is
-    /// final whatever happens to the transaction, which wrote nothing.
-    pub fn judge(&self, row: ClaimRecord) -> ReadBack {
+    /// succeeds (docs/design.md §8). Our own row whose lease has already
+    /// ended at `now` is [`ReadBack::Lapsed`]: the attempt must roll back
+    /// and try again, never hand out a lease that is already past. Every
+    /// other row is someone else's claim and is final whatever happens to
+    /// the transaction, which wrote nothing.
+    pub fn judge(&self, row: ClaimRecord, now: UnixMillis) -> ReadBack {
         let ours = row.holder == self.holder
             && row.fingerprint == self.fingerprint
             && row.status == ClaimStatus::InFlight;
+        if ours && row.lease_expires_at <= now {
+            return ReadBack::Lapsed;
+        }
         if ours {
             return ReadBack::Ours(Lease {
                 key: row.key,
@@ -160,7 +190,7 @@ impl ClaimRequest {
             RawClaim::Mismatch(row)
         } else if row.status == ClaimStatus::Completed {
             RawClaim::Completed(row)
-        } else if row.lease_expires_at <= self.now {
+        } else if row.lease_expires_at <= now {
             RawClaim::Expired(row)
         } else {
             RawClaim::InFlight(row)
@@ -193,6 +223,9 @@ pub enum ReadBack {
     Ours(Lease),
     /// Another attempt holds the operation.
     Theirs(RawClaim),
+    /// The row is this attempt's, but its lease has already ended (the
+    /// attempt took longer than its lease): roll back and try again.
+    Lapsed,
 }
 
 /// What a claim attempt found. Plain data: the pipeline turns `Acquired`
@@ -224,11 +257,15 @@ pub enum RawClaim {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum Completion {
-    /// Exactly one row changed: the result is recorded.
+    /// The result is recorded: this call changed the row, or an earlier
+    /// call by the same holder with the same result bytes did (a retry after
+    /// a lost answer), and this one wrote nothing.
     Recorded,
-    /// No row matched key, `in_flight` and holder: this holder no longer
-    /// owns the claim (it was reconciled, or the token is stale or wrong).
-    /// Nothing was written. The caller must reconcile, not retry.
+    /// No row matched key, `in_flight`, holder and a live lease, and the
+    /// claim was not already completed by this holder with this result:
+    /// this holder no longer owns the claim (its lease ended, it was
+    /// reconciled, the token is stale or wrong, or another result was
+    /// recorded). Nothing was written. The caller must reconcile, not retry.
     Reconcile,
 }
 

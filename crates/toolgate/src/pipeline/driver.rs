@@ -168,7 +168,7 @@ where
 
 /// A decision, and whether its audit entry was already written with the
 /// claim's completion (one commit for both; see
-/// [`ClaimStore::complete_audited`]).
+/// [`ClaimStore::complete`]).
 struct Decided {
     decision: Decision,
     audited: bool,
@@ -500,12 +500,12 @@ where
         }
     };
     // The entry this decision gets if the completion is recorded: written
-    // with it, in one commit, by stores that can.
+    // with it, in one transaction.
     let entry = audit_entry(&decision, request.principal, now)
         .map_err(|e| GateError::Corrupt(e.to_string()))?;
-    let (completion, audited) = gate
+    let completion = gate
         .claims
-        .complete_audited(bound.key(), &claimed.lease().holder, &result, now, &entry)
+        .complete(bound.key(), &claimed.lease().holder, &result, now, &entry)
         .await?;
     match completion {
         Completion::Recorded => {
@@ -517,7 +517,10 @@ where
             if decision.outcome == Outcome::Executed {
                 decision.reply = Some(bound.authorized().validated().reply().to_owned());
             }
-            Ok(Decided { decision, audited })
+            Ok(Decided {
+                decision,
+                audited: true,
+            })
         }
         Completion::Reconcile => {
             // Invariant 7: zero rows means this holder no longer owns the

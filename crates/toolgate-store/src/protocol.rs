@@ -1,0 +1,505 @@
+//! The claim protocol (docs/design.md §8), written once for every backend.
+//!
+//! Two traits of primitive steps, after sqlx's `AnyConnectionBackend`:
+//!
+//! - [`Statements`]: the SQL statements of the protocol, run inside one
+//!   transaction (insert and read back, conditional writes, the grant, the
+//!   audit insert). Each backend implements them once: PostgreSQL and
+//!   MySQL/MariaDB on an sqlx transaction (`pooled.rs`), SQLite on the
+//!   group-commit writer's connection (`sqlite.rs`).
+//! - [`ClaimBackend`]: how a [`Unit`] (one transaction) runs and ends, how
+//!   its failures are classified ([`TxFail`]: a lost race, nothing written,
+//!   or an unknown outcome), and the reads outside a transaction.
+//!
+//! What happens inside a transaction is [`run_unit`]; what happens between
+//! transactions (retries, the read-back after a failed `COMMIT`) is
+//! [`claim`], [`complete`], [`reconcile`] and [`append_audit`]. All of it is
+//! ordinary generic code, the same on every backend.
+
+use std::future::Future;
+
+use toolgate::claim::{
+    Attempt, AuditEntry, ClaimRecord, ClaimRequest, Completion, CorruptRecord, GrantUse,
+    HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+    Resolution, StoreError, StoreErrorKind, UnixMillis,
+};
+
+use crate::common::{MAX_CLAIM_ATTEMPTS, Point, backoff};
+
+/// One transaction's work, owned so that a backend may run it on another
+/// thread (SQLite's writer).
+#[derive(Debug, Clone)]
+pub(crate) enum Unit {
+    /// The conditional insert, the read-back and, if the row is ours and the
+    /// request carries one, the grant's consumption.
+    Claim {
+        request: ClaimRequest,
+        attempt: Attempt,
+        /// The store's clock, read again at the read-back.
+        clock: Clock,
+    },
+    /// The ownership- and lease-checked completion and its audit entry.
+    Complete {
+        key: OperationKey,
+        holder: HolderToken,
+        result: JsonText,
+        now: UnixMillis,
+        audit: AuditEntry,
+    },
+    /// Closing a stuck claim with what the downstream system reported.
+    Reconcile {
+        key: OperationKey,
+        resolution: Resolution,
+        result: JsonText,
+        now: UnixMillis,
+    },
+    /// One audit entry.
+    Audit(AuditEntry),
+}
+
+/// The store's clock (the core reads none).
+pub(crate) type Clock = fn() -> UnixMillis;
+
+/// What a unit found, once its transaction has ended as [`End`] says.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Claim(Verdict),
+    Completion(Completion),
+    Reconciled(Reconciled),
+    Appended,
+}
+
+/// The claim unit's verdict on the row it read back.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one value per attempt, consumed at once; boxing buys nothing"
+)]
+pub(crate) enum Verdict {
+    /// Our token read back (and the grant used, if any): committed.
+    Ours(Lease),
+    /// Someone else's row: final; rolled back.
+    Theirs(RawClaim),
+    /// No row (an old snapshot), or our own lease already past at the
+    /// read-back: rolled back; try again, never a win.
+    Retry,
+    /// The request's grant no longer matched: rolled back, claim row too.
+    GrantUnusable,
+    /// The row read back failed validation: rolled back.
+    Corrupt(CorruptRecord),
+}
+
+/// How a unit's transaction ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum End {
+    Commit,
+    Rollback,
+}
+
+/// Why a unit's transaction did not answer.
+#[derive(Debug)]
+pub(crate) enum TxFail {
+    /// A lost race (deadlock, serialisation failure, lock timeout, busy):
+    /// nothing was written; run the unit again.
+    LostRace,
+    /// A statement or `BEGIN` failed: nothing was written.
+    Failed(StoreError),
+    /// `COMMIT` failed for another reason: the unit may or may not have
+    /// taken effect. Read back before deciding.
+    Unknown(StoreError),
+}
+
+/// The protocol's statements, inside one transaction. A method's error is
+/// the driver's; the backend classifies it ([`ClaimBackend::transaction`]).
+pub(crate) trait Statements {
+    type Error;
+
+    /// The conditional insert: changes nothing when the key exists. Its
+    /// affected-row count is never used (the MariaDB trap, `mysql.rs`).
+    async fn insert_claim(
+        &mut self,
+        request: &ClaimRequest,
+        attempt: &Attempt,
+    ) -> Result<(), Self::Error>;
+
+    /// The claim row on `key`, decoded ([`crate::rows`]).
+    async fn read_claim(
+        &mut self,
+        key: &OperationKey,
+    ) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, Self::Error>;
+
+    /// Marks the grant consumed where it is still usable for `request`
+    /// (approved, unconsumed, unexpired at `now`, bound to its key,
+    /// fingerprint, version and policy digest); rows changed.
+    async fn consume_grant(
+        &mut self,
+        request: &ClaimRequest,
+        grant: &GrantUse,
+        now: UnixMillis,
+    ) -> Result<u64, Self::Error>;
+
+    /// The completion: changes the row where key, `in_flight`, holder and a
+    /// live lease at `now` all match; rows changed (matched, on MySQL,
+    /// which is the same for this update).
+    async fn complete(
+        &mut self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<u64, Self::Error>;
+
+    /// Closes the claim where it is in flight with its lease ended at
+    /// `now`; rows changed.
+    async fn reconcile(
+        &mut self,
+        key: &OperationKey,
+        resolution: Resolution,
+        result: &JsonText,
+        now: UnixMillis,
+    ) -> Result<u64, Self::Error>;
+
+    /// Appends one audit entry.
+    async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), Self::Error>;
+
+    /// A fault hook's chance to act inside the claim transaction (tests
+    /// only; a no-op without the feature).
+    async fn fault(&mut self, point: Point) {
+        let _ = point;
+    }
+}
+
+/// A backend: runs units as transactions and reads outside them.
+pub(crate) trait ClaimBackend: Sync {
+    /// Runs `unit` in one transaction, ends it as [`run_unit`] says, and
+    /// answers once that end is durable.
+    fn transaction(&self, unit: Unit) -> impl Future<Output = Result<Answer, TxFail>> + Send;
+
+    /// Reads one claim outside any transaction (after a failed `COMMIT`, on
+    /// a connection other than the one that failed).
+    fn read_claim(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send;
+
+    /// The store's clock.
+    fn clock(&self) -> Clock;
+
+    /// Whether a fault hook asks to report a successful `COMMIT` as failed
+    /// (tests only; always false without the feature).
+    fn fault_after_commit(&self) -> impl Future<Output = bool> + Send {
+        async { false }
+    }
+}
+
+/// The body of every transaction: the statements of `unit` and how the
+/// transaction must end. Identical on every backend.
+pub(crate) async fn run_unit<S: Statements>(
+    s: &mut S,
+    unit: &Unit,
+) -> Result<(Answer, End), S::Error> {
+    match unit {
+        Unit::Claim {
+            request,
+            attempt,
+            clock,
+        } => {
+            let (verdict, end) = claim_unit(s, request, attempt, *clock).await?;
+            Ok((Answer::Claim(verdict), end))
+        }
+        Unit::Complete {
+            key,
+            holder,
+            result,
+            now,
+            audit,
+        } => {
+            if s.complete(key, holder, result, *now).await? == 1 {
+                // The entry is there exactly when the completion is.
+                s.append_audit(audit).await?;
+                return Ok((Answer::Completion(Completion::Recorded), End::Commit));
+            }
+            // Nothing changed. A retry after a lost answer finds its own
+            // completion, with its own result: recorded, and nothing written.
+            let answer = match s.read_claim(key).await? {
+                Some(Ok(row)) if row.completed_by(holder, result) => Completion::Recorded,
+                _ => Completion::Reconcile,
+            };
+            Ok((Answer::Completion(answer), End::Rollback))
+        }
+        Unit::Reconcile {
+            key,
+            resolution,
+            result,
+            now,
+        } => {
+            if s.reconcile(key, *resolution, result, *now).await? == 1 {
+                return Ok((Answer::Reconciled(Reconciled::Recorded), End::Commit));
+            }
+            // Not stuck: `reconcile` reads the row for the answer.
+            Ok((
+                Answer::Reconciled(Reconciled::NotStuck(None)),
+                End::Rollback,
+            ))
+        }
+        Unit::Audit(entry) => {
+            s.append_audit(entry).await?;
+            Ok((Answer::Appended, End::Commit))
+        }
+    }
+}
+
+/// The claim transaction: insert, read back, judge, use the grant.
+async fn claim_unit<S: Statements>(
+    s: &mut S,
+    request: &ClaimRequest,
+    attempt: &Attempt,
+    clock: Clock,
+) -> Result<(Verdict, End), S::Error> {
+    // INVARIANT: no read before this insert (docs/design.md §8): under
+    // REPEATABLE READ a read would fix the snapshot before the winner
+    // commits, and the read-back would then find no row.
+    s.insert_claim(request, attempt).await?;
+    s.fault(Point::AfterInsert).await;
+    let row = match s.read_claim(request.key()).await? {
+        // The insert changed nothing and the winner's row is not visible
+        // to us (an old snapshot). Never a win.
+        None => return Ok((Verdict::Retry, End::Rollback)),
+        Some(Err(problem)) => return Ok((Verdict::Corrupt(problem), End::Rollback)),
+        Some(Ok(row)) => row,
+    };
+    let read_at = attempt.now.max(clock());
+    let lease = match request.judge(row, read_at) {
+        ReadBack::Theirs(raw) => return Ok((Verdict::Theirs(raw), End::Rollback)),
+        ReadBack::Lapsed => return Ok((Verdict::Retry, End::Rollback)),
+        ReadBack::Ours(lease) => lease,
+    };
+    if let Some(grant) = request.grant() {
+        // The approval is used up in the claim's own transaction: both or
+        // neither (docs/design.md §14).
+        if s.consume_grant(request, grant, attempt.now).await? != 1 {
+            return Ok((Verdict::GrantUnusable, End::Rollback));
+        }
+    }
+    s.fault(Point::BeforeCommit).await;
+    Ok((Verdict::Ours(lease), End::Commit))
+}
+
+/// What one pass of the claim decided.
+enum Step {
+    Done(RawClaim),
+    Retry,
+    Fail(StoreError),
+}
+
+/// Claims `request.key()`: attempts until an answer, each with its own
+/// time and lease, retrying lost races and read-backs that found no row.
+pub(crate) async fn claim<B: ClaimBackend>(
+    backend: &B,
+    request: ClaimRequest,
+) -> Result<RawClaim, StoreError> {
+    for n in 1..=MAX_CLAIM_ATTEMPTS {
+        let clock = backend.clock();
+        let attempt = request.attempt(clock());
+        let unit = Unit::Claim {
+            request: request.clone(),
+            attempt,
+            clock,
+        };
+        let step = match backend.transaction(unit).await {
+            Ok(Answer::Claim(verdict)) => match verdict {
+                Verdict::Ours(lease) => {
+                    if backend.fault_after_commit().await {
+                        let lost = "injected: commit acknowledgement lost";
+                        after_failed_commit(backend, &request, read_time(backend, &attempt), lost)
+                            .await
+                    } else {
+                        // Our token read back AND the commit succeeded.
+                        Step::Done(RawClaim::Acquired(lease))
+                    }
+                }
+                Verdict::Theirs(raw) => Step::Done(raw),
+                Verdict::Retry => Step::Retry,
+                Verdict::GrantUnusable => Step::Done(RawClaim::GrantUnusable),
+                Verdict::Corrupt(problem) => Step::Fail(StoreError::corrupt(&problem)),
+            },
+            Ok(other) => Step::Fail(mismatched(&other)),
+            Err(TxFail::LostRace) => Step::Retry,
+            Err(TxFail::Failed(e)) => Step::Fail(e),
+            Err(TxFail::Unknown(e)) => {
+                after_failed_commit(backend, &request, read_time(backend, &attempt), e).await
+            }
+        };
+        match step {
+            Step::Done(raw) => return Ok(raw),
+            Step::Fail(e) => return Err(e),
+            Step::Retry => backoff(n).await,
+        }
+    }
+    Err(StoreError::new(
+        StoreErrorKind::Contention,
+        format!("claim still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+    ))
+}
+
+/// The store's time now, never before the attempt's.
+fn read_time<B: ClaimBackend>(backend: &B, attempt: &Attempt) -> UnixMillis {
+    attempt.now.max((backend.clock())())
+}
+
+/// A `COMMIT` failed for a reason other than contention: the outcome is
+/// unknown. Read the row back on another connection with the same holder
+/// token before deciding.
+async fn after_failed_commit<B: ClaimBackend>(
+    backend: &B,
+    request: &ClaimRequest,
+    now: UnixMillis,
+    commit_error: impl std::fmt::Display,
+) -> Step {
+    match backend.read_claim(request.key()).await {
+        // The commit did not take effect and nobody else's did.
+        Ok(None) => Step::Retry,
+        Ok(Some(row)) => match request.judge(row, now) {
+            ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
+            ReadBack::Theirs(raw) => Step::Done(raw),
+            // Ours, committed, but its lease is over by now: the write may
+            // not start, and the claim is reconciled like any stuck one.
+            ReadBack::Lapsed => Step::Fail(StoreError::new(
+                StoreErrorKind::OutcomeUnknown,
+                format!(
+                    "COMMIT failed ({commit_error}); the claim was ours but its lease has ended"
+                ),
+            )),
+        },
+        Err(e) => Step::Fail(StoreError::new(
+            StoreErrorKind::OutcomeUnknown,
+            format!("COMMIT failed ({commit_error}) and the claim could not be read back ({e})"),
+        )),
+    }
+}
+
+/// Completes the claim on `key` with `audit` in the same transaction.
+/// Lost races are retried, and so is an unknown outcome: the completion is
+/// idempotent for the same holder and result, so running it again answers
+/// `Recorded` if the first one took effect, and writes nothing twice.
+pub(crate) async fn complete<B: ClaimBackend>(
+    backend: &B,
+    key: &OperationKey,
+    holder: &HolderToken,
+    result: &JsonText,
+    now: UnixMillis,
+    audit: &AuditEntry,
+) -> Result<Completion, StoreError> {
+    let unit = Unit::Complete {
+        key: *key,
+        holder: *holder,
+        result: result.clone(),
+        now,
+        audit: audit.clone(),
+    };
+    let mut unknown = None;
+    for n in 1..=MAX_CLAIM_ATTEMPTS {
+        match backend.transaction(unit.clone()).await {
+            Ok(Answer::Completion(c)) => return Ok(c),
+            Ok(other) => return Err(mismatched(&other)),
+            Err(TxFail::LostRace) => backoff(n).await,
+            Err(TxFail::Unknown(e)) => {
+                unknown = Some(e);
+                backoff(n).await;
+            }
+            Err(TxFail::Failed(e)) => {
+                return Err(match unknown {
+                    // An earlier attempt may have taken effect.
+                    Some(first) => StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!("completing the claim: {first}; trying again: {e}"),
+                    ),
+                    None => e,
+                });
+            }
+        }
+    }
+    Err(StoreError::new(
+        StoreErrorKind::Contention,
+        format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+    ))
+}
+
+/// Closes a stuck claim with what the downstream system reported.
+pub(crate) async fn reconcile<B: ClaimBackend>(
+    backend: &B,
+    key: &OperationKey,
+    outcome: &ReconcileOutcome,
+    now: UnixMillis,
+) -> Result<Reconciled, StoreError> {
+    let (resolution, result) = match outcome {
+        ReconcileOutcome::Applied { receipt } => (Resolution::ReconciledApplied, receipt),
+        ReconcileOutcome::NotApplied { detail } => (Resolution::ReconciledNotApplied, detail),
+    };
+    let unit = Unit::Reconcile {
+        key: *key,
+        resolution,
+        result: result.clone(),
+        now,
+    };
+    let answer = retry_lost_races(backend, unit, "recording a reconciliation").await?;
+    match answer {
+        // Not stuck: the row as it is now, or a corrupt one as an error.
+        Answer::Reconciled(Reconciled::NotStuck(_)) => {
+            Ok(Reconciled::NotStuck(backend.read_claim(key).await?))
+        }
+        Answer::Reconciled(r) => Ok(r),
+        other => Err(mismatched(&other)),
+    }
+}
+
+/// Appends one audit entry.
+pub(crate) async fn append_audit<B: ClaimBackend>(
+    backend: &B,
+    entry: &AuditEntry,
+) -> Result<(), StoreError> {
+    match retry_lost_races(
+        backend,
+        Unit::Audit(entry.clone()),
+        "appending to the audit log",
+    )
+    .await?
+    {
+        Answer::Appended => Ok(()),
+        other => Err(mismatched(&other)),
+    }
+}
+
+/// Runs a unit that must not run twice once it may have taken effect:
+/// lost races are retried, an unknown outcome is an error.
+async fn retry_lost_races<B: ClaimBackend>(
+    backend: &B,
+    unit: Unit,
+    what: &str,
+) -> Result<Answer, StoreError> {
+    for n in 1..=MAX_CLAIM_ATTEMPTS {
+        match backend.transaction(unit.clone()).await {
+            Ok(answer) => return Ok(answer),
+            Err(TxFail::LostRace) => backoff(n).await,
+            Err(TxFail::Failed(e)) => return Err(e),
+            Err(TxFail::Unknown(e)) => {
+                return Err(StoreError::new(
+                    StoreErrorKind::OutcomeUnknown,
+                    format!("{what}: {e}"),
+                ));
+            }
+        }
+    }
+    Err(StoreError::new(
+        StoreErrorKind::Contention,
+        format!("{what}: still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+    ))
+}
+
+/// A unit answered with another unit's kind of answer: a bug.
+fn mismatched(answer: &Answer) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Invariant,
+        format!("a unit answered out of kind: {answer:?}"),
+    )
+}
