@@ -26,9 +26,10 @@
 //!   [`WriteError::NotApplied`] (nothing written; safe to run again). The
 //!   units toolgate sends fail only when the database does (disk full,
 //!   I/O error), and SQLite may then have rolled the transaction back by
-//!   itself, after which later statements would commit one by one. Per-unit
-//!   savepoints would keep the others but cost two more round trips to the
-//!   connection's thread per unit, on every write.
+//!   itself, after which later statements would commit one by one. (The
+//!   claim store's own units run inside a savepoint each, so that a unit
+//!   can end in a rollback of its own writes without failing; see
+//!   `sqlite.rs`.)
 //! - **A failed `COMMIT` fails the whole batch** with
 //!   [`WriteError::Unknown`]: the caller must read back before deciding, as
 //!   after any failed commit. If the transaction could not begin, every

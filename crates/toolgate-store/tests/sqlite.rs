@@ -49,6 +49,39 @@ async fn the_lease_counts_from_the_attempt() {
     support::lease_counts_from_the_attempt(&s).await;
 }
 
+/// Review items as migration 0003 makes them, for the grant test.
+const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, proposer, \
+    decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, \
+    consumed_at) VALUES (1, 'pending_approval', 'agent:1', '{}', 'approved', ?, ?, '7', ?, ?, ?) \
+    RETURNING id";
+const CONSUMED: &str = "SELECT consumed_at FROM toolgate_review_items WHERE id = ?";
+
+#[tokio::test]
+async fn grants_are_used_in_the_claims_transaction() {
+    let db = TempDb::new();
+    let s = store(&db).await;
+    let approve =
+        async |key: toolgate::claim::OperationKey, expires: i64, consumed: Option<i64>| {
+            sqlx::query_scalar::<_, i64>(APPROVE)
+                .bind(key.as_bytes().as_slice())
+                .bind(support::fingerprint().as_bytes().as_slice())
+                .bind(support::DIGEST)
+                .bind(expires)
+                .bind(consumed)
+                .fetch_one(s.pool())
+                .await
+                .expect("approve")
+        };
+    let consumed = async |id: i64| {
+        sqlx::query_scalar::<_, Option<i64>>(CONSUMED)
+            .bind(id)
+            .fetch_one(s.pool())
+            .await
+            .expect("consumed_at")
+    };
+    support::grants_are_used_in_the_claims_transaction(&s, approve, consumed).await;
+}
+
 #[tokio::test]
 async fn a_lease_past_at_read_back_is_refused() {
     static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);

@@ -251,3 +251,92 @@ pub async fn a_lease_past_at_read_back_is_refused<S: ClaimStore>(store: &S) {
         "the refused claim left a row"
     );
 }
+
+/// The policy digest the grant tests approve under.
+pub const DIGEST: &str = "digest-1";
+
+/// An approval is consumed in the claim's own transaction (docs/design.md
+/// §14): a usable grant is used up by the claim that wins; a grant bound to
+/// another key, expired, already used or given under another policy digest
+/// answers `GrantUnusable` and leaves no claim row (the claim's insert rolls
+/// back with it). `approve(key, expires_at, consumed_at)` inserts an
+/// approved review item bound to `key`, fingerprint 1 and version "7" under
+/// [`DIGEST`] and returns its id; `consumed(id)` reads its `consumed_at`.
+pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
+    store: &S,
+    approve: impl AsyncFn(OperationKey, i64, Option<i64>) -> i64,
+    consumed: impl AsyncFn(i64) -> Option<i64>,
+) {
+    use toolgate::claim::GrantUse;
+    let ns = Namespace::new(random16());
+    let t0 = conformance::T0;
+    let later = t0.plus_millis(3_600_000).0;
+    let grant = |item: i64, digest: &str| GrantUse {
+        item,
+        policy_digest: digest.to_owned(),
+    };
+    let claim = async |key: OperationKey, g: GrantUse| {
+        let req = conformance::request(&ns, key, 1, 1500, t0).with_grant(g);
+        store.claim(req).await.expect("claim")
+    };
+    let no_row = async |key: OperationKey, what: &str| {
+        assert_eq!(
+            store.fetch(&key).await.expect("fetch"),
+            None,
+            "{what}: a claim row remains"
+        );
+    };
+
+    // Usable: the claim wins and the grant is used up at the claim's time.
+    let key = ns.key(204, 0);
+    let item = approve(key, later, None).await;
+    expect_acquired(claim(key, grant(item, DIGEST)).await);
+    assert_eq!(
+        consumed(item).await,
+        Some(t0.0),
+        "the grant was not used up"
+    );
+
+    // The same grant again, for another operation: unusable, nothing written.
+    let other = ns.key(204, 1);
+    match claim(other, grant(item, DIGEST)).await {
+        RawClaim::GrantUnusable => {}
+        got => panic!("a used grant unlocked another claim: {got:?}"),
+    }
+    no_row(other, "used grant").await;
+
+    // Expired at the claim's time.
+    let key = ns.key(204, 2);
+    let expired = approve(key, t0.0, None).await;
+    match claim(key, grant(expired, DIGEST)).await {
+        RawClaim::GrantUnusable => {}
+        got => panic!("an expired grant was used: {got:?}"),
+    }
+    no_row(key, "expired grant").await;
+    assert_eq!(
+        consumed(expired).await,
+        None,
+        "an expired grant was marked used"
+    );
+
+    // Already used by someone else.
+    let key = ns.key(204, 3);
+    let used = approve(key, later, Some(t0.0 - 1)).await;
+    match claim(key, grant(used, DIGEST)).await {
+        RawClaim::GrantUnusable => {}
+        got => panic!("a consumed grant was used again: {got:?}"),
+    }
+    no_row(key, "consumed grant").await;
+
+    // Given under another policy.
+    let key = ns.key(204, 4);
+    let item = approve(key, later, None).await;
+    match claim(key, grant(item, "another-digest")).await {
+        RawClaim::GrantUnusable => {}
+        got => panic!("a grant under another policy digest was used: {got:?}"),
+    }
+    no_row(key, "other digest").await;
+    assert_eq!(consumed(item).await, None);
+    // The same grant with its own digest still works afterwards.
+    expect_acquired(claim(key, grant(item, DIGEST)).await);
+}
