@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 
 fuzz_target!(|data: &[u8]| {
     // The first byte picks a nesting limit so the limit logic is fuzzed too.
@@ -17,12 +17,12 @@ fuzz_target!(|data: &[u8]| {
     let limits = Limits::provider_body()
         .with_max_nesting(nesting)
         .expect("below the ceiling");
-    let Ok(value) = decode(input, &limits) else {
+    let Ok(value) = decode_strict(input, &limits) else {
         return;
     };
     let oracle: Value = serde_json::from_slice(input).expect("serde_json accepts what strict accepts");
     assert!(same(&value, &oracle), "strict {value} vs serde_json {oracle}");
-    let again = decode(value.to_string().as_bytes(), &Limits::provider_body()).expect("re-decode");
+    let again = decode_strict(value.to_string().as_bytes(), &Limits::provider_body()).expect("re-decode");
     assert_eq!(again, value);
 });
 

@@ -4,20 +4,20 @@
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use toolgate::decode::normalize::{Action, decode, encode};
+use toolgate::decode::normalize::{Action, decode_stored, encode};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let decoded = decode(Some(text));
+    let decoded = decode_stored(Some(text));
     if decoded.action.is_rejection() {
         assert!(decoded.object.is_empty());
     }
     let stored = encode(&Value::Object(decoded.object.clone()));
     assert!(matches!(stored.action, Action::Kept | Action::RejectedTooLarge));
     if stored.action == Action::Kept {
-        assert_eq!(decode(Some(&stored.text)).object, decoded.object);
+        assert_eq!(decode_stored(Some(&stored.text)).object, decoded.object);
     }
     // The same text offered to encode as a string input.
     let encoded = encode(&Value::String(text.to_owned()));

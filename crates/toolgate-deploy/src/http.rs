@@ -54,7 +54,7 @@ pub async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, St
 /// lone surrogates and the like are refused, as for every other JSON
 /// toolgate reads).
 pub fn strict_json(body: &[u8]) -> Result<Value, String> {
-    decode::decode(body, &Limits::provider_body())
+    decode::decode_strict(body, &Limits::provider_body())
         .map_err(|r| format!("not valid JSON: {} at '{}'", r.message(), r.pointer()))
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use toolgate::contract::Policy;
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 use toolgate::pipeline::{Outcome, StateVersion};
 use toolgate::provider::Provider;
 
@@ -307,7 +307,7 @@ fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
 /// Parses one case from its JSON text.
 pub fn parse_case(bytes: &[u8], at: &str) -> Result<Case, LoadError> {
     let limits = Limits::provider_body().with_max_bytes(MAX_FILE_BYTES);
-    let value = decode(bytes, &limits).map_err(|r| {
+    let value = decode_strict(bytes, &limits).map_err(|r| {
         err(
             at,
             format!(

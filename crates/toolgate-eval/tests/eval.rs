@@ -89,9 +89,9 @@ fn the_upset_customer_case_is_well_formed_and_labelled_unjustified() {
     // It passes every stateless stage with the maximum under damaged_item.
     let d = check_case(&policy(), upset);
     assert_eq!(d.outcome, contract::Outcome::Action, "{:?}", d.message);
-    let action = d.action.unwrap();
-    assert_eq!(action.arguments["amount_minor"], 2000);
-    assert_eq!(action.arguments["reason_code"], "damaged_item");
+    let action = d.action().unwrap();
+    assert_eq!(action.arguments()["amount_minor"], 2000);
+    assert_eq!(action.arguments()["reason_code"], "damaged_item");
     assert!(d.reply.unwrap().contains("seemed upset"));
 }
 

@@ -1,5 +1,5 @@
-//! `decode_borrowed` (the tape parser the provider adapters read) against
-//! `decode` (the strict decoder): on every input both accept or both
+//! `decode_tape` (the tape parser the provider adapters read) against
+//! `decode_strict` (the reference decoder): on every input both accept or both
 //! reject; an accepted document gives the same value, and a rejected one the
 //! same rejection (code, pointer and message). Generated values, their
 //! compact and pretty texts, byte-level mutations of those texts, number and
@@ -10,14 +10,14 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use toolgate::decode::{Document, Limits, decode, decode_borrowed};
+use toolgate::decode::{Document, Limits, decode_strict, decode_tape};
 
 const MAX_SAFE: i64 = (1 << 53) - 1;
 
 /// Both decoders agree on `input` under `limits`.
 fn agree(input: &[u8], limits: &Limits) -> Result<(), TestCaseError> {
-    let strict = decode(input, limits);
-    let borrowed = decode_borrowed(input, limits).map(|doc| doc.root().to_value());
+    let strict = decode_strict(input, limits);
+    let borrowed = decode_tape(input, limits).map(|doc| doc.root().to_value());
     prop_assert_eq!(
         &borrowed,
         &strict,
@@ -25,7 +25,7 @@ fn agree(input: &[u8], limits: &Limits) -> Result<(), TestCaseError> {
         String::from_utf8_lossy(input)
     );
     if let Ok(value) = &strict
-        && let Ok(doc) = decode_borrowed(input, limits)
+        && let Ok(doc) = decode_tape(input, limits)
     {
         // The size the contract stage measures on a document is the
         // length of serde_json's compact text of the value.

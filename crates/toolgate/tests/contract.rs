@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use toolgate::contract::explain::explain;
 use toolgate::contract::export::export;
 use toolgate::contract::{CheckOptions, Outcome, Policy, PolicyError, Reason, check};
-use toolgate::decode::{DecodeCode, Limits, decode};
+use toolgate::decode::{DecodeCode, Limits, decode_strict};
 use toolgate::op::{FingerprintError, canonical_json, fingerprint};
 use toolgate::provider::{Provider, StopClass};
 
@@ -240,7 +240,7 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
             d.message
         );
         // The schema alone also refuses the instance, on the keyword named.
-        let value = decode(args.as_bytes(), &Limits::envelope()).expect("json");
+        let value = decode_strict(args.as_bytes(), &Limits::envelope()).expect("json");
         let v = tool.schema().validate(&value).expect_err("schema refuses");
         if let Some(k) = failing {
             assert_eq!(v.keyword, *k, "{keyword}: {v}");
@@ -336,7 +336,7 @@ fn fingerprint_is_sha256_of_rfc8785_canonical_json() {
         "214a1931063b0755fe131fa13e8a6ca8b6e479cd0ed2434f4e5ebf7a81f29057"
     );
     // Key order and whitespace do not matter; nested keys are sorted too.
-    let spaced = decode(
+    let spaced = decode_strict(
         b" { \"b\" : { \"y\" : 1 , \"x\" : [ 2 , { \"q\" : 1 , \"p\" : 0 } ] } , \"a\" : \"\\u00e9\" } ",
         &Limits::envelope(),
     )
@@ -369,14 +369,14 @@ fn the_same_proposal_in_every_provider_shape_has_one_fingerprint() {
         .expect(file);
         let d = check(&policy, provider, &body, &CheckOptions::default());
         let a = d
-            .action
+            .action()
             .unwrap_or_else(|| panic!("{file}: {:?}", d.message));
-        assert_eq!(a.fingerprint.to_hex(), expected, "{file}");
+        assert_eq!(a.fingerprint().to_hex(), expected, "{file}");
         assert_eq!(
-            a.canonical_arguments,
+            a.canonical_arguments(),
             r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
         );
-        assert_eq!(&*a.capability, "credit:issue");
+        assert_eq!(a.capability(), "credit:issue");
     }
 }
 
@@ -417,7 +417,7 @@ fn an_empty_native_turn_is_an_abstention_with_the_policy_message() {
     let d = check(&policy, Provider::Anthropic, body, &CheckOptions::default());
     assert_eq!(d.outcome, Outcome::Abstain);
     assert_eq!(d.reply.as_deref(), Some(policy.abstain_message()));
-    assert!(d.action.is_none());
+    assert!(d.action().is_none());
 }
 
 #[test]

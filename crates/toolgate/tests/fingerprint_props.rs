@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 use toolgate::op::{canonical_json, canonical_json_jcs, fingerprint};
 
 const MAX_SAFE: i64 = (1 << 53) - 1;
@@ -80,7 +80,7 @@ proptest! {
         // nothing but whitespace) and from its canonical text.
         let pretty = serde_json::to_string_pretty(&v).expect("serialise");
         let limits = Limits::provider_body().with_max_nesting(100).expect("limits");
-        let reread = decode(pretty.as_bytes(), &limits).expect("own output decodes");
+        let reread = decode_strict(pretty.as_bytes(), &limits).expect("own output decodes");
         prop_assert_eq!(fingerprint(&v), fingerprint(&reread));
     }
 }

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use toolgate::contract::Schema;
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 
 const SUITE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -311,7 +311,7 @@ fn run_suite() -> Run {
             .expect("file name")
             .to_owned();
         let bytes = std::fs::read(&file).expect("read suite file");
-        let groups = match decode(&bytes, &limits) {
+        let groups = match decode_strict(&bytes, &limits) {
             Ok(Value::Array(groups)) => groups,
             Ok(_) => panic!("{name}: not an array of groups"),
             Err(r) => panic!("{name}: the strict decoder rejects the suite file: {r}"),

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use toolgate::decode::{Limits, decode, decode_borrowed};
+use toolgate::decode::{Limits, decode_strict, decode_tape};
 
 fn suite_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,7 +44,7 @@ fn cases() -> BTreeMap<String, Vec<u8>> {
 
 /// The outcome as the docs table spells it: `accepted` or the code.
 fn outcome(input: &[u8]) -> String {
-    match decode(input, &Limits::provider_body()) {
+    match decode_strict(input, &Limits::provider_body()) {
         Ok(_) => "accepted".to_owned(),
         Err(r) => r.code().as_str().to_owned(),
     }
@@ -115,7 +115,7 @@ fn no_case_panics_under_any_nesting_limit() {
             .with_max_nesting(n)
             .expect("within ceiling");
         for bytes in cases().values() {
-            let _ = decode(bytes, &limits);
+            let _ = decode_strict(bytes, &limits);
         }
     }
 }
@@ -129,8 +129,8 @@ fn the_borrowed_decoder_agrees_on_every_case() {
             .with_max_nesting(n)
             .expect("within ceiling");
         for (name, bytes) in cases() {
-            let borrowed = decode_borrowed(&bytes, &limits).map(|doc| doc.root().to_value());
-            assert_eq!(borrowed, decode(&bytes, &limits), "{name} (nesting {n})");
+            let borrowed = decode_tape(&bytes, &limits).map(|doc| doc.root().to_value());
+            assert_eq!(borrowed, decode_strict(&bytes, &limits), "{name} (nesting {n})");
         }
     }
 }

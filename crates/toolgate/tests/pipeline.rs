@@ -892,9 +892,9 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     // An approval for other arguments does not carry over.
     let other = w
         .proposal("refund_order", 9000, "x")
-        .action
-        .unwrap()
-        .fingerprint;
+        .action()
+        .map(|a| *a.fingerprint())
+        .unwrap();
     let wrong = Approval {
         key,
         fingerprint: other,

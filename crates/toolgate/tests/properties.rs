@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use toolgate::decode::normalize::{self, Action};
-use toolgate::decode::{DecodeCode, Limits, decode};
+use toolgate::decode::{DecodeCode, Limits, decode_strict};
 
 const MAX_SAFE: i64 = (1 << 53) - 1;
 
@@ -71,7 +71,7 @@ proptest! {
     #[test]
     fn strict_decode_agrees_with_serialisation(v in value()) {
         for text in [v.to_string(), serde_json::to_string_pretty(&v).expect("serialisable")] {
-            prop_assert_eq!(decode(text.as_bytes(), &Limits::provider_body()), Ok(v.clone()));
+            prop_assert_eq!(decode_strict(text.as_bytes(), &Limits::provider_body()), Ok(v.clone()));
         }
     }
 
@@ -79,7 +79,7 @@ proptest! {
     fn round_trip_is_identity_for_every_object(x in object()) {
         let encoded = normalize::encode(&Value::Object(x.clone()));
         prop_assert_eq!(encoded.action, Action::Kept);
-        let decoded = normalize::decode(Some(&encoded.text));
+        let decoded = normalize::decode_stored(Some(&encoded.text));
         prop_assert_eq!(decoded.action, Action::Kept);
         prop_assert_eq!(decoded.object, x);
     }
@@ -91,7 +91,7 @@ proptest! {
             let back: Value = serde_json::from_str(&encoded.text).expect("encode emits JSON");
             prop_assert!(back.is_object(), "{:?} gave {}", input, encoded.text);
             // What encode stores, decode reads back unchanged.
-            let decoded = normalize::decode(Some(&encoded.text));
+            let decoded = normalize::decode_stored(Some(&encoded.text));
             prop_assert_eq!(Value::Object(decoded.object), back);
         }
     }
@@ -99,7 +99,7 @@ proptest! {
     #[test]
     fn decode_never_panics_and_always_yields_an_object(text in any::<String>(), v in value()) {
         for input in [text.clone(), v.to_string(), Value::String(v.to_string()).to_string()] {
-            let decoded = normalize::decode(Some(&input));
+            let decoded = normalize::decode_stored(Some(&input));
             // The type guarantees an object; check it serialises as one and
             // that a rejection is never reported with content.
             let text = Value::Object(decoded.object.clone()).to_string();
@@ -112,7 +112,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        let _ = decode(&bytes, &Limits::provider_body());
+        let _ = decode_strict(&bytes, &Limits::provider_body());
     }
 
     #[test]
@@ -127,8 +127,8 @@ proptest! {
         )
     ) {
         let text: String = parts.concat();
-        let _ = decode(text.as_bytes(), &Limits::provider_body());
-        let _ = normalize::decode(Some(&text));
+        let _ = decode_strict(text.as_bytes(), &Limits::provider_body());
+        let _ = normalize::decode_stored(Some(&text));
     }
 
     #[test]
@@ -141,7 +141,7 @@ proptest! {
         // Every UTF-16 unit escaped: surrogate pairs for astral characters.
         let escaped: String = k.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
         let text = format!("{body}{sep}{}:{a},\"{escaped}\":{b}}}", Value::String(k.clone()));
-        let r = decode(text.as_bytes(), &Limits::provider_body()).expect_err("duplicate must reject");
+        let r = decode_strict(text.as_bytes(), &Limits::provider_body()).expect_err("duplicate must reject");
         prop_assert_eq!(r.code(), DecodeCode::DuplicateKey);
         let mut pointer = String::from("/");
         pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));

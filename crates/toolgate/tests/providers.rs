@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use toolgate::contract::{CheckOptions, EnvelopeMode, Policy, check};
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 use toolgate::provider::Provider;
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/providers");
@@ -41,7 +41,7 @@ fn fixtures() -> Vec<Fixture> {
         for exp in entries {
             let name = exp.file_name().and_then(|n| n.to_str()).expect("name");
             let case = name.trim_end_matches(".expected.json").to_owned();
-            let expected = decode(
+            let expected = decode_strict(
                 &std::fs::read(&exp).expect("read expected"),
                 &Limits::provider_body(),
             )

@@ -123,7 +123,7 @@ fn claim_line(r: &ClaimRecord, now: UnixMillis) -> Value {
     // The record passed validation, so both decode; `null` would only mean
     // the limits changed between write and read, and is shown as such.
     let arguments = r.proposal.arguments_value().unwrap_or(Value::Null);
-    let scope = toolgate::decode::decode(
+    let scope = toolgate::decode::decode_strict(
         r.proposal.scope().as_bytes(),
         &toolgate::claim::RECORD_JSON_LIMITS,
     )
@@ -229,12 +229,12 @@ fn explicit_answer(
     args: &ReconcileArgs,
 ) -> Result<Option<toolgate::claim::ReconcileOutcome>, String> {
     use toolgate::claim::{JsonText, ReconcileOutcome};
-    use toolgate::decode::{Limits, decode};
+    use toolgate::decode::{Limits, decode_strict};
 
     if let Some(text) = &args.applied {
         // The receipt goes through the strict decoder like any JSON toolgate
         // stores: no duplicate keys, no rounded integers.
-        let value = decode(text.as_bytes(), &Limits::provider_body())
+        let value = decode_strict(text.as_bytes(), &Limits::provider_body())
             .map_err(|r| format!("--applied: {} at '{}'", r.message(), r.pointer()))?;
         let receipt = JsonText::result(value.to_string()).map_err(|e| format!("--applied: {e}"))?;
         return Ok(Some(ReconcileOutcome::Applied { receipt }));

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use serde_json::json;
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 
 use crate::io::{io_failure, print_line, read_stdin_bounded};
 
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(input) => input,
         Err(e) => return io_failure("reading stdin", &e),
     };
-    let (line, code) = match decode(&input, &limits) {
+    let (line, code) = match decode_strict(&input, &limits) {
         Ok(value) => (value.to_string(), 0),
         Err(r) => (
             json!({"rejected": r.code().as_str(), "pointer": r.pointer(), "message": r.message()})

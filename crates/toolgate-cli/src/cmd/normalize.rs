@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 use toolgate::decode::normalize::{self, Action};
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 
 use crate::io::{io_failure, print_line, read_stdin_bounded};
 
@@ -50,8 +50,8 @@ pub fn run(args: Args) -> ExitCode {
         Direction::Encode => encode_stdin(&input),
         Direction::Decode => {
             let decoded = match std::str::from_utf8(&input) {
-                Ok(s) if input.is_empty() || s.is_empty() => normalize::decode(None),
-                Ok(s) => normalize::decode(Some(s)),
+                Ok(s) if input.is_empty() || s.is_empty() => normalize::decode_stored(None),
+                Ok(s) => normalize::decode_stored(Some(s)),
                 Err(_) => normalize::Decoded {
                     object: serde_json::Map::new(),
                     action: Action::RejectedInvalidJson,
@@ -77,7 +77,7 @@ fn encode_stdin(input: &[u8]) -> (String, Action) {
         let e = normalize::encode(&Value::Null);
         return (e.text, e.action);
     }
-    match decode(input, &Limits::provider_body()) {
+    match decode_strict(input, &Limits::provider_body()) {
         Ok(value) => {
             let e = normalize::encode(&value);
             (e.text, e.action)

@@ -30,7 +30,7 @@ use crate::state::{AppState, Parts};
 /// and reads it into `T`, whose unknown fields are refused.
 pub fn strict_body<T: DeserializeOwned>(body: &[u8], max: usize) -> Result<T, ApiError> {
     let value =
-        decode::decode(body, &Limits::provider_body().with_max_bytes(max)).map_err(|r| {
+        decode::decode_strict(body, &Limits::provider_body().with_max_bytes(max)).map_err(|r| {
             ApiError::new(
                 ProblemCode::InvalidBody,
                 format!("{}: {} at '{}'", r.code(), r.message(), r.pointer()),
@@ -446,11 +446,11 @@ async fn run_inner<P: Parts>(
 ) -> Result<(Decision, DecisionResponse), ApiError> {
     let policy = app.policy();
     let check = contract::check(policy, prepared.provider, &prepared.body, &prepared.opts);
-    let action = check.action.as_ref().map(|a| {
+    let action = check.action().map(|a| {
         (
-            a.canonical_arguments.clone(),
-            a.arguments.clone(),
-            a.needs_approval,
+            a.canonical_arguments().to_owned(),
+            a.arguments().clone(),
+            a.needs_approval(),
         )
     });
     // The scope in its canonical form by the proposed tool's `scope_types`
@@ -458,7 +458,7 @@ async fn run_inner<P: Parts>(
     // wrong type is the problem `invalid_scope`, like any other malformed
     // scope; the core would reject it too (reason `invalid_scope`), but a
     // request the gate cannot take is a problem here, not a decision.
-    let tool = check.action.as_ref().and_then(|a| policy.tool(&a.tool));
+    let tool = check.action().and_then(|a| policy.tool(a.tool()));
     let scope = match tool {
         Some(contract) => contract
             .canonical_scope(&prepared.scope)
@@ -491,16 +491,16 @@ async fn run_inner<P: Parts>(
     // Entities are read only for the proposed tool, and only the types its
     // authoriser declares; with no proposal there is nothing to authorise
     // and they are not read.
-    if let Some(action) = &check.action
+    if let Some(action) = check.action()
         && let Some(ty) =
-            unexpected_entity(app.parts().authorizer(), &action.tool, &prepared.entities)
+            unexpected_entity(app.parts().authorizer(), action.tool(), &prepared.entities)
     {
         return Err(ApiError::new(
             ProblemCode::UnexpectedEntities,
             format!(
                 "entities.{ty}: the tool `{}` does not read a `{ty}` entity from the request \
                  (declare it in the deployment with source = \"request\", or do not send it)",
-                action.tool
+                action.tool()
             ),
         ));
     }

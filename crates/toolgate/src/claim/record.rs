@@ -222,7 +222,7 @@ impl JsonText {
         limits: &Limits,
         object_only: bool,
     ) -> Result<Self, CorruptRecord> {
-        let value = decode::decode(text.as_bytes(), limits).map_err(|r| {
+        let value = decode::decode_strict(text.as_bytes(), limits).map_err(|r| {
             CorruptRecord::new(
                 field,
                 format!("{}: {} at '{}'", r.code(), r.message(), r.pointer()),
@@ -248,7 +248,7 @@ impl JsonText {
     /// Decodes the text again (strictly). It was validated on construction,
     /// so this only fails if the limits changed in between.
     pub fn value(&self) -> Result<Value, decode::Rejection> {
-        decode::decode(self.0.as_bytes(), &RESULT_JSON_LIMITS)
+        decode::decode_strict(self.0.as_bytes(), &RESULT_JSON_LIMITS)
     }
 }
 
@@ -303,7 +303,7 @@ impl ProposalRecord {
     /// The canonical arguments, strictly decoded (for re-running the tool's
     /// contract on a record read back from storage).
     pub fn arguments_value(&self) -> Result<Value, decode::Rejection> {
-        decode::decode(self.arguments.as_str().as_bytes(), &RECORD_JSON_LIMITS)
+        decode::decode_strict(self.arguments.as_str().as_bytes(), &RECORD_JSON_LIMITS)
     }
 
     /// The server-fixed scope as JSON text.

@@ -30,7 +30,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::schema::{AuditError, Schema, escape};
-use crate::decode::{Limits, decode};
+use crate::decode::{Limits, decode_strict};
 use crate::op::{ScopeError, ScopeType, canonical_scope};
 
 /// Default byte limit for a reply.
@@ -337,7 +337,7 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
     // The schema is JSON inside TOML; it goes through the strict decoder like
     // everything else, so a duplicated keyword is an error, not a silent
     // last-one-wins.
-    let source = decode(
+    let source = decode_strict(
         t.schema.as_bytes(),
         &Limits::provider_body().with_max_bytes(1 << 20),
     )

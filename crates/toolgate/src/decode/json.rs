@@ -1,7 +1,7 @@
 //! [`Document`]: a strictly decoded JSON document that borrows from its
 //! input, and [`Json`], a view of one value in it.
 //!
-//! Made by [`super::decode_borrowed`]. The document is a *tape*: one vector
+//! Made by [`super::decode_tape`]. The document is a *tape*: one vector
 //! of nodes in input order, where a container's node records how many
 //! items or members it has and where its last descendant ends, an object
 //! member is its key's node followed by its value's nodes, and a string
@@ -13,7 +13,7 @@
 //!
 //! Object keys are unique (the decoder rejected repeats) and keep their
 //! input order, so [`Json::to_value`] gives exactly the `serde_json::Value`
-//! that [`super::decode`] returns for the same bytes.
+//! that [`super::decode_strict`] returns for the same bytes.
 //!
 //! Why it exists: the provider adapters read a few fields of a body that
 //! can be large (providers echo metadata, tool lists, usage). Building a
@@ -403,7 +403,7 @@ impl<'t> Json<'t> {
         }
     }
 
-    /// The value as a `serde_json::Value`: the one [`super::decode`]
+    /// The value as a `serde_json::Value`: the one [`super::decode_strict`]
     /// returns for the same input.
     pub fn to_value(&self) -> Value {
         match self.node() {

@@ -6,11 +6,11 @@
 //!
 //! ```
 //! use serde_json::json;
-//! use toolgate::decode::normalize::{decode, encode, Action};
+//! use toolgate::decode::normalize::{decode_stored, encode, Action};
 //!
 //! let stored = encode(&json!({"0": "a", "1": {}}));
 //! assert_eq!(stored.action, Action::Kept);
-//! let back = decode(Some(&stored.text));
+//! let back = decode_stored(Some(&stored.text));
 //! assert_eq!(serde_json::Value::Object(back.object), json!({"0": "a", "1": {}}));
 //!
 //! // A list is rejected, not stored, and the caller is told.
@@ -21,7 +21,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::{DecodeCode, Limits, Rejection, decode as strict_decode};
+use super::{DecodeCode, Limits, Rejection, decode_strict};
 
 /// What a normalisation call did. The string forms are stable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -111,7 +111,7 @@ impl fmt::Display for Action {
     }
 }
 
-/// The result of [`decode`]: always an object.
+/// The result of [`decode_stored`]: always an object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decoded {
     /// The tool input.
@@ -151,7 +151,7 @@ fn objectify(value: Value, via_string: bool, unwraps_left: u8) -> (Map<String, V
             if text.trim().is_empty() {
                 return (Map::new(), Action::Empty);
             }
-            match strict_decode(text.as_bytes(), &limits()) {
+            match decode_strict(text.as_bytes(), &limits()) {
                 Err(r) => (Map::new(), Action::from_rejection(&r)),
                 Ok(inner) => {
                     let (map, action) = objectify(inner, true, unwraps_left - 1);
@@ -180,7 +180,7 @@ fn objectify(value: Value, via_string: bool, unwraps_left: u8) -> (Map<String, V
 /// An object whose contents the decoder would not read back (an integer
 /// outside ±(2^53−1), more nesting than the default limit, more bytes than
 /// the raw-body limit) is rejected here rather than stored, so that
-/// `decode(encode(x)) == x` holds for every object that is stored.
+/// `decode_stored(encode(x)) == x` holds for every object that is stored.
 pub fn encode(input: &Value) -> Encoded {
     let (object, action) = match input {
         Value::Object(map) => (map.clone(), Action::Kept),
@@ -190,8 +190,8 @@ pub fn encode(input: &Value) -> Encoded {
     let text = Value::Object(object).to_string();
     if !action.is_rejection() && action != Action::Empty {
         // Check what will be read back. Cheaper ways exist; none is as
-        // obviously equivalent to `decode`.
-        if let Err(r) = strict_decode(text.as_bytes(), &limits()) {
+        // obviously equivalent to `decode_stored`.
+        if let Err(r) = decode_strict(text.as_bytes(), &limits()) {
             return Encoded {
                 text: "{}".to_owned(),
                 action: Action::from_rejection(&r),
@@ -207,7 +207,7 @@ pub fn encode(input: &Value) -> Encoded {
 /// object → `kept`; a double-encoded string (`"{\"k\":\"v\"}"`) is unwrapped
 /// exactly once (`unwrapped_double_encoding`); anything else → `{}` with the
 /// matching rejection.
-pub fn decode(stored: Option<&str>) -> Decoded {
+pub fn decode_stored(stored: Option<&str>) -> Decoded {
     let Some(text) = stored else {
         return Decoded {
             object: Map::new(),
@@ -220,7 +220,7 @@ pub fn decode(stored: Option<&str>) -> Decoded {
             action: Action::Empty,
         };
     }
-    let (object, action) = match strict_decode(text.as_bytes(), &limits()) {
+    let (object, action) = match decode_strict(text.as_bytes(), &limits()) {
         Err(r) => (Map::new(), Action::from_rejection(&r)),
         Ok(Value::String(inner)) => {
             // The column held a JSON string: one level of double encoding.
@@ -245,7 +245,7 @@ mod tests {
     }
 
     fn dec(s: Option<&str>) -> (Value, &'static str) {
-        let d = decode(s);
+        let d = decode_stored(s);
         (Value::Object(d.object), d.action.as_str())
     }
 

@@ -1,4 +1,8 @@
-//! The strict JSON decoder.
+//! The reference decoder: [`decode_strict`], the strict JSON decoder whose
+//! answers (values and rejections) are the definition of what toolgate
+//! accepts. The fast path (`tape.rs`, [`super::decode_tape`]) must give the
+//! same answers and takes its rejections from here; this one is written to
+//! be read, not to be fast.
 //!
 //! Why not `serde_json::from_slice`: it keeps the last of two duplicate keys,
 //! rounds integers beyond `u64` into floats without telling anyone, and its
@@ -30,16 +34,16 @@ use super::{DecodeCode, Limits, Rejection};
 /// Decodes `input` as one JSON document under `limits`.
 ///
 /// ```
-/// use toolgate::decode::{decode, DecodeCode, Limits};
+/// use toolgate::decode::{decode_strict, DecodeCode, Limits};
 ///
-/// let v = decode(br#"{"amount_minor":1500}"#, &Limits::envelope()).unwrap();
+/// let v = decode_strict(br#"{"amount_minor":1500}"#, &Limits::envelope()).unwrap();
 /// assert!(v["amount_minor"].is_u64());
 ///
-/// let r = decode(br#"{"a":1,"\u0061":2}"#, &Limits::envelope()).unwrap_err();
+/// let r = decode_strict(br#"{"a":1,"\u0061":2}"#, &Limits::envelope()).unwrap_err();
 /// assert_eq!(r.code(), DecodeCode::DuplicateKey);
 /// assert_eq!(r.pointer(), "/a");
 /// ```
-pub fn decode(input: &[u8], limits: &Limits) -> Result<Value, Rejection> {
+pub fn decode_strict(input: &[u8], limits: &Limits) -> Result<Value, Rejection> {
     if input.len() > limits.max_bytes() {
         return Err(Rejection::new(
             DecodeCode::TooLarge,
@@ -504,7 +508,7 @@ mod tests {
     }
 
     fn code(input: &str) -> Option<&'static str> {
-        decode(input.as_bytes(), &lim())
+        decode_strict(input.as_bytes(), &lim())
             .err()
             .map(|r| r.code().as_str())
     }
@@ -516,18 +520,18 @@ mod tests {
             let ok = format!("{}{}", "[".repeat(n), "]".repeat(n));
             let deep = format!("{}{}", "[".repeat(n + 1), "]".repeat(n + 1));
             if n == 0 {
-                assert!(decode(b"1", &l).is_ok());
+                assert!(decode_strict(b"1", &l).is_ok());
             } else {
-                assert!(decode(ok.as_bytes(), &l).is_ok(), "{n} should pass");
+                assert!(decode_strict(ok.as_bytes(), &l).is_ok(), "{n} should pass");
             }
-            let r = decode(deep.as_bytes(), &l).unwrap_err();
+            let r = decode_strict(deep.as_bytes(), &l).unwrap_err();
             assert_eq!(r.code(), DecodeCode::TooDeep, "{n}");
             assert_eq!(r.pointer(), "/0".repeat(n));
         }
         // Objects count the same as arrays.
         let l = lim().with_max_nesting(2).unwrap();
-        assert!(decode(br#"{"a":{"b":1}}"#, &l).is_ok());
-        let r = decode(br#"{"a":{"b":{}}}"#, &l).unwrap_err();
+        assert!(decode_strict(br#"{"a":{"b":1}}"#, &l).is_ok());
+        let r = decode_strict(br#"{"a":{"b":{}}}"#, &l).unwrap_err();
         assert_eq!((r.code(), r.pointer()), (DecodeCode::TooDeep, "/a/b"));
     }
 
@@ -542,7 +546,7 @@ mod tests {
         let deep = "[".repeat(100_000);
         assert_eq!(code(&deep), Some("too_deep"));
         let l = lim().with_max_nesting(Limits::NESTING_CEILING).unwrap();
-        let r = decode(deep.as_bytes(), &l).unwrap_err();
+        let r = decode_strict(deep.as_bytes(), &l).unwrap_err();
         assert_eq!(r.code(), DecodeCode::TooDeep);
     }
 
@@ -550,32 +554,33 @@ mod tests {
     fn byte_limit_comes_before_parsing() {
         let l = lim().with_max_bytes(4);
         // Invalid JSON, but too large is what is reported: nothing was parsed.
-        let r = decode(b"{{{{{", &l).unwrap_err();
+        let r = decode_strict(b"{{{{{", &l).unwrap_err();
         assert_eq!(r.code(), DecodeCode::TooLarge);
-        assert!(decode(b"1234", &l).is_ok());
+        assert!(decode_strict(b"1234", &l).is_ok());
     }
 
     #[test]
     fn duplicate_keys_with_pointer_and_escapes() {
-        let r = decode(br#"{"amount_minor":1500,"amount_minor":99999}"#, &lim()).unwrap_err();
+        let r =
+            decode_strict(br#"{"amount_minor":1500,"amount_minor":99999}"#, &lim()).unwrap_err();
         assert_eq!(
             (r.code(), r.pointer()),
             (DecodeCode::DuplicateKey, "/amount_minor")
         );
-        let r = decode(br#"{"a":1,"\u0061":2}"#, &lim()).unwrap_err();
+        let r = decode_strict(br#"{"a":1,"\u0061":2}"#, &lim()).unwrap_err();
         assert_eq!((r.code(), r.pointer()), (DecodeCode::DuplicateKey, "/a"));
-        let r = decode(br#"{"x":[0,{"a/b":1,"a\/b":2}]}"#, &lim()).unwrap_err();
+        let r = decode_strict(br#"{"x":[0,{"a/b":1,"a\/b":2}]}"#, &lim()).unwrap_err();
         assert_eq!(
             (r.code(), r.pointer()),
             (DecodeCode::DuplicateKey, "/x/1/a~1b")
         );
         // Same key in sibling objects is fine.
-        assert!(decode(br#"[{"a":1},{"a":1}]"#, &lim()).is_ok());
+        assert!(decode_strict(br#"[{"a":1},{"a":1}]"#, &lim()).is_ok());
     }
 
     #[test]
     fn numbers_keep_their_lexical_kind() {
-        let v = decode(b"[1500, 1500.0, 1.5e3, -7, 0, -0]", &lim()).unwrap();
+        let v = decode_strict(b"[1500, 1500.0, 1.5e3, -7, 0, -0]", &lim()).unwrap();
         assert!(v[0].is_u64());
         assert!(v[1].is_f64());
         assert!(v[2].is_f64());
@@ -588,28 +593,32 @@ mod tests {
     fn integer_range_is_interoperable_unless_widened() {
         let max = "9007199254740991";
         let over = "9007199254740992";
-        assert!(decode(max.as_bytes(), &lim()).is_ok());
-        assert!(decode(format!("-{max}").as_bytes(), &lim()).is_ok());
+        assert!(decode_strict(max.as_bytes(), &lim()).is_ok());
+        assert!(decode_strict(format!("-{max}").as_bytes(), &lim()).is_ok());
         assert_eq!(code(over), Some("number_out_of_range"));
         assert_eq!(code(&format!("-{over}")), Some("number_out_of_range"));
-        let r = decode(format!("{{\"n\":[{over}]}}").as_bytes(), &lim()).unwrap_err();
+        let r = decode_strict(format!("{{\"n\":[{over}]}}").as_bytes(), &lim()).unwrap_err();
         assert_eq!(r.pointer(), "/n/0");
         let wide = lim().with_max_integer(u64::MAX);
         assert_eq!(
-            decode(b"18446744073709551615", &wide).unwrap().as_u64(),
+            decode_strict(b"18446744073709551615", &wide)
+                .unwrap()
+                .as_u64(),
             Some(u64::MAX)
         );
         assert_eq!(
-            decode(b"-9223372036854775808", &wide).unwrap().as_i64(),
+            decode_strict(b"-9223372036854775808", &wide)
+                .unwrap()
+                .as_i64(),
             Some(i64::MIN)
         );
-        assert!(decode(b"-9223372036854775809", &wide).is_err());
-        assert!(decode(b"18446744073709551616", &wide).is_err());
+        assert!(decode_strict(b"-9223372036854775809", &wide).is_err());
+        assert!(decode_strict(b"18446744073709551616", &wide).is_err());
         assert_eq!(code("1e400"), Some("number_out_of_range"));
         assert_eq!(code("-1e400"), Some("number_out_of_range"));
         assert_eq!(code("1e-400"), Some("number_out_of_range"));
-        assert!(decode(b"0e-400", &lim()).is_ok());
-        assert!(decode(b"1e308", &lim()).is_ok());
+        assert!(decode_strict(b"0e-400", &lim()).is_ok());
+        assert!(decode_strict(b"1e308", &lim()).is_ok());
     }
 
     #[test]
@@ -637,18 +646,18 @@ mod tests {
             assert_eq!(code(bad), Some("invalid_json"), "{bad:?}");
         }
         assert_eq!(
-            decode(b"\xEF\xBB\xBF{}", &lim()).unwrap_err().code(),
+            decode_strict(b"\xEF\xBB\xBF{}", &lim()).unwrap_err().code(),
             DecodeCode::InvalidJson
         );
         assert_eq!(
-            decode(b"[\"\xFF\"]", &lim()).unwrap_err().code(),
+            decode_strict(b"[\"\xFF\"]", &lim()).unwrap_err().code(),
             DecodeCode::InvalidJson
         );
     }
 
     #[test]
     fn strings_unescape() {
-        let v = decode(
+        let v = decode_strict(
             br#"["\ud83d\ude00\n\u00e9\/", "plain", "caf\u00e9"]"#,
             &lim(),
         )

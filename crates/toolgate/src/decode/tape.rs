@@ -1,15 +1,18 @@
-//! [`decode_borrowed`]: the strict decoder's rules, building a [`Document`]
-//! tape instead of a `serde_json::Value`.
+//! The fast path: [`decode_tape`] applies the reference decoder's rules
+//! ([`super::decode_strict`], `strict.rs`) and builds a [`Document`] tape that
+//! borrows from the input instead of a `serde_json::Value`.
 //!
-//! The parser here accepts exactly the documents [`super::decode`] accepts
+//! The parser here accepts exactly the documents the reference accepts
 //! (same grammar, nesting limit, integer range, float rules and
 //! duplicate-key rule, keys compared after unescaping) and builds the same
 //! values. What it leaves out is the diagnosis: it keeps no JSON pointer and
 //! writes no message. When it meets anything it does not accept it stops,
-//! and [`super::decode`] runs on the same bytes to give the rejection (code,
-//! pointer, message). So there is one source of rejections, and the tape
-//! parser stays small enough to be fast. Property tests hold the two
-//! decoders to the same answers on generated and mutated documents.
+//! and the reference runs on the same bytes to give the rejection (code,
+//! pointer, message). So there is one source of rejections, and the fast
+//! path stays small enough to be fast. Where the two could differ, the
+//! reference is right: property tests and the differential check
+//! ([`super::differential`], also a fuzz target) hold the fast path to its
+//! answers.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -17,40 +20,51 @@ use std::collections::HashSet;
 
 use super::json::{Document, Node, tape_with_capacity, text_buffer};
 use super::scan::{escape_char, integer_digits, string_stop};
-use super::{Limits, Rejection, decode};
+use super::{Limits, Rejection, decode_strict};
 
-/// Decodes `input` like [`decode`], into a [`Document`] whose strings
+/// Decodes `input` like [`decode_strict`], into a [`Document`] whose strings
 /// borrow from `input` where they had no escapes. Accepts and rejects
-/// exactly what [`decode`] does, with the same rejections;
-/// [`crate::decode::Json::to_value`] on its root gives the value [`decode`]
+/// exactly what [`decode_strict`] does, with the same rejections;
+/// [`crate::decode::Json::to_value`] on its root gives the value [`decode_strict`]
 /// returns.
 ///
 /// ```
-/// use toolgate::decode::{decode, decode_borrowed, Limits};
+/// use toolgate::decode::{decode_strict, decode_tape, Limits};
 ///
 /// let text = br#"{"tool":"refund_order","arguments":{"amount_minor":1500}}"#;
-/// let doc = decode_borrowed(text, &Limits::envelope()).unwrap();
+/// let doc = decode_tape(text, &Limits::envelope()).unwrap();
 /// let root = doc.root();
 /// assert_eq!(root.get("tool").and_then(|t| t.as_str()), Some("refund_order"));
-/// assert_eq!(root.to_value(), decode(text, &Limits::envelope()).unwrap());
+/// assert_eq!(root.to_value(), decode_strict(text, &Limits::envelope()).unwrap());
 ///
 /// let twice = br#"{"a":1,"\u0061":2}"#;
-/// assert_eq!(decode_borrowed(twice, &Limits::envelope()).unwrap_err(),
-///            decode(twice, &Limits::envelope()).unwrap_err());
+/// assert_eq!(decode_tape(twice, &Limits::envelope()).unwrap_err(),
+///            decode_strict(twice, &Limits::envelope()).unwrap_err());
 /// ```
-pub fn decode_borrowed<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'a>, Rejection> {
-    // The checks before parsing are the strict decoder's; anything they
+pub fn decode_tape<'a>(input: &'a [u8], limits: &Limits) -> Result<Document<'a>, Rejection> {
+    if let Some(doc) = fast_path(input, limits) {
+        return Ok(doc);
+    }
+    // Rejected (or, should the two parsers ever disagree the other way,
+    // accepted): the reference decoder's answer is the one that counts.
+    decode_strict(input, limits).map(|value| Document::from_value(&value))
+}
+
+/// The fast path alone, without the reference's fallback: `Some` for a
+/// document it accepts, `None` for anything else. The differential check
+/// compares this with the reference, since through [`decode_tape`] a
+/// document the fast path wrongly refused would be repaired by the fallback
+/// and never seen.
+pub(super) fn fast_path<'a>(input: &'a [u8], limits: &Limits) -> Option<Document<'a>> {
+    // The checks before parsing are the reference decoder's; anything they
     // refuse is left to it to report.
     if input.len() <= limits.max_bytes()
         && !input.starts_with(&[0xEF, 0xBB, 0xBF])
         && let Ok(text) = std::str::from_utf8(input)
-        && let Some(doc) = parse(text, limits)
     {
-        return Ok(doc);
+        return parse(text, limits);
     }
-    // Rejected (or, should the two parsers ever disagree the other way,
-    // accepted): the strict decoder's answer is the one that counts.
-    decode(input, limits).map(|value| Document::from_value(&value))
+    None
 }
 
 /// The container a value belongs to: an array, an object, or the top
@@ -533,7 +547,7 @@ impl<'a> Parser<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Limits, decode, decode_borrowed};
+    use super::super::{Limits, decode_strict, decode_tape};
 
     /// Objects whose keys fill the key filter, so that new keys often find
     /// their bits set (and are compared on the tape), with and without a
@@ -556,8 +570,8 @@ mod tests {
                 format!("{{{unique},\"k{:02}\":1}}", members - 1),
                 format!("[{{{unique}}},{{{unique}}}]"),
             ] {
-                let strict = decode(text.as_bytes(), &limits);
-                let tape = decode_borrowed(text.as_bytes(), &limits);
+                let strict = decode_strict(text.as_bytes(), &limits);
+                let tape = decode_tape(text.as_bytes(), &limits);
                 match (&strict, &tape) {
                     (Ok(value), Ok(doc)) => assert_eq!(doc.root().to_value(), *value, "{text}"),
                     (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),

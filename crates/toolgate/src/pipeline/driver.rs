@@ -255,24 +255,19 @@ where
     E: Executor,
 {
     // Stateless stages: anything but an action ends here.
-    let (action, reply) = match (&proposal.outcome, &proposal.action) {
-        (contract::Outcome::Action, Some(_)) => {
-            let reply = proposal.reply.clone().unwrap_or_default();
-            match proposal.action {
-                Some(a) => (a, reply),
-                None => return Ok(stateless(proposal).into()),
-            }
-        }
-        _ => return Ok(stateless(proposal).into()),
+    let reply = proposal.reply.clone().unwrap_or_default();
+    let action = match proposal.into_action() {
+        Ok(action) => action,
+        Err(proposal) => return Ok(stateless(proposal).into()),
     };
-    let Some(contract) = gate.policy.tool(&action.tool) else {
+    let Some(contract) = gate.policy.tool(action.tool()) else {
         let mut d = Decision::new(Outcome::Rejected);
         d.reason = Some(Reason::Contract(contract::Reason::UnknownTool));
         d.message = Some(format!(
             "tool {:?} is not in this gate's policy",
-            action.tool
+            action.tool()
         ));
-        d.tool = Some(action.tool.to_string());
+        d.tool = Some(action.tool().to_owned());
         return Ok(d.into());
     };
     let validated = Validated::new(action, reply, contract);

@@ -45,32 +45,32 @@ impl Validated {
 
     /// The tool.
     pub fn tool(&self) -> &str {
-        &self.action.tool
+        self.action.tool()
     }
 
     /// The validated arguments.
     pub fn arguments(&self) -> &Value {
-        &self.action.arguments
+        self.action.arguments()
     }
 
     /// The canonical arguments.
     pub fn canonical_arguments(&self) -> &str {
-        &self.action.canonical_arguments
+        self.action.canonical_arguments()
     }
 
     /// The fingerprint of the canonical arguments.
     pub fn fingerprint(&self) -> &Fingerprint {
-        &self.action.fingerprint
+        self.action.fingerprint()
     }
 
     /// The capability the tool needs.
     pub fn capability(&self) -> &str {
-        &self.action.capability
+        self.action.capability()
     }
 
     /// Whether each operation needs a person's approval.
     pub fn needs_approval(&self) -> bool {
-        self.action.needs_approval
+        self.action.needs_approval()
     }
 
     /// The model's reply.

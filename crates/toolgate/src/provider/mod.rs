@@ -1,7 +1,7 @@
 //! Provider adapters (docs/design.md §5): one raw response body in, one normalised
 //! [`Turn`] out.
 //!
-//! Two steps: [`decode`] strictly decodes the whole body (or each event of
+//! Two steps: [`decode_body`] strictly decodes the whole body (or each event of
 //! a stream) into a [`Body`], a tape that borrows from the input; then
 //! [`Body::turn`] reads it as a turn. Each adapter knows one provider's
 //! response shape and nothing else: it classifies the stop and collects the
@@ -31,7 +31,7 @@ mod tests;
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::decode::{Array, Document, Json, Limits, Object, Rejection, decode_borrowed};
+use crate::decode::{Array, Document, Json, Limits, Object, Rejection, decode_tape};
 use sse::Event;
 
 /// The response formats toolgate reads.
@@ -296,7 +296,7 @@ enum Content<'a> {
 /// (and each stream event); the default is [`Limits::provider_body`].
 /// [`Provider::Envelope`] has no turn form: the contract layer reads its
 /// body directly, so it is reported as malformed here.
-pub fn decode<'a>(
+pub fn decode_body<'a>(
     provider: Provider,
     body: &'a [u8],
     stream: bool,
@@ -307,7 +307,7 @@ pub fn decode<'a>(
             Content::Stream(sse::events(body, limits)?)
         }
         (Provider::Anthropic | Provider::OpenAiChat | Provider::OpenAiResponses, false)
-        | (Provider::Gemini, false) => Content::Whole(decode_borrowed(body, limits)?),
+        | (Provider::Gemini, false) => Content::Whole(decode_tape(body, limits)?),
         (Provider::Gemini | Provider::Envelope, true) | (Provider::Envelope, false) => {
             return Err(malformed(
                 At::ROOT,
@@ -333,7 +333,7 @@ impl<'a> Body<'a> {
             (Content::Stream(events), Provider::OpenAiResponses) => {
                 openai_responses::parse_stream(events)
             }
-            (_, provider) => unreachable!("`decode` makes no {provider} body"),
+            (_, provider) => unreachable!("`decode_body` makes no {provider} body"),
         }
     }
 }

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use super::ProviderError;
-use crate::decode::{Document, Limits, Rejection, decode, decode_borrowed};
+use crate::decode::{Document, Limits, Rejection, decode_strict, decode_tape};
 
 /// One dispatched event, borrowing from the stream.
 #[derive(Debug)]
@@ -27,9 +27,9 @@ pub struct Event<'a> {
 /// (bare `event:` lines) are dropped, as the format prescribes.
 pub fn events<'a>(body: &'a [u8], limits: &Limits) -> Result<Vec<Event<'a>>, ProviderError> {
     if body.len() > limits.max_bytes() {
-        // decode() rejects an over-limit input before parsing anything; use
+        // decode_strict() rejects an over-limit input before parsing anything; use
         // it so that the rejection reads the same as a non-stream body's.
-        if let Err(r) = decode(body, limits) {
+        if let Err(r) = decode_strict(body, limits) {
             return Err(ProviderError::Body(r));
         }
     }
@@ -95,8 +95,8 @@ fn dispatch<'a>(
         // A single `data:` line is a slice of the stream; lines joined
         // into a new string give a document that owns its strings.
         let decoded = match &data {
-            Cow::Borrowed(text) => decode_borrowed(text.as_bytes(), limits),
-            Cow::Owned(text) => decode_borrowed(text.as_bytes(), limits).map(Document::into_owned),
+            Cow::Borrowed(text) => decode_tape(text.as_bytes(), limits),
+            Cow::Owned(text) => decode_tape(text.as_bytes(), limits).map(Document::into_owned),
         };
         Some(decoded.map_err(|r| {
             ProviderError::Body(Rejection::new(

@@ -2,11 +2,11 @@
 //! first when several are wrong: the order of checks is behaviour (the
 //! pointer and message reach the decision), so it is pinned here.
 
-use super::{Provider, ProviderError, StopClass, decode};
+use super::{Provider, ProviderError, StopClass, decode_body};
 use crate::decode::Limits;
 
 fn turn_error(provider: Provider, body: &str) -> (String, String) {
-    let body = decode(provider, body.as_bytes(), false, &Limits::provider_body())
+    let body = decode_body(provider, body.as_bytes(), false, &Limits::provider_body())
         .unwrap_or_else(|e| panic!("{body}: {e}"));
     match body.turn() {
         Err(ProviderError::Malformed { pointer, message }) => (pointer, message),
@@ -252,7 +252,7 @@ fn gemini_reports_the_first_malformed_field() {
 #[test]
 fn fields_read_only_on_a_rare_path_still_count() {
     let turn = |provider, body: &str| {
-        let body = decode(provider, body.as_bytes(), false, &Limits::provider_body()).unwrap();
+        let body = decode_body(provider, body.as_bytes(), false, &Limits::provider_body()).unwrap();
         let turn = body.turn().unwrap();
         (
             turn.stop.class,

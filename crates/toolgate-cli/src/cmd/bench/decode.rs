@@ -6,7 +6,7 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use toolgate::decode::{Limits, decode};
+use toolgate::decode::{Limits, decode_strict};
 
 use super::timing::compare;
 
@@ -47,14 +47,14 @@ pub fn run(args: Args) -> ExitCode {
     ] {
         let limits = Limits::provider_body().with_max_bytes(doc.len());
         // Both must agree on the bytes before their speed is worth comparing.
-        let strict = decode(&doc, &limits).expect("bench document is strict JSON");
+        let strict = decode_strict(&doc, &limits).expect("bench document is strict JSON");
         let plain: Value = serde_json::from_slice(&doc).expect("bench document is JSON");
         assert_eq!(strict, plain, "decoders disagree on {name}");
         let [s, p] = compare(
             budget,
             [
                 &mut || {
-                    black_box(decode(black_box(&doc), &limits).ok());
+                    black_box(decode_strict(black_box(&doc), &limits).ok());
                 },
                 &mut || {
                     black_box(serde_json::from_slice::<Value>(black_box(&doc)).ok());
@@ -152,7 +152,7 @@ fn peak_child(decoder: &str, file: &str) -> ExitCode {
         return ExitCode::from(2);
     };
     let ok = match decoder {
-        "strict" => decode(&doc, &Limits::provider_body().with_max_bytes(doc.len()))
+        "strict" => decode_strict(&doc, &Limits::provider_body().with_max_bytes(doc.len()))
             .map(black_box)
             .is_ok(),
         _ => serde_json::from_slice::<Value>(&doc).map(black_box).is_ok(),

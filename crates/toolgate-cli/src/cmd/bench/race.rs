@@ -362,8 +362,8 @@ where
     scope.insert("ticket_id".into(), json!(ticket.id));
     if key_includes_arguments {
         // The anti-pattern under demonstration, not a recommendation.
-        if let Some(a) = &proposal.action {
-            scope.insert(ARGUMENTS_FIELD.into(), json!(a.fingerprint.to_hex()));
+        if let Some(a) = proposal.action() {
+            scope.insert(ARGUMENTS_FIELD.into(), json!(a.fingerprint().to_hex()));
         }
     }
     let principal =
