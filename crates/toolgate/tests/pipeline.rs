@@ -460,9 +460,13 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
     assert_eq!(d.current_version, Some(StateVersion::from(8)));
     assert!(!w.calls().contains(&"state"), "{:?}", w.calls());
     assert_eq!(w.credits(), 1);
-    // Its claim is closed: a retry replays the answer, never writes.
+    // Its claim is closed as not applied: a retry gets that answer again
+    // (state_changed, with the version then current), never `replayed`,
+    // which would say the write happened; and nothing is written.
     let again = w.decide(w.credit(1500), 7, T0 + 2);
-    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(again.outcome, Outcome::StateChanged, "{again:?}");
+    assert_eq!(again.reason, Some(Reason::PreconditionFailed));
+    assert_eq!(again.current_version, Some(StateVersion::from(8)));
     assert_eq!(w.credits(), 1);
 }
 
@@ -703,7 +707,8 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
     assert_eq!(w.credits(), 0);
 
     // Reconciling asks the executor and records its answer; it never runs
-    // the write. Afterwards the retry replays the reconciled result.
+    // the write. Afterwards the retry gets the reconciled outcome: not
+    // applied, so `state_changed`, never `replayed`.
     let key = d.key.unwrap();
     w.log.lock().unwrap().clear();
     let r = block_on(reconcile(
@@ -723,7 +728,8 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
         ["fetch", "reconcile", "record_reconciliation", "audit"]
     );
     let d = w.decide(w.credit(1500), 7, T0 + 33_000);
-    assert_eq!(d.outcome, Outcome::Replayed);
+    assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
+    assert_eq!(d.reason, Some(Reason::LeaseExpired));
     assert_eq!(d.result.as_ref().unwrap()["applied"], false);
     assert_eq!(w.credits(), 0);
 }

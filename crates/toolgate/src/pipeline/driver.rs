@@ -552,6 +552,25 @@ fn existing(
         );
         d.result = result;
         d
+    } else if let Some(not_applied) = closed_not_applied(&record, result.as_ref()) {
+        // A closure that wrote nothing replays as what it was, never as
+        // `replayed` (which says the write happened).
+        let mut d = bound_decision(bound, Outcome::StateChanged, Some(not_applied));
+        d.message = Some(match not_applied {
+            Reason::PreconditionFailed => {
+                "the executor's version precondition failed; nothing was written".to_owned()
+            }
+            _ => "the claim was reconciled as not applied: nothing was written; propose again \
+                  against the current version"
+                .to_owned(),
+        });
+        d.current_version = result
+            .as_ref()
+            .and_then(|r| r.get("current_version"))
+            .and_then(Value::as_str)
+            .and_then(StateVersion::new);
+        d.result = result;
+        d
     } else if record.status == ClaimStatus::Completed {
         let mut d = bound_decision(bound, Outcome::Replayed, None);
         d.result = result;
@@ -573,6 +592,25 @@ fn existing(
     };
     d.prior = Some(record.proposal);
     Ok(d)
+}
+
+/// Why a completed claim wrote nothing, if it did not: reconciled as not
+/// applied, or closed by its own execution with a not-applied result (the
+/// executor's precondition failed; see `execute`), whose first answer was
+/// `state_changed`.
+fn closed_not_applied(record: &ClaimRecord, result: Option<&Value>) -> Option<Reason> {
+    let completion = record.completion.as_ref()?;
+    match completion.resolution {
+        crate::claim::Resolution::ReconciledNotApplied => Some(Reason::LeaseExpired),
+        crate::claim::Resolution::ReconciledApplied => None,
+        crate::claim::Resolution::Executed => {
+            let r = result?;
+            (r.get("applied") == Some(&Value::Bool(false))
+                && r.get("reason").and_then(Value::as_str)
+                    == Some(Reason::PreconditionFailed.as_str()))
+            .then_some(Reason::PreconditionFailed)
+        }
+    }
 }
 
 /// docs/design.md §8: records read back pass the same contract as fresh proposals.
