@@ -28,6 +28,7 @@ fn browser_required() -> bool {
 }
 
 /// One HTTP/1.1 request over a fresh connection; the body is read to EOF.
+#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -166,6 +167,14 @@ impl Driver {
             .to_owned()
     }
 
+    fn attribute(&self, css: &str, name: &str) -> String {
+        let id = self.find(css);
+        self.cmd("GET", &format!("/element/{id}/attribute/{name}"), None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     fn click(&self, css: &str) {
         let id = self.find(css);
         self.cmd("POST", &format!("/element/{id}/click"), Some(json!({})));
@@ -195,7 +204,8 @@ impl Drop for Driver {
 }
 
 #[test]
-fn reviewer_sees_a_conflict_and_approves_a_pending_action_in_chromium() {
+#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
         let msg = format!(
             "{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)"
@@ -265,9 +275,29 @@ fn reviewer_sees_a_conflict_and_approves_a_pending_action_in_chromium() {
     d.click(&format!("#approve-{item}"));
     let after = d.text(&format!("#item-{item} .status"));
     assert!(after.contains("approved by reviewer-1"), "{after}");
-    assert_eq!(d.text(&format!("#item-{item} .outcome-after")), "executed");
+    assert!(after.contains("waiting for the proposer's retry"), "{after}");
+    // The conflict is resolved with a note, from the page too.
+    let conflict_id: u64 = d
+        .attribute(".item.conflict", "id")
+        .trim_start_matches("item-")
+        .parse()
+        .unwrap();
+    d.type_into(&format!("#item-{conflict_id} input[name=note]"), "paid once, closed");
+    d.click(&format!("#resolve-{conflict_id}"));
+    let closed = d.text(&format!("#item-{conflict_id} .status"));
+    assert!(closed.contains("resolved by reviewer-1") && closed.contains("paid once"), "{closed}");
     drop(d);
-    // The outcome, checked outside the browser: exactly one write.
+    // Approving ran nothing; the proposer's retry does, once.
+    assert_eq!(desk.credits_for("t-2"), 0);
+    let retry = api(
+        AGENT_KEY,
+        decision_body(
+            action("refund_order", json!({"amount_minor": 4321})),
+            "t-2",
+            "3",
+        ),
+    );
+    assert_eq!(retry["outcome"], "executed");
     assert_eq!(desk.credits_for("t-2"), 1);
     let retry = api(
         AGENT_KEY,

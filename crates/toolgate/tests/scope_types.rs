@@ -152,7 +152,11 @@ fn an_integer_and_its_decimal_text_are_one_operation() {
     ))
     .unwrap()
     .unwrap();
-    let stored: Value = serde_json::from_str(record.proposal.scope()).unwrap();
+    let stored = toolgate::decode::decode_strict(
+        record.proposal.scope().as_bytes(),
+        &toolgate::decode::Limits::provider_body(),
+    )
+    .unwrap();
     assert_eq!(stored, canonical);
 }
 

@@ -141,15 +141,16 @@ impl Decision {
 
     /// Takes the proposal out of an `action` decision; any other decision
     /// (or one whose outcome was changed after `check`) comes back
-    /// unchanged as the error.
-    pub fn into_action(self) -> Result<ProposedAction, Self> {
+    /// unchanged as the error (boxed: a decision is large, and only the
+    /// action path is hot).
+    pub fn into_action(self) -> Result<ProposedAction, Box<Self>> {
         match self {
             Self {
                 outcome: Outcome::Action,
                 action: Some(action),
                 ..
             } => Ok(action),
-            other => Err(other),
+            other => Err(Box::new(other)),
         }
     }
 }

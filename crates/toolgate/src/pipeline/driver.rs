@@ -258,7 +258,7 @@ where
     let reply = proposal.reply.clone().unwrap_or_default();
     let action = match proposal.into_action() {
         Ok(action) => action,
-        Err(proposal) => return Ok(stateless(proposal).into()),
+        Err(proposal) => return Ok(stateless(*proposal).into()),
     };
     let Some(contract) = gate.policy.tool(action.tool()) else {
         let mut d = Decision::new(Outcome::Rejected);
