@@ -386,6 +386,10 @@ async fn after_failed_commit<B: ClaimBackend>(
 /// Lost races are retried, and so is an unknown outcome: the completion is
 /// idempotent for the same holder and result, so running it again answers
 /// `Recorded` if the first one took effect, and writes nothing twice.
+///
+/// The lease is checked at the store's clock, never earlier than the
+/// caller's `now`: a caller passing the time its decision started cannot
+/// complete a claim whose lease has ended since (invariant 8).
 pub(crate) async fn complete<B: ClaimBackend>(
     backend: &B,
     key: &OperationKey,
@@ -394,6 +398,7 @@ pub(crate) async fn complete<B: ClaimBackend>(
     now: UnixMillis,
     audit: &AuditEntry,
 ) -> Result<Completion, StoreError> {
+    let now = now.max((backend.clock())());
     let unit = Unit::Complete {
         key: *key,
         holder: *holder,

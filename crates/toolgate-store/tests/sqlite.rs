@@ -83,6 +83,19 @@ async fn grants_are_used_in_the_claims_transaction() {
 }
 
 #[tokio::test]
+async fn completion_checks_the_lease_at_the_stores_clock() {
+    static NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let db = TempDb::new();
+    let s = store(&db)
+        .await
+        .with_clock(|| toolgate::claim::UnixMillis(NOW.load(std::sync::atomic::Ordering::SeqCst)));
+    support::completion_checks_the_lease_at_the_stores_clock(&s, |t| {
+        NOW.store(t.0, std::sync::atomic::Ordering::SeqCst);
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_lease_past_at_read_back_is_refused() {
     static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
     let db = TempDb::new();

@@ -340,3 +340,33 @@ pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
     // The same grant with its own digest still works afterwards.
     expect_acquired(claim(key, grant(item, DIGEST)).await);
 }
+
+/// A completion checks the lease at the store's clock, not only at the
+/// caller's time: a holder passing the time its decision started, after
+/// the store's clock has passed the lease's end, gets `Reconcile`, and the
+/// claim stays in flight for reconciliation. `set` moves the store's clock.
+pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
+    store: &S,
+    set: impl Fn(UnixMillis),
+) {
+    let ns = Namespace::new(random16());
+    let t0 = conformance::T0;
+    set(t0);
+    let (key, req) = request_for(&ns, 7);
+    let lease = expect_acquired(store.claim(req).await.expect("claim"));
+    set(lease.expires_at.plus_millis(1));
+    let receipt = toolgate::claim::JsonText::result("{}".into()).expect("json");
+    let entry = conformance::executed_entry(key, t0);
+    let done = store
+        .complete(&key, &lease.holder, &receipt, t0, &entry)
+        .await
+        .expect("complete");
+    assert_eq!(
+        done,
+        toolgate::claim::Completion::Reconcile,
+        "completed past the lease"
+    );
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert_eq!(row.status, toolgate::claim::ClaimStatus::InFlight);
+    assert!(store.audit_trail(&key, 10).await.expect("trail").is_empty());
+}
