@@ -27,6 +27,8 @@
 //! attribute that holds `1` where a policy uses it as a boolean is an
 //! evaluation error, not a truthy value.
 
+#![warn(missing_docs)]
+
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::str::FromStr;

@@ -23,6 +23,8 @@
 //! tool with `state = { source = "none" }` has no version read: its
 //! executor's write precondition alone decides.
 
+#![warn(missing_docs)]
+
 mod config;
 mod db;
 mod http;

@@ -29,6 +29,8 @@
 //! *should* pass the gate (it breaks no rule the gate can check), and the
 //! evaluation counts it as unjustified.
 
+#![warn(missing_docs)]
+
 pub mod case;
 pub mod deployment;
 pub mod live;

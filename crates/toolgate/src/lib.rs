@@ -12,6 +12,8 @@
 //! Rejections are values with stable codes, never panics: see
 //! [`decode::DecodeCode`] and [`decode::normalize::Action`].
 
+#![warn(missing_docs)]
+
 pub mod claim;
 pub mod contract;
 pub mod decode;
