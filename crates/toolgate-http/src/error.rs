@@ -38,8 +38,6 @@ pub enum ProblemCode {
     Unauthorized,
     /// 403: the key's principal lacks the endpoint's capability.
     MissingCapability,
-    /// 403: a completion by another principal than the permit's.
-    NotProposer,
     /// 422: the body is not strict JSON or not the endpoint's shape.
     InvalidBody,
     /// 422: `provider` names no supported provider.
@@ -99,6 +97,9 @@ pub enum ProblemCode {
     UnexpectedEntities,
     /// 413: the body is over the limit.
     BodyTooLarge,
+    /// 413: a result (a completion's, a reconciliation answer) over the
+    /// server's result cap: nothing was recorded.
+    ResultTooLarge,
     /// 415: a body of a media type the endpoint does not read.
     UnsupportedMediaType,
     /// 500: a stored record failed its contract when read back.
@@ -116,7 +117,6 @@ impl ProblemCode {
     pub const ALL: [Self; 34] = [
         Self::Unauthorized,
         Self::MissingCapability,
-        Self::NotProposer,
         Self::InvalidBody,
         Self::UnknownProvider,
         Self::UnknownScopeField,
@@ -143,6 +143,7 @@ impl ProblemCode {
         Self::ActorNotAllowed,
         Self::UnexpectedEntities,
         Self::BodyTooLarge,
+        Self::ResultTooLarge,
         Self::UnsupportedMediaType,
         Self::CorruptRecord,
         Self::Internal,
@@ -155,7 +156,6 @@ impl ProblemCode {
         match self {
             Self::Unauthorized => "unauthorized",
             Self::MissingCapability => "missing_capability",
-            Self::NotProposer => "not_proposer",
             Self::InvalidBody => "invalid_body",
             Self::UnknownProvider => "unknown_provider",
             Self::UnknownScopeField => "unknown_scope_field",
@@ -182,6 +182,7 @@ impl ProblemCode {
             Self::ActorNotAllowed => "actor_not_allowed",
             Self::UnexpectedEntities => "unexpected_entities",
             Self::BodyTooLarge => "body_too_large",
+            Self::ResultTooLarge => "result_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::CorruptRecord => "corrupt_record",
             Self::Internal => "internal",
@@ -200,9 +201,7 @@ impl ProblemCode {
             | Self::InvalidRequest
             | Self::UnsupportedListing => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::MissingCapability | Self::NotProposer | Self::ActorNotAllowed => {
-                StatusCode::FORBIDDEN
-            }
+            Self::MissingCapability | Self::ActorNotAllowed => StatusCode::FORBIDDEN,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
@@ -212,7 +211,7 @@ impl ProblemCode {
             | Self::NotStuck
             | Self::NotPending
             | Self::ExplicitAnswerRequired => StatusCode::CONFLICT,
-            Self::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge | Self::ResultTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidBody
             | Self::UnknownProvider
@@ -234,7 +233,6 @@ impl ProblemCode {
         match self {
             Self::Unauthorized => "Unauthorized",
             Self::MissingCapability => "Missing capability",
-            Self::NotProposer => "Not the permit's principal",
             Self::InvalidBody => "Invalid request body",
             Self::UnknownProvider => "Unknown provider",
             Self::UnknownScopeField => "Unknown scope field",
@@ -261,6 +259,7 @@ impl ProblemCode {
             Self::ActorNotAllowed => "Actor not allowed",
             Self::UnexpectedEntities => "Unexpected entities",
             Self::BodyTooLarge => "Request body too large",
+            Self::ResultTooLarge => "Result too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::CorruptRecord => "Corrupt record",
             Self::Internal => "Internal error",

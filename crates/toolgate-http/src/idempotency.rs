@@ -37,12 +37,56 @@ enum Entry {
     Done { payload: [u8; 32], response: Stored },
 }
 
+/// What one remembered entry costs beyond its body and key texts: the
+/// map's and queue's slots, the digest and the `Stored` header. An
+/// estimate; it keeps many tiny answers from passing as free.
+const ENTRY_OVERHEAD: usize = 160;
+
 #[derive(Debug, Default)]
 struct Map {
     entries: HashMap<(String, String), Entry>,
     order: VecDeque<(String, String)>,
+    /// Bytes held by finished entries (`cost`), kept within `max_bytes`.
+    bytes: usize,
+    capacity: usize,
+    max_bytes: usize,
 }
 
+/// The bytes a finished entry holds.
+fn cost(id: &(String, String), response: &Stored) -> usize {
+    id.0.len() + id.1.len() + response.body.len() + ENTRY_OVERHEAD
+}
+
+impl Map {
+    fn remove(&mut self, id: &(String, String)) {
+        if let Some(Entry::Done { response, .. }) = self.entries.remove(id) {
+            self.bytes -= cost(id, &response);
+        }
+        if let Some(pos) = self.order.iter().position(|k| k == id) {
+            self.order.remove(pos);
+        }
+    }
+
+    /// Forgets the oldest finished keys until `more` entries and
+    /// `more_bytes` bytes fit; running ones are never evicted (their guard
+    /// would then re-insert nothing). Returns whether they fit.
+    fn make_room(&mut self, more: usize, more_bytes: usize) -> bool {
+        while self.entries.len() + more > self.capacity || self.bytes + more_bytes > self.max_bytes
+        {
+            let Some(pos) = self
+                .order
+                .iter()
+                .position(|k| matches!(self.entries.get(k), Some(Entry::Done { .. })))
+            else {
+                return false;
+            };
+            if let Some(old) = self.order.get(pos).cloned() {
+                self.remove(&old);
+            }
+        }
+        true
+    }
+}
 /// What a request with a key should do.
 pub enum Begin {
     /// First use: process it, then [`Guard::finish`].
@@ -59,7 +103,6 @@ pub enum Begin {
 #[derive(Debug, Clone)]
 pub struct IdempotencyCache {
     map: Arc<Mutex<Map>>,
-    capacity: usize,
 }
 
 /// A key being processed. Dropped without [`Guard::finish`] (the request
@@ -72,10 +115,15 @@ pub struct Guard {
 }
 
 impl IdempotencyCache {
-    pub fn new(capacity: usize) -> Self {
+    /// Remembers at most `capacity` keys holding at most `max_bytes`
+    /// bytes of answers and keys together.
+    pub fn new(capacity: usize, max_bytes: usize) -> Self {
         Self {
-            map: Arc::default(),
-            capacity: capacity.max(1),
+            map: Arc::new(Mutex::new(Map {
+                capacity: capacity.max(1),
+                max_bytes,
+                ..Map::default()
+            })),
         }
     }
 
@@ -94,20 +142,10 @@ impl IdempotencyCache {
             Some(Entry::Done { response, .. }) => return Begin::Replay(response.clone()),
             None => {}
         }
-        // Make room: forget the oldest finished keys first; running ones
-        // are never evicted (their guard would then re-insert nothing).
-        while map.entries.len() >= self.capacity {
-            let Some(pos) = map
-                .order
-                .iter()
-                .position(|k| matches!(map.entries.get(k), Some(Entry::Done { .. })))
-            else {
-                break;
-            };
-            if let Some(old) = map.order.remove(pos) {
-                map.entries.remove(&old);
-            }
-        }
+        // Make room by count; the bytes are counted when the answer is
+        // known (`finish`). Running keys are bounded by the requests in
+        // progress, so one is admitted even when all others are running.
+        map.make_room(1, 0);
         map.entries.insert(id.clone(), Entry::Running { payload });
         map.order.push_back(id.clone());
         Begin::Fresh(Guard {
@@ -119,18 +157,28 @@ impl IdempotencyCache {
 }
 
 impl Guard {
-    /// Remembers the response for repeats.
+    /// Remembers the response for repeats, if it fits the byte budget
+    /// once older answers are forgotten. One that cannot fit is not
+    /// remembered: a repeat then runs again, which the operation key makes
+    /// safe (the header's memory only saves work).
     pub fn finish(mut self, response: Stored) {
-        if let Some(id) = self.id.take() {
-            let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-            map.entries.insert(
-                id,
-                Entry::Done {
-                    payload: self.payload,
-                    response,
-                },
-            );
+        let Some(id) = self.id.take() else { return };
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = cost(&id, &response);
+        // Out of the way first, so it is not its own eviction candidate.
+        map.remove(&id);
+        if bytes > map.max_bytes || !map.make_room(1, bytes) {
+            return;
         }
+        map.bytes += bytes;
+        map.entries.insert(
+            id.clone(),
+            Entry::Done {
+                payload: self.payload,
+                response,
+            },
+        );
+        map.order.push_back(id);
     }
 }
 
@@ -138,10 +186,86 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if let Some(id) = self.id.take() {
             let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-            map.entries.remove(&id);
-            if let Some(pos) = map.order.iter().position(|k| *k == id) {
-                map.order.remove(pos);
-            }
+            map.remove(&id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(len: usize) -> Stored {
+        Stored {
+            outcome: None,
+            status: StatusCode::OK,
+            content_type: "application/json",
+            body: vec![b' '; len],
+        }
+    }
+
+    fn remember(cache: &IdempotencyCache, key: &str, len: usize) {
+        match cache.begin("p", key, key.as_bytes()) {
+            Begin::Fresh(g) => g.finish(answer(len)),
+            _ => panic!("{key} was not fresh"),
+        }
+    }
+
+    fn held(cache: &IdempotencyCache) -> (usize, usize) {
+        let map = cache.map.lock().unwrap();
+        (map.entries.len(), map.bytes)
+    }
+
+    #[test]
+    fn the_answers_bytes_stay_within_the_budget_oldest_out_first() {
+        let cache = IdempotencyCache::new(10_000, 100_000);
+        for i in 0..50 {
+            remember(&cache, &format!("k{i}"), 10_000);
+        }
+        let (count, bytes) = held(&cache);
+        assert!(bytes <= 100_000, "{bytes}");
+        assert_eq!(
+            count, 9,
+            "ten bodies of 10 kB and their overhead exceed 100 kB"
+        );
+        // The newest are kept, the oldest gone.
+        assert!(matches!(cache.begin("p", "k49", b"k49"), Begin::Replay(_)));
+        assert!(matches!(cache.begin("p", "k0", b"k0"), Begin::Fresh(_)));
+    }
+
+    #[test]
+    fn an_answer_larger_than_the_budget_is_not_remembered_and_evicts_nothing() {
+        let cache = IdempotencyCache::new(100, 50_000);
+        remember(&cache, "small", 100);
+        remember(&cache, "huge", 60_000);
+        assert!(matches!(
+            cache.begin("p", "small", b"small"),
+            Begin::Replay(_)
+        ));
+        // Forgotten, so the repeat runs again (its guard, dropped at once,
+        // forgets it again).
+        assert!(matches!(cache.begin("p", "huge", b"huge"), Begin::Fresh(_)));
+        let (count, bytes) = held(&cache);
+        assert_eq!(count, 1);
+        assert_eq!(bytes, cost(&("p".into(), "small".into()), &answer(100)));
+    }
+
+    #[test]
+    fn the_count_still_bounds_tiny_answers() {
+        let cache = IdempotencyCache::new(5, usize::MAX);
+        for i in 0..20 {
+            remember(&cache, &format!("k{i}"), 1);
+        }
+        assert_eq!(held(&cache).0, 5);
+    }
+
+    #[test]
+    fn a_dropped_guard_forgets_the_key_and_its_bytes() {
+        let cache = IdempotencyCache::new(10, 10_000);
+        remember(&cache, "a", 100);
+        drop(cache.begin("p", "b", b"b"));
+        let (count, bytes) = held(&cache);
+        assert_eq!(count, 1);
+        assert_eq!(bytes, cost(&("p".into(), "a".into()), &answer(100)));
     }
 }

@@ -56,6 +56,7 @@ mod clock;
 pub mod dto;
 mod error;
 mod idempotency;
+mod limits;
 mod metrics;
 mod openapi;
 mod review;
@@ -71,12 +72,18 @@ pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode}
 pub use openapi::{openapi_document, pretty as openapi_text};
 pub use state::{AppState, Backends, Parts, Settings};
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::middleware::{from_fn_with_state, map_response};
 use axum::{Extension, Router};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -117,51 +124,140 @@ pub fn router<P: Parts>(state: AppState<P>) -> Router {
         .layer(from_fn_with_state(access_state, access::layer::<P>))
 }
 
+/// How often [`serve`] folds histogram samples into their buckets.
+const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+
+/// Runs `f` every `period` until the task is aborted.
+fn every(period: Duration, f: impl Fn() + Send + 'static) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        loop {
+            tick.tick().await;
+            f();
+        }
+    })
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then lets the
 /// requests in progress finish and waits for every decision task of
 /// `state` (a claim is never abandoned between claim and completion by a
 /// shutdown). `grace` bounds the wait for idle keep-alive connections.
+///
+/// Each connection must send a request's headers within
+/// [`Settings::header_read_timeout`] (also while idle between keep-alive
+/// requests) or it is closed, and at most [`Settings::max_connections`]
+/// are open at once: further ones wait in the listen backlog. Slow or
+/// half-open clients (slowloris) therefore hold a bounded number of sockets
+/// for a bounded time, and each connection's buffers are bounded by the
+/// body limit.
 pub async fn serve<P: Parts>(
     listener: tokio::net::TcpListener,
     state: AppState<P>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
+    let settings = state.settings().clone();
     let app = router(state.clone());
     // Histogram samples are folded into buckets on this timer, not only on
     // a scrape, so an unscraped server does not grow (docs/http-api.md).
     let upkeep_state = state.clone();
-    let upkeep = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            upkeep_state.inner.metrics.upkeep();
-        }
-    });
+    let upkeep = every(UPKEEP_PERIOD, move || upkeep_state.inner.metrics.upkeep());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let signal = async move {
-        shutdown.await;
-        tracing::info!("shutdown requested: finishing requests in progress");
-        let _ = stop_tx.send(true);
-    };
-    let server = axum::serve(listener, app).with_graceful_shutdown(signal);
-    let mut stop_rx2 = stop_rx.clone();
-    tokio::select! {
-        r = server => r?,
-        // Keep-alive connections that never send another request would
-        // hold graceful shutdown open forever; after the grace period the
-        // server future is dropped (requests already answered, decisions
-        // still drained below).
-        () = async move {
-            let _ = stop_rx2.wait_for(|s| *s).await;
-            tokio::time::sleep(grace).await;
-        } => {
-            tracing::warn!("grace period over: closing idle connections");
-        }
+    let max = settings.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
+    let slots = Arc::new(Semaphore::new(max as usize));
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        // A free slot first, then a connection: at the limit the kernel's
+        // backlog holds new ones until a slot frees.
+        let slot = tokio::select! {
+            s = Arc::clone(&slots).acquire_owned() => s,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slot else { break };
+        let stream = tokio::select! {
+            r = listener.accept() => r,
+            () = &mut shutdown => break,
+        };
+        let stream = match stream {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                // Out of descriptors (EMFILE) or a connection reset before
+                // it was taken: keep serving; pause so an exhausted
+                // descriptor table does not spin the loop.
+                tracing::warn!(error = %e, "accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(
+            app.clone()
+                .map_request(|r: axum::http::Request<Incoming>| r.map(axum::body::Body::new)),
+        );
+        let mut stop = stop_rx.clone();
+        let header_read_timeout = settings.header_read_timeout;
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                    // Finish the request in progress, then close.
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    tracing::info!("shutdown requested: finishing requests in progress");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    // Every connection hands its slot back when it closes. Keep-alive
+    // connections that never send another request (or a request that
+    // never finishes its headers) are not waited for past `grace`; the
+    // decisions they started are still drained below.
+    if tokio::time::timeout(grace, slots.acquire_many(max))
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over: closing idle connections");
     }
     drop(stop_rx);
     upkeep.abort();
     state.drain().await;
     tracing::info!("every decision in progress finished; exiting");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// The metrics upkeep is a timer, not a side effect of a scrape: with
+    /// nobody scraping, histogram samples are still folded into buckets
+    /// (`metrics-exporter-prometheus` keeps each raw sample until then).
+    #[tokio::test]
+    async fn upkeep_runs_again_and_again_without_a_scrape() {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&runs);
+        let task = every(Duration::from_millis(5), move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        while runs.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        task.abort();
+        assert!(runs.load(Ordering::SeqCst) >= 3);
+    }
 }

@@ -91,6 +91,21 @@ pub struct Settings {
     pub idempotency_capacity: usize,
     /// How many reviewer items are kept (oldest closed first out).
     pub review_capacity: usize,
+    /// Largest result the sidecar records, in bytes of JSON text: a client
+    /// completion, a reconciliation answer or an executor's receipt over it
+    /// is refused (`result_too_large`) and nothing is recorded. At most
+    /// [`toolgate::claim::RESULT_JSON_LIMITS`]' byte limit, the ceiling any
+    /// stored result must meet (a larger value acts as that ceiling).
+    pub max_result_bytes: usize,
+    /// Total bytes of remembered `Idempotency-Key` answers (bodies and
+    /// keys); oldest finished first out, as for the count.
+    pub idempotency_max_bytes: usize,
+    /// How long a connection may take to send a request's headers
+    /// (slowloris); it is closed after that. Applies to [`crate::serve`].
+    pub header_read_timeout: Duration,
+    /// Most connections open at once; further ones wait in the listen
+    /// backlog until one closes. Applies to [`crate::serve`].
+    pub max_connections: usize,
 }
 
 impl Default for Settings {
@@ -101,6 +116,10 @@ impl Default for Settings {
             lease: Duration::from_secs(30),
             idempotency_capacity: 10_000,
             review_capacity: 1_000,
+            max_result_bytes: 64 * 1024,
+            idempotency_max_bytes: 32 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 1024,
         }
     }
 }
@@ -144,7 +163,10 @@ impl<P: Parts> AppState<P> {
             .flat_map(|t| t.operation_key().iter().cloned())
             .collect();
         scope_fields.insert("version_seen".to_owned());
-        let idempotency = IdempotencyCache::new(settings.idempotency_capacity);
+        let idempotency = IdempotencyCache::new(
+            settings.idempotency_capacity,
+            settings.idempotency_max_bytes,
+        );
         let review = ReviewQueue::new(settings.review_capacity);
         let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {

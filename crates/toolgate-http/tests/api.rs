@@ -482,12 +482,13 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
         (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("stale_holder"))
     );
-    // Another principal cannot complete it even with the holder.
+    // Another principal cannot complete it even with the holder, and is
+    // told no more than about a claim that does not exist.
     let body = json!({"holder": holder, "result": {"credit_id": "php-1"}});
     let (s, j, _) = send(&router, post(&path, Some(AGENT_KEY), &body)).await;
     assert_eq!(
         (s, j["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("not_proposer"))
+        (StatusCode::CONFLICT, Some("stale_holder"))
     );
     // The holder completes.
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body)).await;

@@ -129,7 +129,8 @@ async fn handler_errors_are_problems() {
     )
     .await;
     assert_problem(&a, StatusCode::FORBIDDEN, "missing_capability");
-    // 404: a claim that does not exist names the resource.
+    // 409: completing a claim the caller does not hold (here none exists:
+    // the same answer as for another's claim) names the resource.
     let key = "0".repeat(64);
     let a = send(
         &router,
@@ -140,7 +141,7 @@ async fn handler_errors_are_problems() {
         ),
     )
     .await;
-    assert_problem(&a, StatusCode::NOT_FOUND, "not_found");
+    assert_problem(&a, StatusCode::CONFLICT, "stale_holder");
     assert_eq!(a.json["instance"], format!("/v1/claims/{key}"));
     // 409: reconciling a claim that is not stuck.
     let a = send(

@@ -35,6 +35,10 @@ struct File {
     lease_ms: Option<u64>,
     request_timeout_ms: Option<u64>,
     body_limit_bytes: Option<usize>,
+    max_result_bytes: Option<usize>,
+    idempotency_max_bytes: Option<usize>,
+    header_read_timeout_ms: Option<u64>,
+    connection_limit: Option<usize>,
     #[serde(default)]
     keys: Vec<KeyEntry>,
     /// `"support-desk"`: the built-in example application (its state
@@ -251,14 +255,39 @@ impl Deployment {
         };
         let lease_ms = positive("lease_ms", file.lease_ms)?;
         let timeout_ms = positive("request_timeout_ms", file.request_timeout_ms)?;
-        if file.body_limit_bytes == Some(0) {
-            return Err(err("body_limit_bytes", "must be greater than 0".to_owned()));
+        let header_ms = positive("header_read_timeout_ms", file.header_read_timeout_ms)?;
+        for (field, v) in [
+            ("body_limit_bytes", file.body_limit_bytes),
+            ("max_result_bytes", file.max_result_bytes),
+            ("connection_limit", file.connection_limit),
+        ] {
+            if v == Some(0) {
+                return Err(err(field, "must be greater than 0".to_owned()));
+            }
+        }
+        // One meaning of "too large" for a result: the store's ceiling
+        // (what any stored result must meet when read back) bounds the cap.
+        let ceiling = toolgate::claim::RESULT_JSON_LIMITS.max_bytes();
+        if let Some(cap) = file.max_result_bytes
+            && cap > ceiling
+        {
+            return Err(err(
+                "max_result_bytes",
+                format!("{cap} is over {ceiling}, the largest result a claim store records"),
+            ));
         }
         let defaults = Settings::default();
         let settings = Settings {
             lease: lease_ms.map_or(defaults.lease, Duration::from_millis),
             request_timeout: timeout_ms.map_or(defaults.request_timeout, Duration::from_millis),
             body_limit: file.body_limit_bytes.unwrap_or(defaults.body_limit),
+            max_result_bytes: file.max_result_bytes.unwrap_or(defaults.max_result_bytes),
+            idempotency_max_bytes: file
+                .idempotency_max_bytes
+                .unwrap_or(defaults.idempotency_max_bytes),
+            header_read_timeout: header_ms
+                .map_or(defaults.header_read_timeout, Duration::from_millis),
+            max_connections: file.connection_limit.unwrap_or(defaults.max_connections),
             ..defaults
         };
         if let Some(db) = &file.db {
@@ -576,6 +605,14 @@ fn check(args: &CheckArgs) -> ExitCode {
         s.lease.as_millis(),
         s.request_timeout.as_millis(),
         s.body_limit
+    ));
+    out.push(format!(
+        "result cap {} bytes, header read timeout {} ms, connection limit {}, \
+         Idempotency-Key memory {} bytes",
+        s.max_result_bytes,
+        s.header_read_timeout.as_millis(),
+        s.max_connections,
+        s.idempotency_max_bytes
     ));
     match print_line(&out.join("\n")) {
         Ok(()) => ExitCode::SUCCESS,

@@ -31,6 +31,10 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   lease_ms = 30000                   # optional
 ///   request_timeout_ms = 10000         # optional
 ///   body_limit_bytes = 2097152         # optional
+///   max_result_bytes = 65536           # optional: larger results refused
+///   header_read_timeout_ms = 10000     # optional: slow headers closed
+///   connection_limit = 1024            # optional: more wait in the backlog
+///   idempotency_max_bytes = 33554432   # optional: Idempotency-Key memory
 ///   [[keys]]
 ///   sha256 = "<64 hex digits: SHA-256 of the key>"
 ///   principal = "agent-ana"

@@ -53,9 +53,8 @@ fn store_error(e: impl std::fmt::Display) -> ApiError {
         (status = 200, description = "the result is recorded; retries replay it", body = CompleteResponse),
         (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`not_proposer`", body = Problem, content_type = "application/problem+json"),
-        (status = 404, description = "`not_found`: no claim has this key", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`stale_holder`, `lease_expired`: nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`stale_holder`: the caller does not hold an in-flight claim on this key (no such claim, another holder or principal, already closed; one answer for all, so it tells nothing about other callers' claims); `lease_expired`: the holder's lease has ended. Nothing was written", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`body_too_large`: the request body is over the limit; `result_too_large`: the result is over the server's result cap; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_body`, `invalid_holder`, `invalid_result`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
@@ -72,26 +71,24 @@ pub async fn complete<P: Parts>(
         .map_err(|e| ApiError::new(ProblemCode::InvalidHolder, format!("holder: {e}")))?;
     let text = serde_json::to_string(&req.result)
         .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
+    crate::limits::check_result(&text, app.settings().max_result_bytes)?;
     let result = JsonText::result(text)
         .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
     let claims = app.parts().claims();
     let now = crate::clock::now_millis();
+    // Whoever does not hold the claim (no claim, another holder token,
+    // another principal) gets one answer: an operation key is computable
+    // from a resource's ids, so anything else would tell who acts on what.
     let record = claims
         .fetch(&key)
         .await
         .map_err(store_error)?
-        .ok_or_else(|| {
-            ApiError::not_found("no claim has this operation key").at(claim_path(&key))
-        })?;
+        .ok_or_else(|| not_holder(&key))?;
     // A key that acts for users received the permits of the actors it
     // named, whose ids are the claims' proposers (docs/design.md §13).
     let delegated = record.proposal.proposer() != caller.principal.id();
-    if delegated && !caller.act_for_users {
-        return Err(ApiError::new(
-            ProblemCode::NotProposer,
-            "only the principal that received the permit completes its claim",
-        )
-        .at(claim_path(&key)));
+    if !same_holder(&record.holder, &holder) || (delegated && !caller.act_for_users) {
+        return Err(not_holder(&key));
     }
     if record.is_stuck(now) {
         // Invariant 8: past its lease the claim's outcome is unknown to the
@@ -126,12 +123,27 @@ pub async fn complete<P: Parts>(
                 operation_key: key.to_hex(),
             }))
         }
-        Completion::Reconcile => Err(ApiError::new(
-            ProblemCode::StaleHolder,
-            "this holder token does not own an in-flight claim on this key (stale, wrong, or already completed): nothing was written",
-        )
-        .at(claim_path(&key))),
+        Completion::Reconcile => Err(not_holder(&key)),
     }
+}
+
+/// The one answer to a completion by anyone but the claim's holder.
+fn not_holder(key: &OperationKey) -> ApiError {
+    ApiError::new(
+        ProblemCode::StaleHolder,
+        "this holder token does not own an in-flight claim on this key (stale, wrong, or already completed): nothing was written",
+    )
+    .at(claim_path(key))
+}
+
+/// Compares holder tokens without an early exit, so the time taken does
+/// not tell how much of a guessed token was right.
+fn same_holder(a: &HolderToken, b: &HolderToken) -> bool {
+    a.as_bytes()
+        .iter()
+        .zip(b.as_bytes())
+        .fold(0u8, |d, (x, y)| d | (x ^ y))
+        == 0
 }
 
 /// The audit entry of an action on `record` by `actor` (and, for a
@@ -220,7 +232,9 @@ async fn reconcile_claim<P: Parts>(
     let report = match answer {
         Some(o) => toolgate::pipeline::reconcile_answered(claims, o, key, actor, now).await,
         None => {
-            toolgate::pipeline::reconcile(claims, app.parts().executor(), key, actor, now).await
+            let executor =
+                crate::limits::Capped::new(app.parts().executor(), app.settings().max_result_bytes);
+            toolgate::pipeline::reconcile(claims, &executor, key, actor, now).await
         }
     }
     .map_err(store_error)?;
@@ -277,6 +291,7 @@ async fn reconcile_claim<P: Parts>(
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:operate`", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`not_stuck`: nothing was written; `claim` is the claim as it is. `explicit_answer_required`: an empty body for a claim whose write the server's executor does not own (`client`); nothing was asked or written", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "`body_too_large`: the request body is over the limit; `result_too_large`: the answer is over the server's result cap; nothing was written", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "`invalid_body`, `invalid_result`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
@@ -311,6 +326,7 @@ pub async fn reconcile<P: Parts>(
         };
         let text = serde_json::to_string(&answer)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
+        crate::limits::check_result(&text, app.settings().max_result_bytes)?;
         let text = JsonText::result(text)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
         Some(if req.applied {

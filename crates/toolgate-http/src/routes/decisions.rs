@@ -519,12 +519,15 @@ async fn run_inner<P: Parts>(
     let parts = app.parts();
     let decided = match mode {
         ExecutionMode::InProcess => {
+            // The result cap holds for the server's executor as for a client.
+            let executor =
+                crate::limits::Capped::new(parts.executor(), app.settings().max_result_bytes);
             let gate = Gate {
                 policy,
                 authorizer: parts.authorizer(),
                 state: parts.state(),
                 claims: parts.claims(),
-                executor: parts.executor(),
+                executor: &executor,
             };
             decide(&gate, check, &request).await
         }
@@ -540,7 +543,7 @@ async fn run_inner<P: Parts>(
             decide(&gate, check, &request).await
         }
     };
-    let decision = match decided {
+    let mut decision = match decided {
         Ok(d) => d,
         Err(GateError::Audit { decision, error }) => {
             // The decision stands (an `executed` one did happen); hiding it
@@ -553,6 +556,7 @@ async fn run_inner<P: Parts>(
         }
         Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };
+    crate::limits::conceal_authorisation(&mut decision, &principal);
     let permit = match (&decision.permit, &action) {
         (Some(lease), Some((canonical, arguments, _))) => Some(Permit::new(
             lease,

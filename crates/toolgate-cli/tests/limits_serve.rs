@@ -1,0 +1,285 @@
+//! Issue 14, against a real `toolgate serve` process (the built binary): a
+//! slow or hostile client. 2,000 half-open connections (connected, a
+//! partial request line sent, never finished) do not stop `/healthz` from
+//! answering, neither with room for all of them nor at the connection
+//! limit, where the header-read timeout frees the slots they hold.
+//!
+//! The server runs the support desk (`application = "support-desk"`) on a
+//! fresh SQLite file seeded through the library before it starts. Linux
+//! only (RSS from /proc). The test process holds 2,000 sockets and the
+//! server as many: both need `ulimit -n` above about 2,100 (checked first,
+//! with a message saying so).
+
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use toolgate_http::ApiKey;
+use toolgate_store::{AnyClaimStore, StoreOptions};
+use toolgate_support_desk::SupportDesk;
+
+/// How long anything may take before the test gives up: a guard against
+/// hanging on a loaded machine, not a performance assertion.
+const PATIENCE: Duration = Duration::from_secs(180);
+const HALF_OPEN: usize = 2000;
+const AGENT_SECRET: &str = "tg_limits_agent_php_0123456789abcdef";
+
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("limits: files kept in {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!(
+        "toolgate-limits-{name}-{}-{}",
+        std::process::id(),
+        toolgate_store::now_millis()
+    ));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    Scratch(dir)
+}
+
+/// One `toolgate serve`; killed when dropped, its log tail printed on a
+/// failure.
+struct Server {
+    child: Child,
+    log: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            eprintln!("--- server log (last lines) ---");
+            eprintln!("{}", lines[lines.len().saturating_sub(30)..].join("\n"));
+        }
+    }
+}
+
+/// The support desk's tables on a new SQLite file, seeded with the demo
+/// tickets (T-300 is agent-php's, at version 5).
+fn seeded_db(dir: &Path) -> String {
+    let url = format!("sqlite://{}", dir.join("toolgate.sqlite").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let store = AnyClaimStore::connect_with(
+            &url,
+            StoreOptions {
+                create_if_missing: true,
+                ..StoreOptions::default()
+            },
+        )
+        .await
+        .expect("create the claim store");
+        let desk = SupportDesk::on_store(&store).await.expect("desk tables");
+        desk.seed_missing(&toolgate_support_desk::demo_tickets())
+            .await
+            .expect("seed");
+    });
+    url
+}
+
+/// Starts `toolgate serve --config` with `extra` lines in the file: one
+/// client-mode key for agent-php (the assignee of T-300).
+fn serve(dir: &Path, db: &str, extra: &str) -> Server {
+    std::fs::write(dir.join("policy.toml"), toolgate_support_desk::POLICY).expect("policy");
+    let config = dir.join("toolgate.toml");
+    let digest: String = ApiKey::digest(AGENT_SECRET)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(
+        &config,
+        format!(
+            "policy = \"policy.toml\"\napplication = \"support-desk\"\n{extra}\n\
+             [[keys]]\nsha256 = \"{digest}\"\nprincipal = \"agent-php\"\n\
+             capabilities = [\"credit:issue\"]\nexecution = \"client\"\n"
+        ),
+    )
+    .expect("config");
+    let log = dir.join("server.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .args(["--db", db, "--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("spawn toolgate serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(a) = line.strip_prefix("listening on http://") {
+                    break a.parse().expect("address");
+                }
+            }
+            Err(e) => {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("serve did not start ({e}): {text}");
+            }
+        }
+    };
+    Server { child, log, addr }
+}
+
+/// One request on a fresh connection (`Connection: close`): status, body.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, Vec<u8>), String> {
+    let mut conn = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(PATIENCE))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {AGENT_SECRET}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(request.as_bytes())
+        .and_then(|()| conn.write_all(body.as_bytes()))
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("no header end")?;
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("no status in {head:?}"))?;
+    Ok((status, raw[end + 4..].to_vec()))
+}
+
+/// The soft limit on open files, from /proc (no libc binding needed).
+fn open_files_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+fn need_descriptors() {
+    let limit = open_files_limit().unwrap_or(0);
+    assert!(
+        limit >= (HALF_OPEN + 200) as u64,
+        "this test holds {HALF_OPEN} sockets open in this process and in the server; \
+         the open-files limit is {limit}: raise it (ulimit -n 4096) before running it"
+    );
+}
+
+/// Opens `n` connections that each send half a request line and never
+/// finish it.
+fn half_open(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|i| {
+            let mut c = TcpStream::connect(addr)
+                .unwrap_or_else(|e| panic!("half-open connection {i}: {e}"));
+            c.write_all(b"GET /healthz HT")
+                .expect("partial request line");
+            c
+        })
+        .collect()
+}
+
+/// Whether the server has closed `c` (EOF or a reset), without blocking.
+fn closed_by_server(c: &TcpStream) -> bool {
+    c.set_nonblocking(true).expect("nonblocking");
+    let mut byte = [0u8; 1];
+    let closed = match (&*c).read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    c.set_nonblocking(false).expect("blocking");
+    closed
+}
+
+/// `/healthz` until it answers 200 (connecting may wait in the backlog
+/// while every slot is held).
+fn healthz(addr: SocketAddr) -> u16 {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match http(addr, "GET", "/healthz", "") {
+            Ok((status, _)) => return status,
+            Err(e) => assert!(Instant::now() < deadline, "/healthz never answered: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn half_open_connections_do_not_stop_healthz() {
+    need_descriptors();
+    let dir = scratch("slowloris");
+    let db = seeded_db(&dir.0);
+
+    // Room for every connection, and a header-read timeout longer than the
+    // test: all 2,000 stay open while /healthz is asked, so what is shown
+    // is that they hold no worker the probe needs.
+    let roomy = serve(
+        &dir.0,
+        &db,
+        "connection_limit = 4096\nheader_read_timeout_ms = 600000",
+    );
+    let held = half_open(roomy.addr, HALF_OPEN);
+    assert_eq!(healthz(roomy.addr), 200);
+    let still_open = held.iter().filter(|c| !closed_by_server(c)).count();
+    assert_eq!(
+        still_open, HALF_OPEN,
+        "the half-open connections were open during the probe"
+    );
+    eprintln!("limits: /healthz answered 200 with {still_open} half-open connections open");
+    drop(held);
+    drop(roomy);
+
+    // At the limit: 100 slots, all taken by half-open connections, the
+    // rest in the backlog. The header-read timeout closes the ones that
+    // hold slots, so the probe gets one in turn.
+    let tight = serve(
+        &dir.0,
+        &db,
+        "connection_limit = 100\nheader_read_timeout_ms = 1000",
+    );
+    let held = half_open(tight.addr, HALF_OPEN);
+    assert_eq!(healthz(tight.addr), 200);
+    let closed = held.iter().filter(|c| closed_by_server(c)).count();
+    assert!(
+        closed >= 100,
+        "the header-read timeout closed only {closed} half-open connections"
+    );
+    eprintln!(
+        "limits: at a limit of 100, /healthz answered 200; {closed} of {HALF_OPEN} half-open connections closed by the server so far"
+    );
+}

@@ -1,0 +1,123 @@
+//! The sidecar's own limits on what it records and says: the result cap
+//! (`Settings::max_result_bytes`) on every way a result reaches the claim
+//! store, and the authoriser's specifics kept in the server log.
+
+use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, RESULT_JSON_LIMITS, ReconcileOutcome};
+use toolgate::pipeline::{
+    Decision, ExecError, ExecOutcome, ExecPermit, Executor, Outcome, Principal, Reason,
+};
+
+use crate::error::{ApiError, ProblemCode};
+
+/// The cap in force: the configured one, never above the ceiling every
+/// stored result must meet when it is read back ([`RESULT_JSON_LIMITS`]).
+/// So a result too large is always `result_too_large`, never a decode
+/// rejection about its size.
+pub(crate) fn result_cap(configured: usize) -> usize {
+    configured.min(RESULT_JSON_LIMITS.max_bytes())
+}
+
+fn over_cap(what: &str, len: usize, cap: usize) -> String {
+    format!(
+        "result_too_large: {what} is {len} bytes of JSON, over the result cap of {cap} bytes; \
+         nothing was recorded"
+    )
+}
+
+/// Refuses a result text over the cap before anything is recorded: `413
+/// result_too_large`.
+pub(crate) fn check_result(text: &str, configured: usize) -> Result<(), ApiError> {
+    let cap = result_cap(configured);
+    if text.len() > cap {
+        return Err(ApiError::new(
+            ProblemCode::ResultTooLarge,
+            over_cap("the result", text.len(), cap),
+        ));
+    }
+    Ok(())
+}
+
+/// The server's executor with the result cap: a receipt over it is an
+/// executor error, so the claim stays in flight (the write may have
+/// happened downstream; the decision is `needs_reconciliation`) and
+/// nothing is recorded. Reconciling asks the executor again and meets the
+/// same cap, so such a claim is closed by an explicit, smaller answer.
+pub(crate) struct Capped<'a, E> {
+    pub inner: &'a E,
+    pub cap: usize,
+}
+
+impl<'a, E> Capped<'a, E> {
+    pub fn new(inner: &'a E, configured: usize) -> Self {
+        Self {
+            inner,
+            cap: result_cap(configured),
+        }
+    }
+
+    fn check(&self, text: &JsonText) -> Result<(), ExecError> {
+        let len = text.as_str().len();
+        if len > self.cap {
+            return Err(ExecError::new(format!(
+                "{}; reconcile the claim with an explicit answer",
+                over_cap("the executor's receipt", len, self.cap)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<E: Executor> Executor for Capped<'_, E> {
+    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        let outcome = self.inner.execute(permit).await?;
+        if let ExecOutcome::Applied { receipt } = &outcome {
+            self.check(receipt)?;
+        }
+        Ok(outcome)
+    }
+
+    fn kind(&self, tool: &str) -> ExecutorKind {
+        self.inner.kind(tool)
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        let outcome = self.inner.reconcile(claim).await?;
+        match &outcome {
+            ReconcileOutcome::Applied { receipt: t }
+            | ReconcileOutcome::NotApplied { detail: t } => {
+                self.check(t)?;
+            }
+        }
+        Ok(outcome)
+    }
+}
+
+/// What a caller is told when the authoriser says no, whatever it said.
+pub(crate) const FORBIDDEN_DETAIL: &str =
+    "forbidden: the authoriser does not permit this principal this action on this resource";
+
+/// The authoriser's own words (Cedar's policy ids, its evaluation errors,
+/// "entity Order::\"4\" does not exist") go to the server log, never to the
+/// caller: they tell which resources exist and what their attributes are.
+/// A denial and an evaluation error look alike to the caller (`forbidden`,
+/// reason `not_authorized`, one message); the audit entry, written before
+/// this, keeps the true reason.
+pub(crate) fn conceal_authorisation(decision: &mut Decision, principal: &Principal) {
+    if decision.outcome != Outcome::Forbidden
+        || !matches!(
+            decision.reason,
+            Some(Reason::NotAuthorized | Reason::AuthorizationError)
+        )
+    {
+        return;
+    }
+    tracing::info!(
+        principal = principal.id(),
+        tool = decision.tool.as_deref(),
+        reason = decision.reason.map(|r| r.as_str()),
+        detail = decision.message.as_deref(),
+        "authorisation refused"
+    );
+    decision.reason = Some(Reason::NotAuthorized);
+    decision.message = Some(FORBIDDEN_DETAIL.to_owned());
+}

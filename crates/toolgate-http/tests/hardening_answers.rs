@@ -1,0 +1,301 @@
+//! Issue 14 hardening: the result cap on every way a result is recorded,
+//! one answer to whoever does not hold a claim, and the authoriser's words
+//! kept out of the answers. Each test fails on the code before it.
+
+mod support;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use support::{
+    AGENT_KEY, CLIENT_KEY, DeskRef, OPERATOR_KEY, POLICY, app_with, credit, decision_body, keys,
+};
+use toolgate::claim::MemoryClaimStore;
+use toolgate::contract::Policy;
+use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
+use toolgate_http::{AppState, Backends, Settings};
+use tower::ServiceExt;
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+/// A client-mode permit on ticket t-1: (operation key, holder).
+async fn permit(router: &Router) -> (String, String) {
+    let (s, d) = send(
+        router,
+        post(
+            "/v1/decisions",
+            CLIENT_KEY,
+            &decision_body(credit(1200), "t-1", "7"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, d["outcome"].as_str()),
+        (StatusCode::OK, Some("permitted")),
+        "{d}"
+    );
+    let p = &d["permit"];
+    (
+        p["operation_key"].as_str().unwrap().to_owned(),
+        p["holder"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// A result of about `bytes` bytes of JSON text.
+fn result_of(bytes: usize) -> Value {
+    json!({"receipt": "r".repeat(bytes.saturating_sub(14))})
+}
+
+#[tokio::test]
+async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
+    let (state, _) = app_with(Settings {
+        max_result_bytes: 1000,
+        ..Settings::default()
+    });
+    let router = toolgate_http::router(state);
+    let (key, holder) = permit(&router).await;
+    let path = format!("/v1/claims/{key}/complete");
+    let (s, p) = send(
+        &router,
+        post(
+            &path,
+            CLIENT_KEY,
+            &json!({"holder": holder, "result": result_of(1001)}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{p}");
+    assert_eq!(p["code"], "result_too_large");
+    assert!(p["detail"].as_str().unwrap().contains("1000 bytes"), "{p}");
+    // Nothing recorded: the claim is still in flight, and the holder can
+    // still complete it with a result under the cap.
+    let (s, d) = send(
+        &router,
+        post(
+            "/v1/decisions",
+            CLIENT_KEY,
+            &decision_body(credit(1200), "t-1", "7"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, d["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("in_flight")),
+        "{d}"
+    );
+    let small = result_of(1000);
+    assert_eq!(small.to_string().len(), 1000);
+    let (s, j) = send(
+        &router,
+        post(
+            &path,
+            CLIENT_KEY,
+            &json!({"holder": holder, "result": small}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+}
+
+#[tokio::test]
+async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_reconciled() {
+    // The test desk's receipt names the credit and repeats the arguments:
+    // about 80 bytes.
+    let (state, desk) = app_with(Settings {
+        max_result_bytes: 40,
+        ..Settings::default()
+    });
+    let router = toolgate_http::router(state);
+    let body = decision_body(credit(1200), "t-1", "7");
+    let (s, d) = send(&router, post("/v1/decisions", AGENT_KEY, &body)).await;
+    // The write happened downstream; the gate recorded nothing, so the
+    // outcome is unknown to it: the claim stays in flight for
+    // reconciliation, never executed again.
+    assert_eq!(s, StatusCode::CONFLICT, "{d}");
+    assert_eq!(d["outcome"], "needs_reconciliation");
+    assert_eq!(d["reason"], "executor_failed");
+    assert!(
+        d["message"].as_str().unwrap().contains("result_too_large"),
+        "{d}"
+    );
+    assert!(d.get("result").is_none_or(Value::is_null), "{d}");
+    assert_eq!(desk.credits_for("t-1"), 1);
+    let (s, again) = send(&router, post("/v1/decisions", AGENT_KEY, &body)).await;
+    assert_eq!(
+        (s, again["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("in_flight"))
+    );
+    assert_eq!(desk.credits_for("t-1"), 1, "never executed twice");
+}
+
+#[tokio::test]
+async fn a_reconciliation_answer_over_the_cap_is_refused() {
+    let (state, _) = app_with(Settings {
+        max_result_bytes: 1000,
+        // Short, so the claim is past its lease after the sleep below.
+        lease: std::time::Duration::from_millis(500),
+        ..Settings::default()
+    });
+    let router = toolgate_http::router(state);
+    let (key, _) = permit(&router).await;
+    tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    let path = format!("/v1/claims/{key}/reconcile");
+    let (s, p) = send(
+        &router,
+        post(
+            &path,
+            OPERATOR_KEY,
+            &json!({"applied": true, "result": result_of(5000)}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, p["code"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("result_too_large")),
+        "{p}"
+    );
+    let (s, j) = send(
+        &router,
+        post(
+            &path,
+            OPERATOR_KEY,
+            &json!({"applied": true, "result": {"credit_id": 7}}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+}
+
+/// Everything but the `instance` (which repeats the key the caller sent).
+fn without_instance(mut p: Value) -> Value {
+    p.as_object_mut().unwrap().remove("instance");
+    p
+}
+
+#[tokio::test]
+async fn whoever_does_not_hold_a_claim_gets_one_answer_whether_or_not_it_exists() {
+    let (state, _) = app_with(Settings::default());
+    let router = toolgate_http::router(state);
+    let (key, holder) = permit(&router).await;
+    let wrong = "00".repeat(16);
+    let result = json!({"credit_id": "x"});
+    let complete = |k: &str, who: &str, h: &str| {
+        post(
+            &format!("/v1/claims/{k}/complete"),
+            who,
+            &json!({"holder": h, "result": result}),
+        )
+    };
+    let nobody = "ab".repeat(32);
+    let answers = [
+        // No claim has this key.
+        send(&router, complete(&nobody, AGENT_KEY, &wrong)).await,
+        // The claim exists; another principal, a guessed token.
+        send(&router, complete(&key, AGENT_KEY, &wrong)).await,
+        // The claim exists; another principal with the real token.
+        send(&router, complete(&key, AGENT_KEY, &holder)).await,
+        // The permit's principal with a wrong token.
+        send(&router, complete(&key, CLIENT_KEY, &wrong)).await,
+    ];
+    let (status, first) = &answers[0];
+    assert_eq!(*status, StatusCode::CONFLICT, "{first}");
+    assert_eq!(first["code"], "stale_holder");
+    for (s, p) in &answers[1..] {
+        assert_eq!(s, status, "{p}");
+        assert_eq!(without_instance(p.clone()), without_instance(first.clone()));
+    }
+    // The holder still completes: nothing above wrote.
+    let (s, j) = send(&router, complete(&key, CLIENT_KEY, &holder)).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+}
+
+/// Denies everything, in the words a real authoriser would use: a missing
+/// entity is an evaluation error that names it, an existing one a policy
+/// denial.
+struct Wordy;
+
+impl Authorizer for Wordy {
+    async fn authorize(&self, r: &AuthzRequest<'_>) -> AuthzDecision {
+        match r.scope().get("ticket_id").and_then(Value::as_str) {
+            Some("t-1") => AuthzDecision::Deny {
+                message: "denied by policy7 (team_only)".into(),
+            },
+            other => AuthzDecision::Error {
+                message: format!("entity Ticket::{other:?} does not exist"),
+            },
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alike() {
+    let desk = DeskRef::default();
+    desk.set_version("t-1", "7");
+    desk.set_version("t-404", "7");
+    let parts = Backends {
+        authorizer: Wordy,
+        state: desk.clone(),
+        claims: MemoryClaimStore::new(),
+        executor: desk,
+    };
+    let state = AppState::new(
+        Policy::load(POLICY).unwrap(),
+        parts,
+        keys(),
+        Settings::default(),
+    );
+    let router = toolgate_http::router(state);
+    let exists = send(
+        &router,
+        post(
+            "/v1/decisions",
+            AGENT_KEY,
+            &decision_body(credit(100), "t-1", "7"),
+        ),
+    )
+    .await;
+    let missing = send(
+        &router,
+        post(
+            "/v1/decisions",
+            AGENT_KEY,
+            &decision_body(credit(100), "t-404", "7"),
+        ),
+    )
+    .await;
+    for (s, d) in [&exists, &missing] {
+        assert_eq!(*s, StatusCode::FORBIDDEN, "{d}");
+        assert_eq!(d["outcome"], "forbidden");
+        assert_eq!(d["reason"], "not_authorized");
+        let text = d.to_string();
+        for word in ["policy7", "team_only", "Ticket", "exist"] {
+            assert!(!text.contains(word), "{word} reached the client: {text}");
+        }
+    }
+    assert_eq!(
+        exists, missing,
+        "a denial and a missing entity must read alike"
+    );
+}
