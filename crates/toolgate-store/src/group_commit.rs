@@ -45,7 +45,7 @@
 //! wake-ups per statement. Every write of every decision passes through
 //! this one writer, so those hand-offs were its main cost; here a unit's
 //! statements run where the batch runs, and only the unit's arrival and its
-//! answer cross threads. Reads stay on the sqlx pool. A unit that panics
+//! answer cross threads. Reads do not go through the writer. A unit that panics
 //! is caught and fails like a unit whose statement failed, so the writer
 //! outlives it.
 

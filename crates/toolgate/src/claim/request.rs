@@ -146,7 +146,9 @@ impl ClaimRequest {
         self.now
     }
 
-    /// When the lease ends if the claim is won.
+    /// When the lease ends if an attempt at the request's own time wins
+    /// (a later attempt counts its lease from its own time:
+    /// [`ClaimRequest::attempt`]).
     pub fn lease_expires_at(&self) -> UnixMillis {
         self.attempt(self.now).lease_expires_at
     }
