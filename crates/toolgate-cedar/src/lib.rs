@@ -26,6 +26,12 @@
 //! `forbidden` / `authorization_error`). Cedar is strictly typed, so an
 //! attribute that holds `1` where a policy uses it as a boolean is an
 //! evaluation error, not a truthy value.
+//!
+//! The messages of a denial or an error (policy ids, Cedar's evaluation
+//! errors, `entity Order::"4" does not exist`) are for the operator: they
+//! tell which entities exist and what they hold. The HTTP sidecar logs them
+//! and answers every caller with one generic `forbidden`; an application
+//! showing decisions to its users should do the same.
 
 #![warn(missing_docs)]
 
