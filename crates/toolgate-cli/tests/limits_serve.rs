@@ -1,8 +1,12 @@
-//! Issue 14, against a real `toolgate serve` process (the built binary): a
-//! slow or hostile client. 2,000 half-open connections (connected, a
-//! partial request line sent, never finished) do not stop `/healthz` from
-//! answering, neither with room for all of them nor at the connection
-//! limit, where the header-read timeout frees the slots they hold.
+//! Issue 14, against a real `toolgate serve` process (the built binary):
+//!
+//! - a slow or hostile client: 2,000 half-open connections (connected, a
+//!   partial request line sent, never finished) do not stop `/healthz` from
+//!   answering, neither with room for all of them nor at the connection
+//!   limit, where the header-read timeout frees the slots they hold;
+//! - memory: a 1 MiB result recorded by a client completion (the result cap
+//!   raised to 1 MiB for the test), then 1,000 conflicting proposals for the
+//!   same operation, raise the server's RSS by less than 100 MiB.
 //!
 //! The server runs the support desk (`application = "support-desk"`) on a
 //! fresh SQLite file seeded through the library before it starts. Linux
@@ -19,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use toolgate_http::ApiKey;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::SupportDesk;
@@ -281,5 +286,112 @@ fn half_open_connections_do_not_stop_healthz() {
     );
     eprintln!(
         "limits: at a limit of 100, /healthz answered 200; {closed} of {HALF_OPEN} half-open connections closed by the server so far"
+    );
+}
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+fn json_of(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}",
+            String::from_utf8_lossy(&body[..body.len().min(500)])
+        )
+    })
+}
+
+/// The server's resident set, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+fn proposal(amount: u64) -> String {
+    json!({
+        "provider": "envelope",
+        "response": {"outcome": "action", "reply": "Applied a credit.",
+            "proposed_action": {"tool": "apply_goodwill_credit",
+                "arguments": {"amount_minor": amount, "reason_code": "late_delivery"}}},
+        "scope": {"customer_id": "C-4", "ticket_id": "T-300", "version_seen": 5},
+    })
+    .to_string()
+}
+
+/// About 1 MiB of JSON in many small objects, the shape that costs most
+/// once parsed (the issue measured 11 MiB kept per conflict with it).
+fn big_result() -> Value {
+    let items: Vec<Value> = (0..22_000)
+        .map(|i| json!({"line": i, "sku": format!("S{i:05}"), "ok": true}))
+        .collect();
+    json!({"items": items})
+}
+
+#[test]
+fn conflicts_against_a_one_mib_result_keep_memory_flat() {
+    let dir = scratch("rss");
+    let db = seeded_db(&dir.0);
+    let server = serve(&dir.0, &db, "max_result_bytes = 1048576");
+    let pid = server.child.id();
+
+    let (status, body) =
+        http(server.addr, "POST", "/v1/decisions", &proposal(2000)).expect("propose");
+    let d = json_of(&body);
+    assert_eq!(
+        (status, d["outcome"].as_str()),
+        (200, Some("permitted")),
+        "{d}"
+    );
+    let key = d["permit"]["operation_key"].as_str().unwrap().to_owned();
+    let holder = d["permit"]["holder"].as_str().unwrap().to_owned();
+    let mut result = big_result();
+    // Pad to just under the cap.
+    let len = result.to_string().len();
+    assert!(len < 1 << 20, "{len}");
+    result["pad"] = json!("p".repeat((1 << 20) - len - 10));
+    let text = json!({"holder": holder, "result": result}).to_string();
+    let (status, body) = http(
+        server.addr,
+        "POST",
+        &format!("/v1/claims/{key}/complete"),
+        &text,
+    )
+    .expect("complete");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+
+    // Warm up (allocator pools, connection buffers), then measure.
+    for amount in 1..=10 {
+        let (status, _) =
+            http(server.addr, "POST", "/v1/decisions", &proposal(amount)).expect("conflict");
+        assert_eq!(status, 422);
+    }
+    let before = rss_kib(pid);
+    let mut after_max = before;
+    for amount in 11..1011 {
+        let (status, body) =
+            http(server.addr, "POST", "/v1/decisions", &proposal(amount)).expect("conflict");
+        let d = json_of(&body);
+        assert_eq!((status, d["outcome"].as_str()), (422, Some("conflict")));
+        if amount % 100 == 0 {
+            after_max = after_max.max(rss_kib(pid));
+        }
+    }
+    let after = rss_kib(pid);
+    after_max = after_max.max(after);
+    eprintln!(
+        "limits: RSS before {} MiB, after 1,000 conflicts {} MiB (peak sampled {} MiB)",
+        before / 1024,
+        after / 1024,
+        after_max / 1024
+    );
+    assert!(
+        after_max < before + 100 * 1024,
+        "RSS rose from {before} KiB to {after_max} KiB over 1,000 conflicting proposals"
     );
 }

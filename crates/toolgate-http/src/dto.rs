@@ -207,6 +207,7 @@ pub enum ReasonCode {
     LeaseLost,
     ExecutorFailed,
     ApprovalRequired,
+    ApprovalDenied,
 }
 
 impl From<contract::Reason> for ReasonCode {
@@ -246,6 +247,7 @@ impl From<pipeline::Reason> for ReasonCode {
             R::LeaseLost => Self::LeaseLost,
             R::ExecutorFailed => Self::ExecutorFailed,
             R::ApprovalRequired => Self::ApprovalRequired,
+            R::ApprovalDenied => Self::ApprovalDenied,
         }
     }
 }
@@ -654,38 +656,92 @@ pub struct ClaimList {
     pub claims: Vec<ListedClaim>,
 }
 
-/// A reviewer item's state.
+/// A reviewer item's state (docs/design.md §14).
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReviewStatus {
+    /// Waiting for a person.
     Open,
-    Deciding,
+    /// Approved by enough distinct reviewers: the proposer's own retry of
+    /// the same proposal proceeds, once (`consumed_at` once it has).
     Approved,
+    /// Denied: the proposer's retry gets `rejected`, `approval_denied`.
     Denied,
+    /// Not approved, or not used, before `expires_at`: counts as denied.
+    Expired,
+    /// A non-approval item a reviewer marked as dealt with.
+    Resolved,
+    /// A non-approval item a reviewer dismissed.
+    Dismissed,
 }
 
-/// A reviewer queue item.
+impl From<toolgate::review::ItemStatus> for ReviewStatus {
+    fn from(s: toolgate::review::ItemStatus) -> Self {
+        use toolgate::review::ItemStatus as S;
+        match s {
+            S::Open => Self::Open,
+            S::Approved => Self::Approved,
+            S::Denied => Self::Denied,
+            S::Expired => Self::Expired,
+            S::Resolved => Self::Resolved,
+            S::Dismissed => Self::Dismissed,
+        }
+    }
+}
+
+/// One reviewer's vote on an approval item.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewVote {
+    /// The reviewer (their key's principal).
+    pub reviewer: String,
+    /// `approve` or `deny`.
+    pub verdict: String,
+    /// When (Unix ms).
+    pub at: i64,
+    /// Their note.
+    pub note: Option<String>,
+}
+
+/// A reviewer item, as stored in the claim database.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewItemView {
-    /// The item id.
+    /// The item id: never reused, restarts included.
     pub id: u64,
     /// When it was recorded (Unix ms).
     pub at: i64,
     /// The decision's outcome that put it in the queue.
-    pub kind: OutcomeCode,
+    pub kind: String,
+    /// The tool.
+    pub tool: Option<String>,
     /// The principal whose proposal it is.
     pub proposer: String,
-    /// Where it stands.
+    /// The key that named the proposer (actor delegation).
+    pub proposer_via: Option<String>,
+    /// Where it stands (an expiry is applied when it is read).
     pub status: ReviewStatus,
-    /// The reviewer who approved or denied it.
+    /// The operation key (hex); for `needs_reconciliation` the claim to
+    /// reconcile (`/v1/claims/{key}`).
+    pub operation_key: Option<String>,
+    /// Approval items: distinct approvers needed.
+    pub approvals_needed: u32,
+    /// Approval items: when the request, and an approval, expire (Unix ms).
+    pub expires_at: Option<i64>,
+    /// Approval items: when the proposer's retry used the approval.
+    pub consumed_at: Option<i64>,
+    /// Approval items: the votes so far.
+    pub votes: Vec<ReviewVote>,
+    /// The reviewer who closed it (last approver, denier, resolver).
     pub by: Option<String>,
-    /// The decision as sent, with the new proposal's `arguments`.
+    /// When it was closed (Unix ms).
+    pub closed_at: Option<i64>,
+    /// The closing note.
+    pub note: Option<String>,
+    /// The decision as sent, with the new proposal's `arguments` (at most
+    /// 16 KiB of JSON; a larger one is summarised with `"truncated": true`).
     #[schema(value_type = Object)]
     pub decision: Value,
-    /// The decision of the approved proposal's run.
-    #[schema(value_type = Option<Object>)]
-    pub decision_after_approval: Option<Value>,
 }
 
 /// `GET /v1/review/items`.
@@ -694,38 +750,26 @@ pub struct ReviewItemView {
 pub struct ReviewItems {
     /// Newest first.
     pub items: Vec<ReviewItemView>,
+    /// Pass as `before` for the next page; absent on the last one.
+    pub next_before: Option<u64>,
 }
 
-/// `approved`.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovedStatus {
-    Approved,
-}
-
-/// The answer to an approval: the approved proposal's run.
+/// The answer to an approve, deny, resolve or dismiss: the item as it now
+/// stands. Approving never runs the proposal and carries no permit: the
+/// proposer's own retry proceeds.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ApproveResponse {
-    /// `approved`.
-    pub status: ApprovedStatus,
-    /// The decision of running the proposal with the approval.
-    pub decision: DecisionResponse,
+pub struct ReviewActionResponse {
+    /// The item after the action (`open` while more approvers are needed).
+    pub item: ReviewItemView,
 }
 
-/// `denied`.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum DeniedStatus {
-    Denied,
-}
-
-/// The answer to a denial.
-#[derive(Debug, Serialize, ToSchema)]
+/// An optional body for a review action.
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DenyResponse {
-    /// `denied`.
-    pub status: DeniedStatus,
+pub struct ReviewActionRequest {
+    /// A note kept with the vote or closing (at most 2000 bytes).
+    pub note: Option<String>,
 }
 
 /// What a probe reports when the service answers.

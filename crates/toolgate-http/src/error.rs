@@ -85,6 +85,10 @@ pub enum ProblemCode {
     NotStuck,
     /// 409: approve or deny of an item that is not an open pending approval.
     NotPending,
+    /// 409: a reviewer voting on their own proposal.
+    SelfApproval,
+    /// 409: a reviewer voting twice on one item.
+    AlreadyVoted,
     /// 409: a reconciliation without an answer of a stuck claim whose write
     /// the server's executor does not own (a client-executed claim):
     /// nothing was asked or written.
@@ -114,7 +118,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 34] = [
+    pub const ALL: [Self; 36] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::InvalidBody,
@@ -139,6 +143,8 @@ impl ProblemCode {
         Self::StaleHolder,
         Self::NotStuck,
         Self::NotPending,
+        Self::SelfApproval,
+        Self::AlreadyVoted,
         Self::ExplicitAnswerRequired,
         Self::ActorNotAllowed,
         Self::UnexpectedEntities,
@@ -178,6 +184,8 @@ impl ProblemCode {
             Self::StaleHolder => "stale_holder",
             Self::NotStuck => "not_stuck",
             Self::NotPending => "not_pending",
+            Self::SelfApproval => "self_approval",
+            Self::AlreadyVoted => "already_voted",
             Self::ExplicitAnswerRequired => "explicit_answer_required",
             Self::ActorNotAllowed => "actor_not_allowed",
             Self::UnexpectedEntities => "unexpected_entities",
@@ -210,6 +218,8 @@ impl ProblemCode {
             | Self::StaleHolder
             | Self::NotStuck
             | Self::NotPending
+            | Self::SelfApproval
+            | Self::AlreadyVoted
             | Self::ExplicitAnswerRequired => StatusCode::CONFLICT,
             Self::BodyTooLarge | Self::ResultTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -255,6 +265,8 @@ impl ProblemCode {
             Self::StaleHolder => "Stale holder token",
             Self::NotStuck => "Claim not stuck",
             Self::NotPending => "Item not pending",
+            Self::SelfApproval => "Own proposal",
+            Self::AlreadyVoted => "Already voted",
             Self::ExplicitAnswerRequired => "Explicit answer required",
             Self::ActorNotAllowed => "Actor not allowed",
             Self::UnexpectedEntities => "Unexpected entities",

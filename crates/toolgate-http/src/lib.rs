@@ -13,7 +13,7 @@
 //! | `POST /v1/decisions` | any API key; the principal is the key's |
 //! | `POST /v1/claims/{key}/complete` | the proposer of a `permitted` decision, with its holder token |
 //! | `GET /v1/claims?stuck=true`, `POST /v1/claims/{key}/reconcile` | keys with `toolgate:operate` |
-//! | `GET /v1/review/items`, `POST /v1/review/items/{id}/approve\|deny` | keys with `toolgate:review` |
+//! | `GET /v1/review/items`, `POST /v1/review/items/{id}/approve\|deny\|resolve\|dismiss` | keys with `toolgate:review` |
 //! | `GET /review` (HTML) | a reviewer session (login form, cookie) |
 //! | `GET /metrics` | keys with `toolgate:metrics` |
 //!

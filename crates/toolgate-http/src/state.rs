@@ -8,6 +8,7 @@ use std::time::Duration;
 use toolgate::claim::ClaimStore;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Authorizer, Executor, StateSource};
+use toolgate::review::ReviewStore;
 
 use crate::auth::KeyRing;
 use crate::idempotency::IdempotencyCache;
@@ -21,8 +22,9 @@ pub trait Parts: Send + Sync + 'static {
     type Authz: Authorizer + 'static;
     /// Current resource versions.
     type State: StateSource + 'static;
-    /// Claims, results, audit.
-    type Claims: ClaimStore + 'static;
+    /// Claims, results, audit, and review items (the same database, so a
+    /// claim can use an approval in its own transaction).
+    type Claims: ClaimStore + ReviewStore + 'static;
     /// The in-process executor (also asked during reconciliation).
     type Exec: Executor + 'static;
 
@@ -52,7 +54,7 @@ impl<A, S, C, E> Parts for Backends<A, S, C, E>
 where
     A: Authorizer + 'static,
     S: StateSource + 'static,
-    C: ClaimStore + 'static,
+    C: ClaimStore + ReviewStore + 'static,
     E: Executor + 'static,
 {
     type Authz = A;
@@ -89,7 +91,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How many idempotency keys are remembered (oldest finished first out).
     pub idempotency_capacity: usize,
-    /// How many reviewer items are kept (oldest closed first out).
+    /// How many reviewer page logins are kept (per process; the oldest
+    /// first out). Review items themselves are rows in the claim database.
     pub review_capacity: usize,
     /// Largest result the sidecar records, in bytes of JSON text: a client
     /// completion, a reconciliation answer or an executor's receipt over it

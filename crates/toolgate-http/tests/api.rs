@@ -66,6 +66,8 @@ async fn every_endpoint_but_the_probes_and_the_document_needs_a_valid_key() {
         ("GET", "/v1/review/items".to_owned()),
         ("POST", "/v1/review/items/1/approve".to_owned()),
         ("POST", "/v1/review/items/1/deny".to_owned()),
+        ("POST", "/v1/review/items/1/resolve".to_owned()),
+        ("POST", "/v1/review/items/1/dismiss".to_owned()),
     ];
     for (method, path) in &protected {
         for key in [None, Some("wrong-key"), Some("")] {
@@ -514,7 +516,7 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
 }
 
 #[tokio::test]
-async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
+async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     let (state, desk) = app();
     let router = toolgate_http::router(state);
     let refund = |amount: i64| action("refund_order", json!({"amount_minor": amount}));
@@ -531,18 +533,27 @@ async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
         (s, j["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("missing_capability"))
     );
-    let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    // Approving records the vote and runs nothing (the old approve ran the
+    // proposal and answered with its decision).
+    let (s, j, text) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
     assert_eq!(s, StatusCode::OK, "{j}");
-    assert_eq!(j["decision"]["outcome"], "executed");
+    assert_eq!(j["item"]["status"], "approved");
+    assert!(j.get("decision").is_none() && !text.contains("holder"), "{text}");
+    assert_eq!(desk.credits_for("t-1"), 0);
+    // Approved once: approving again is refused.
+    let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    assert_eq!((s, j["code"].as_str()), (StatusCode::CONFLICT, Some("not_pending")));
+    // The proposer's retry runs it, once, and uses the approval up.
+    let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
+    assert_eq!((s, r["outcome"].as_str()), (StatusCode::CREATED, Some("executed")), "{r}");
+    assert_eq!(r["review_item"].as_u64(), Some(item));
     assert_eq!(desk.credits_for("t-1"), 1);
-    // Approved once: approving again is refused; the agent's retry replays.
-    let (s, _, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
-    assert_eq!(s, StatusCode::CONFLICT);
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
     assert_eq!(
         (s, r["outcome"].as_str()),
         (StatusCode::OK, Some("replayed"))
     );
+    assert_eq!(desk.credits_for("t-1"), 1);
     // Other arguments under the same operation: a conflict, never executed
     // on the strength of the first approval.
     let (s, c) = decide(&router, AGENT_KEY, &decision_body(refund(9000), "t-1", "7")).await;
@@ -550,29 +561,32 @@ async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
         (s, c["outcome"].as_str()),
         (StatusCode::UNPROCESSABLE_ENTITY, Some("conflict"))
     );
-    // A pending approval whose version moves before the reviewer acts:
-    // approving it ends in state_changed and writes nothing.
+    // An approval whose version moved before the retry: the retry is
+    // state_changed and writes nothing.
     let (_, p) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
     let item = p["review_item"].as_u64().unwrap();
-    desk.set_version("t-2", "4");
     let approve = format!("/v1/review/items/{item}/approve");
-    let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
+    let (s, _, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(j["decision"]["outcome"], "state_changed");
+    desk.set_version("t-2", "4");
+    let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
+    assert_eq!((s, r["outcome"].as_str()), (StatusCode::CONFLICT, Some("state_changed")));
     assert_eq!(desk.credits_for("t-2"), 0);
-    // Deny closes an item without running anything.
+    // Deny: nothing runs, approving afterwards is refused, and the retry is
+    // rejected with `approval_denied`.
     let (_, p) = decide(&router, AGENT_KEY, &decision_body(refund(200), "t-2", "4")).await;
     let item = p["review_item"].as_u64().unwrap();
-    let (s, _, _) = send(
+    let (s, j, _) = send(
         &router,
         post(
             &format!("/v1/review/items/{item}/deny"),
             Some(REVIEWER_KEY),
-            &json!({}),
+            &json!({"note": "too much"}),
         ),
     )
     .await;
-    assert_eq!(s, StatusCode::OK);
+    assert_eq!((s, j["item"]["status"].as_str()), (StatusCode::OK, Some("denied")));
+    assert_eq!(j["item"]["note"], "too much");
     let (s, _, _) = send(
         &router,
         post(
@@ -583,6 +597,11 @@ async fn approval_runs_the_proposal_once_and_is_void_for_a_moved_version() {
     )
     .await;
     assert_eq!(s, StatusCode::CONFLICT);
+    let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(200), "t-2", "4")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str(), r["reason"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("rejected"), Some("approval_denied"))
+    );
     assert_eq!(desk.credits_for("t-2"), 0);
     let (_, list, _) = send(&router, get("/v1/review/items", Some(REVIEWER_KEY))).await;
     let statuses: Vec<&str> = list["items"]

@@ -341,6 +341,22 @@ async fn answers_of_every_status_match_the_document() {
         &json!({}),
     )
     .await;
+    // Resolve and dismiss: a pending approval is not theirs (409), an
+    // unknown item is 404.
+    r.post(
+        "/v1/review/items/{id}/resolve",
+        &format!("/v1/review/items/{item}/resolve"),
+        REVIEWER_KEY,
+        &json!({"note": "n"}),
+    )
+    .await;
+    r.post(
+        "/v1/review/items/{id}/dismiss",
+        "/v1/review/items/999/dismiss",
+        REVIEWER_KEY,
+        &json!({}),
+    )
+    .await;
     // Routing: 404 and 405 (not an operation's answer).
     r.send("GET", "", "/v2/nothing", None, Body::empty()).await;
     r.send("DELETE", "", "/v1/decisions", None, Body::empty())

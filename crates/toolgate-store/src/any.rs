@@ -253,3 +253,59 @@ impl ClaimStore for AnyClaimStore {
         delegate!(self, s => s.ready().await)
     }
 }
+
+impl toolgate::review::ReviewStore for AnyClaimStore {
+    async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
+        delegate!(self, s => s.open_item(item).await)
+    }
+
+    async fn request_approval(
+        &self,
+        item: toolgate::review::NewItem,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Requested, StoreError> {
+        delegate!(self, s => s.request_approval(item, now).await)
+    }
+
+    async fn item(
+        &self,
+        id: i64,
+        now: UnixMillis,
+    ) -> Result<Option<toolgate::review::ReviewItem>, StoreError> {
+        delegate!(self, s => s.item(id, now).await)
+    }
+
+    async fn list_items(
+        &self,
+        query: &toolgate::review::ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<toolgate::review::ReviewItem>, StoreError> {
+        delegate!(self, s => s.list_items(query, now).await)
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        delegate!(self, s => s.open_items(now).await)
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: toolgate::review::Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Voted, StoreError> {
+        delegate!(self, s => s.vote(id, reviewer, verdict, note, now).await)
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: toolgate::review::Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Closed, StoreError> {
+        delegate!(self, s => s.close(id, reviewer, closing, note, now).await)
+    }
+}

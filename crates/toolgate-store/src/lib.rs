@@ -90,6 +90,7 @@ mod pooled;
 pub mod postgres;
 mod protocol;
 mod redact;
+mod review;
 mod rows;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

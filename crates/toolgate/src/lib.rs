@@ -20,3 +20,4 @@ pub mod decode;
 pub mod op;
 pub mod pipeline;
 pub mod provider;
+pub mod review;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, HolderToken,
-    JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
+    GrantUse, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
     StuckEntry, UnixMillis,
 };
 use toolgate::contract::{self, CheckOptions, Policy};
@@ -26,6 +26,9 @@ use toolgate::pipeline::{
     StateScope, StateSource, StateVersion, decide, reconcile,
 };
 use toolgate::provider::Provider;
+use toolgate::review::{
+    ApprovalTerms, ItemStatus, NewItem, Requested, ReviewStore, Verdict, Voted,
+};
 
 fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
@@ -901,10 +904,46 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         .action()
         .map(|a| *a.fingerprint())
         .unwrap();
+    // A reviewer other than the proposer approves the proposal's item;
+    // the grant is bound to the tool contract's digest.
+    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let ask = NewItem {
+        at: UnixMillis(T0),
+        kind: "pending_approval".into(),
+        reason: Some("approval_required".into()),
+        tool: Some("refund_order".into()),
+        proposer: "agent-1".into(),
+        proposer_via: None,
+        key: Some(key),
+        fingerprint: Some(fp),
+        version_seen: Some("7".into()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(ApprovalTerms {
+            policy_digest: digest.clone(),
+            approvers: 1,
+            expires_at: UnixMillis(T0 + 1000),
+        }),
+    };
+    let Requested::Pending { item, created: true } =
+        block_on(w.store.inner.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+    else {
+        panic!("a first request opens an item")
+    };
+    assert_eq!(
+        block_on(w.store.inner.vote(item, "agent-1", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        Voted::SelfApproval
+    );
+    assert_eq!(
+        block_on(w.store.inner.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        Voted::Recorded(ItemStatus::Approved)
+    );
+    let grant = GrantUse { item, policy_digest: digest.clone() };
     let wrong = Approval {
         key,
         fingerprint: other,
         version: StateVersion::from(7),
+        grant: grant.clone(),
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 1, Some(&wrong));
     assert_eq!(d.outcome, Outcome::PendingApproval);
@@ -913,18 +952,99 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         key,
         fingerprint: fp,
         version: StateVersion::from(6),
+        grant: grant.clone(),
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 2, Some(&stale));
     assert_eq!(d.outcome, Outcome::PendingApproval);
+
+    // Nor one given under another contract: the claim refuses to use it
+    // and nothing is written.
+    let other_policy = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(7),
+        grant: GrantUse { item, policy_digest: "another".into() },
+    };
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&other_policy));
+    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(w.credits(), 0);
 
     let good = Approval {
         key,
         fingerprint: fp,
         version: StateVersion::from(7),
+        grant,
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&good));
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(w.credits(), 1);
+    // The grant was used up with the claim.
+    let used = block_on(w.store.inner.item(item, UnixMillis(T0 + 4))).unwrap().unwrap();
+    assert_eq!(used.consumed_at, Some(UnixMillis(T0 + 3)));
+    // The reviewer's vote is an audit entry naming them.
+    let trail = block_on(w.store.inner.audit_trail(&key, 100)).unwrap();
+    assert!(trail.iter().any(|e| e.actor() == "lead" && e.outcome() == "approved"), "{trail:?}");
+}
+
+#[test]
+fn an_expired_approval_is_not_used_and_a_new_request_opens() {
+    let w = World::new();
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let d = w.decide(p(), 7, T0);
+    let (key, fp) = (d.key.unwrap(), d.fingerprint.unwrap());
+    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let ask = NewItem {
+        at: UnixMillis(T0),
+        kind: "pending_approval".into(),
+        reason: None,
+        tool: Some("refund_order".into()),
+        proposer: "agent-1".into(),
+        proposer_via: None,
+        key: Some(key),
+        fingerprint: Some(fp),
+        version_seen: Some("7".into()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(ApprovalTerms {
+            policy_digest: digest.clone(),
+            approvers: 2,
+            expires_at: UnixMillis(T0 + 100),
+        }),
+    };
+    let store = &w.store.inner;
+    let Requested::Pending { item, .. } =
+        block_on(store.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+    else {
+        panic!("opens")
+    };
+    // A retry before approval finds the same item.
+    assert_eq!(
+        block_on(store.request_approval(ask.clone(), UnixMillis(T0 + 1))).unwrap(),
+        Requested::Pending { item, created: false }
+    );
+    // Two distinct approvers; the same one twice counts once.
+    let vote = |who: &str, at: i64| {
+        block_on(store.vote(item, who, Verdict::Approve, None, UnixMillis(at))).unwrap()
+    };
+    assert_eq!(vote("lead", T0 + 2), Voted::Recorded(ItemStatus::Open));
+    assert_eq!(vote("lead", T0 + 3), Voted::AlreadyVoted);
+    assert_eq!(vote("second", T0 + 4), Voted::Recorded(ItemStatus::Approved));
+    // Past its expiry the approval is unusable, and the item expired.
+    let late = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(7),
+        grant: GrantUse { item, policy_digest: digest },
+    };
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
+    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(w.credits(), 0);
+    match block_on(store.request_approval(ask, UnixMillis(T0 + 100))).unwrap() {
+        Requested::Pending { item: again, created: true } => assert!(again > item),
+        other => panic!("expected a new item, got {other:?}"),
+    }
+    let old = block_on(store.item(item, UnixMillis(T0 + 100))).unwrap().unwrap();
+    assert_eq!(old.status, ItemStatus::Expired);
 }
 
 #[test]

@@ -14,8 +14,9 @@ use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
     Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
-    Gate, GateError, Outcome, Principal, Request, StateVersion, decide,
+    Gate, GateError, Outcome, Principal, Reason, Request, StateVersion, decide,
 };
+use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore};
 use toolgate::provider::Provider;
 use tracing::Instrument;
 
@@ -23,7 +24,7 @@ use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, Stored};
-use crate::review::{Prepared, Replay, reviewable};
+use crate::review::reviewable;
 use crate::state::{AppState, Parts};
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
@@ -212,7 +213,20 @@ async fn decide_body<P: Parts>(
         })?,
     };
     let prepared = prepare(app, req)?;
-    run(app, principal, caller.mode, Arc::new(prepared), None).await
+    run(app, principal, caller.mode, Arc::new(prepared)).await
+}
+
+/// One proposal, checked for shape, with the server-fixed facts of its
+/// request.
+#[derive(Debug)]
+pub struct Prepared {
+    pub provider: Provider,
+    pub body: Vec<u8>,
+    pub opts: CheckOptions,
+    pub scope: serde_json::Map<String, Value>,
+    /// Application-sent entities, checked for shape (not yet against the
+    /// tool: that needs the proposal).
+    pub entities: serde_json::Map<String, Value>,
 }
 
 fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared, ApiError> {
@@ -405,7 +419,6 @@ pub(crate) async fn run<P: Parts>(
     principal: Principal,
     mode: ExecutionMode,
     prepared: Arc<Prepared>,
-    approval: Option<Approval>,
 ) -> Result<(Decision, DecisionResponse), ApiError> {
     let task_app = app.clone();
     let handle = tokio::spawn(
@@ -413,7 +426,7 @@ pub(crate) async fn run<P: Parts>(
             let _running = task_app.inner.tasks.clone().read_owned().await;
             task_app.inner.metrics.started();
             let started = Instant::now();
-            let out = run_inner(&task_app, principal, mode, prepared, approval).await;
+            let out = run_inner(&task_app, principal, mode, prepared).await;
             task_app.inner.metrics.finished();
             if let Ok((d, _)) = &out {
                 task_app.inner.metrics.decided(
@@ -442,7 +455,6 @@ async fn run_inner<P: Parts>(
     principal: Principal,
     mode: ExecutionMode,
     prepared: Arc<Prepared>,
-    approval: Option<Approval>,
 ) -> Result<(Decision, DecisionResponse), ApiError> {
     let policy = app.policy();
     let check = contract::check(policy, prepared.provider, &prepared.body, &prepared.opts);
@@ -504,57 +516,135 @@ async fn run_inner<P: Parts>(
             ),
         ));
     }
-    let holder = crate::clock::fresh_holder()?;
     let now = crate::clock::now_millis();
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &version,
-        attributes: &prepared.entities,
-        approval: approval.as_ref(),
-        now,
-        holder,
-        lease: app.settings().lease,
-    };
     let parts = app.parts();
-    let decided = match mode {
-        ExecutionMode::InProcess => {
-            // The result cap holds for the server's executor as for a client.
-            let executor =
-                crate::limits::Capped::new(parts.executor(), app.settings().max_result_bytes);
-            let gate = Gate {
-                policy,
-                authorizer: parts.authorizer(),
-                state: parts.state(),
-                claims: parts.claims(),
-                executor: &executor,
-            };
-            decide(&gate, check, &request).await
+    let contract = tool;
+    let mut first = Some(check);
+    // A tool that needs approval runs twice at most: the first run ends at
+    // `pending_approval` before anything is claimed; if the review store
+    // holds an approved, unused grant for exactly this proposal (key,
+    // fingerprint, version, policy digest), the second run claims with it
+    // and the claim uses it up in its own transaction (docs/design.md §14).
+    let mut approval: Option<Approval> = None;
+    let mut review_item: Option<i64> = None;
+    let mut decision = loop {
+        // The second run decodes the body again: `decide` consumes it.
+        let check = first.take().unwrap_or_else(|| {
+            contract::check(policy, prepared.provider, &prepared.body, &prepared.opts)
+        });
+        let request = Request {
+            principal: &principal,
+            scope: &scope,
+            version_seen: &version,
+            attributes: &prepared.entities,
+            approval: approval.as_ref(),
+            now,
+            holder: crate::clock::fresh_holder()?,
+            lease: app.settings().lease,
+        };
+        let decided = match mode {
+            ExecutionMode::InProcess => {
+                // The result cap holds for the server's executor as for a client.
+                let executor =
+                    crate::limits::Capped::new(parts.executor(), app.settings().max_result_bytes);
+                let gate = Gate {
+                    policy,
+                    authorizer: parts.authorizer(),
+                    state: parts.state(),
+                    claims: parts.claims(),
+                    executor: &executor,
+                };
+                decide(&gate, check, &request).await
+            }
+            ExecutionMode::Client => {
+                let executor = ClientExecutor;
+                let gate = Gate {
+                    policy,
+                    authorizer: parts.authorizer(),
+                    state: parts.state(),
+                    claims: parts.claims(),
+                    executor: &executor,
+                };
+                decide(&gate, check, &request).await
+            }
+        };
+        let mut decision = match decided {
+            Ok(d) => d,
+            Err(GateError::Audit { decision, error }) => {
+                // The decision stands (an `executed` one did happen); hiding it
+                // would make the client retry into a replay it cannot explain.
+                tracing::error!(%error, outcome = %decision.outcome, "decision not audited");
+                *decision
+            }
+            Err(GateError::Corrupt(m)) => {
+                return Err(ApiError::new(ProblemCode::CorruptRecord, m));
+            }
+            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+        };
+        let asks = decision.outcome == Outcome::PendingApproval
+            && decision.reason == Some(Reason::ApprovalRequired);
+        let (Some(key), Some(fingerprint), Some(contract), true) =
+            (decision.key, decision.fingerprint, contract, asks)
+        else {
+            break decision;
+        };
+        let item = NewItem {
+            at: now,
+            kind: Outcome::PendingApproval.as_str().to_owned(),
+            reason: decision.reason.map(|r| r.as_str().to_owned()),
+            tool: decision.tool.clone(),
+            proposer: principal.id().to_owned(),
+            proposer_via: principal.via().map(str::to_owned),
+            key: Some(key),
+            fingerprint: Some(fingerprint),
+            version_seen: Some(version.as_str().to_owned()),
+            scope: Some(Value::Object(scope.clone()).to_string()),
+            decision: shown_decision(&decision, &action),
+            approval: Some(ApprovalTerms {
+                policy_digest: contract.digest().to_owned(),
+                approvers: contract.approvers(),
+                expires_at: now.plus_millis(contract.approval_ttl_ms()),
+            }),
+        };
+        let requested = parts
+            .claims()
+            .request_approval(item, now)
+            .await
+            .map_err(|e| ApiError::unavailable(e.to_string()))?;
+        match requested {
+            // The first run found the grant: claim with it. A second
+            // `pending_approval` (the grant was used or expired meanwhile)
+            // asks again below without another run.
+            Requested::Granted(grant) if approval.is_none() => {
+                review_item = Some(grant.item);
+                approval = Some(Approval {
+                    key,
+                    fingerprint,
+                    version: version.clone(),
+                    grant,
+                });
+            }
+            Requested::Granted(grant) => {
+                review_item = Some(grant.item);
+                break decision;
+            }
+            Requested::Pending { item, created } => {
+                review_item = Some(item);
+                let _ = created;
+                break decision;
+            }
+            Requested::Denied { item, by } => {
+                review_item = Some(item);
+                decision.outcome = Outcome::Rejected;
+                decision.reason = Some(Reason::ApprovalDenied);
+                decision.message = Some(format!(
+                    "review item {item}: a reviewer{} denied this proposal; it will not run \
+                     (other arguments or a new version ask again)",
+                    by.map(|b| format!(" ({b})")).unwrap_or_default()
+                ));
+                break decision;
+            }
         }
-        ExecutionMode::Client => {
-            let executor = ClientExecutor;
-            let gate = Gate {
-                policy,
-                authorizer: parts.authorizer(),
-                state: parts.state(),
-                claims: parts.claims(),
-                executor: &executor,
-            };
-            decide(&gate, check, &request).await
-        }
-    };
-    let mut decision = match decided {
-        Ok(d) => d,
-        Err(GateError::Audit { decision, error }) => {
-            // The decision stands (an `executed` one did happen); hiding it
-            // would make the client retry into a replay it cannot explain.
-            tracing::error!(%error, outcome = %decision.outcome, "decision not audited");
-            *decision
-        }
-        Err(GateError::Corrupt(m)) => {
-            return Err(ApiError::new(ProblemCode::CorruptRecord, m));
-        }
-        Err(e) => return Err(ApiError::unavailable(e.to_string())),
     };
     crate::limits::conceal_authorisation(&mut decision, &principal);
     let permit = match (&decision.permit, &action) {
@@ -566,33 +656,34 @@ async fn run_inner<P: Parts>(
         )),
         _ => None,
     };
-    let mut response = DecisionResponse::from_decision(&decision, permit, None);
-    if reviewable(decision.outcome) {
-        let replay = match (decision.outcome, decision.key, decision.fingerprint) {
-            (Outcome::PendingApproval, Some(key), Some(fingerprint)) => Some(Replay {
-                prepared: Arc::clone(&prepared),
-                principal: principal.clone(),
-                mode,
-                approval: Approval {
-                    key,
-                    fingerprint,
-                    version: version.clone(),
-                },
-            }),
-            _ => None,
+    // Other decisions a person acts on open an item each; a failure to
+    // record one is logged, not the caller's (the claim store keeps the
+    // facts of a conflict or a stuck claim anyway).
+    if review_item.is_none() && reviewable(decision.outcome, decision.reason) {
+        let item = NewItem {
+            at: now,
+            kind: decision.outcome.as_str().to_owned(),
+            reason: decision.reason.map(|r| r.as_str().to_owned()),
+            tool: decision.tool.clone(),
+            proposer: principal.id().to_owned(),
+            proposer_via: principal.via().map(str::to_owned),
+            key: decision.key,
+            fingerprint: decision.fingerprint,
+            version_seen: action.as_ref().map(|_| version.as_str().to_owned()),
+            scope: Some(Value::Object(scope.clone()).to_string()),
+            decision: shown_decision(&decision, &action),
+            approval: None,
         };
-        let mut shown = serde_json::to_value(&response).unwrap_or(Value::Null);
-        // The reviewer sees the new proposal's arguments beside the prior
-        // one's (the decision itself carries only its fingerprint).
-        if let (Some((_, arguments, _)), Value::Object(m)) = (&action, &mut shown) {
-            m.insert("arguments".to_owned(), arguments.clone());
+        match parts.claims().open_item(item).await {
+            Ok(id) => review_item = Some(id),
+            Err(e) => tracing::error!(error = %e, "review item not recorded"),
         }
-        let id = app
-            .inner
-            .review
-            .record(now, principal.id(), decision.outcome, shown, replay);
-        response.review_item = Some(id);
     }
+    let response = DecisionResponse::from_decision(
+        &decision,
+        permit,
+        review_item.and_then(|i| u64::try_from(i).ok()),
+    );
     tracing::info!(
         principal = principal.id(),
         outcome = decision.outcome.as_str(),
@@ -602,4 +693,18 @@ async fn run_inner<P: Parts>(
         "decision"
     );
     Ok((decision, response))
+}
+
+/// The decision as a reviewer sees it: the response shape with the new
+/// proposal's arguments beside the prior one's (the decision itself
+/// carries only its fingerprint), capped in size
+/// ([`toolgate::review::bounded_decision`]).
+fn shown_decision(decision: &Decision, action: &Option<(String, Value, bool)>) -> String {
+    let mut shown =
+        serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
+            .unwrap_or(Value::Null);
+    if let (Some((_, arguments, _)), Value::Object(m)) = (action, &mut shown) {
+        m.insert("arguments".to_owned(), arguments.clone());
+    }
+    toolgate::review::bounded_decision(&shown)
 }

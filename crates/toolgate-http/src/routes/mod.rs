@@ -32,6 +32,8 @@ pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
         .routes(routes!(review_api::list))
         .routes(routes!(review_api::approve))
         .routes(routes!(review_api::deny))
+        .routes(routes!(review_api::resolve))
+        .routes(routes!(review_api::dismiss))
         .route(
             "/review",
             get(review_page::page::<P>).layer(map_response(review_page::page_headers)),
@@ -51,5 +53,13 @@ pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
         .route(
             "/review/items/{id}/deny",
             post(review_page::deny::<P>).layer(map_response(review_page::page_headers)),
+        )
+        .route(
+            "/review/items/{id}/resolve",
+            post(review_page::resolve::<P>).layer(map_response(review_page::page_headers)),
+        )
+        .route(
+            "/review/items/{id}/dismiss",
+            post(review_page::dismiss::<P>).layer(map_response(review_page::page_headers)),
         )
 }

@@ -1,59 +1,178 @@
-//! The reviewer queue over JSON, and the approve/deny actions shared with
-//! the reviewer page.
+//! The reviewer queue over JSON, and the actions shared with the reviewer
+//! page. Items are rows in the claim database (docs/design.md §14): any
+//! replica lists and acts on any item. Approving records a vote and never
+//! runs the proposal: the proposer's own retry does, once.
 
 use axum::Json;
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use toolgate::pipeline::Outcome;
+use axum::body::Bytes;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use serde::Deserialize;
+use serde_json::Value;
+use toolgate::review::{
+    Closed, Closing, ItemStatus, ListQuery, ReviewItem, ReviewStore, Verdict, Voted,
+};
+use utoipa::IntoParams;
 
-use super::decisions;
+use super::decisions::strict_body;
 use crate::auth::{Caller, REVIEW_CAPABILITY};
 use crate::dto::{
-    ApproveResponse, ApprovedStatus, DecisionResponse, DeniedStatus, DenyResponse, ReviewItemView,
-    ReviewItems, ReviewStatus,
+    ReviewActionRequest, ReviewActionResponse, ReviewItemView, ReviewItems, ReviewVote,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
-use crate::review::{ApproveError, Item, Status};
 use crate::state::{AppState, Parts};
 
-pub fn item_view(i: &Item) -> ReviewItemView {
-    let (status, by, after) = match &i.status {
-        Status::Open => (ReviewStatus::Open, None, None),
-        Status::Deciding => (ReviewStatus::Deciding, None, None),
-        Status::Approved { by, decision } => (
-            ReviewStatus::Approved,
-            Some(by.clone()),
-            Some(decision.clone()),
-        ),
-        Status::Denied { by } => (ReviewStatus::Denied, Some(by.clone()), None),
-    };
+/// Default page size of a listing.
+pub const DEFAULT_PAGE: u32 = 50;
+
+pub fn item_view(i: &ReviewItem) -> ReviewItemView {
+    let decision = toolgate::decode::decode_strict(
+        i.decision.as_bytes(),
+        &toolgate::decode::Limits::provider_body(),
+    )
+    .unwrap_or(Value::Null);
     ReviewItemView {
-        id: i.id,
-        at: i.at.0,
-        kind: i.kind.into(),
+        id: u64::try_from(i.id).unwrap_or(0),
+        at: i.created_at.0,
+        kind: i.kind.clone(),
+        tool: i.tool.clone(),
         proposer: i.proposer.clone(),
-        status,
-        by,
-        decision: i.decision.clone(),
-        decision_after_approval: after,
+        proposer_via: i.proposer_via.clone(),
+        status: i.status.into(),
+        operation_key: i.key.map(|k| k.to_hex()),
+        approvals_needed: i.approvals_needed,
+        expires_at: i.expires_at.map(|t| t.0),
+        consumed_at: i.consumed_at.map(|t| t.0),
+        votes: i
+            .votes
+            .iter()
+            .map(|v| ReviewVote {
+                reviewer: v.reviewer.clone(),
+                verdict: v.verdict.as_str().to_owned(),
+                at: v.at.0,
+                note: v.note.clone(),
+            })
+            .collect(),
+        by: i.closed_by.clone(),
+        closed_at: i.closed_at.map(|t| t.0),
+        note: i.note.clone(),
+        decision,
     }
 }
 
-/// The reviewer queue, newest first. Needs `toolgate:review`.
+/// `GET /v1/review/items` parameters.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ListParams {
+    /// Only items with an id below this (the previous page's `next_before`).
+    pub before: Option<u64>,
+    /// At most this many, 1 to 200 (default 50).
+    pub limit: Option<u32>,
+    /// Only this status: `open`, `approved`, `denied`, `expired`, `resolved`, `dismissed`.
+    pub status: Option<String>,
+    /// Only this kind (outcome code): `pending_approval`, `conflict`, `state_changed`, `rejected`, `needs_reconciliation`.
+    pub kind: Option<String>,
+}
+
+/// The listing a page of the queue asks for.
+pub fn list_query(p: &ListParams) -> Result<ListQuery, ApiError> {
+    let bad = |m: &str| ApiError::new(ProblemCode::InvalidQuery, m.to_owned());
+    let limit = p.limit.unwrap_or(DEFAULT_PAGE);
+    if !(1..=toolgate::review::MAX_PAGE).contains(&limit) {
+        return Err(bad("limit must be 1 to 200"));
+    }
+    let status = match p.status.as_deref() {
+        None => None,
+        Some(s) => Some(ItemStatus::parse(s).ok_or_else(|| {
+            bad("status must be open, approved, denied, expired, resolved or dismissed")
+        })?),
+    };
+    let kind = match p.kind.as_deref() {
+        None => None,
+        Some(k)
+            if [
+                "pending_approval",
+                "conflict",
+                "state_changed",
+                "rejected",
+                "needs_reconciliation",
+            ]
+            .contains(&k) =>
+        {
+            Some(k.to_owned())
+        }
+        Some(_) => {
+            return Err(bad(
+                "kind must be pending_approval, conflict, state_changed, rejected or needs_reconciliation",
+            ));
+        }
+    };
+    let before = p
+        .before
+        .map(|b| i64::try_from(b).map_err(|_| bad("before is out of range")))
+        .transpose()?;
+    Ok(ListQuery {
+        before,
+        limit,
+        status,
+        kind,
+    })
+}
+
+/// A page of the queue.
+pub async fn list_page<P: Parts>(
+    app: &AppState<P>,
+    query: &ListQuery,
+) -> Result<ReviewItems, ApiError> {
+    let items = app
+        .parts()
+        .claims()
+        .list_items(query, crate::clock::now_millis())
+        .await
+        .map_err(store_error)?;
+    let full = items.len() == usize::try_from(query.limit).unwrap_or(usize::MAX);
+    let next_before = if full {
+        items.last().and_then(|i| u64::try_from(i.id).ok())
+    } else {
+        None
+    };
+    Ok(ReviewItems {
+        items: items.iter().map(item_view).collect(),
+        next_before,
+    })
+}
+
+fn store_error(e: toolgate::claim::StoreError) -> ApiError {
+    if e.kind() == toolgate::claim::StoreErrorKind::Corrupt {
+        ApiError::new(ProblemCode::CorruptRecord, e.to_string())
+    } else {
+        ApiError::unavailable(e.to_string())
+    }
+}
+
+/// The reviewer queue from the claim database, newest first, a page at a
+/// time. Needs `toolgate:review`.
 #[utoipa::path(get, path = "/v1/review/items", tag = "review",
+    params(ListParams),
     responses(
-        (status = 200, description = "the queue (per process, in memory)", body = ReviewItems),
+        (status = 200, description = "a page of the queue (durable, the same on every replica)", body = ReviewItems),
+        (status = 400, description = "`invalid_query`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn list<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
+    params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ReviewItems>, ApiError> {
     caller.require(REVIEW_CAPABILITY)?;
-    let items = app.inner.review.list().iter().map(item_view).collect();
-    Ok(Json(ReviewItems { items }))
+    let Query(params) =
+        params.map_err(|e| ApiError::new(ProblemCode::InvalidQuery, e.body_text()))?;
+    let query = list_query(&params)?;
+    Ok(Json(list_page(&app, &query).await?))
 }
 
 /// The reviewer item a problem is about.
@@ -61,81 +180,100 @@ fn item_path(id: u64) -> String {
     format!("/v1/review/items/{id}")
 }
 
-/// Approves pending item `id`: the stored proposal runs through the whole
-/// pipeline again — capability and live authorisation of its proposer,
-/// claim lookup, state read — with an approval bound to its operation key,
-/// fingerprint and version, so a moved version ends in `state_changed` and
-/// nothing else can use the approval.
-pub async fn approve_item<P: Parts>(
+/// What a reviewer can do to an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Vote(Verdict),
+    Close(Closing),
+}
+
+/// Runs a reviewer's action on item `id` and returns the item after it.
+/// Every action is one transaction with its audit entry naming the
+/// reviewer; none runs a proposal.
+pub async fn act<P: Parts>(
     app: &AppState<P>,
     id: u64,
     reviewer: &str,
-) -> Result<DecisionResponse, ApiError> {
-    let replay = app
-        .inner
-        .review
-        .begin_approval(id)
-        .map_err(|e| not_pending(e, id))?;
-    let out = decisions::run(
-        app,
-        replay.principal.clone(),
-        replay.mode,
-        replay.prepared.clone(),
-        Some(replay.approval.clone()),
-    )
-    .await;
-    match out {
-        Ok((decision, response)) => {
-            let status = if decision.outcome == Outcome::PendingApproval {
-                // Cannot match its own approval only if the proposal changed
-                // under us; leave it open rather than claim it was approved.
-                Status::Open
-            } else {
-                Status::Approved {
-                    by: reviewer.to_owned(),
-                    decision: serde_json::to_value(&response).unwrap_or_default(),
-                }
-            };
-            app.inner.review.set_status(id, status);
-            tracing::info!(
-                item = id,
-                reviewer,
-                outcome = decision.outcome.as_str(),
-                "approved"
-            );
-            Ok(response)
-        }
-        Err(e) => {
-            app.inner.review.set_status(id, Status::Open);
-            Err(e)
-        }
+    action: Action,
+    note: Option<&str>,
+) -> Result<ReviewItemView, ApiError> {
+    let not_found = || ApiError::not_found("no reviewer item has this id").at(item_path(id));
+    let Ok(item) = i64::try_from(id) else {
+        return Err(not_found());
+    };
+    if note.is_some_and(|n| n.len() > toolgate::review::MAX_NOTE_BYTES) {
+        return Err(ApiError::new(
+            ProblemCode::InvalidBody,
+            "note must be at most 2000 bytes",
+        ));
     }
-}
-
-pub fn deny_item<P: Parts>(app: &AppState<P>, id: u64, reviewer: &str) -> Result<(), ApiError> {
-    app.inner
-        .review
-        .begin_approval(id)
-        .map_err(|e| not_pending(e, id))?;
-    app.inner.review.set_status(
-        id,
-        Status::Denied {
-            by: reviewer.to_owned(),
+    let store = app.parts().claims();
+    let now = crate::clock::now_millis();
+    let conflict = |code, m: String| Err(ApiError::new(code, m).at(item_path(id)));
+    match action {
+        Action::Vote(verdict) => match store
+            .vote(item, reviewer, verdict, note, now)
+            .await
+            .map_err(store_error)?
+        {
+            Voted::Recorded(status) => {
+                tracing::info!(item, reviewer, verdict = verdict.as_str(), %status, "review vote");
+            }
+            Voted::NotFound => return Err(not_found()),
+            Voted::NotApproval => {
+                return conflict(
+                    ProblemCode::NotPending,
+                    "this item is not a pending approval: resolve or dismiss it".into(),
+                );
+            }
+            Voted::NotOpen(s) => {
+                return conflict(
+                    ProblemCode::NotPending,
+                    format!("this approval is {s}, no longer open"),
+                );
+            }
+            Voted::SelfApproval => {
+                return conflict(
+                    ProblemCode::SelfApproval,
+                    "whoever proposed an action cannot approve or deny it".into(),
+                );
+            }
+            Voted::AlreadyVoted => {
+                return conflict(
+                    ProblemCode::AlreadyVoted,
+                    "this reviewer has voted on this item already".into(),
+                );
+            }
         },
-    );
-    tracing::info!(item = id, reviewer, "denied");
-    Ok(())
-}
-
-fn not_pending(e: ApproveError, id: u64) -> ApiError {
-    match e {
-        ApproveError::NotFound => ApiError::not_found("no reviewer item has this id"),
-        ApproveError::NotPending => ApiError::new(
-            ProblemCode::NotPending,
-            "this item is not a pending approval that is still open",
-        ),
+        Action::Close(closing) => match store
+            .close(item, reviewer, closing, note, now)
+            .await
+            .map_err(store_error)?
+        {
+            Closed::Done => {
+                tracing::info!(item, reviewer, status = %closing.status(), "review item closed");
+            }
+            Closed::NotFound => return Err(not_found()),
+            Closed::IsApproval => {
+                return conflict(
+                    ProblemCode::NotPending,
+                    "a pending approval is approved or denied, not resolved or dismissed".into(),
+                );
+            }
+            Closed::NotOpen(s) => {
+                return conflict(
+                    ProblemCode::NotPending,
+                    format!("this item is {s}, no longer open"),
+                );
+            }
+        },
     }
-    .at(item_path(id))
+    let item = store
+        .item(item, now)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(not_found)?;
+    Ok(item_view(&item))
 }
 
 /// The item id from the path; a non-number is `invalid_path`.
@@ -144,16 +282,44 @@ fn item_id(id: Result<Path<u64>, PathRejection>) -> Result<u64, ApiError> {
         .map_err(|e| ApiError::new(ProblemCode::InvalidPath, e.body_text()))
 }
 
-/// Approves a pending action. Needs `toolgate:review`.
+/// An optional `{"note": …}` body.
+fn note_of<P: Parts>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let req: ReviewActionRequest = strict_body(body, app.settings().body_limit)?;
+    Ok(req.note)
+}
+
+async fn handle<P: Parts>(
+    app: AppState<P>,
+    caller: Caller,
+    id: Result<Path<u64>, PathRejection>,
+    body: Bytes,
+    action: Action,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    caller.require(REVIEW_CAPABILITY)?;
+    let id = item_id(id)?;
+    let note = note_of(&app, &body)?;
+    let item = act(&app, id, caller.principal.id(), action, note.as_deref()).await?;
+    Ok(Json(ReviewActionResponse { item }))
+}
+
+/// Approves a pending action: a vote, and at the tool's `approvers`-th
+/// distinct approver the item is `approved`. Nothing runs and no permit is
+/// handed out: the proposer's own retry of the same proposal proceeds, once.
+/// Needs `toolgate:review`; the proposer cannot approve their own proposal.
 #[utoipa::path(post, path = "/v1/review/items/{id}/approve", tag = "review",
     params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "approved: the decision of the proposal's run with the approval (`state_changed` if its version moved)", body = ApproveResponse),
+        (status = 200, description = "the vote is recorded: the item, `approved` or still `open` for more approvers", body = ReviewActionResponse),
         (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not_pending`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`, `self_approval`, `already_voted`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
@@ -161,37 +327,83 @@ pub async fn approve<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
-) -> Result<Json<ApproveResponse>, ApiError> {
-    caller.require(REVIEW_CAPABILITY)?;
-    let id = item_id(id)?;
-    let decision = approve_item(&app, id, caller.principal.id()).await?;
-    Ok(Json(ApproveResponse {
-        status: ApprovedStatus::Approved,
-        decision,
-    }))
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, caller, id, body, Action::Vote(Verdict::Approve)).await
 }
 
-/// Denies a pending action: nothing runs. Needs `toolgate:review`.
+/// Denies a pending action: nothing runs, and the proposer's retry of the
+/// same proposal is `rejected` (`approval_denied`). Needs `toolgate:review`.
 #[utoipa::path(post, path = "/v1/review/items/{id}/deny", tag = "review",
     params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
     responses(
-        (status = 200, description = "denied", body = DenyResponse),
+        (status = 200, description = "denied", body = ReviewActionResponse),
         (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`not_pending`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`, `self_approval`, `already_voted`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
 pub async fn deny<P: Parts>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
-) -> Result<Json<DenyResponse>, ApiError> {
-    caller.require(REVIEW_CAPABILITY)?;
-    let id = item_id(id)?;
-    deny_item(&app, id, caller.principal.id())?;
-    Ok(Json(DenyResponse {
-        status: DeniedStatus::Denied,
-    }))
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, caller, id, body, Action::Vote(Verdict::Deny)).await
+}
+
+/// Marks a conflict, stale version, rejection or stuck claim as dealt
+/// with, with an optional note. Needs `toolgate:review`. (A stuck claim is
+/// closed by reconciling it: `POST /v1/claims/{key}/reconcile`.)
+#[utoipa::path(post, path = "/v1/review/items/{id}/resolve", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "resolved", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`: closed already, or a pending approval", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn resolve<P: Parts>(
+    State(app): State<AppState<P>>,
+    caller: Caller,
+    id: Result<Path<u64>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, caller, id, body, Action::Close(Closing::Resolved)).await
+}
+
+/// Dismisses a conflict, stale version, rejection or stuck-claim item,
+/// with an optional note. Needs `toolgate:review`.
+#[utoipa::path(post, path = "/v1/review/items/{id}/dismiss", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "dismissed", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`: closed already, or a pending approval", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn dismiss<P: Parts>(
+    State(app): State<AppState<P>>,
+    caller: Caller,
+    id: Result<Path<u64>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, caller, id, body, Action::Close(Closing::Dismissed)).await
 }

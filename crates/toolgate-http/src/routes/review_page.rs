@@ -7,16 +7,17 @@
 //! key. Approve and deny are form posts carrying the session's CSRF token.
 
 use axum::Form;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
-use toolgate::pipeline::Outcome;
+use toolgate::review::{Closing, Verdict};
 
-use super::review_api::{approve_item, deny_item};
+use super::review_api::{Action, ListParams, act, list_page, list_query};
 use crate::auth::REVIEW_CAPABILITY;
-use crate::review::{Item, SESSION_MS, Session, Status};
+use crate::dto::{ReviewItemView, ReviewStatus};
+use crate::review::{SESSION_MS, Session};
 use crate::state::{AppState, Parts};
 
 const COOKIE: &str = "toolgate_review";
@@ -153,18 +154,31 @@ fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
     d.get(k).filter(|v| !v.is_null())
 }
 
-fn render_item(i: &Item, csrf: &str) -> String {
+fn button(id: u64, csrf: &str, action: &str, label: &str, with_note: bool) -> String {
+    let note = if with_note {
+        "<input type=\"text\" name=\"note\" maxlength=\"2000\" placeholder=\"note (optional)\">"
+    } else {
+        ""
+    };
+    format!(
+        "<form class=\"inline\" method=\"post\" action=\"/review/items/{id}/{action}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{note}<button type=\"submit\" class=\"{action}\" id=\"{action}-{id}\">{label}</button></form>",
+        csrf = esc(csrf),
+    )
+}
+
+fn render_item(i: &ReviewItemView, csrf: &str) -> String {
     let d = &i.decision;
     let head = format!(
-        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\"><div><b>#{id}</b> {kind} · tool <b>{tool}</b> · proposed by {proposer} · reason <code>{reason}</code></div>",
+        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b>#{id}</b> {kind} · tool <b>{tool}</b> · proposed by {proposer} · reason <code>{reason}</code></div>",
         id = i.id,
-        kind = i.kind.as_str(),
-        tool = json_text(field(d, "tool")),
+        kind = esc(&i.kind),
+        status = status_name(i.status),
+        tool = esc(i.tool.as_deref().unwrap_or("—")),
         proposer = esc(&i.proposer),
         reason = json_text(field(d, "reason")),
     );
-    let body = match i.kind {
-        Outcome::Conflict => {
+    let body = match i.kind.as_str() {
+        "conflict" => {
             let prior = field(d, "prior");
             format!(
                 "<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div><div class=\"code prior-arguments\">{}</div><div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
@@ -177,58 +191,93 @@ fn render_item(i: &Item, csrf: &str) -> String {
                 json_text(field(d, "version_seen")),
             )
         }
-        Outcome::StateChanged => format!(
+        "state_changed" => format!(
             "<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div><div class=\"code\">{}</div>",
             json_text(field(d, "version_seen")),
             json_text(field(d, "current_version")),
             json_text(field(d, "arguments")),
         ),
-        Outcome::Rejected => format!("<div>{}</div>", json_text(field(d, "message"))),
-        Outcome::NeedsReconciliation => format!(
+        "rejected" => format!("<div>{}</div>", json_text(field(d, "message"))),
+        "needs_reconciliation" => format!(
             "<div>{}</div><div>prior proposal</div><div class=\"code\">{}</div><div>Reconcile: <code>POST /v1/claims/{}/reconcile</code> (never execute again).</div>",
             json_text(field(d, "message")),
             json_text(field(d, "prior")),
             plain(d, "operation_key"),
         ),
         _ => format!(
-            "<div>arguments</div><div class=\"code arguments\">{}</div><div>version seen {} · operation key <code>{}</code></div>",
+            "<div>arguments</div><div class=\"code arguments\">{}</div><div>version seen {} · operation key <code>{}</code> · approvals {}/{}</div>",
             json_text(field(d, "arguments")),
             json_text(field(d, "version_seen")),
             plain(d, "operation_key"),
+            i.votes.iter().filter(|v| v.verdict == "approve").count(),
+            i.approvals_needed,
         ),
     };
-    let status = match &i.status {
-        Status::Open if i.kind == Outcome::PendingApproval => format!(
-            "<form class=\"inline\" method=\"post\" action=\"/review/items/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"approve\" id=\"approve-{id}\">Approve</button></form>\
-             <form class=\"inline\" method=\"post\" action=\"/review/items/{id}/deny\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"deny\" id=\"deny-{id}\">Deny</button></form>",
-            id = i.id,
-            csrf = esc(csrf),
+    let by = esc(i.by.as_deref().unwrap_or("—"));
+    let note = i
+        .note
+        .as_deref()
+        .map(|n| format!(" · note: {}", esc(n)))
+        .unwrap_or_default();
+    let status = match i.status {
+        ReviewStatus::Open if i.approvals_needed > 0 => format!(
+            "{}{}",
+            button(i.id, csrf, "approve", "Approve", false),
+            button(i.id, csrf, "deny", "Deny", false)
         ),
-        Status::Open => String::new(),
-        Status::Deciding => "<div class=\"status\">deciding…</div>".to_owned(),
-        Status::Approved { by, decision } => format!(
-            "<div class=\"status approved\">approved by {} → outcome <span class=\"outcome-after\">{}</span></div><div class=\"code result-after\">{}</div>",
-            esc(by),
-            plain(decision, "outcome"),
-            json_text(field(decision, "result")),
+        ReviewStatus::Open => format!(
+            "{}{}",
+            button(i.id, csrf, "resolve", "Resolve", true),
+            button(i.id, csrf, "dismiss", "Dismiss", true)
         ),
-        Status::Denied { by } => {
-            format!("<div class=\"status denied\">denied by {}</div>", esc(by))
+        ReviewStatus::Approved => format!(
+            "<div class=\"status approved\">approved by {by}; {}{note}</div>",
+            if i.consumed_at.is_some() {
+                "the proposer's retry used it"
+            } else {
+                "waiting for the proposer's retry"
+            }
+        ),
+        ReviewStatus::Denied => format!("<div class=\"status denied\">denied by {by}{note}</div>"),
+        ReviewStatus::Expired => {
+            "<div class=\"status denied\">expired (counts as denied)</div>".to_owned()
         }
+        ReviewStatus::Resolved => {
+            format!("<div class=\"status approved\">resolved by {by}{note}</div>")
+        }
+        ReviewStatus::Dismissed => format!("<div class=\"status\">dismissed by {by}{note}</div>"),
     };
     format!("{head}{body}{status}</div>")
 }
 
-fn review_page(items: &[Item], reviewer: &str, csrf: &str) -> String {
+fn status_name(s: ReviewStatus) -> &'static str {
+    match s {
+        ReviewStatus::Open => "open",
+        ReviewStatus::Approved => "approved",
+        ReviewStatus::Denied => "denied",
+        ReviewStatus::Expired => "expired",
+        ReviewStatus::Resolved => "resolved",
+        ReviewStatus::Dismissed => "dismissed",
+    }
+}
+
+fn review_page(
+    items: &[ReviewItemView],
+    next_before: Option<u64>,
+    filter: &str,
+    reviewer: &str,
+    csrf: &str,
+) -> String {
     let sections = [
-        (Outcome::PendingApproval, "Pending approval"),
-        (Outcome::Conflict, "Conflicts"),
-        (Outcome::StateChanged, "State changed"),
-        (Outcome::NeedsReconciliation, "Needs reconciliation"),
-        (Outcome::Rejected, "Rejected"),
+        ("pending_approval", "Pending approval"),
+        ("conflict", "Conflicts"),
+        ("state_changed", "State changed"),
+        ("needs_reconciliation", "Needs reconciliation"),
+        ("rejected", "Rejected"),
     ];
     let mut body = format!(
-        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <form class=\"inline\" method=\"post\" action=\"/review/logout\"><button type=\"submit\">Sign out</button></form></p>",
+        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <form class=\"inline\" method=\"post\" action=\"/review/logout\"><button type=\"submit\">Sign out</button></form></p>\
+         <p>Show: <a href=\"/review\">all</a> · <a href=\"/review?status=open\">open</a> · <a href=\"/review?kind=pending_approval\">pending approval</a></p>",
         esc(reviewer)
     );
     for (kind, title) in sections {
@@ -238,8 +287,7 @@ fn review_page(items: &[Item], reviewer: &str, csrf: &str) -> String {
             .map(|i| render_item(i, csrf))
             .collect();
         body.push_str(&format!(
-            "<h2 id=\"{}\">{title} ({})</h2>",
-            kind.as_str(),
+            "<h2 id=\"{kind}\">{title} ({})</h2>",
             listed.len()
         ));
         if listed.is_empty() {
@@ -249,15 +297,55 @@ fn review_page(items: &[Item], reviewer: &str, csrf: &str) -> String {
             body.push_str(&l);
         }
     }
+    if let Some(b) = next_before {
+        body.push_str(&format!(
+            "<p><a id=\"next-page\" href=\"/review?before={b}{}\">Older items</a></p>",
+            esc(filter)
+        ));
+    }
     page_shell("toolgate review", &body)
 }
 
-pub async fn page<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap) -> Response {
-    match reviewer(&app, &headers) {
-        Some((who, csrf)) => {
-            Html(review_page(&app.inner.review.list(), &who, &csrf)).into_response()
+pub async fn page<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Some((who, csrf)) = reviewer(&app, &headers) else {
+        return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response();
+    };
+    let params = match params {
+        Ok(Query(p)) => p,
+        Err(e) => {
+            return crate::error::ApiError::new(
+                crate::error::ProblemCode::InvalidQuery,
+                e.body_text(),
+            )
+            .into_response();
         }
-        None => (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
+    };
+    let query = match list_query(&params) {
+        Ok(q) => q,
+        Err(e) => return e.into_response(),
+    };
+    // The filters, kept on the next page's link.
+    let mut filter = String::new();
+    if let Some(s) = &params.status {
+        filter.push_str(&format!("&status={s}"));
+    }
+    if let Some(k) = &params.kind {
+        filter.push_str(&format!("&kind={k}"));
+    }
+    match list_page(&app, &query).await {
+        Ok(page) => Html(review_page(
+            &page.items,
+            page.next_before,
+            &filter,
+            &who,
+            &csrf,
+        ))
+        .into_response(),
+        Err(e) => e.into_response(),
     }
 }
 
@@ -326,6 +414,7 @@ pub async fn logout<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap
 #[derive(Deserialize)]
 pub struct ActionForm {
     csrf: String,
+    note: Option<String>,
 }
 
 fn checked<P: Parts>(
@@ -351,20 +440,35 @@ fn checked<P: Parts>(
     }
 }
 
+async fn page_action<P: Parts>(
+    app: AppState<P>,
+    headers: HeaderMap,
+    id: u64,
+    form: ActionForm,
+    action: Action,
+) -> Response {
+    let who = match checked(&app, &headers, &form) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let note = form
+        .note
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    match act(&app, id, &who, action, note).await {
+        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
 pub async fn approve<P: Parts>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    let who = match checked(&app, &headers, &form) {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    match approve_item(&app, id, &who).await {
-        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
-        Err(e) => e.into_response(),
-    }
+    page_action(app, headers, id, form, Action::Vote(Verdict::Approve)).await
 }
 
 pub async fn deny<P: Parts>(
@@ -373,12 +477,23 @@ pub async fn deny<P: Parts>(
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
 ) -> Response {
-    let who = match checked(&app, &headers, &form) {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    match deny_item(&app, id, &who) {
-        Ok(()) => Redirect::to(&format!("/review#item-{id}")).into_response(),
-        Err(e) => e.into_response(),
-    }
+    page_action(app, headers, id, form, Action::Vote(Verdict::Deny)).await
+}
+
+pub async fn resolve<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    page_action(app, headers, id, form, Action::Close(Closing::Resolved)).await
+}
+
+pub async fn dismiss<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    page_action(app, headers, id, form, Action::Close(Closing::Dismissed)).await
 }

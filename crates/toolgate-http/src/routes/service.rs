@@ -73,7 +73,19 @@ pub async fn metrics<P: Parts>(
             None
         }
     };
-    metrics.observe_queues(stuck, app.inner.review.depth());
+    // Open review items, from the claim database (every replica's).
+    let open = {
+        use toolgate::review::ReviewStore as _;
+        app.parts()
+            .claims()
+            .open_items(crate::clock::now_millis())
+            .await
+    };
+    let open = open.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "metrics: could not count open review items");
+        0
+    });
+    metrics.observe_queues(stuck, usize::try_from(open).unwrap_or(usize::MAX));
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         metrics.render(),

@@ -72,6 +72,10 @@ pub const REVIEWER_KEY: &str = "tg_test_reviewer_key";
 pub const OPERATOR_KEY: &str = "tg_test_operator_key";
 pub const NOCAP_KEY: &str = "tg_test_nocap_key";
 pub const METRICS_KEY: &str = "tg_test_metrics_key";
+/// A key that may both propose refunds and review (`lead-1`).
+pub const LEAD_KEY: &str = "tg_test_lead_key";
+/// A second reviewer (`reviewer-2`).
+pub const REVIEWER2_KEY: &str = "tg_test_reviewer2_key";
 
 #[derive(Default)]
 pub struct Desk {
@@ -205,6 +209,18 @@ pub fn keys() -> KeyRing {
         ),
         key(NOCAP_KEY, "agent-2", &[], ExecutionMode::InProcess),
         key(
+            LEAD_KEY,
+            "lead-1",
+            &["refund:issue", "toolgate:review"],
+            ExecutionMode::InProcess,
+        ),
+        key(
+            REVIEWER2_KEY,
+            "reviewer-2",
+            &["toolgate:review"],
+            ExecutionMode::InProcess,
+        ),
+        key(
             METRICS_KEY,
             "scraper",
             &["toolgate:metrics"],
@@ -299,6 +315,69 @@ impl ClaimStore for SwitchStore {
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.up()?;
         self.inner.audit_trail(key, limit).await
+    }
+}
+
+impl toolgate::review::ReviewStore for SwitchStore {
+    async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
+        self.up()?;
+        self.inner.open_item(item).await
+    }
+
+    async fn request_approval(
+        &self,
+        item: toolgate::review::NewItem,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Requested, StoreError> {
+        self.up()?;
+        self.inner.request_approval(item, now).await
+    }
+
+    async fn item(
+        &self,
+        id: i64,
+        now: UnixMillis,
+    ) -> Result<Option<toolgate::review::ReviewItem>, StoreError> {
+        self.up()?;
+        self.inner.item(id, now).await
+    }
+
+    async fn list_items(
+        &self,
+        query: &toolgate::review::ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<toolgate::review::ReviewItem>, StoreError> {
+        self.up()?;
+        self.inner.list_items(query, now).await
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        self.up()?;
+        self.inner.open_items(now).await
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: toolgate::review::Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Voted, StoreError> {
+        self.up()?;
+        self.inner.vote(id, reviewer, verdict, note, now).await
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: toolgate::review::Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<toolgate::review::Closed, StoreError> {
+        self.up()?;
+        self.inner.close(id, reviewer, closing, note, now).await
     }
 }
 

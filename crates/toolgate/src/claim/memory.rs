@@ -26,6 +26,9 @@ struct State {
 #[derive(Default)]
 pub struct MemoryClaimStore {
     state: Mutex<State>,
+    /// Review items and approvals (docs/design.md §14), beside the claims
+    /// so that a claim can use an approval in its critical section.
+    pub(crate) reviews: crate::review::MemoryReviewStore,
 }
 
 impl MemoryClaimStore {
@@ -44,6 +47,21 @@ impl MemoryClaimStore {
 
     fn claim_now(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
         let mut state = self.lock()?;
+        // An approval is used only by the attempt that inserts the claim,
+        // in the same critical section; if it no longer holds, nothing is
+        // written (the SQL stores' conditional UPDATE, docs/design.md §14).
+        if let Some(grant) = request.grant()
+            && !state.claims.contains_key(request.key())
+            && !self.reviews.consume(
+                grant,
+                request.key(),
+                request.fingerprint(),
+                request.proposal().version_seen(),
+                request.now(),
+            )?
+        {
+            return Ok(RawClaim::GrantUnusable);
+        }
         let row = state
             .claims
             .entry(*request.key())

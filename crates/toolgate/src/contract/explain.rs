@@ -70,6 +70,12 @@ fn explain_tool(tool: &ToolContract) -> Explanation {
     } else {
         "approval: not required, so the worst case above can execute without a person".to_owned()
     });
+    if tool.budgets().is_empty() {
+        bounds.push("budgets: none, so nothing caps the sum of many calls".to_owned());
+    }
+    for b in tool.budgets() {
+        bounds.push(b.worst_case());
+    }
     bounds.push(format!(
         "size: arguments over {} bytes are rejected as too_large",
         tool.max_argument_bytes()

@@ -6,6 +6,7 @@
 //! every stateless stage; it is **not** permission to act: capability,
 //! authorisation, state and the claim are the pipeline's job.
 
+pub mod budget;
 mod check;
 mod decision;
 mod envelope;

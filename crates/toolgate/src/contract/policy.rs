@@ -29,6 +29,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::budget::{Budget, BudgetFile, load_budgets};
 use super::schema::{AuditError, Schema, escape};
 use crate::decode::{Limits, decode_strict};
 use crate::op::{ScopeError, ScopeType, canonical_scope};
@@ -62,8 +63,31 @@ struct ToolFile {
     scope_types: BTreeMap<String, String>,
     #[serde(default)]
     needs_approval: bool,
+    approvers: Option<u32>,
+    approval_ttl: Option<String>,
     max_argument_bytes: Option<usize>,
     schema: String,
+    #[serde(default)]
+    budgets: Vec<BudgetFile>,
+}
+
+/// Default `approval_ttl`: a day.
+pub const DEFAULT_APPROVAL_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// `approval_ttl`: a whole number and a unit, `s`, `m`, `h` or `d`
+/// (`"90m"`, `"24h"`), from a minute to a year.
+fn approval_ttl(text: &str) -> Option<i64> {
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let n: i64 = digits.parse().ok().filter(|n| *n > 0)?;
+    let unit_ms = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(unit_ms)
+        .filter(|ms| (60_000..=366 * 86_400_000).contains(ms))
 }
 
 /// A policy-load error: where, which keyword, what.
@@ -105,9 +129,13 @@ pub struct ToolContract {
     operation_key: Vec<String>,
     scope_types: BTreeMap<String, ScopeType>,
     needs_approval: bool,
+    approvers: u32,
+    approval_ttl_ms: i64,
+    digest: Arc<str>,
     max_argument_bytes: usize,
     properties: BTreeSet<String>,
     schema: Schema,
+    budgets: Vec<Budget>,
 }
 
 impl ToolContract {
@@ -161,6 +189,23 @@ impl ToolContract {
     pub fn needs_approval(&self) -> bool {
         self.needs_approval
     }
+    /// How many distinct reviewers must approve an operation (`approvers`,
+    /// default 1; docs/design.md §14).
+    pub fn approvers(&self) -> u32 {
+        self.approvers
+    }
+    /// How long a request for approval stays open, and an approval usable,
+    /// in milliseconds (`approval_ttl`, default 24 hours); after it the
+    /// item counts as denied.
+    pub fn approval_ttl_ms(&self) -> i64 {
+        self.approval_ttl_ms
+    }
+    /// SHA-256 (hex) over this tool's contract as written in the policy:
+    /// an approval is bound to it, so one given under another contract
+    /// (another schema, capability, key or approval rule) cannot be used.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
     /// Byte limit for one call's arguments.
     pub fn max_argument_bytes(&self) -> usize {
         self.max_argument_bytes
@@ -172,6 +217,10 @@ impl ToolContract {
     /// The audited, compiled argument schema.
     pub fn schema(&self) -> &Schema {
         &self.schema
+    }
+    /// The tool's budgets (docs/design.md §15), in file order.
+    pub fn budgets(&self) -> &[Budget] {
+        &self.budgets
     }
 }
 
@@ -228,6 +277,17 @@ impl Policy {
             let contract = load_tool(i, t)?;
             if tools.iter().any(|c| c.name == contract.name) {
                 return Err(top(format!("tool `{}` is declared twice", contract.name)));
+            }
+            // A budget's name keys its counters, so it names one budget.
+            if let Some(b) = contract.budgets.iter().find(|b| {
+                tools
+                    .iter()
+                    .any(|c| c.budgets.iter().any(|o| o.name() == b.name()))
+            }) {
+                return Err(top(format!(
+                    "budget `{}` is declared by two tools; budget names are distinct in a policy",
+                    b.name()
+                )));
             }
             tools.push(contract);
         }
@@ -366,6 +426,54 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
             ));
         }
     }
+    let budgets = load_budgets(t.budgets.clone(), &source, &t.operation_key)
+        .map_err(|(field, message)| err(&field, None, None, message))?;
+    if !t.needs_approval && (t.approvers.is_some() || t.approval_ttl.is_some()) {
+        return Err(err(
+            "approvers",
+            None,
+            None,
+            "approvers and approval_ttl apply only with needs_approval = true".to_owned(),
+        ));
+    }
+    let approvers = t.approvers.unwrap_or(1);
+    if !(1..=10).contains(&approvers) {
+        return Err(err(
+            "approvers",
+            None,
+            None,
+            "must be 1 to 10 distinct reviewers".to_owned(),
+        ));
+    }
+    let approval_ttl_ms = match t.approval_ttl.as_deref() {
+        None => DEFAULT_APPROVAL_TTL_MS,
+        Some(text) => approval_ttl(text).ok_or_else(|| {
+            err(
+                "approval_ttl",
+                None,
+                None,
+                "a whole number and s, m, h or d (\"24h\"), from a minute to 366 days".to_owned(),
+            )
+        })?,
+    };
+    // The contract as written, in a fixed order: the digest an approval is
+    // bound to (docs/design.md §14).
+    let digest = {
+        use sha2::{Digest, Sha256};
+        let written = serde_json::json!({
+            "name": t.name,
+            "capability": t.capability,
+            "operation_key": t.operation_key,
+            "scope_types": t.scope_types,
+            "approvers": approvers,
+            "approval_ttl_ms": approval_ttl_ms,
+            "max_argument_bytes": t.max_argument_bytes,
+            "schema": t.schema,
+            "budgets": t.budgets,
+        });
+        let hash = Sha256::digest(written.to_string().as_bytes());
+        hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
     Ok(ToolContract {
         name: t.name.into(),
         description: t.description,
@@ -373,9 +481,13 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
         operation_key: t.operation_key,
         scope_types,
         needs_approval: t.needs_approval,
+        approvers,
+        approval_ttl_ms,
+        digest: digest.into(),
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
         properties,
         schema,
+        budgets,
     })
 }
 

@@ -131,12 +131,15 @@ pub enum Reason {
     /// `pending_approval`: no approval bound to this key, fingerprint and
     /// version was presented.
     ApprovalRequired,
+    /// `rejected`: a reviewer denied exactly this proposal (key,
+    /// fingerprint, version, policy digest); nothing was claimed.
+    ApprovalDenied,
 }
 
 impl Reason {
     /// The pipeline's own reasons (the contract's are listed with
     /// [`contract::Reason::ALL`]), for documentation checks.
-    pub const OWN: [Self; 11] = [
+    pub const OWN: [Self; 12] = [
         Self::MissingCapability,
         Self::NotAuthorized,
         Self::AuthorizationError,
@@ -148,6 +151,7 @@ impl Reason {
         Self::LeaseLost,
         Self::ExecutorFailed,
         Self::ApprovalRequired,
+        Self::ApprovalDenied,
     ];
 
     /// The stable snake_case code.
@@ -165,6 +169,7 @@ impl Reason {
             Self::LeaseLost => "lease_lost",
             Self::ExecutorFailed => "executor_failed",
             Self::ApprovalRequired => "approval_required",
+            Self::ApprovalDenied => "approval_denied",
         }
     }
 }

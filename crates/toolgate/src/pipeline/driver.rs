@@ -14,7 +14,7 @@ use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
     AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, ExecutorKind, Fingerprint,
-    HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
+    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
     UnixMillis,
 };
 use crate::contract::{self, Policy};
@@ -44,6 +44,10 @@ pub struct Approval {
     pub fingerprint: Fingerprint,
     /// The version the approved proposal was made against.
     pub version: StateVersion,
+    /// The approved review item, used up by the claim in its own
+    /// transaction (docs/design.md §14): if it no longer holds, nothing is
+    /// claimed and the answer is `pending_approval` again.
+    pub grant: GrantUse,
 }
 
 /// The server-fixed facts of one request. Nothing here comes from the model.
@@ -379,14 +383,19 @@ where
         return Ok(d.into());
     }
 
-    // Approval, bound to (key, fingerprint, version).
+    // Approval, bound to (key, fingerprint, version), and consumed by the
+    // claim below.
+    let mut grant = None;
     if bound.authorized().validated().needs_approval() {
-        let approved = request.approval.is_some_and(|a| {
-            a.key == *bound.key()
-                && a.fingerprint == *bound.fingerprint()
-                && a.version == *bound.authorized().version_seen()
-        });
-        if !approved {
+        grant = request
+            .approval
+            .filter(|a| {
+                a.key == *bound.key()
+                    && a.fingerprint == *bound.fingerprint()
+                    && a.version == *bound.authorized().version_seen()
+            })
+            .map(|a| a.grant.clone());
+        if grant.is_none() {
             let mut d = bound_decision(
                 &bound,
                 Outcome::PendingApproval,
@@ -408,6 +417,10 @@ where
         .claim_request(request.holder, request.now, request.lease)
         .map_err(|e| GateError::Corrupt(e.to_string()))?
         .with_executor(executor_kind);
+    let claim_request = match grant {
+        Some(g) => claim_request.with_grant(g),
+        None => claim_request,
+    };
     let lease = match gate.claims.claim(claim_request).await? {
         RawClaim::Acquired(lease) => lease,
         RawClaim::InFlight(r)

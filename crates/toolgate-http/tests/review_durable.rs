@@ -1,0 +1,438 @@
+//! Review items and approvals as rows in the claim database (issue 14,
+//! docs/design.md §14): ids that never repeat and items that survive a
+//! restart (the old queue lived in one process's memory and restarted at
+//! 1), acted on from a second replica, four-eyes (the old approve let a key
+//! holding both capabilities approve its own proposal), audit rows naming
+//! the reviewer, distinct approvers, and in client mode the permit going to
+//! the proposer's retry only (the old approve handed it to the reviewer and
+//! listed it to every reviewer). Each of these fails on the in-memory
+//! queue. SQLite always; PostgreSQL and MariaDB when
+//! `TOOLGATE_TEST_POSTGRES_URL` / `TOOLGATE_TEST_MYSQL_URL` are set (and
+//! required with `TOOLGATE_REQUIRE_DATABASES=1`).
+
+mod support;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use support::*;
+use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
+use toolgate::contract::Policy;
+use toolgate_http::{AppState, Backends, Settings};
+use toolgate_store::AnyClaimStore;
+use tower::ServiceExt;
+
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, json, text)
+}
+
+fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
+    Request::post(path)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .body(Body::from(body.to_string()))
+        .unwrap()
+}
+
+fn get(path: &str, key: &str) -> Request<Body> {
+    Request::get(path)
+        .header(header::AUTHORIZATION, format!("Bearer {key}"))
+        .body(Body::empty())
+        .unwrap()
+}
+
+async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
+    let (s, j, _) = send(app, post("/v1/decisions", key, body)).await;
+    (s, j)
+}
+
+fn refund(amount: i64) -> Value {
+    action("refund_order", json!({"amount_minor": amount}))
+}
+
+fn body(amount: i64, ticket: &str, version: &str) -> Value {
+    decision_body(refund(amount), ticket, version)
+}
+
+async fn act(app: &Router, key: &str, item: u64, what: &str) -> (StatusCode, Value) {
+    let (s, j, _) = send(
+        app,
+        post(&format!("/v1/review/items/{item}/{what}"), key, &json!({})),
+    )
+    .await;
+    (s, j)
+}
+
+fn policy_with(approvers: &str) -> Policy {
+    let text = POLICY.replace(
+        "needs_approval = true\n",
+        &format!("needs_approval = true\n{approvers}\n"),
+    );
+    Policy::load(&text).unwrap()
+}
+
+#[tokio::test]
+async fn the_proposer_cannot_approve_and_each_vote_is_an_audit_row_naming_the_reviewer() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state.clone());
+    // lead-1 holds both refund:issue and toolgate:review.
+    let (s, p) = decide(&router, LEAD_KEY, &body(700, "t-1", "7")).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let item = p["review_item"].as_u64().unwrap();
+    let (s, j) = act(&router, LEAD_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("self_approval"))
+    );
+    let (s, j) = act(&router, LEAD_KEY, item, "deny").await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("self_approval"))
+    );
+    // Nothing was recorded: the item is still open with no vote.
+    let (_, list, _) = send(&router, get("/v1/review/items?status=open", REVIEWER_KEY)).await;
+    let listed = &list["items"][0];
+    assert_eq!(
+        (
+            listed["id"].as_u64(),
+            listed["votes"].as_array().map(Vec::len)
+        ),
+        (Some(item), Some(0))
+    );
+    let (s, j) = act(&router, REVIEWER_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("approved"))
+    );
+    assert_eq!(j["item"]["votes"][0]["reviewer"], "reviewer-1");
+    let (s, r) = decide(&router, LEAD_KEY, &body(700, "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CREATED, Some("executed"))
+    );
+    assert_eq!(desk.credits_for("t-1"), 1);
+    let key = key_of(&r);
+    let trail = state.parts().claims.audit_trail(&key, 100).await.unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.actor() == "reviewer-1" && e.outcome() == "approved"),
+        "{trail:?}"
+    );
+}
+
+#[tokio::test]
+async fn in_client_mode_only_the_proposers_retry_receives_the_permit() {
+    let (state, desk) = app();
+    let router = toolgate_http::router(state);
+    let (s, p) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let item = p["review_item"].as_u64().unwrap();
+    // The reviewer's approval and every listing carry no permit or holder.
+    let (s, _, text) = send(
+        &router,
+        post(
+            &format!("/v1/review/items/{item}/approve"),
+            REVIEWER_KEY,
+            &json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(!text.contains("holder"), "{text}");
+    let (_, list, listed) = send(&router, get("/v1/review/items", REVIEWER_KEY)).await;
+    assert!(!listed.contains("holder"), "{listed}");
+    assert!(list["items"][0]["decision"]["permit"].is_null(), "{listed}");
+    // The proposer's retry gets it, once.
+    let (s, r) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::OK, Some("permitted")),
+        "{r}"
+    );
+    assert!(r["permit"]["holder"].is_string(), "{r}");
+    assert_eq!(desk.credits_for("t-1"), 0);
+    let (_, r) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
+    assert_eq!(r["outcome"], "in_flight");
+    assert!(r["permit"].is_null());
+}
+
+#[tokio::test]
+async fn a_tool_may_need_two_distinct_approvers() {
+    let desk = DeskRef::default();
+    desk.set_version("t-1", "7");
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: MemoryClaimStore::new(),
+        executor: desk.clone(),
+    };
+    let state = AppState::new(
+        policy_with("approvers = 2"),
+        parts,
+        keys(),
+        Settings::default(),
+    );
+    let router = toolgate_http::router(state);
+    let (_, p) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    let item = p["review_item"].as_u64().unwrap();
+    let (s, j) = act(&router, REVIEWER_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("open"))
+    );
+    let (s, j) = act(&router, REVIEWER_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("already_voted"))
+    );
+    // One approval of two: the retry is still pending, on the same item.
+    let (s, r) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    assert_eq!(
+        (s, r["review_item"].as_u64()),
+        (StatusCode::ACCEPTED, Some(item))
+    );
+    assert_eq!(desk.credits_for("t-1"), 0);
+    let (s, j) = act(&router, REVIEWER2_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("approved"))
+    );
+    let (s, r) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CREATED, Some("executed"))
+    );
+    assert_eq!(desk.credits_for("t-1"), 1);
+}
+
+#[tokio::test]
+async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    for q in [
+        "limit=0",
+        "limit=201",
+        "status=stuck",
+        "kind=answer",
+        "colour=red",
+    ] {
+        let (s, j, _) = send(&router, get(&format!("/v1/review/items?{q}"), REVIEWER_KEY)).await;
+        assert_eq!(
+            (s, j["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_query")),
+            "{q}"
+        );
+    }
+    let (_, p) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    let item = p["review_item"].as_u64().unwrap();
+    let long = "n".repeat(2001);
+    let (s, j, _) = send(
+        &router,
+        post(
+            &format!("/v1/review/items/{item}/deny"),
+            REVIEWER_KEY,
+            &json!({"note": long}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body"))
+    );
+    // A pending approval is approved or denied, never resolved.
+    let (s, j) = act(&router, REVIEWER_KEY, item, "resolve").await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("not_pending"))
+    );
+}
+
+type StoreParts = Backends<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: store,
+        executor: desk.clone(),
+    };
+    let state = AppState::new(policy_with(""), parts, keys(), Settings::default());
+    (toolgate_http::router(state.clone()), state)
+}
+
+/// Two replicas on one database, then a restart: items listed and acted on
+/// from either, kept, and ids never handed out twice.
+async fn durable_on(url: &str) {
+    let desk = DeskRef::default();
+    // Tickets unique to this run: the network databases keep earlier runs.
+    let run = format!("{:x}", u64::from(std::process::id()) ^ now());
+    let (t1, t2) = (format!("t1-{run}"), format!("t2-{run}"));
+    desk.set_version(&t1, "7");
+    desk.set_version(&t2, "3");
+    let (a, _) = replica(url, &desk).await;
+    let (b, _) = replica(url, &desk).await;
+    let (s, p) = decide(&a, AGENT_KEY, &body(500, &t1, "7")).await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{p}");
+    let item = p["review_item"].as_u64().unwrap();
+    // Replica B lists and approves what A opened.
+    let (_, list, _) = send(
+        &b,
+        get(
+            "/v1/review/items?kind=pending_approval&status=open&limit=200",
+            REVIEWER_KEY,
+        ),
+    )
+    .await;
+    assert!(
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["id"].as_u64() == Some(item)),
+        "{list}"
+    );
+    let (s, j) = act(&b, REVIEWER_KEY, item, "approve").await;
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("approved")),
+        "{j}"
+    );
+    // A stale version on B: an item of another kind, resolved on A.
+    let (s, stale) = decide(&b, AGENT_KEY, &decision_body(credit(100), &t2, "2")).await;
+    assert_eq!(
+        (s, stale["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("state_changed"))
+    );
+    let stale_item = stale["review_item"].as_u64().unwrap();
+    assert!(stale_item > item);
+    let (s, j, _) = send(
+        &a,
+        post(
+            &format!("/v1/review/items/{stale_item}/resolve"),
+            REVIEWER_KEY,
+            &json!({"note": "re-read"}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("resolved")),
+        "{j}"
+    );
+    // The restart: both replicas gone, a new one on the same database.
+    drop((a, b));
+    let (c, state) = replica(url, &desk).await;
+    let (s, j, _) = send(
+        &c,
+        post(
+            &format!("/v1/review/items/{item}/approve"),
+            REVIEWER2_KEY,
+            &json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("not_pending")),
+        "{j}"
+    );
+    // The proposer's retry after the restart uses the approval, once.
+    let (s, r) = decide(&c, AGENT_KEY, &body(500, &t1, "7")).await;
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CREATED, Some("executed")),
+        "{r}"
+    );
+    assert_eq!(desk.credits_for(&t1), 1);
+    let (_, page, _) = send(
+        &c,
+        get(
+            &format!("/v1/review/items?before={}&limit=1", item + 1),
+            REVIEWER_KEY,
+        ),
+    )
+    .await;
+    let kept = &page["items"][0];
+    assert_eq!(kept["id"].as_u64(), Some(item), "{page}");
+    assert!(kept["consumed_at"].is_i64(), "{kept}");
+    assert_eq!(kept["votes"][0]["reviewer"], "reviewer-1");
+    // A new item after the restart has a new id.
+    let (_, p) = decide(&c, AGENT_KEY, &body(600, &t2, "3")).await;
+    assert!(p["review_item"].as_u64().unwrap() > stale_item, "{p}");
+    // The reviewers' actions are audit rows naming them.
+    let key = key_of(&r);
+    let trail = state.parts().claims.audit_trail(&key, 100).await.unwrap();
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.actor() == "reviewer-1" && e.outcome() == "approved"),
+        "{trail:?}"
+    );
+}
+
+fn key_of(decision: &Value) -> OperationKey {
+    let hex = decision["operation_key"].as_str().unwrap();
+    let bytes: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect();
+    OperationKey::from_slice(&bytes).unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn items_survive_a_restart_and_are_shared_by_replicas_on_sqlite() {
+    let dir =
+        std::env::temp_dir().join(format!("toolgate-review-{}-{}", std::process::id(), now()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    durable_on(&url).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn database_url(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("TOOLGATE_REQUIRE_DATABASES").as_deref() != Ok("1"),
+                "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} review tests cannot run"
+            );
+            eprintln!("SKIPPED: {var} is not set, so this {what} test did not run");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn items_survive_a_restart_and_are_shared_by_replicas_on_postgres() {
+    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
+        durable_on(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn items_survive_a_restart_and_are_shared_by_replicas_on_mariadb() {
+    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
+        durable_on(&url).await;
+    }
+}

@@ -1,0 +1,1256 @@
+//! [`ReviewStore`] on the claim database (migration 0003): review items and
+//! approvals are rows beside the claims, so every replica sees them, they
+//! survive restarts, and a claim uses an approval in its own transaction.
+//!
+//! PostgreSQL and MySQL share one implementation (a macro over their SQL);
+//! SQLite runs each write as one unit of the group-commit writer, whose
+//! units run one at a time, and reads on the reader connections.
+//!
+//! A vote or a closing is one transaction with its audit entry, under a
+//! lock on the item's row (`FOR UPDATE`; on SQLite the writer's own
+//! serialisation). A request for approval needs no transaction: each of
+//! its statements is atomic, and the unique `open_grant` column keeps one
+//! live item per tuple however many retries race; the loop reads the
+//! winner's row back.
+
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code, unused_imports, unused_macros)
+)]
+
+use toolgate::claim::{
+    AuditEntry, CorruptRecord, Fingerprint, GrantUse, OperationKey, StoreError, StoreErrorKind,
+    UnixMillis,
+};
+use toolgate::review::{
+    Closed, Closing, ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem, ReviewStore,
+    Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+};
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::common::map_err;
+#[cfg(feature = "mysql")]
+use crate::mysql::MySqlClaimStore;
+#[cfg(feature = "postgres")]
+use crate::postgres::PgClaimStore;
+#[cfg(feature = "sqlite")]
+use crate::sqlite::{SqliteClaimStore, rusqlite, rusqlite_error};
+
+/// How many times a request for approval re-reads after losing a race.
+const REQUEST_ATTEMPTS: u32 = 8;
+
+/// An item row's columns, in the order every `SELECT` here names them.
+struct ItemRow {
+    id: i64,
+    created_at: i64,
+    kind: String,
+    reason: Option<String>,
+    tool: Option<String>,
+    proposer: String,
+    proposer_via: Option<String>,
+    key: Option<Vec<u8>>,
+    fingerprint: Option<Vec<u8>>,
+    version_seen: Option<String>,
+    policy_digest: Option<String>,
+    scope: Option<String>,
+    decision: String,
+    status: String,
+    approvals_needed: i64,
+    expires_at: Option<i64>,
+    consumed_at: Option<i64>,
+    closed_at: Option<i64>,
+    closed_by: Option<String>,
+    note: Option<String>,
+}
+
+fn corrupt(e: CorruptRecord) -> StoreError {
+    StoreError::new(StoreErrorKind::Corrupt, format!("review item: {e}"))
+}
+
+impl ItemRow {
+    /// Validates a row: a status, key or fingerprint that does not read
+    /// is a corrupt row, never shown.
+    fn item(self, votes: Vec<Vote>) -> Result<ReviewItem, StoreError> {
+        let bad = |field: &'static str, why: String| corrupt(CorruptRecord::new(field, why));
+        let status = ItemStatus::parse(&self.status)
+            .ok_or_else(|| bad("status", format!("unknown status {:?}", self.status)))?;
+        let key = self
+            .key
+            .map(|k| OperationKey::from_slice(&k))
+            .transpose()
+            .map_err(|e| bad("operation_key", e.to_string()))?;
+        let fingerprint = self
+            .fingerprint
+            .map(|f| Fingerprint::from_slice(&f))
+            .transpose()
+            .map_err(|e| bad("fingerprint", e.to_string()))?;
+        Ok(ReviewItem {
+            id: self.id,
+            created_at: UnixMillis(self.created_at),
+            kind: self.kind,
+            reason: self.reason,
+            tool: self.tool,
+            proposer: self.proposer,
+            proposer_via: self.proposer_via,
+            key,
+            fingerprint,
+            version_seen: self.version_seen,
+            policy_digest: self.policy_digest,
+            scope: self.scope,
+            decision: self.decision,
+            status,
+            approvals_needed: u32::try_from(self.approvals_needed)
+                .map_err(|_| bad("approvals_needed", "out of range".into()))?,
+            expires_at: self.expires_at.map(UnixMillis),
+            consumed_at: self.consumed_at.map(UnixMillis),
+            closed_at: self.closed_at.map(UnixMillis),
+            closed_by: self.closed_by,
+            note: self.note,
+            votes,
+        })
+    }
+}
+
+fn vote_row(
+    reviewer: String,
+    verdict: &str,
+    at: i64,
+    note: Option<String>,
+) -> Result<Vote, StoreError> {
+    Ok(Vote {
+        reviewer,
+        verdict: Verdict::parse(verdict).ok_or_else(|| {
+            corrupt(CorruptRecord::new(
+                "verdict",
+                format!("unknown verdict {verdict:?}"),
+            ))
+        })?,
+        at: UnixMillis(at),
+        note,
+    })
+}
+
+/// What a vote does to its item, decided from the item read under lock.
+enum VotePlan {
+    Answer(Voted),
+    /// Insert the vote; then close with this status if the count says so.
+    Insert,
+}
+
+fn plan_vote(item: &ReviewItem, reviewer: &str, now: UnixMillis) -> VotePlan {
+    if !item.is_approval() {
+        return VotePlan::Answer(Voted::NotApproval);
+    }
+    let status = item.status_at(now);
+    if status != ItemStatus::Open {
+        return VotePlan::Answer(Voted::NotOpen(status));
+    }
+    if item.proposed_by(reviewer) {
+        return VotePlan::Answer(Voted::SelfApproval);
+    }
+    if item.votes.iter().any(|v| v.reviewer == reviewer) {
+        return VotePlan::Answer(Voted::AlreadyVoted);
+    }
+    VotePlan::Insert
+}
+
+/// The status a recorded vote leaves.
+fn after_vote(verdict: Verdict, approvals: i64, needed: u32) -> ItemStatus {
+    match verdict {
+        Verdict::Deny => ItemStatus::Denied,
+        Verdict::Approve if approvals >= i64::from(needed) => ItemStatus::Approved,
+        Verdict::Approve => ItemStatus::Open,
+    }
+}
+
+fn invalid(e: CorruptRecord) -> StoreError {
+    StoreError::new(StoreErrorKind::Invariant, e.to_string())
+}
+
+fn audit_entry(
+    item: &ReviewItem,
+    reviewer: &str,
+    outcome: &str,
+    now: UnixMillis,
+) -> Result<AuditEntry, StoreError> {
+    reviewer_audit(item, reviewer, outcome, now).map_err(invalid)
+}
+
+/// The terms of an approval request, checked.
+struct Ask<'a> {
+    digest: [u8; 32],
+    key: &'a OperationKey,
+    fingerprint: &'a Fingerprint,
+    version: &'a str,
+    policy_digest: &'a str,
+}
+
+fn ask(item: &NewItem) -> Result<Ask<'_>, StoreError> {
+    let (key, fingerprint, version, terms) = item.approval_tuple().ok_or_else(|| {
+        StoreError::new(
+            StoreErrorKind::Invariant,
+            "a request for approval needs a key, fingerprint, version and terms",
+        )
+    })?;
+    Ok(Ask {
+        digest: open_grant(key, fingerprint, version, &terms.policy_digest),
+        key,
+        fingerprint,
+        version,
+        policy_digest: &terms.policy_digest,
+    })
+}
+
+/// What the live item found for a tuple means.
+enum Live {
+    Answer(Requested),
+    /// Lapsed: mark it expired, then look again.
+    Expire(i64),
+}
+
+fn judge_live(item: &ReviewItem, policy_digest: &str, now: UnixMillis) -> Live {
+    match item.status_at(now) {
+        ItemStatus::Approved if item.consumed_at.is_none() => {
+            Live::Answer(Requested::Granted(GrantUse {
+                item: item.id,
+                policy_digest: policy_digest.to_owned(),
+            }))
+        }
+        ItemStatus::Expired => Live::Expire(item.id),
+        // Open; or approved and used (its claim exists, so nothing asks
+        // again in practice).
+        _ => Live::Answer(Requested::Pending {
+            item: item.id,
+            created: false,
+        }),
+    }
+}
+
+fn limit_of(query: &ListQuery) -> i64 {
+    i64::from(query.limit.clamp(1, MAX_PAGE))
+}
+
+#[cfg(feature = "postgres")]
+mod pg {
+    pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE open_grant = $1";
+    pub(super) const BY_ID: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE id = $1";
+    pub(super) const BY_ID_LOCKED: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE id = $1 FOR UPDATE";
+    pub(super) const LIST: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE ($1::BIGINT IS NULL OR id < $1) \
+        AND ($2::TEXT IS NULL OR status = $2) AND ($3::TEXT IS NULL OR kind = $3) \
+        ORDER BY id DESC LIMIT $4";
+    pub(super) const DENIED: &str = "SELECT id, closed_by FROM toolgate_review_items \
+        WHERE operation_key = $1 AND fingerprint = $2 AND version_seen = $3 AND policy_digest = $4 \
+        AND status = 'denied' ORDER BY id DESC LIMIT 1";
+    pub(super) const EXPIRE_ONE: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
+        WHERE id = $1 AND status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= $2";
+    pub(super) const EXPIRE_ALL: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
+        WHERE status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= $1";
+    pub(super) const INSERT: &str = "INSERT INTO toolgate_review_items \
+        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
+         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'open', $13, $14, $15) \
+        ON CONFLICT (open_grant) DO NOTHING RETURNING id";
+    pub(super) const INSERT_RETURNING: &str = "INSERT INTO toolgate_review_items \
+        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
+         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'open', $13, $14, $15) RETURNING id";
+    pub(super) const VOTES: &str = "SELECT reviewer, verdict, at, note FROM toolgate_review_votes \
+        WHERE item_id = $1 ORDER BY at, reviewer";
+    pub(super) const INSERT_VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at, note) \
+        VALUES ($1, $2, $3, $4, $5)";
+    pub(super) const COUNT_APPROVALS: &str = "SELECT COUNT(*) FROM toolgate_review_votes \
+        WHERE item_id = $1 AND verdict = 'approve'";
+    pub(super) const CLOSE: &str = "UPDATE toolgate_review_items SET status = $1, closed_at = $2, \
+        closed_by = $3, note = $4, open_grant = CASE WHEN $1 = 'approved' THEN open_grant ELSE NULL END \
+        WHERE id = $5";
+    pub(super) const OPEN_COUNT: &str = "SELECT COUNT(*) FROM toolgate_review_items \
+        WHERE status = 'open' AND (expires_at IS NULL OR expires_at > $1)";
+    pub(super) const AUDIT: &str = "INSERT INTO toolgate_audit \
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+}
+
+/// The same statements with `?` placeholders (MySQL, SQLite): each `$n`
+/// becomes `?`, and a repeated `$n` is bound again.
+mod qmark {
+    pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE open_grant = ?";
+    pub(super) const BY_ID: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE id = ?";
+    pub(super) const BY_ID_LOCKED: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE id = ? FOR UPDATE";
+    /// Binds: before, before, status, status, kind, kind, limit.
+    pub(super) const LIST: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
+        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
+        FROM toolgate_review_items WHERE (? IS NULL OR id < ?) \
+        AND (? IS NULL OR status = ?) AND (? IS NULL OR kind = ?) \
+        ORDER BY id DESC LIMIT ?";
+    pub(super) const DENIED: &str = "SELECT id, closed_by FROM toolgate_review_items \
+        WHERE operation_key = ? AND fingerprint = ? AND version_seen = ? AND policy_digest = ? \
+        AND status = 'denied' ORDER BY id DESC LIMIT 1";
+    pub(super) const EXPIRE_ONE: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
+        WHERE id = ? AND status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= ?";
+    pub(super) const EXPIRE_ALL: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
+        WHERE status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= ?";
+    /// MySQL: a clash on `open_grant` changes nothing (`id = id`).
+    pub(super) const INSERT_MYSQL: &str = "INSERT INTO toolgate_review_items \
+        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
+         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) \
+        ON DUPLICATE KEY UPDATE id = id";
+    pub(super) const INSERT_SQLITE: &str = "INSERT INTO toolgate_review_items \
+        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
+         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) \
+        ON CONFLICT (open_grant) DO NOTHING";
+    pub(super) const VOTES: &str = "SELECT reviewer, verdict, at, note FROM toolgate_review_votes \
+        WHERE item_id = ? ORDER BY at, reviewer";
+    pub(super) const INSERT_VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at, note) \
+        VALUES (?, ?, ?, ?, ?)";
+    pub(super) const COUNT_APPROVALS: &str = "SELECT COUNT(*) FROM toolgate_review_votes \
+        WHERE item_id = ? AND verdict = 'approve'";
+    /// Binds: status, closed_at, closed_by, note, status, id.
+    pub(super) const CLOSE: &str = "UPDATE toolgate_review_items SET status = ?, closed_at = ?, \
+        closed_by = ?, note = ?, open_grant = CASE WHEN ? = 'approved' THEN open_grant ELSE NULL END \
+        WHERE id = ?";
+    pub(super) const OPEN_COUNT: &str = "SELECT COUNT(*) FROM toolgate_review_items \
+        WHERE status = 'open' AND (expires_at IS NULL OR expires_at > ?)";
+    pub(super) const AUDIT: &str = "INSERT INTO toolgate_audit \
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+}
+
+/// The new item's columns, bound in INSERT order (all but the status).
+struct Insert {
+    created_at: i64,
+    kind: String,
+    reason: Option<String>,
+    tool: Option<String>,
+    proposer: String,
+    proposer_via: Option<String>,
+    key: Option<Vec<u8>>,
+    fingerprint: Option<Vec<u8>>,
+    version_seen: Option<String>,
+    policy_digest: Option<String>,
+    scope: Option<String>,
+    decision: String,
+    approvals_needed: i32,
+    expires_at: Option<i64>,
+    open_grant: Option<Vec<u8>>,
+}
+
+fn insert_of(item: NewItem, grant: Option<[u8; 32]>) -> Insert {
+    let (policy_digest, approvals_needed, expires_at) = match &item.approval {
+        Some(t) if grant.is_some() => (
+            Some(t.policy_digest.clone()),
+            i32::try_from(t.approvers.max(1)).unwrap_or(i32::MAX),
+            Some(t.expires_at.0),
+        ),
+        _ => (None, 0, None),
+    };
+    Insert {
+        created_at: item.at.0,
+        kind: item.kind,
+        reason: item.reason,
+        tool: item.tool,
+        proposer: item.proposer,
+        proposer_via: item.proposer_via,
+        key: item.key.map(|k| k.as_bytes().to_vec()),
+        fingerprint: item.fingerprint.map(|f| f.as_bytes().to_vec()),
+        version_seen: item.version_seen,
+        policy_digest,
+        scope: item.scope,
+        decision: item.decision,
+        approvals_needed,
+        expires_at,
+        open_grant: grant.map(|g| g.to_vec()),
+    }
+}
+
+/// PostgreSQL and MySQL: one implementation over each one's SQL.
+macro_rules! sqlx_review_store {
+    ($store:ty, $db:ty, $sql:ident, $list:ident, $close:ident, $insert_grant:expr, $insert_id:ident) => {
+        impl $store {
+            async fn review_row<'e, E>(
+                exec: E,
+                sql: &'static str,
+                bind: impl FnOnce(
+                    sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments>,
+                ) -> sqlx::query::Query<
+                    'static,
+                    $db,
+                    <$db as sqlx::Database>::Arguments,
+                >,
+            ) -> Result<Option<ItemRow>, StoreError>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                use sqlx::Row;
+                let row = bind(sqlx::query(sql))
+                    .fetch_optional(exec)
+                    .await
+                    .map_err(|e| map_err("reading a review item", e))?;
+                row.map(|r| -> Result<ItemRow, sqlx::Error> {
+                    Ok(ItemRow {
+                        id: r.try_get(0)?,
+                        created_at: r.try_get(1)?,
+                        kind: r.try_get(2)?,
+                        reason: r.try_get(3)?,
+                        tool: r.try_get(4)?,
+                        proposer: r.try_get(5)?,
+                        proposer_via: r.try_get(6)?,
+                        key: r.try_get(7)?,
+                        fingerprint: r.try_get(8)?,
+                        version_seen: r.try_get(9)?,
+                        policy_digest: r.try_get(10)?,
+                        scope: r.try_get(11)?,
+                        decision: r.try_get(12)?,
+                        status: r.try_get(13)?,
+                        approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
+                        expires_at: r.try_get(15)?,
+                        consumed_at: r.try_get(16)?,
+                        closed_at: r.try_get(17)?,
+                        closed_by: r.try_get(18)?,
+                        note: r.try_get(19)?,
+                    })
+                })
+                .transpose()
+                .map_err(|e| map_err("reading a review item", e))
+            }
+
+            async fn review_votes<'e, E>(exec: E, id: i64) -> Result<Vec<Vote>, StoreError>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                let rows: Vec<(String, String, i64, Option<String>)> = sqlx::query_as($sql::VOTES)
+                    .bind(id)
+                    .fetch_all(exec)
+                    .await
+                    .map_err(|e| map_err("reading review votes", e))?;
+                rows.into_iter()
+                    .map(|(r, v, at, note)| vote_row(r, &v, at, note))
+                    .collect()
+            }
+
+            async fn review_full(&self, row: ItemRow) -> Result<ReviewItem, StoreError> {
+                let votes = if row.approvals_needed > 0 {
+                    Self::review_votes(self.pool(), row.id).await?
+                } else {
+                    Vec::new()
+                };
+                row.item(votes)
+            }
+
+            async fn review_insert(
+                &self,
+                sql: &'static str,
+                v: Insert,
+            ) -> Result<Option<i64>, StoreError> {
+                let q = sqlx::query(sql)
+                    .bind(v.created_at)
+                    .bind(v.kind)
+                    .bind(v.reason)
+                    .bind(v.tool)
+                    .bind(v.proposer)
+                    .bind(v.proposer_via)
+                    .bind(v.key)
+                    .bind(v.fingerprint)
+                    .bind(v.version_seen)
+                    .bind(v.policy_digest)
+                    .bind(v.scope)
+                    .bind(v.decision)
+                    .bind(v.approvals_needed)
+                    .bind(v.expires_at)
+                    .bind(v.open_grant);
+                $insert_id(self.pool(), q).await
+            }
+        }
+
+        impl ReviewStore for $store {
+            async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+                let v = insert_of(item, None);
+                self.review_insert($insert_grant.1, v)
+                    .await?
+                    .ok_or_else(|| {
+                        StoreError::new(StoreErrorKind::Database, "no id for a new review item")
+                    })
+            }
+
+            async fn request_approval(
+                &self,
+                item: NewItem,
+                now: UnixMillis,
+            ) -> Result<Requested, StoreError> {
+                let a = ask(&item)?;
+                let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
+                let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
+                // The id this call inserted, if it did: the row read back by
+                // its grant is then this call's.
+                let mut inserted = None;
+                for _ in 0..REQUEST_ATTEMPTS {
+                    let live =
+                        Self::review_row(self.pool(), $sql::BY_GRANT, |q| q.bind(digest.to_vec()))
+                            .await?;
+                    if let Some(row) = live {
+                        let live = self.review_full(row).await?;
+                        match judge_live(&live, &policy_digest, now) {
+                            Live::Answer(Requested::Pending { item, .. }) => {
+                                return Ok(Requested::Pending {
+                                    item,
+                                    created: inserted == Some(item),
+                                });
+                            }
+                            Live::Answer(r) => return Ok(r),
+                            Live::Expire(id) => {
+                                sqlx::query($sql::EXPIRE_ONE)
+                                    .bind(id)
+                                    .bind(now.0)
+                                    .execute(self.pool())
+                                    .await
+                                    .map_err(|e| map_err("expiring a review item", e))?;
+                                continue;
+                            }
+                        }
+                    }
+                    let denied: Option<(i64, Option<String>)> = sqlx::query_as($sql::DENIED)
+                        .bind(key.as_bytes().as_slice())
+                        .bind(fingerprint.as_bytes().as_slice())
+                        .bind(version.as_str())
+                        .bind(policy_digest.as_str())
+                        .fetch_optional(self.pool())
+                        .await
+                        .map_err(|e| map_err("reading a denial", e))?;
+                    if let Some((item, by)) = denied {
+                        return Ok(Requested::Denied { item, by });
+                    }
+                    // A clash on `open_grant` inserts nothing; either way the
+                    // live row is read back by its grant.
+                    inserted = self
+                        .review_insert($insert_grant.0, insert_of(item.clone(), Some(digest)))
+                        .await?;
+                }
+                Err(StoreError::new(
+                    StoreErrorKind::Contention,
+                    "a request for approval kept losing races",
+                ))
+            }
+
+            async fn item(
+                &self,
+                id: i64,
+                now: UnixMillis,
+            ) -> Result<Option<ReviewItem>, StoreError> {
+                sqlx::query($sql::EXPIRE_ONE)
+                    .bind(id)
+                    .bind(now.0)
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| map_err("expiring a review item", e))?;
+                match Self::review_row(self.pool(), $sql::BY_ID, |q| q.bind(id)).await? {
+                    Some(row) => self.review_full(row).await.map(Some),
+                    None => Ok(None),
+                }
+            }
+
+            async fn list_items(
+                &self,
+                query: &ListQuery,
+                now: UnixMillis,
+            ) -> Result<Vec<ReviewItem>, StoreError> {
+                sqlx::query($sql::EXPIRE_ALL)
+                    .bind(now.0)
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| map_err("expiring review items", e))?;
+                let rows = $list(self.pool(), query).await?;
+                let mut items = Vec::with_capacity(rows.len());
+                for row in rows {
+                    items.push(self.review_full(row).await?);
+                }
+                Ok(items)
+            }
+
+            async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+                let n: i64 = sqlx::query_scalar($sql::OPEN_COUNT)
+                    .bind(now.0)
+                    .fetch_one(self.pool())
+                    .await
+                    .map_err(|e| map_err("counting open review items", e))?;
+                Ok(u64::try_from(n).unwrap_or(0))
+            }
+
+            async fn vote(
+                &self,
+                id: i64,
+                reviewer: &str,
+                verdict: Verdict,
+                note: Option<&str>,
+                now: UnixMillis,
+            ) -> Result<Voted, StoreError> {
+                check_reviewer(reviewer, note).map_err(invalid)?;
+                let what = "recording a review vote";
+                let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
+                let Some(row) =
+                    Self::review_row(&mut *tx, $sql::BY_ID_LOCKED, |q| q.bind(id)).await?
+                else {
+                    return Ok(Voted::NotFound);
+                };
+                let votes = Self::review_votes(&mut *tx, id).await?;
+                let item = row.item(votes)?;
+                if let VotePlan::Answer(a) = plan_vote(&item, reviewer, now) {
+                    if a == Voted::NotOpen(ItemStatus::Expired) {
+                        sqlx::query($sql::EXPIRE_ONE)
+                            .bind(id)
+                            .bind(now.0)
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(|e| map_err(what, e))?;
+                        tx.commit().await.map_err(|e| map_err(what, e))?;
+                    }
+                    return Ok(a);
+                }
+                sqlx::query($sql::INSERT_VOTE)
+                    .bind(id)
+                    .bind(reviewer)
+                    .bind(verdict.as_str())
+                    .bind(now.0)
+                    .bind(note)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_err(what, e))?;
+                let approvals: i64 = sqlx::query_scalar($sql::COUNT_APPROVALS)
+                    .bind(id)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| map_err(what, e))?;
+                let status = after_vote(verdict, approvals, item.approvals_needed);
+                if status != ItemStatus::Open {
+                    $close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
+                }
+                let entry = audit_entry(&item, reviewer, verdict.audit_outcome(), now)?;
+                Self::review_audit(&mut *tx, &entry).await?;
+                tx.commit().await.map_err(|e| map_err(what, e))?;
+                Ok(Voted::Recorded(status))
+            }
+
+            async fn close(
+                &self,
+                id: i64,
+                reviewer: &str,
+                closing: Closing,
+                note: Option<&str>,
+                now: UnixMillis,
+            ) -> Result<Closed, StoreError> {
+                check_reviewer(reviewer, note).map_err(invalid)?;
+                let what = "closing a review item";
+                let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
+                let Some(row) =
+                    Self::review_row(&mut *tx, $sql::BY_ID_LOCKED, |q| q.bind(id)).await?
+                else {
+                    return Ok(Closed::NotFound);
+                };
+                let item = row.item(Vec::new())?;
+                if item.is_approval() {
+                    return Ok(Closed::IsApproval);
+                }
+                if item.status != ItemStatus::Open {
+                    return Ok(Closed::NotOpen(item.status));
+                }
+                let status = closing.status();
+                $close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
+                let entry = audit_entry(&item, reviewer, status.as_str(), now)?;
+                Self::review_audit(&mut *tx, &entry).await?;
+                tx.commit().await.map_err(|e| map_err(what, e))?;
+                Ok(Closed::Done)
+            }
+        }
+
+        impl $store {
+            async fn review_audit<'e, E>(exec: E, e: &AuditEntry) -> Result<(), StoreError>
+            where
+                E: sqlx::Executor<'e, Database = $db>,
+            {
+                sqlx::query($sql::AUDIT)
+                    .bind(e.at().0)
+                    .bind(e.actor())
+                    .bind(e.tool())
+                    .bind(e.outcome())
+                    .bind(e.reason())
+                    .bind(e.key().map(|k| k.as_bytes().as_slice()))
+                    .bind(e.fingerprint().map(|f| f.as_bytes().as_slice()))
+                    .bind(e.via())
+                    .execute(exec)
+                    .await
+                    .map(drop)
+                    .map_err(|e| map_err("appending a reviewer's audit entry", e))
+            }
+        }
+    };
+}
+
+#[cfg(feature = "postgres")]
+async fn pg_insert_id(
+    pool: &sqlx::PgPool,
+    q: sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>,
+) -> Result<Option<i64>, StoreError> {
+    use sqlx::Row;
+    // The statement has RETURNING only when it cannot clash (open_item);
+    // the ON CONFLICT form answers no row on a clash.
+    let row = q
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| map_err("opening a review item", e))?;
+    row.map(|r| r.try_get::<i64, _>(0))
+        .transpose()
+        .map_err(|e| map_err("opening a review item", e))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql_insert_id(
+    pool: &sqlx::MySqlPool,
+    q: sqlx::query::Query<'static, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+) -> Result<Option<i64>, StoreError> {
+    let done = q
+        .execute(pool)
+        .await
+        .map_err(|e| map_err("opening a review item", e))?;
+    // Never the affected-row count (sqlx sets CLIENT_FOUND_ROWS): the
+    // caller reads the live row back by its grant, and this id only says
+    // whether that row is the one inserted here (a clash inserts none).
+    Ok(i64::try_from(done.last_insert_id())
+        .ok()
+        .filter(|id| *id > 0))
+}
+
+#[cfg(feature = "postgres")]
+async fn pg_list(pool: &sqlx::PgPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
+    let rows = sqlx::query(pg::LIST)
+        .bind(query.before)
+        .bind(query.status.map(ItemStatus::as_str))
+        .bind(query.kind.as_deref())
+        .bind(limit_of(query))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| map_err("listing review items", e))?;
+    rows.iter().map(pg_item_row).collect()
+}
+
+#[cfg(feature = "postgres")]
+fn pg_item_row(r: &sqlx::postgres::PgRow) -> Result<ItemRow, StoreError> {
+    use sqlx::Row;
+    (|| -> Result<ItemRow, sqlx::Error> {
+        Ok(ItemRow {
+            id: r.try_get(0)?,
+            created_at: r.try_get(1)?,
+            kind: r.try_get(2)?,
+            reason: r.try_get(3)?,
+            tool: r.try_get(4)?,
+            proposer: r.try_get(5)?,
+            proposer_via: r.try_get(6)?,
+            key: r.try_get(7)?,
+            fingerprint: r.try_get(8)?,
+            version_seen: r.try_get(9)?,
+            policy_digest: r.try_get(10)?,
+            scope: r.try_get(11)?,
+            decision: r.try_get(12)?,
+            status: r.try_get(13)?,
+            approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
+            expires_at: r.try_get(15)?,
+            consumed_at: r.try_get(16)?,
+            closed_at: r.try_get(17)?,
+            closed_by: r.try_get(18)?,
+            note: r.try_get(19)?,
+        })
+    })()
+    .map_err(|e| map_err("reading a review item", e))
+}
+
+#[cfg(feature = "mysql")]
+fn mysql_item_row(r: &sqlx::mysql::MySqlRow) -> Result<ItemRow, StoreError> {
+    use sqlx::Row;
+    (|| -> Result<ItemRow, sqlx::Error> {
+        Ok(ItemRow {
+            id: r.try_get(0)?,
+            created_at: r.try_get(1)?,
+            kind: r.try_get(2)?,
+            reason: r.try_get(3)?,
+            tool: r.try_get(4)?,
+            proposer: r.try_get(5)?,
+            proposer_via: r.try_get(6)?,
+            key: r.try_get(7)?,
+            fingerprint: r.try_get(8)?,
+            version_seen: r.try_get(9)?,
+            policy_digest: r.try_get(10)?,
+            scope: r.try_get(11)?,
+            decision: r.try_get(12)?,
+            status: r.try_get(13)?,
+            approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
+            expires_at: r.try_get(15)?,
+            consumed_at: r.try_get(16)?,
+            closed_at: r.try_get(17)?,
+            closed_by: r.try_get(18)?,
+            note: r.try_get(19)?,
+        })
+    })()
+    .map_err(|e| map_err("reading a review item", e))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql_list(pool: &sqlx::MySqlPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
+    let status = query.status.map(ItemStatus::as_str);
+    let rows = sqlx::query(qmark::LIST)
+        .bind(query.before)
+        .bind(query.before)
+        .bind(status)
+        .bind(status)
+        .bind(query.kind.as_deref())
+        .bind(query.kind.as_deref())
+        .bind(limit_of(query))
+        .fetch_all(pool)
+        .await
+        .map_err(|e| map_err("listing review items", e))?;
+    rows.iter().map(mysql_item_row).collect()
+}
+
+#[cfg(feature = "postgres")]
+async fn pg_close(
+    tx: &mut sqlx::PgConnection,
+    status: &str,
+    at: i64,
+    by: &str,
+    note: Option<&str>,
+    id: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(pg::CLOSE)
+        .bind(status)
+        .bind(at)
+        .bind(by)
+        .bind(note)
+        .bind(id)
+        .execute(tx)
+        .await
+        .map(drop)
+        .map_err(|e| map_err("closing a review item", e))
+}
+
+#[cfg(feature = "mysql")]
+async fn mysql_close(
+    tx: &mut sqlx::MySqlConnection,
+    status: &str,
+    at: i64,
+    by: &str,
+    note: Option<&str>,
+    id: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(qmark::CLOSE)
+        .bind(status)
+        .bind(at)
+        .bind(by)
+        .bind(note)
+        .bind(status)
+        .bind(id)
+        .execute(tx)
+        .await
+        .map(drop)
+        .map_err(|e| map_err("closing a review item", e))
+}
+
+#[cfg(feature = "postgres")]
+sqlx_review_store!(
+    PgClaimStore,
+    sqlx::Postgres,
+    pg,
+    pg_list,
+    pg_close,
+    (pg::INSERT, pg::INSERT_RETURNING),
+    pg_insert_id
+);
+#[cfg(feature = "mysql")]
+sqlx_review_store!(
+    MySqlClaimStore,
+    sqlx::MySql,
+    qmark,
+    mysql_list,
+    mysql_close,
+    (qmark::INSERT_MYSQL, qmark::INSERT_MYSQL),
+    mysql_insert_id
+);
+
+// ---- SQLite: rusqlite on the writer (writes) and the readers (reads) ----
+
+#[cfg(feature = "sqlite")]
+fn sqlite_item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
+    Ok(ItemRow {
+        id: r.get(0)?,
+        created_at: r.get(1)?,
+        kind: r.get(2)?,
+        reason: r.get(3)?,
+        tool: r.get(4)?,
+        proposer: r.get(5)?,
+        proposer_via: r.get(6)?,
+        key: r.get(7)?,
+        fingerprint: r.get(8)?,
+        version_seen: r.get(9)?,
+        policy_digest: r.get(10)?,
+        scope: r.get(11)?,
+        decision: r.get(12)?,
+        status: r.get(13)?,
+        approvals_needed: r.get(14)?,
+        expires_at: r.get(15)?,
+        consumed_at: r.get(16)?,
+        closed_at: r.get(17)?,
+        closed_by: r.get(18)?,
+        note: r.get(19)?,
+    })
+}
+
+/// A row and its votes, read on `conn`; a corrupt row is `Err(StoreError)`
+/// inside `Ok`, so that the writer's batch is not rolled back for it.
+#[cfg(feature = "sqlite")]
+fn sqlite_item(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    bind: impl rusqlite::Params,
+) -> rusqlite::Result<Option<Result<ReviewItem, StoreError>>> {
+    use rusqlite::OptionalExtension;
+    let Some(row) = conn.query_row(sql, bind, sqlite_item_row).optional()? else {
+        return Ok(None);
+    };
+    let votes = sqlite_votes(conn, row.id)?;
+    Ok(Some(votes.and_then(|v| row.item(v))))
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite_votes(
+    conn: &rusqlite::Connection,
+    id: i64,
+) -> rusqlite::Result<Result<Vec<Vote>, StoreError>> {
+    let mut stmt = conn.prepare_cached(qmark::VOTES)?;
+    let rows = stmt
+        .query_map([id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<String>>(3)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows
+        .into_iter()
+        .map(|(r, v, at, note)| vote_row(r, &v, at, note))
+        .collect())
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite_insert(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    v: &Insert,
+) -> rusqlite::Result<Option<i64>> {
+    let changed = conn.execute(
+        sql,
+        rusqlite::params![
+            v.created_at,
+            v.kind,
+            v.reason,
+            v.tool,
+            v.proposer,
+            v.proposer_via,
+            v.key,
+            v.fingerprint,
+            v.version_seen,
+            v.policy_digest,
+            v.scope,
+            v.decision,
+            v.approvals_needed,
+            v.expires_at,
+            v.open_grant,
+        ],
+    )?;
+    // The writer runs one unit at a time: the row count and the last id
+    // are this statement's.
+    Ok((changed == 1).then(|| conn.last_insert_rowid()))
+}
+
+#[cfg(feature = "sqlite")]
+fn sqlite_audit(conn: &rusqlite::Connection, e: &AuditEntry) -> rusqlite::Result<()> {
+    conn.execute(
+        qmark::AUDIT,
+        rusqlite::params![
+            e.at().0,
+            e.actor(),
+            e.tool(),
+            e.outcome(),
+            e.reason(),
+            e.key().map(|k| k.as_bytes().to_vec()),
+            e.fingerprint().map(|f| f.as_bytes().to_vec()),
+            e.via(),
+        ],
+    )
+    .map(drop)
+}
+
+#[cfg(feature = "sqlite")]
+impl SqliteClaimStore {
+    async fn review_write<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
+        + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        use crate::group_commit::WriteError;
+        match self.writer().write(work).await {
+            Ok(answer) => answer,
+            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
+            Err(e) => Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("{what}: {e}"),
+            )),
+        }
+    }
+
+    /// Reads run as units of the writer too: review traffic is light, and
+    /// a unit sees every write before it.
+    async fn review_read<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
+        + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        self.review_write(what, read).await
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl ReviewStore for SqliteClaimStore {
+    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+        let v = insert_of(item, None);
+        self.review_write("opening a review item", move |conn| {
+            Ok(
+                sqlite_insert(conn, qmark::INSERT_SQLITE, &v)?.ok_or_else(|| {
+                    StoreError::new(StoreErrorKind::Database, "no id for a new review item")
+                }),
+            )
+        })
+        .await
+    }
+
+    async fn request_approval(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+    ) -> Result<Requested, StoreError> {
+        let a = ask(&item)?;
+        let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
+        let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
+        let v = insert_of(item, Some(digest));
+        // One unit of the writer: nothing else writes meanwhile.
+        self.review_write("requesting approval", move |conn| {
+            if let Some(live) = sqlite_item(conn, qmark::BY_GRANT, [digest.to_vec()])? {
+                let live = match live {
+                    Ok(i) => i,
+                    Err(e) => return Ok(Err(e)),
+                };
+                match judge_live(&live, &policy_digest, now) {
+                    Live::Answer(r) => return Ok(Ok(r)),
+                    Live::Expire(id) => {
+                        conn.execute(qmark::EXPIRE_ONE, rusqlite::params![id, now.0])?;
+                    }
+                }
+            }
+            use rusqlite::OptionalExtension;
+            let denied: Option<(i64, Option<String>)> = conn
+                .query_row(
+                    qmark::DENIED,
+                    rusqlite::params![
+                        key.as_bytes().to_vec(),
+                        fingerprint.as_bytes().to_vec(),
+                        version,
+                        policy_digest
+                    ],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            if let Some((item, by)) = denied {
+                return Ok(Ok(Requested::Denied { item, by }));
+            }
+            Ok(match sqlite_insert(conn, qmark::INSERT_SQLITE, &v)? {
+                Some(id) => Ok(Requested::Pending {
+                    item: id,
+                    created: true,
+                }),
+                None => Err(StoreError::new(
+                    StoreErrorKind::Invariant,
+                    "a live approval item appeared inside the writer's unit",
+                )),
+            })
+        })
+        .await
+    }
+
+    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
+        self.review_write("expiring a review item", move |conn| {
+            conn.execute(qmark::EXPIRE_ONE, rusqlite::params![id, now.0])
+                .map(|_| Ok(()))
+        })
+        .await?;
+        self.review_read("reading a review item", move |conn| {
+            Ok(sqlite_item(conn, qmark::BY_ID, [id])?.transpose())
+        })
+        .await
+    }
+
+    async fn list_items(
+        &self,
+        query: &ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<ReviewItem>, StoreError> {
+        self.review_write("expiring review items", move |conn| {
+            conn.execute(qmark::EXPIRE_ALL, [now.0]).map(|_| Ok(()))
+        })
+        .await?;
+        let status = query.status.map(ItemStatus::as_str);
+        let kind = query.kind.clone();
+        let limit = limit_of(query);
+        let before = query.before;
+        self.review_read("listing review items", move |conn| {
+            let mut stmt = conn.prepare_cached(qmark::LIST)?;
+            let rows = stmt
+                .query_map(
+                    rusqlite::params![before, before, status, status, kind, kind, limit],
+                    sqlite_item_row,
+                )?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let mut items = Vec::with_capacity(rows.len());
+            for row in rows {
+                let votes = if row.approvals_needed > 0 {
+                    match sqlite_votes(conn, row.id)? {
+                        Ok(v) => v,
+                        Err(e) => return Ok(Err(e)),
+                    }
+                } else {
+                    Vec::new()
+                };
+                match row.item(votes) {
+                    Ok(i) => items.push(i),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            Ok(Ok(items))
+        })
+        .await
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        self.review_read("counting open review items", move |conn| {
+            let n: i64 = conn.query_row(qmark::OPEN_COUNT, [now.0], |r| r.get(0))?;
+            Ok(Ok(u64::try_from(n).unwrap_or(0)))
+        })
+        .await
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Voted, StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let reviewer = reviewer.to_owned();
+        let note = note.map(str::to_owned);
+        self.review_write("recording a review vote", move |conn| {
+            let item = match sqlite_item(conn, qmark::BY_ID, [id])? {
+                None => return Ok(Ok(Voted::NotFound)),
+                Some(Err(e)) => return Ok(Err(e)),
+                Some(Ok(i)) => i,
+            };
+            if let VotePlan::Answer(a) = plan_vote(&item, &reviewer, now) {
+                if a == Voted::NotOpen(ItemStatus::Expired) {
+                    conn.execute(qmark::EXPIRE_ONE, rusqlite::params![id, now.0])?;
+                }
+                return Ok(Ok(a));
+            }
+            let entry = match audit_entry(&item, &reviewer, verdict.audit_outcome(), now) {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(e)),
+            };
+            conn.execute(
+                qmark::INSERT_VOTE,
+                rusqlite::params![id, reviewer, verdict.as_str(), now.0, note],
+            )?;
+            let approvals: i64 = conn.query_row(qmark::COUNT_APPROVALS, [id], |r| r.get(0))?;
+            let status = after_vote(verdict, approvals, item.approvals_needed);
+            if status != ItemStatus::Open {
+                conn.execute(
+                    qmark::CLOSE,
+                    rusqlite::params![status.as_str(), now.0, reviewer, note, status.as_str(), id],
+                )?;
+            }
+            sqlite_audit(conn, &entry)?;
+            Ok(Ok(Voted::Recorded(status)))
+        })
+        .await
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Closed, StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let reviewer = reviewer.to_owned();
+        let note = note.map(str::to_owned);
+        self.review_write("closing a review item", move |conn| {
+            let item = match sqlite_item(conn, qmark::BY_ID, [id])? {
+                None => return Ok(Ok(Closed::NotFound)),
+                Some(Err(e)) => return Ok(Err(e)),
+                Some(Ok(i)) => i,
+            };
+            if item.is_approval() {
+                return Ok(Ok(Closed::IsApproval));
+            }
+            if item.status != ItemStatus::Open {
+                return Ok(Ok(Closed::NotOpen(item.status)));
+            }
+            let status = closing.status();
+            let entry = match audit_entry(&item, &reviewer, status.as_str(), now) {
+                Ok(e) => e,
+                Err(e) => return Ok(Err(e)),
+            };
+            conn.execute(
+                qmark::CLOSE,
+                rusqlite::params![status.as_str(), now.0, reviewer, note, status.as_str(), id],
+            )?;
+            sqlite_audit(conn, &entry)?;
+            Ok(Ok(Closed::Done))
+        })
+        .await
+    }
+}

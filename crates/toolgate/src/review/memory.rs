@@ -1,0 +1,369 @@
+//! The reference review store, in memory beside
+//! [`MemoryClaimStore`]'s claims: the same rules as the SQL stores, one
+//! critical section per operation.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use super::{
+    Closed, Closing, ItemStatus, ListQuery, NewItem, Requested, ReviewItem, ReviewStore, Verdict,
+    Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+};
+use crate::claim::{
+    ClaimStore, Fingerprint, GrantUse, MemoryClaimStore, OperationKey, StoreError, StoreErrorKind,
+    UnixMillis,
+};
+
+#[derive(Default)]
+struct State {
+    /// Ids start at 1 and only grow.
+    last: i64,
+    items: Vec<ReviewItem>,
+    /// Live (open or approved) approval items by their tuple's digest.
+    live: HashMap<[u8; 32], i64>,
+}
+
+impl State {
+    fn get_mut(&mut self, id: i64) -> Option<&mut ReviewItem> {
+        // Ids are dense and ascending: item `id` is at `id - 1`.
+        let i = usize::try_from(id.checked_sub(1)?).ok()?;
+        self.items.get_mut(i)
+    }
+
+    /// Marks `id` expired if it has lapsed at `now`; returns its status.
+    fn settle(&mut self, id: i64, now: UnixMillis) -> Option<ItemStatus> {
+        let item = self.get_mut(id)?;
+        let status = item.status_at(now);
+        if status != item.status {
+            item.status = status;
+            if let Some(t) = tuple(item) {
+                self.live.remove(&t);
+            }
+        }
+        Some(status)
+    }
+
+    fn insert(&mut self, item: NewItem) -> i64 {
+        self.last += 1;
+        let id = self.last;
+        let (policy_digest, approvals_needed, expires_at) = match &item.approval {
+            Some(t) => (
+                Some(t.policy_digest.clone()),
+                t.approvers.max(1),
+                Some(t.expires_at),
+            ),
+            None => (None, 0, None),
+        };
+        self.items.push(ReviewItem {
+            id,
+            created_at: item.at,
+            kind: item.kind,
+            reason: item.reason,
+            tool: item.tool,
+            proposer: item.proposer,
+            proposer_via: item.proposer_via,
+            key: item.key,
+            fingerprint: item.fingerprint,
+            version_seen: item.version_seen,
+            policy_digest,
+            scope: item.scope,
+            decision: item.decision,
+            status: ItemStatus::Open,
+            approvals_needed,
+            expires_at,
+            consumed_at: None,
+            closed_at: None,
+            closed_by: None,
+            note: None,
+            votes: Vec::new(),
+        });
+        id
+    }
+}
+
+fn tuple(item: &ReviewItem) -> Option<[u8; 32]> {
+    Some(open_grant(
+        item.key.as_ref()?,
+        item.fingerprint.as_ref()?,
+        item.version_seen.as_deref()?,
+        item.policy_digest.as_deref()?,
+    ))
+}
+
+/// Review items in memory; part of [`MemoryClaimStore`].
+#[derive(Default)]
+pub struct MemoryReviewStore {
+    state: Mutex<State>,
+}
+
+impl MemoryReviewStore {
+    fn lock(&self) -> Result<MutexGuard<'_, State>, StoreError> {
+        self.state
+            .lock()
+            .map_err(|_| StoreError::new(StoreErrorKind::Invariant, "review lock poisoned"))
+    }
+
+    /// Uses the grant, if item `grant.item` is approved, unused, unexpired
+    /// and bound to exactly this tuple: the same rule as the SQL stores'
+    /// `UPDATE … WHERE`. Called by the claim inside its critical section.
+    pub(crate) fn consume(
+        &self,
+        grant: &GrantUse,
+        key: &OperationKey,
+        fingerprint: &Fingerprint,
+        version: &str,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock()?;
+        let Some(item) = state.get_mut(grant.item) else {
+            return Ok(false);
+        };
+        let usable = item.status == ItemStatus::Approved
+            && item.consumed_at.is_none()
+            && item.expires_at.is_some_and(|e| e > now)
+            && item.key.as_ref() == Some(key)
+            && item.fingerprint.as_ref() == Some(fingerprint)
+            && item.version_seen.as_deref() == Some(version)
+            && item.policy_digest.as_deref() == Some(grant.policy_digest.as_str());
+        if usable {
+            item.consumed_at = Some(now);
+        }
+        Ok(usable)
+    }
+
+    fn request_now(&self, item: NewItem, now: UnixMillis) -> Result<Requested, StoreError> {
+        let Some((key, fingerprint, version, terms)) = item.approval_tuple() else {
+            return Err(StoreError::new(
+                StoreErrorKind::Invariant,
+                "a request for approval needs a key, fingerprint, version and terms",
+            ));
+        };
+        let digest = open_grant(key, fingerprint, version, &terms.policy_digest);
+        let mut state = self.lock()?;
+        if let Some(&id) = state.live.get(&digest) {
+            match state.settle(id, now) {
+                Some(ItemStatus::Open) => {
+                    return Ok(Requested::Pending {
+                        item: id,
+                        created: false,
+                    });
+                }
+                Some(ItemStatus::Approved) => {
+                    let live = state.get_mut(id).filter(|i| i.consumed_at.is_none());
+                    if let Some(i) = live {
+                        return Ok(Requested::Granted(GrantUse {
+                            item: i.id,
+                            policy_digest: terms.policy_digest.clone(),
+                        }));
+                    }
+                    // Used: its claim exists, so nothing asks again; a new
+                    // request would have to be a new item.
+                    return Ok(Requested::Pending {
+                        item: id,
+                        created: false,
+                    });
+                }
+                _ => {}
+            }
+        }
+        // The newest denial of this tuple is final for it.
+        let denied = state
+            .items
+            .iter()
+            .rev()
+            .find(|i| i.status == ItemStatus::Denied && tuple(i).is_some_and(|t| t == digest));
+        if let Some(d) = denied {
+            return Ok(Requested::Denied {
+                item: d.id,
+                by: d.closed_by.clone(),
+            });
+        }
+        let id = state.insert(item);
+        state.live.insert(digest, id);
+        Ok(Requested::Pending {
+            item: id,
+            created: true,
+        })
+    }
+
+    fn vote_now(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<(Voted, Option<ReviewItem>), StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let mut state = self.lock()?;
+        let Some(status) = state.settle(id, now) else {
+            return Ok((Voted::NotFound, None));
+        };
+        let Some(item) = state.get_mut(id) else {
+            return Ok((Voted::NotFound, None));
+        };
+        if !item.is_approval() {
+            return Ok((Voted::NotApproval, None));
+        }
+        if status != ItemStatus::Open {
+            return Ok((Voted::NotOpen(status), None));
+        }
+        if item.proposed_by(reviewer) {
+            return Ok((Voted::SelfApproval, None));
+        }
+        if item.votes.iter().any(|v| v.reviewer == reviewer) {
+            return Ok((Voted::AlreadyVoted, None));
+        }
+        item.votes.push(Vote {
+            reviewer: reviewer.to_owned(),
+            verdict,
+            at: now,
+            note: note.map(str::to_owned),
+        });
+        let closes = match verdict {
+            Verdict::Deny => Some(ItemStatus::Denied),
+            Verdict::Approve if item.approvals() >= item.approvals_needed => {
+                Some(ItemStatus::Approved)
+            }
+            Verdict::Approve => None,
+        };
+        if let Some(s) = closes {
+            item.status = s;
+            item.closed_at = Some(now);
+            item.closed_by = Some(reviewer.to_owned());
+            item.note = note.map(str::to_owned);
+        }
+        let snapshot = item.clone();
+        if closes == Some(ItemStatus::Denied)
+            && let Some(t) = tuple(&snapshot)
+        {
+            state.live.remove(&t);
+        }
+        Ok((Voted::Recorded(snapshot.status), Some(snapshot)))
+    }
+
+    fn close_now(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<(Closed, Option<ReviewItem>), StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let mut state = self.lock()?;
+        let Some(status) = state.settle(id, now) else {
+            return Ok((Closed::NotFound, None));
+        };
+        let Some(item) = state.get_mut(id) else {
+            return Ok((Closed::NotFound, None));
+        };
+        if item.is_approval() {
+            return Ok((Closed::IsApproval, None));
+        }
+        if status != ItemStatus::Open {
+            return Ok((Closed::NotOpen(status), None));
+        }
+        item.status = closing.status();
+        item.closed_at = Some(now);
+        item.closed_by = Some(reviewer.to_owned());
+        item.note = note.map(str::to_owned);
+        Ok((Closed::Done, Some(item.clone())))
+    }
+}
+
+fn invalid(e: crate::claim::CorruptRecord) -> StoreError {
+    StoreError::new(StoreErrorKind::Invariant, e.to_string())
+}
+
+impl ReviewStore for MemoryClaimStore {
+    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+        let mut item = item;
+        // Only request_approval opens approval items.
+        item.approval = None;
+        Ok(self.reviews.lock()?.insert(item))
+    }
+
+    async fn request_approval(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+    ) -> Result<Requested, StoreError> {
+        self.reviews.request_now(item, now)
+    }
+
+    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
+        let mut state = self.reviews.lock()?;
+        state.settle(id, now);
+        Ok(state.get_mut(id).map(|i| i.clone()))
+    }
+
+    async fn list_items(
+        &self,
+        query: &ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<ReviewItem>, StoreError> {
+        let mut state = self.reviews.lock()?;
+        let ids: Vec<i64> = state.items.iter().map(|i| i.id).collect();
+        for id in ids {
+            state.settle(id, now);
+        }
+        let limit = usize::try_from(query.limit.clamp(1, super::MAX_PAGE)).unwrap_or(1);
+        Ok(state
+            .items
+            .iter()
+            .rev()
+            .filter(|i| query.before.is_none_or(|b| i.id < b))
+            .filter(|i| query.status.is_none_or(|s| i.status == s))
+            .filter(|i| query.kind.as_ref().is_none_or(|k| &i.kind == k))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        let state = self.reviews.lock()?;
+        let n = state
+            .items
+            .iter()
+            .filter(|i| i.status_at(now) == ItemStatus::Open)
+            .count();
+        Ok(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Voted, StoreError> {
+        let (voted, item) = self.reviews.vote_now(id, reviewer, verdict, note, now)?;
+        if let Some(item) = item {
+            // One lock per map here, so the entry follows the vote; the SQL
+            // stores write both in one transaction.
+            let entry =
+                reviewer_audit(&item, reviewer, verdict.audit_outcome(), now).map_err(invalid)?;
+            self.append_audit(&entry).await?;
+        }
+        Ok(voted)
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Closed, StoreError> {
+        let (closed, item) = self.reviews.close_now(id, reviewer, closing, note, now)?;
+        if let Some(item) = item {
+            let entry =
+                reviewer_audit(&item, reviewer, closing.status().as_str(), now).map_err(invalid)?;
+            self.append_audit(&entry).await?;
+        }
+        Ok(closed)
+    }
+}
