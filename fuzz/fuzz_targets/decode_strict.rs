@@ -20,7 +20,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(value) = decode_strict(input, &limits) else {
         return;
     };
-    #[expect(clippy::disallowed_methods, reason = "serde_json is the fuzz target's independent oracle")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "serde_json is the fuzz target's independent oracle"
+    )]
     let oracle: Value = serde_json::from_slice(input).expect("serde_json accepts what strict accepts");
     assert!(same(&value, &oracle), "strict {value} vs serde_json {oracle}");
     let again = decode_strict(value.to_string().as_bytes(), &Limits::provider_body()).expect("re-decode");

@@ -21,7 +21,10 @@ fuzz_target!(|data: &[u8]| {
     }
     // The same text offered to encode as a string input.
     let encoded = encode(&Value::String(text.to_owned()));
-    #[expect(clippy::disallowed_methods, reason = "serde_json is the fuzz target's independent oracle")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "serde_json is the fuzz target's independent oracle"
+    )]
     let back: Value = serde_json::from_str(&encoded.text).expect("encode emits JSON");
     assert!(back.is_object());
 });

@@ -14,7 +14,10 @@ fn policy_path() -> String {
     format!("{ROOT}/examples/support-desk/policy.toml")
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn decision(run: &Run) -> Value {
     assert_eq!(run.code, 0, "stdout={} stderr={}", run.stdout, run.stderr);
     assert_eq!(run.stdout.lines().count(), 1, "one line: {:?}", run.stdout);
@@ -40,7 +43,10 @@ fn assert_subset(expected: &Value, actual: &Value, at: &str) {
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn check_gives_every_fixture_its_expected_decision_with_exit_0() {
     let policy = policy_path();
     let mut count = 0;
@@ -195,7 +201,10 @@ fn a_rejection_is_a_successful_decision() {
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
     let policy = policy_path();
     let run = toolgate(

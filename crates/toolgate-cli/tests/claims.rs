@@ -49,7 +49,10 @@ fn toolgate(args: &[&str]) -> (i32, String, String) {
 /// One stuck claim, one live, one completed, one corrupt row: the listing
 /// shows exactly the stuck one in full and reports the corrupt one by key.
 #[tokio::test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
     let db = TempDb::new();
     let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
@@ -160,7 +163,10 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
 /// asks no executor (the desk's would say "no credit found" about a write
 /// it never saw) and exits 2; the application's answer closes it.
 #[tokio::test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn a_stuck_client_claim_needs_an_explicit_answer() {
     use toolgate::claim::{ClaimStatus, ExecutorKind};
     let db = TempDb::new();
@@ -256,7 +262,10 @@ async fn a_stuck_client_claim_needs_an_explicit_answer() {
 /// `--not-applied DETAIL` closes a stuck claim as not applied, with the
 /// operator's note as its result.
 #[tokio::test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn not_applied_records_the_operators_detail() {
     use toolgate::claim::ExecutorKind;
     let db = TempDb::new();

@@ -6,7 +6,10 @@ use serde_json::{Value, json};
 mod support;
 use support::{Run, toolgate};
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn rejection(run: &Run) -> Value {
     assert_eq!(run.code, 1, "stdout={} stderr={}", run.stdout, run.stderr);
     assert_eq!(run.stdout.lines().count(), 1, "one line: {:?}", run.stdout);
@@ -112,7 +115,10 @@ fn help_documents_the_defaults() {
     }
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn explain(direction: &str, stdin: &[u8]) -> (Value, String) {
     let run = toolgate(&["normalize", direction, "--explain"], stdin);
     assert_eq!(run.code, 0, "{}", run.stderr);

@@ -257,7 +257,10 @@ fn http(addr: &str, path: &str, body: &str) -> (u16, String) {
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn a_good_file_serves_its_own_tool_with_its_own_tables() {
     let (_dir, file) = deployment("good", APP_DB, GOOD_TOOLS);
     let check = toolgate(&["config", "check", &file.display().to_string()]);

@@ -34,7 +34,10 @@ fn eval(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     )
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn json_of(stdout: &str) -> Value {
     serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
@@ -246,7 +249,10 @@ struct Seen {
 /// requests and stops: a credit for the late parcel, an answer for the
 /// opening hours, and for the flaky case an answer the first time and an
 /// abstention (an empty turn) the second.
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn mock_provider(n: usize) -> (String, mpsc::Receiver<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -568,7 +574,10 @@ fn a_deployment_evaluation_sends_nothing_anywhere() {
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn a_deployment_case_world_names_only_the_deployment_s_entities() {
     let dir = temp_dir("deploy-world");
     let mut case: Value = serde_json::from_str(

@@ -154,7 +154,10 @@ fn check_tables(
     }
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn reconcile_cli(url: &str, key: &str) -> Value {
     let out = Command::new(BIN)
         .args(["claims", "reconcile", "--support-desk", "--db", url, key])
@@ -167,7 +170,10 @@ fn reconcile_cli(url: &str, key: &str) -> Value {
     v
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn reconcile_http(addr: SocketAddr, secret: &str, key: &str) -> Value {
     let (status, text) = http(
         addr,

@@ -250,7 +250,10 @@ fn tally(
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn postgres_restart_mid_race() {
     if prerequisites().is_none() {
         return;

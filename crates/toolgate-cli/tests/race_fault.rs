@@ -63,7 +63,10 @@ fn claim_then_sigkill(url: &str) -> OperationKey {
     key
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
     let key = claim_then_sigkill(url);
     let store = AnyClaimStore::connect(url).await.expect("connect");

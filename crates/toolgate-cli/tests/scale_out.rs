@@ -254,7 +254,10 @@ impl Answer {
 
 /// Twelve clients, six per server, lined up on a barrier so that their
 /// proposals for `ticket` at version 1 really race.
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn race(servers: [SocketAddr; 2], key: &str, ticket: &str, customer: &str) -> Vec<Answer> {
     let barrier = Arc::new(Barrier::new(CLIENTS));
     std::thread::scope(|s| {

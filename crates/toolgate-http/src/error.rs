@@ -552,7 +552,10 @@ mod tests {
     }
 
     #[tokio::test]
-    #[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+    )]
     async fn layer_errors_become_problems_and_keep_their_headers() {
         let limits = Limits {
             body_limit: 10,

@@ -33,7 +33,10 @@ impl Write for Captured {
 
 impl Captured {
     /// The access-log lines written so far, parsed.
-    #[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+    )]
     fn access_lines(&self) -> Vec<Value> {
         let bytes = self.0.lock().unwrap().clone();
         String::from_utf8(bytes)

@@ -12,7 +12,10 @@ use serde_json::{Value, json};
 use support::*;
 use tower::ServiceExt;
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();

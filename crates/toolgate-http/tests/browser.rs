@@ -28,7 +28,10 @@ fn browser_required() -> bool {
 }
 
 /// One HTTP/1.1 request over a fresh connection; the body is read to EOF.
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn http(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
@@ -204,7 +207,10 @@ impl Drop for Driver {
 }
 
 #[test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
         let msg = format!(

@@ -61,7 +61,10 @@ async fn the_served_document_is_the_committed_one() {
 }
 
 #[tokio::test]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn the_document_declares_the_wire_precisely() {
     let (state, _) = app();
     let doc: Value =
@@ -128,7 +131,10 @@ struct Recorder {
 }
 
 impl Recorder {
-    #[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+    )]
     async fn send(
         &mut self,
         method: &'static str,
@@ -208,7 +214,10 @@ fn declared_schema(doc: &Value, r: &Recorded) -> Value {
     clippy::await_holding_lock,
     reason = "the executor blocks on this lock until the deadline has answered"
 )]
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn answers_of_every_status_match_the_document() {
     let (state, _) = app();
     let mut r = Recorder {

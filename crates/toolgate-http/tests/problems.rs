@@ -21,7 +21,10 @@ struct Answer {
     json: Value,
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn send(app: &Router, req: Request<Body>) -> Answer {
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();

@@ -61,7 +61,10 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
     (toolgate_http::router(state), desk, authz)
 }
 
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 async fn decide(app: &Router, body: &Value) -> (StatusCode, Value) {
     let req = Request::post("/v1/decisions")
         .header(header::CONTENT_TYPE, "application/json")

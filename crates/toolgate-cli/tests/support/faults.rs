@@ -254,7 +254,10 @@ pub enum Reply {
 }
 
 impl Reply {
-    #[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+    )]
     pub fn from(result: Result<(u16, String), String>) -> Reply {
         match result {
             Err(e) => Reply::Connection(e),
@@ -354,7 +357,10 @@ pub async fn versions(store: &AnyClaimStore) -> BTreeMap<String, i64> {
 
 /// `toolgate claims stuck --db URL --now MS`: every claim in flight whose
 /// lease ended before `now`, as (operation key, ticket id).
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 pub fn claims_stuck_cli(url: &str, now: i64) -> BTreeMap<String, String> {
     let out = Command::new(BIN)
         .args(["claims", "stuck", "--db", url, "--now", &now.to_string()])
@@ -380,7 +386,10 @@ pub fn claims_stuck_cli(url: &str, now: i64) -> BTreeMap<String, String> {
 }
 
 /// `GET /v1/claims?stuck=true` on the server: the operation keys listed.
-#[expect(clippy::disallowed_methods, reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
 pub fn claims_stuck_http(addr: SocketAddr, key: &str) -> Vec<String> {
     let (status, text) = http(
         addr,

@@ -38,7 +38,10 @@ pub struct Args {
     seconds: f64,
 }
 
-#[expect(clippy::disallowed_methods, reason = "serde_json is the baseline the benchmark compares the strict decoder with")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "serde_json is the baseline the benchmark compares the strict decoder with"
+)]
 pub fn run(args: Args) -> ExitCode {
     if !args.seconds.is_finite() || args.seconds <= 0.0 {
         eprintln!("toolgate bench check: --seconds must be positive");

@@ -31,7 +31,10 @@ pub struct Args {
     peak_child: Option<Vec<String>>,
 }
 
-#[expect(clippy::disallowed_methods, reason = "serde_json is the baseline the benchmark compares the strict decoder with")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "serde_json is the baseline the benchmark compares the strict decoder with"
+)]
 pub fn run(args: Args) -> ExitCode {
     if let Some(child) = &args.peak_child {
         return peak_child(&child[0], &child[1]);
@@ -142,7 +145,10 @@ fn peak_of(name: &str, doc: &[u8]) -> Option<ExitCode> {
 }
 
 /// Prints the growth of peak RSS (kB) caused by decoding the file.
-#[expect(clippy::disallowed_methods, reason = "serde_json is the baseline the benchmark compares the strict decoder with")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "serde_json is the baseline the benchmark compares the strict decoder with"
+)]
 fn peak_child(decoder: &str, file: &str) -> ExitCode {
     let Ok(doc) = std::fs::read(file) else {
         return ExitCode::from(2);

@@ -227,7 +227,10 @@ fn request_body(i: usize, lag: usize, prefix: &str, customer: &str) -> Value {
     }
 }
 
-#[expect(clippy::disallowed_methods, reason = "the load generator reads the sidecar's own answers, not model JSON")]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the load generator reads the sidecar's own answers, not model JSON"
+)]
 async fn worker(
     addr: std::net::SocketAddr,
     next: Arc<AtomicUsize>,
