@@ -153,8 +153,11 @@ impl AnyClaimStore {
                         }
                         _ => url.to_owned(),
                     };
-                    <sqlx::mysql::MySqlConnectOptions as std::str::FromStr>::from_str(&url)
-                        .map_err(bad)?;
+                    // Several hosts (a Galera cluster's nodes): each must parse.
+                    for url in crate::mysql::split_hosts(&url)? {
+                        <sqlx::mysql::MySqlConnectOptions as std::str::FromStr>::from_str(&url)
+                            .map_err(bad)?;
+                    }
                 }
                 #[cfg(not(feature = "mysql"))]
                 return Err(unsupported("MySQL"));

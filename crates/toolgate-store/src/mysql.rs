@@ -18,8 +18,27 @@
 //! both apply the migrations, and one fails with `Duplicate entry '1'` in
 //! the migrations table. `run_migrations` takes a lock of its own, with a
 //! positive timeout, and checks that it was granted.
+//!
+//! # Several nodes (MariaDB Galera)
+//!
+//! A URL may list several hosts, `mysql://user:pw@h1:4306,h2:4307,h3/db`
+//! (sqlx reads one; [`split_hosts`] makes one URL per host). The store then
+//! keeps a pool per node and uses one at a time. When a node fails (the
+//! connection lost, 2013 or 2006; not in the primary component, 1047; an
+//! error during COMMIT, 1180) it is left alone for a while
+//! ([`NODE_RETRY_AFTER`]) and the store moves to the next node. A unit
+//! whose statements failed wrote nothing and runs again there; a COMMIT
+//! that failed leaves the outcome unknown, and the protocol reads the row
+//! back, on another node, with the same holder token (docs/design.md §8).
+//! Reads outside a transaction (claim lookups, stuck listings, the audit
+//! trail, the read-back) use connections with `wsrep_sync_wait = 1` when
+//! the node is a Galera node, so they see every write the cluster
+//! committed before them.
 
 use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -35,9 +54,10 @@ use crate::common::{map_err, qmark};
 use crate::pooled::{self, Dialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 
-/// The claims and audit tables on MySQL or MariaDB.
+/// The claims and audit tables on MySQL or MariaDB: one server, or the
+/// nodes of a Galera cluster with failover between them.
 pub struct MySqlClaimStore {
-    pool: MySqlPool,
+    nodes: Arc<Nodes>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -92,15 +112,50 @@ impl ClaimBackend for MySqlClaimStore {
         let hook = self.hook.as_ref();
         #[cfg(not(feature = "fault-injection"))]
         let hook = None;
-        pooled::transaction(&self.pool, hook, &unit).await
+        let nodes = &self.nodes;
+        let mut last = None;
+        for _ in 0..nodes.list.len() {
+            let i = nodes.pick();
+            let node = &nodes.list[i];
+            match pooled::transaction(&node.pool, hook, &unit).await {
+                // The statements failed because the node did: nothing was
+                // written, so the unit runs again on the next node.
+                Err(TxFail::Failed(e)) if node_lost(&e) => {
+                    nodes.node_failed(i, &e);
+                    last = Some(node.named(e));
+                }
+                Err(TxFail::Unknown(e)) => {
+                    // A COMMIT that failed other than by a lost race: the
+                    // node is suspect, and the protocol reads back on
+                    // another one.
+                    nodes.counts.unknown_commits.fetch_add(1, Ordering::Relaxed);
+                    nodes.node_failed(i, &e);
+                    return Err(TxFail::Unknown(node.named(e)));
+                }
+                Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
+                other => return other,
+            }
+        }
+        Err(TxFail::Failed(last.unwrap_or_else(no_node)))
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        pooled::read_claim(&self.pool, key).await
+        self.nodes
+            .read(|pool| async move { pooled::read_claim(&pool, key).await })
+            .await
     }
 
     fn clock(&self) -> Clock {
         self.clock
+    }
+
+    fn read_back_settled(&self, settled: bool) {
+        let counts = &self.nodes.counts;
+        if settled {
+            counts.settled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counts.unsettled.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     #[cfg(feature = "fault-injection")]
@@ -129,11 +184,13 @@ impl ClaimStore for MySqlClaimStore {
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        pooled::read_claim(&self.pool, key).await
+        ClaimBackend::read_claim(self, key).await
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        pooled::list_stuck(&self.pool, now, limit).await
+        self.nodes
+            .read(|pool| async move { pooled::list_stuck(&pool, now, limit).await })
+            .await
     }
 
     async fn record_reconciliation(
@@ -154,14 +211,39 @@ impl ClaimStore for MySqlClaimStore {
         key: &OperationKey,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        pooled::audit_trail(&self.pool, key, limit).await
+        self.nodes
+            .read(|pool| async move { pooled::audit_trail(&pool, key, limit).await })
+            .await
     }
 }
 
 impl MySqlClaimStore {
-    /// The pool, for operations outside the claim protocol.
+    /// The pool of the node in use, for operations outside the claim
+    /// protocol. With several nodes this follows the failover: ask again
+    /// rather than keep it.
     pub fn pool(&self) -> &MySqlPool {
-        &self.pool
+        &self.nodes.list[self.nodes.current.load(Ordering::Relaxed)].pool
+    }
+
+    /// Which of the URL's hosts (from 0) the store uses now.
+    pub fn node_in_use(&self) -> usize {
+        self.nodes.current.load(Ordering::Relaxed)
+    }
+
+    /// How many nodes the store knows.
+    pub fn node_count(&self) -> usize {
+        self.nodes.list.len()
+    }
+
+    /// The failover counters since the store connected.
+    pub fn failover_counts(&self) -> FailoverCounts {
+        let c = &self.nodes.counts;
+        FailoverCounts {
+            failovers: c.failovers.load(Ordering::Relaxed),
+            unknown_commits: c.unknown_commits.load(Ordering::Relaxed),
+            settled_by_read_back: c.settled.load(Ordering::Relaxed),
+            unsettled: c.unsettled.load(Ordering::Relaxed),
+        }
     }
 
     /// The store with `clock` as its time source for claim attempts (the
@@ -205,6 +287,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/mysql/0003_review.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            4,
+            "budget counters and reservations".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0004_budgets.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m
@@ -212,28 +301,286 @@ fn migrator() -> Migrator {
 
 impl MySqlClaimStore {
     /// Connects to `url` (`mysql://…`; `mariadb://` is accepted by
-    /// [`crate::AnyClaimStore`]) and runs the migrations.
+    /// [`crate::AnyClaimStore`]) and runs the migrations. The URL may list
+    /// several hosts, comma-separated (the nodes of a Galera cluster): the
+    /// store then starts on one of them, a different one for each store a
+    /// process opens, and fails over to the others (see the module's
+    /// documentation).
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let connect = MySqlConnectOptions::from_str(url).map_err(|e| {
-            // The URL may hold a password: never repeat it.
-            StoreError::new(
-                StoreErrorKind::Config,
-                format!("{}: {e}", crate::redact_url(url)),
-            )
-        })?;
-        let pool = MySqlPoolOptions::new()
-            .max_connections(options.max_connections.max(1))
-            .connect_with(connect)
-            .await
-            .map_err(|e| map_err("connecting to MySQL", e))?;
-        run_migrations(&pool, &migrator(), "MySQL migrations").await?;
-        Ok(Self {
-            pool,
-            clock: crate::now_millis,
-            #[cfg(feature = "fault-injection")]
-            hook: None,
-        })
+        let urls = split_hosts(url)?;
+        let many = urls.len() > 1;
+        let mut list = Vec::with_capacity(urls.len());
+        for url in &urls {
+            let connect = MySqlConnectOptions::from_str(url).map_err(|e| {
+                // The URL may hold a password: never repeat it.
+                StoreError::new(
+                    StoreErrorKind::Config,
+                    format!("{}: {e}", crate::redact_url(url)),
+                )
+            })?;
+            let max = options.max_connections.max(1);
+            let mut pool = MySqlPoolOptions::new().max_connections(max);
+            let mut reads = MySqlPoolOptions::new()
+                .max_connections(max)
+                .after_connect(|conn, _| Box::pin(async move { causal_reads(conn).await }));
+            if many {
+                // A node frozen mid-handshake must not hold a caller for
+                // sqlx's default 30 s when another node could answer.
+                pool = pool.acquire_timeout(NODE_ACQUIRE_TIMEOUT);
+                reads = reads.acquire_timeout(NODE_ACQUIRE_TIMEOUT);
+            }
+            list.push(Node {
+                // One server: its errors read as before, unnamed.
+                name: if many {
+                    crate::redact_url(url)
+                } else {
+                    String::new()
+                },
+                pool: pool.connect_lazy_with(connect.clone()),
+                reads: reads.connect_lazy_with(connect),
+                down_until: AtomicI64::new(0),
+            });
+        }
+        let start = if many {
+            NEXT_START.fetch_add(1, Ordering::Relaxed) % list.len()
+        } else {
+            0
+        };
+        let nodes = Arc::new(Nodes {
+            list,
+            current: AtomicUsize::new(start),
+            counts: Counters::default(),
+        });
+        // Migrate through the first node that answers, on a connection
+        // that reads causally: a node that has not yet applied another
+        // process's migrations would otherwise run them again.
+        let mut last = None;
+        for _ in 0..nodes.list.len() {
+            let i = nodes.pick();
+            let node = &nodes.list[i];
+            let reached = node
+                .reads
+                .acquire()
+                .await
+                .map(drop)
+                .map_err(|e| map_err("connecting to MySQL", e))
+                .map_err(|e| node.named(e));
+            match reached {
+                Ok(()) => {
+                    run_migrations(&node.reads, &migrator(), "MySQL migrations").await?;
+                    return Ok(Self {
+                        nodes,
+                        clock: crate::now_millis,
+                        #[cfg(feature = "fault-injection")]
+                        hook: None,
+                    });
+                }
+                Err(e) => {
+                    nodes.node_failed(i, &e);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(no_node))
     }
+}
+
+/// How long a failed node is left alone before the store tries it again.
+/// A node outside the primary component (1047) answers nothing useful
+/// until it rejoins, which takes seconds; a dead one is refused at once.
+pub const NODE_RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// How long a caller waits for a connection to one node of several.
+const NODE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The node the next multi-node store of this process starts on, so that
+/// several stores (a benchmark's workers) spread over the nodes.
+static NEXT_START: AtomicUsize = AtomicUsize::new(0);
+
+/// What failover has done since a store connected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FailoverCounts {
+    /// Times the store left a node for another.
+    pub failovers: u64,
+    /// COMMITs that failed with the outcome unknown.
+    pub unknown_commits: u64,
+    /// Unknown claim commits settled by reading the row back.
+    pub settled_by_read_back: u64,
+    /// Unknown claim commits whose read-back failed too (answered
+    /// `outcome_unknown`).
+    pub unsettled: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    failovers: AtomicU64,
+    unknown_commits: AtomicU64,
+    settled: AtomicU64,
+    unsettled: AtomicU64,
+}
+
+/// One server or cluster node.
+struct Node {
+    /// Its URL with the password hidden, for messages.
+    name: String,
+    /// Transactions (the protocol's units).
+    pool: MySqlPool,
+    /// Reads outside a transaction: causal on a Galera node.
+    reads: MySqlPool,
+    /// Until when (the wall clock, ms) the node is left alone.
+    down_until: AtomicI64,
+}
+
+impl Node {
+    /// `e` with the node named, so an operator sees which one failed.
+    fn named(&self, e: StoreError) -> StoreError {
+        if self.name.is_empty() {
+            return e;
+        }
+        StoreError::new(e.kind(), format!("{} (node {})", e.message(), self.name))
+    }
+}
+
+struct Nodes {
+    list: Vec<Node>,
+    current: AtomicUsize,
+    counts: Counters,
+}
+
+impl Nodes {
+    /// The node to use: the current one unless it is left alone, else the
+    /// next one that is not; when every node is, the one whose wait ends
+    /// first (it is tried anyway: a store with nowhere to go keeps trying).
+    fn pick(&self) -> usize {
+        let now = crate::now_millis().0;
+        let n = self.list.len();
+        let start = self.current.load(Ordering::Relaxed);
+        for k in 0..n {
+            let i = (start + k) % n;
+            if self.list[i].down_until.load(Ordering::Relaxed) <= now {
+                if k > 0 {
+                    self.current.store(i, Ordering::Relaxed);
+                }
+                return i;
+            }
+        }
+        (0..n)
+            .min_by_key(|&i| self.list[i].down_until.load(Ordering::Relaxed))
+            .unwrap_or(0)
+    }
+
+    /// Node `i` failed with `e`: leave it alone for [`NODE_RETRY_AFTER`]
+    /// and move on (nothing to move to with one node).
+    fn node_failed(&self, i: usize, e: &StoreError) {
+        let n = self.list.len();
+        if n < 2 {
+            return;
+        }
+        let until = crate::now_millis().0 + NODE_RETRY_AFTER.as_millis() as i64;
+        self.list[i].down_until.store(until, Ordering::Relaxed);
+        if self
+            .current
+            .compare_exchange(i, (i + 1) % n, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.counts.failovers.fetch_add(1, Ordering::Relaxed);
+            tracing_failover(&self.list[i].name, e);
+        }
+    }
+
+    /// Runs a read on the node in use, moving to the next one when the
+    /// node fails.
+    async fn read<'a, T, F, Fut>(&'a self, f: F) -> Result<T, StoreError>
+    where
+        F: Fn(MySqlPool) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>> + 'a,
+    {
+        let mut last = None;
+        for _ in 0..self.list.len() {
+            let i = self.pick();
+            let node = &self.list[i];
+            match f(node.reads.clone()).await {
+                Err(e) if node_lost(&e) => {
+                    self.node_failed(i, &e);
+                    last = Some(node.named(e));
+                }
+                Err(e) => return Err(node.named(e)),
+                ok => return ok,
+            }
+        }
+        Err(last.unwrap_or_else(no_node))
+    }
+}
+
+/// Says on stderr that the store left a node, once per move (the crate
+/// logs nothing else, and an operator needs to see a failover).
+fn tracing_failover(node: &str, e: &StoreError) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "toolgate-store: leaving MySQL node {node} for {} s: {e}",
+        NODE_RETRY_AFTER.as_secs()
+    );
+}
+
+fn no_node() -> StoreError {
+    StoreError::new(StoreErrorKind::Unavailable, "no MySQL node was tried")
+}
+
+/// Whether an error means the node, not the request, failed: the
+/// connection lost (2013, 2006, and sqlx's I/O errors), a node outside the
+/// primary component (1047, SQLSTATE 08S01), a pool that could not reach
+/// it. `map_err` classes all of these as unavailable.
+fn node_lost(e: &StoreError) -> bool {
+    e.kind() == StoreErrorKind::Unavailable
+}
+
+/// On a Galera node, makes the connection's reads causal: each waits until
+/// the node has applied every write set the cluster committed before it.
+/// Asked per connection, so one URL list may mix servers.
+async fn causal_reads(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
+    use sqlx::Executor;
+    let on: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(&mut *conn)
+        .await?;
+    if on.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")) {
+        conn.execute("SET SESSION wsrep_sync_wait = 1").await?;
+    }
+    Ok(())
+}
+
+/// One URL per host of `url`: `mysql://u:p@h1:1,h2:2/db?x` gives
+/// `mysql://u:p@h1:1/db?x` and `mysql://u:p@h2:2/db?x`. A URL with one host
+/// comes back as it is. Errors never repeat a password.
+pub fn split_hosts(url: &str) -> Result<Vec<String>, StoreError> {
+    let bad = |why: &str| {
+        StoreError::new(
+            StoreErrorKind::Config,
+            format!("{}: {why}", crate::redact_url(url)),
+        )
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(vec![url.to_owned()]);
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    // The user part ends at the last `@` of the authority (a password may
+    // hold an unencoded `@`, never an unencoded `/`).
+    let (authority, tail) = rest.split_at(end);
+    let (user, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    if !hosts.contains(',') {
+        return Ok(vec![url.to_owned()]);
+    }
+    let list: Vec<&str> = hosts.split(',').map(str::trim).collect();
+    if list.iter().any(|h| h.is_empty()) {
+        return Err(bad("an empty host in the host list"));
+    }
+    Ok(list
+        .iter()
+        .map(|h| format!("{scheme}://{user}{h}{tail}"))
+        .collect())
 }
 
 /// How long a process waits for another one's migrations.
@@ -284,4 +631,39 @@ pub async fn run_migrations(
         .await;
     run.map_err(|e| failed(&e))?;
     released.map(drop).map_err(|e| failed(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_hosts;
+
+    #[test]
+    fn a_host_list_gives_one_url_per_host() {
+        assert_eq!(
+            split_hosts("mysql://root:pw@h1:4306,h2:4307, h3/test?ssl-mode=REQUIRED").unwrap(),
+            [
+                "mysql://root:pw@h1:4306/test?ssl-mode=REQUIRED",
+                "mysql://root:pw@h2:4307/test?ssl-mode=REQUIRED",
+                "mysql://root:pw@h3/test?ssl-mode=REQUIRED",
+            ]
+        );
+        assert_eq!(
+            split_hosts("mysql://h1,h2").unwrap(),
+            ["mysql://h1", "mysql://h2"]
+        );
+    }
+
+    #[test]
+    fn one_host_comes_back_as_it_is() {
+        for url in ["mysql://root@127.0.0.1:3306/test", "mysql://u:p,w@h/db"] {
+            assert_eq!(split_hosts(url).unwrap(), [url]);
+        }
+    }
+
+    #[test]
+    fn an_empty_host_is_refused_without_the_password() {
+        let e = split_hosts("mysql://root:s3cret@h1,,h3/test").unwrap_err();
+        assert!(e.message().contains("empty host"), "{e}");
+        assert!(!e.message().contains("s3cret"), "{e}");
+    }
 }

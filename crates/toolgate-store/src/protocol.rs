@@ -190,6 +190,13 @@ pub(crate) trait ClaimBackend: Sync {
     fn fault_after_commit(&self) -> impl Future<Output = bool> + Send {
         async { false }
     }
+
+    /// Told how the read-back after an unknown `COMMIT` ended: `true` when
+    /// it settled the attempt's outcome. For a backend's counters (the
+    /// Galera failover figures); nothing by default.
+    fn read_back_settled(&self, settled: bool) {
+        let _ = settled;
+    }
 }
 
 /// The body of every transaction: the statements of `unit` and how the
@@ -360,7 +367,9 @@ async fn after_failed_commit<B: ClaimBackend>(
     now: UnixMillis,
     commit_error: impl std::fmt::Display,
 ) -> Step {
-    match backend.read_claim(request.key()).await {
+    let read = backend.read_claim(request.key()).await;
+    backend.read_back_settled(read.is_ok());
+    match read {
         // The commit did not take effect and nobody else's did.
         Ok(None) => Step::Retry,
         Ok(Some(row)) => match request.judge(row, now) {

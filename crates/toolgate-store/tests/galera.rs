@@ -19,13 +19,29 @@ mod support;
 
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlPool};
 use sqlx::{Connection, Executor};
+use tokio::sync::{Barrier, Mutex, MutexGuard};
 use toolgate::claim::conformance::{self, Namespace};
-use toolgate::claim::{ClaimStore, HolderToken, OperationKey, RawClaim, UnixMillis};
+use toolgate::claim::{
+    ClaimStore, Completion, HolderToken, JsonText, OperationKey, RawClaim, StoreErrorKind,
+    UnixMillis,
+};
 use toolgate_store::StoreOptions;
-use toolgate_store::mysql::{MySqlClaimStore, is_lost_race};
+use toolgate_store::mysql::{FailoverCounts, MySqlClaimStore, is_lost_race};
+
+/// One test at a time: the fault tests kill and pause nodes, which the
+/// others must not meet, and the race counts on the order in which its
+/// stores are opened to spread them over the nodes.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+async fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+const DIR_VAR: &str = "TOOLGATE_TEST_GALERA_DIR";
 
 const URLS_VAR: &str = "TOOLGATE_TEST_GALERA_URLS";
 const REQUIRE_VAR: &str = "TOOLGATE_REQUIRE_GALERA";
@@ -131,6 +147,40 @@ impl Cluster {
         })
     }
 
+    /// The database's URL naming every node: `mysql://root@h1:p1,h2:p2/db`.
+    fn multi_host_url(&self) -> String {
+        let hosts: Vec<&str> = self
+            .urls
+            .iter()
+            .map(|u| {
+                let rest = u.split_once("://").expect("scheme").1;
+                let authority = rest.split(['/', '?']).next().unwrap_or(rest);
+                authority.rsplit_once('@').map_or(authority, |(_, h)| h)
+            })
+            .collect();
+        let first = &self.urls[0];
+        let (scheme, rest) = first.split_once("://").expect("scheme");
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(end);
+        let user = authority
+            .rsplit_once('@')
+            .map(|(u, _)| format!("{u}@"))
+            .unwrap_or_default();
+        format!("{scheme}://{user}{}{tail}", hosts.join(","))
+    }
+
+    /// A store on every node, with failover, starting on the next node in
+    /// turn.
+    async fn multi_host_store(&self, max_connections: u32) -> MySqlClaimStore {
+        let options = StoreOptions {
+            max_connections,
+            ..StoreOptions::default()
+        };
+        MySqlClaimStore::connect(&self.multi_host_url(), options)
+            .await
+            .unwrap_or_else(|e| panic!("multi-host store: {e}"))
+    }
+
     async fn drop(self) {
         for store in &self.stores {
             store.pool().close().await;
@@ -146,6 +196,7 @@ impl Cluster {
 /// tests would not test what they say.
 #[tokio::test]
 async fn the_urls_name_distinct_synced_nodes_of_one_cluster() {
+    let _serial = serial().await;
     let Some(urls) = node_urls() else {
         return;
     };
@@ -199,6 +250,7 @@ async fn the_urls_name_distinct_synced_nodes_of_one_cluster() {
 /// decides a claim (docs/design.md §8).
 #[tokio::test]
 async fn a_read_back_of_ones_own_token_loses_at_commit_to_another_node() {
+    let _serial = serial().await;
     let Some(cluster) = Cluster::create().await else {
         return;
     };
@@ -294,6 +346,7 @@ async fn holder_of(conn: &mut MySqlConnection, key: &OperationKey) -> Option<Hol
 /// answer does not depend on replication lag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn races_spread_over_the_nodes_have_one_winner_each() {
+    let _serial = serial().await;
     const KEYS: u32 = 24;
     const ATTEMPTS: u32 = 12;
     let Some(cluster) = Cluster::create().await else {
@@ -343,4 +396,329 @@ async fn races_spread_over_the_nodes_have_one_winner_each() {
         }
     }
     cluster.drop().await;
+}
+
+/// The shared conformance suite on one store that names all three nodes
+/// in its URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_multi_host_store_passes_the_conformance_suite() {
+    let _serial = serial().await;
+    let Some(cluster) = Cluster::create().await else {
+        return;
+    };
+    let store = cluster.multi_host_store(16).await;
+    assert_eq!(store.node_count(), cluster.urls.len());
+    let store = store.with_clock(support::suite_clock);
+    support::conformance(Arc::new(store)).await;
+    cluster.drop().await;
+}
+
+/// What to do to the cluster while a race runs.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    None,
+    /// `kill -9` node N once a third of the tickets are done; restart it
+    /// when the race is over.
+    Kill(u32),
+    /// SIGSTOP node N for 10 s once a third of the tickets are done.
+    Pause(u32),
+}
+
+const CLIENTS: u32 = 12;
+const TICKETS: u32 = 150;
+
+/// What one client got for one ticket.
+#[derive(Debug)]
+enum Got {
+    /// Won the claim; `true` when the completion (the credit) was recorded.
+    Won(HolderToken, bool),
+    /// Saw another holder's claim, in flight or completed.
+    Saw(HolderToken),
+    /// A store error (only under a fault).
+    Failed(StoreErrorKind, String),
+}
+
+/// The cluster script, run on the directory CI gave (`DIR_VAR`); `None`
+/// after saying so when no directory is given and the cluster is not
+/// required.
+fn cluster_dir() -> Option<String> {
+    match std::env::var(DIR_VAR) {
+        Ok(dir) if !dir.is_empty() => Some(dir),
+        _ => {
+            assert!(
+                std::env::var(REQUIRE_VAR).as_deref() != Ok("1"),
+                "{REQUIRE_VAR}=1 but {DIR_VAR} is not set: the node fault tests cannot run"
+            );
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {DIR_VAR} is not set, so this node fault test did not run"
+            );
+            None
+        }
+    }
+}
+
+fn script(dir: &str, args: &[&str]) {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scripts/galera-cluster.sh"
+    );
+    let status = std::process::Command::new("bash")
+        .arg(path)
+        .args(args)
+        .arg(dir)
+        .status()
+        .expect("run scripts/galera-cluster.sh");
+    assert!(status.success(), "galera-cluster.sh {args:?}: {status}");
+}
+
+/// Restarts node N when dropped, so a failing fault test leaves the
+/// cluster whole for the next one.
+struct Restart(Option<(String, u32)>);
+
+impl Drop for Restart {
+    fn drop(&mut self) {
+        if let Some((dir, n)) = self.0.take() {
+            script(&dir, &["node-start", &n.to_string()]);
+        }
+    }
+}
+
+/// The 12 × 150 race: twelve clients, each a store naming all three nodes
+/// and starting on the next one in turn, claim each of 150 tickets
+/// together; the winner completes its claim (the credit, with its audit
+/// entry). Checks, per ticket: at most one winner (exactly one without a
+/// fault), every other client saw that winner, at most one completion and
+/// one audit entry, and every unknown commit settled by reading back.
+async fn race(fault: Fault) {
+    let dir = match fault {
+        Fault::None => None,
+        Fault::Kill(_) | Fault::Pause(_) => match cluster_dir() {
+            Some(dir) => Some(dir),
+            None => return,
+        },
+    };
+    let Some(cluster) = Cluster::create().await else {
+        return;
+    };
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(Arc::new(cluster.multi_host_store(2).await));
+    }
+    let mut used: Vec<usize> = clients.iter().map(|c| c.node_in_use()).collect();
+    used.sort_unstable();
+    used.dedup();
+    assert_eq!(used.len(), cluster.urls.len(), "clients on nodes {used:?}");
+
+    let ns = Arc::new(Namespace::new(support::random16()));
+    let barriers: Arc<Vec<Barrier>> = Arc::new(
+        (0..TICKETS)
+            .map(|_| Barrier::new(CLIENTS as usize))
+            .collect(),
+    );
+    let done = Arc::new(AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        let (client, ns, barriers, done) = (
+            Arc::clone(client),
+            Arc::clone(&ns),
+            Arc::clone(&barriers),
+            Arc::clone(&done),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut got = Vec::with_capacity(TICKETS as usize);
+            for t in 0..TICKETS {
+                barriers[t as usize].wait().await;
+                got.push(one_ticket(&client, &ns, t, c as u32).await);
+                if c == 0 {
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            got
+        }));
+    }
+    // The fault, a third of the way through (client 0's progress).
+    let mut restart = Restart(None);
+    let fault_task = match (fault, dir) {
+        (Fault::None, _) | (_, None) => None,
+        (fault, Some(dir)) => {
+            while done.load(Ordering::Relaxed) < TICKETS / 3 {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Some(match fault {
+                Fault::Kill(n) => {
+                    script(&dir, &["node-kill", &n.to_string()]);
+                    restart = Restart(Some((dir, n)));
+                    None
+                }
+                Fault::Pause(n) => Some(tokio::task::spawn_blocking(move || {
+                    script(&dir, &["node-pause", &n.to_string(), "10"]);
+                })),
+                Fault::None => None,
+            })
+        }
+    };
+    let mut all: Vec<Vec<Got>> = Vec::new();
+    for task in tasks {
+        all.push(
+            tokio::time::timeout(std::time::Duration::from_secs(900), task)
+                .await
+                .expect("the race did not end within 15 minutes")
+                .expect("client task"),
+        );
+    }
+    if let Some(Some(pause)) = fault_task {
+        pause.await.expect("node-pause");
+    }
+    drop(restart);
+
+    let mut counts = FailoverCounts::default();
+    for c in &clients {
+        let n = c.failover_counts();
+        counts.failovers += n.failovers;
+        counts.unknown_commits += n.unknown_commits;
+        counts.settled_by_read_back += n.settled_by_read_back;
+        counts.unsettled += n.unsettled;
+    }
+    let failed: Vec<&Got> = all
+        .iter()
+        .flatten()
+        .filter(|g| matches!(g, Got::Failed(..)))
+        .collect();
+    let _ = writeln!(
+        std::io::stderr(),
+        "race under {fault:?}: {counts:?}, {} store errors {:?}",
+        failed.len(),
+        failed.iter().take(5).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        counts.unsettled, 0,
+        "every unknown commit must be settled by reading back: {counts:?}"
+    );
+    if matches!(fault, Fault::None) {
+        assert!(
+            failed.is_empty(),
+            "store errors without a fault: {failed:?}"
+        );
+    }
+    for f in &failed {
+        let Got::Failed(kind, message) = f else {
+            unreachable!()
+        };
+        // An attempt cut off by the fault may fail, but only as the
+        // store's infrastructure errors, never as a wrong answer.
+        assert!(
+            matches!(
+                kind,
+                StoreErrorKind::Unavailable
+                    | StoreErrorKind::OutcomeUnknown
+                    | StoreErrorKind::Contention
+                    | StoreErrorKind::Database
+            ),
+            "{kind:?}: {message}"
+        );
+    }
+
+    // Read every ticket back on a fresh store, causally.
+    let check = cluster.multi_host_store(4).await;
+    for t in 0..TICKETS {
+        let key = ns.key(220, t);
+        let winners: Vec<(HolderToken, bool)> = all
+            .iter()
+            .filter_map(|g| match &g[t as usize] {
+                Got::Won(h, credited) => Some((*h, *credited)),
+                _ => None,
+            })
+            .collect();
+        assert!(winners.len() <= 1, "ticket {t}: two winners {winners:?}");
+        let row = check.fetch(&key).await.expect("fetch");
+        let trail = check.audit_trail(&key, 10).await.expect("audit trail");
+        assert!(trail.len() <= 1, "ticket {t}: {} credits", trail.len());
+        match (winners.first(), row) {
+            (Some((winner, credited)), Some(row)) => {
+                assert_eq!(row.holder, *winner, "ticket {t}");
+                if *credited {
+                    assert_eq!(trail.len(), 1, "ticket {t}: the credit's audit entry");
+                    assert!(row.completion.is_some(), "ticket {t}: completed");
+                }
+                for g in &all {
+                    if let Got::Saw(h) = &g[t as usize] {
+                        assert_eq!(h, winner, "ticket {t}: a loser saw another holder");
+                    }
+                }
+            }
+            (Some(_), None) => panic!("ticket {t}: a winner but no row"),
+            (None, row) => {
+                // Every client of this ticket failed: valid only under a
+                // fault, and then whatever holds the row, no client was
+                // told it won.
+                assert!(!matches!(fault, Fault::None), "ticket {t}: no winner");
+                if let Some(row) = row {
+                    assert!(
+                        all.iter().all(|g| match &g[t as usize] {
+                            Got::Saw(h) => *h == row.holder,
+                            _ => true,
+                        }),
+                        "ticket {t}"
+                    );
+                }
+            }
+        }
+        if matches!(fault, Fault::None) {
+            assert_eq!(winners.len(), 1, "ticket {t}");
+            assert!(winners[0].1, "ticket {t}: the winner's credit");
+        }
+    }
+    for c in clients {
+        c.pool().close().await;
+    }
+    check.pool().close().await;
+    cluster.drop().await;
+}
+
+/// One client's claim on ticket `t`, and the completion if it won.
+async fn one_ticket(store: &MySqlClaimStore, ns: &Namespace, t: u32, c: u32) -> Got {
+    let key = ns.key(220, t);
+    let req = conformance::request(ns, key, 1, 100 + c, conformance::T0);
+    let holder = *req.holder();
+    match store.claim(req).await {
+        Ok(RawClaim::Acquired(lease)) => {
+            assert_eq!(lease.holder, holder);
+            let now = conformance::T0.plus_millis(1_000);
+            let result =
+                JsonText::result(format!(r#"{{"credit":"{t}","client":{c}}}"#)).expect("result");
+            let entry = conformance::executed_entry(key, now);
+            match store.complete(&key, &holder, &result, now, &entry).await {
+                Ok(Completion::Recorded) => Got::Won(holder, true),
+                Ok(other) => panic!("ticket {t}: the winner's completion: {other:?}"),
+                // The claim stays in flight for reconciliation: valid.
+                Err(e) => {
+                    let _ = writeln!(std::io::stderr(), "ticket {t}: completion: {e}");
+                    Got::Won(holder, false)
+                }
+            }
+        }
+        Ok(RawClaim::InFlight(row)) => Got::Saw(row.holder),
+        Ok(RawClaim::Completed(row)) => Got::Saw(row.holder),
+        Ok(other) => panic!("ticket {t}: unexpected {other:?}"),
+        Err(e) => Got::Failed(e.kind(), e.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twelve_clients_over_three_nodes_make_one_credit_per_ticket() {
+    let _serial = serial().await;
+    race(Fault::None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_killed_mid_race_leaves_one_credit_per_ticket() {
+    let _serial = serial().await;
+    race(Fault::Kill(2)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_node_paused_mid_race_leaves_one_credit_per_ticket() {
+    let _serial = serial().await;
+    race(Fault::Pause(3)).await;
 }
