@@ -227,6 +227,29 @@ fn each_start_time_mistake_exits_2_naming_file_tool_and_field() {
         "{}",
         run.stderr
     );
+    // [review]: the webhook's secret comes from the environment, and its URL
+    // must be http(s); either mistake is refused, naming the field.
+    for (review, field) in [
+        (
+            "[review]\nwebhook_url = \"https://chat.example/h\"\nwebhook_secret_env = \"TG_REVIEW_TEST_UNSET_SECRET\"\n",
+            "review.webhook_secret_env",
+        ),
+        (
+            "[review]\nwebhook_url = \"chat.example/h\"\nwebhook_secret_env = \"TG_REVIEW_TEST_UNSET_SECRET\"\n",
+            "review.webhook_url",
+        ),
+    ] {
+        let (_dir, file) = deployment("review", APP_DB, GOOD_TOOLS);
+        let text = std::fs::read_to_string(&file).expect("read");
+        std::fs::write(&file, format!("{text}\n{review}")).expect("write");
+        let run = toolgate(&["config", "check", &file.display().to_string()]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!(": {field}: ")),
+            "{}",
+            run.stderr
+        );
+    }
     // No [[tools]] at all, and no built-in application named: refused, not
     // the support desk by default.
     let (_dir, file) = deployment("none", "", "");

@@ -61,6 +61,7 @@ mod metrics;
 mod openapi;
 mod review;
 mod routes;
+mod webhook;
 mod state;
 
 pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
@@ -71,6 +72,7 @@ pub use auth::{
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
 pub use openapi::{openapi_document, pretty as openapi_text};
 pub use state::{AppState, Backends, Parts, Settings};
+pub use webhook::{ReviewWebhook, SIGNATURE_HEADER, signature as review_webhook_signature};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -109,6 +109,9 @@ pub struct Settings {
     /// Most connections open at once; further ones wait in the listen
     /// backlog until one closes. Applies to [`crate::serve`].
     pub max_connections: usize,
+    /// Where new review items are announced (a signed POST, fire and
+    /// forget); none by default.
+    pub review_webhook: Option<crate::webhook::ReviewWebhook>,
 }
 
 impl Default for Settings {
@@ -123,6 +126,7 @@ impl Default for Settings {
             idempotency_max_bytes: 32 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            review_webhook: None,
         }
     }
 }
@@ -136,6 +140,9 @@ pub(crate) struct Inner<P> {
     pub idempotency: IdempotencyCache,
     pub review: ReviewQueue,
     pub metrics: Metrics,
+    /// The review webhook's HTTP client (connection reuse across
+    /// announcements).
+    pub webhook_client: reqwest::Client,
     /// Every decision task holds a read guard; [`AppState::drain`] takes the
     /// write guard, so it returns once all of them have finished.
     pub tasks: Arc<tokio::sync::RwLock<()>>,
@@ -182,6 +189,7 @@ impl<P: Parts> AppState<P> {
                 idempotency,
                 review,
                 metrics,
+                webhook_client: reqwest::Client::new(),
                 tasks: Arc::new(tokio::sync::RwLock::new(())),
             }),
         }

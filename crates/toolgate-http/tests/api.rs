@@ -541,14 +541,24 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     let (s, j, text) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
     assert_eq!(s, StatusCode::OK, "{j}");
     assert_eq!(j["item"]["status"], "approved");
-    assert!(j.get("decision").is_none() && !text.contains("holder"), "{text}");
+    assert!(
+        j.get("decision").is_none() && !text.contains("holder"),
+        "{text}"
+    );
     assert_eq!(desk.credits_for("t-1"), 0);
     // Approved once: approving again is refused.
     let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
-    assert_eq!((s, j["code"].as_str()), (StatusCode::CONFLICT, Some("not_pending")));
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::CONFLICT, Some("not_pending"))
+    );
     // The proposer's retry runs it, once, and uses the approval up.
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
-    assert_eq!((s, r["outcome"].as_str()), (StatusCode::CREATED, Some("executed")), "{r}");
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CREATED, Some("executed")),
+        "{r}"
+    );
     assert_eq!(r["review_item"].as_u64(), Some(item));
     assert_eq!(desk.credits_for("t-1"), 1);
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
@@ -573,7 +583,10 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     assert_eq!(s, StatusCode::OK);
     desk.set_version("t-2", "4");
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
-    assert_eq!((s, r["outcome"].as_str()), (StatusCode::CONFLICT, Some("state_changed")));
+    assert_eq!(
+        (s, r["outcome"].as_str()),
+        (StatusCode::CONFLICT, Some("state_changed"))
+    );
     assert_eq!(desk.credits_for("t-2"), 0);
     // Deny: nothing runs, approving afterwards is refused, and the retry is
     // rejected with `approval_denied`.
@@ -588,7 +601,10 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
         ),
     )
     .await;
-    assert_eq!((s, j["item"]["status"].as_str()), (StatusCode::OK, Some("denied")));
+    assert_eq!(
+        (s, j["item"]["status"].as_str()),
+        (StatusCode::OK, Some("denied"))
+    );
     assert_eq!(j["item"]["note"], "too much");
     let (s, _, _) = send(
         &router,
@@ -603,7 +619,11 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(200), "t-2", "4")).await;
     assert_eq!(
         (s, r["outcome"].as_str(), r["reason"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("rejected"), Some("approval_denied"))
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("rejected"),
+            Some("approval_denied")
+        )
     );
     assert_eq!(desk.credits_for("t-2"), 0);
     let (_, list, _) = send(&router, get("/v1/review/items", Some(REVIEWER_KEY))).await;

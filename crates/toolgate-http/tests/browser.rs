@@ -281,17 +281,26 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     d.click(&format!("#approve-{item}"));
     let after = d.text(&format!("#item-{item} .status"));
     assert!(after.contains("approved by reviewer-1"), "{after}");
-    assert!(after.contains("waiting for the proposer's retry"), "{after}");
+    assert!(
+        after.contains("waiting for the proposer's retry"),
+        "{after}"
+    );
     // The conflict is resolved with a note, from the page too.
     let conflict_id: u64 = d
         .attribute(".item.conflict", "id")
         .trim_start_matches("item-")
         .parse()
         .unwrap();
-    d.type_into(&format!("#item-{conflict_id} input[name=note]"), "paid once, closed");
+    d.type_into(
+        &format!("#item-{conflict_id} input[name=note]"),
+        "paid once, closed",
+    );
     d.click(&format!("#resolve-{conflict_id}"));
     let closed = d.text(&format!("#item-{conflict_id} .status"));
-    assert!(closed.contains("resolved by reviewer-1") && closed.contains("paid once"), "{closed}");
+    assert!(
+        closed.contains("resolved by reviewer-1") && closed.contains("paid once"),
+        "{closed}"
+    );
     drop(d);
     // Approving ran nothing; the proposer's retry does, once.
     assert_eq!(desk.credits_for("t-2"), 0);

@@ -436,3 +436,115 @@ async fn items_survive_a_restart_and_are_shared_by_replicas_on_mariadb() {
         durable_on(&url).await;
     }
 }
+
+/// The optional webhook: a real HTTP receiver on a loopback port gets one
+/// signed POST per new item, and the signature verifies over the raw body.
+#[tokio::test]
+async fn a_new_item_is_announced_on_the_signed_webhook() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(String, Vec<u8>)>(4);
+    tokio::spawn(async move {
+        loop {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                // One request: headers, then Content-Length bytes of body.
+                let mut raw = Vec::new();
+                let mut buf = [0u8; 4096];
+                let (head, body) = loop {
+                    let n = sock.read(&mut buf).await.unwrap();
+                    raw.extend_from_slice(&buf[..n]);
+                    if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().parse().unwrap())
+                            })
+                            .unwrap_or(0);
+                        while raw.len() < end + 4 + len {
+                            let n = sock.read(&mut buf).await.unwrap();
+                            raw.extend_from_slice(&buf[..n]);
+                        }
+                        break (head, raw[end + 4..end + 4 + len].to_vec());
+                    }
+                };
+                sock.write_all(
+                    b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await
+                .unwrap();
+                tx.send((head, body)).await.unwrap();
+            });
+        }
+    });
+    let desk = DeskRef::default();
+    desk.set_version("t-1", "7");
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: MemoryClaimStore::new(),
+        executor: desk.clone(),
+    };
+    let settings = Settings {
+        review_webhook: Some(toolgate_http::ReviewWebhook {
+            url: format!("http://{addr}/toolgate-items"),
+            secret: b"s3cret".to_vec(),
+            timeout: std::time::Duration::from_secs(5),
+        }),
+        ..Settings::default()
+    };
+    let router = toolgate_http::router(AppState::new(policy_with(""), parts, keys(), settings));
+    let (_, p) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    let item = p["review_item"].as_u64().unwrap();
+    // The same proposal again opens no new item, so announces nothing; a
+    // stale version is a new item, announced after the first.
+    decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
+    let (_, stale) = decide(&router, AGENT_KEY, &decision_body(credit(100), "t-1", "6")).await;
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        got.push(rx.recv().await.unwrap());
+    }
+    got.sort_by_key(|(_, b)| String::from_utf8_lossy(b).contains("state_changed"));
+    let (head, raw) = &got[0];
+    assert!(head.starts_with("POST /toolgate-items "), "{head}");
+    let sig = head
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("toolgate-signature: ")
+                .or_else(|| l.strip_prefix("Toolgate-Signature: "))
+        })
+        .unwrap();
+    let t: u64 = sig
+        .strip_prefix("t=")
+        .and_then(|s| s.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Verified as a receiver would, independently of the sender's code:
+    // HMAC-SHA256 over "<t>.<raw body>".
+    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(b"s3cret").unwrap();
+    hmac::Mac::update(&mut mac, format!("{t}.").as_bytes());
+    hmac::Mac::update(&mut mac, raw);
+    let want = hex::encode(hmac::Mac::finalize(mac).into_bytes());
+    assert_eq!(sig, format!("t={t},v1={want}"));
+    assert_eq!(
+        sig,
+        toolgate_http::review_webhook_signature(b"s3cret", t, raw)
+    );
+    let announced =
+        toolgate::decode::decode_strict(raw, &toolgate::decode::Limits::provider_body()).unwrap();
+    assert_eq!(announced["id"].as_u64(), Some(item));
+    assert_eq!(announced["kind"], "pending_approval");
+    assert_eq!(announced["tool"], "refund_order");
+    assert!(announced["created_at"].is_i64());
+    let second =
+        toolgate::decode::decode_strict(&got[1].1, &toolgate::decode::Limits::provider_body())
+            .unwrap();
+    assert_eq!(second["id"].as_u64(), stale["review_item"].as_u64());
+    assert_eq!(second["kind"], "state_changed");
+}

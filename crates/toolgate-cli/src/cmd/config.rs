@@ -39,6 +39,8 @@ struct File {
     idempotency_max_bytes: Option<usize>,
     header_read_timeout_ms: Option<u64>,
     connection_limit: Option<usize>,
+    /// `[review]`: the optional webhook announcing new review items.
+    review: Option<ReviewFile>,
     #[serde(default)]
     keys: Vec<KeyEntry>,
     /// `"support-desk"`: the built-in example application (its state
@@ -52,6 +54,16 @@ struct File {
     )]
     app_db: Option<toml::Value>,
     tools: Option<toml::Value>,
+}
+
+/// `[review]`: where new review items are announced (docs/http-api.md).
+/// The signing secret comes from the environment, never the file.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReviewFile {
+    webhook_url: String,
+    webhook_secret_env: String,
+    webhook_timeout_ms: Option<u64>,
 }
 
 /// The one built-in application a file may name.
@@ -276,8 +288,36 @@ impl Deployment {
                 format!("{cap} is over {ceiling}, the largest result a claim store records"),
             ));
         }
+        let review_webhook = match &file.review {
+            None => None,
+            Some(r) => {
+                if !(r.webhook_url.starts_with("http://") || r.webhook_url.starts_with("https://"))
+                {
+                    return Err(err(
+                        "review.webhook_url",
+                        "must be an http:// or https:// URL".to_owned(),
+                    ));
+                }
+                let secret = std::env::var(&r.webhook_secret_env)
+                    .ok()
+                    .filter(|s| !s.is_empty())
+                    .ok_or_else(|| {
+                        err(
+                            "review.webhook_secret_env",
+                            format!("{} is not set or empty", r.webhook_secret_env),
+                        )
+                    })?;
+                let timeout = positive("review.webhook_timeout_ms", r.webhook_timeout_ms)?;
+                Some(toolgate_http::ReviewWebhook {
+                    url: r.webhook_url.clone(),
+                    secret: secret.into_bytes(),
+                    timeout: timeout.map_or(Duration::from_secs(5), Duration::from_millis),
+                })
+            }
+        };
         let defaults = Settings::default();
         let settings = Settings {
+            review_webhook,
             lease: lease_ms.map_or(defaults.lease, Duration::from_millis),
             request_timeout: timeout_ms.map_or(defaults.request_timeout, Duration::from_millis),
             body_limit: file.body_limit_bytes.unwrap_or(defaults.body_limit),

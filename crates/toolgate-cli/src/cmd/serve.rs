@@ -35,6 +35,9 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   header_read_timeout_ms = 10000     # optional: slow headers closed
 ///   connection_limit = 1024            # optional: more wait in the backlog
 ///   idempotency_max_bytes = 33554432   # optional: Idempotency-Key memory
+///   [review]                           # optional: announce new review items
+///   webhook_url = "https://chat.example/hooks/toolgate"
+///   webhook_secret_env = "TOOLGATE_REVIEW_WEBHOOK_SECRET"
 ///   [[keys]]
 ///   sha256 = "<64 hex digits: SHA-256 of the key>"
 ///   principal = "agent-ana"

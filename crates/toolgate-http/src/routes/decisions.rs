@@ -16,8 +16,8 @@ use toolgate::pipeline::{
     Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
     Gate, GateError, Outcome, Principal, Reason, Request, StateVersion, decide,
 };
-use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore};
 use toolgate::provider::Provider;
+use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore};
 use tracing::Instrument;
 
 use crate::auth::{Caller, ExecutionMode};
@@ -630,7 +630,9 @@ async fn run_inner<P: Parts>(
             }
             Requested::Pending { item, created } => {
                 review_item = Some(item);
-                let _ = created;
+                if created {
+                    announce(app, item, &decision, now);
+                }
                 break decision;
             }
             Requested::Denied { item, by } => {
@@ -675,7 +677,10 @@ async fn run_inner<P: Parts>(
             approval: None,
         };
         match parts.claims().open_item(item).await {
-            Ok(id) => review_item = Some(id),
+            Ok(id) => {
+                review_item = Some(id);
+                announce(app, id, &decision, now);
+            }
             Err(e) => tracing::error!(error = %e, "review item not recorded"),
         }
     }
@@ -695,14 +700,30 @@ async fn run_inner<P: Parts>(
     Ok((decision, response))
 }
 
+/// Announces a new review item on the configured webhook, if any.
+fn announce<P: Parts>(
+    app: &AppState<P>,
+    id: i64,
+    decision: &Decision,
+    now: toolgate::claim::UnixMillis,
+) {
+    crate::webhook::announce(
+        app.settings().review_webhook.as_ref(),
+        &app.inner.webhook_client,
+        id,
+        decision.outcome.as_str(),
+        decision.tool.as_deref(),
+        now,
+    );
+}
+
 /// The decision as a reviewer sees it: the response shape with the new
 /// proposal's arguments beside the prior one's (the decision itself
 /// carries only its fingerprint), capped in size
 /// ([`toolgate::review::bounded_decision`]).
 fn shown_decision(decision: &Decision, action: &Option<(String, Value, bool)>) -> String {
-    let mut shown =
-        serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
-            .unwrap_or(Value::Null);
+    let mut shown = serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
+        .unwrap_or(Value::Null);
     if let (Some((_, arguments, _)), Value::Object(m)) = (action, &mut shown) {
         m.insert("arguments".to_owned(), arguments.clone());
     }
