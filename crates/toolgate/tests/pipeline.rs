@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, HolderToken,
-    GrantUse, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
-    StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, GrantUse,
+    HolderToken, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
+    StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::op::operation_key;
@@ -444,13 +444,7 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
     // authorisation (invariants 3 and 4).
     assert_eq!(
         w.calls(),
-        [
-            "authorize",
-            "fetch",
-            "claim",
-            "execute",
-            "complete"
-        ]
+        ["authorize", "fetch", "claim", "execute", "complete"]
     );
     assert_eq!(w.credits(), 1);
 
@@ -925,20 +919,35 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
             expires_at: UnixMillis(T0 + 1000),
         }),
     };
-    let Requested::Pending { item, created: true } =
-        block_on(w.store.inner.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+    let Requested::Pending {
+        item,
+        created: true,
+    } = block_on(w.store.inner.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
     else {
         panic!("a first request opens an item")
     };
     assert_eq!(
-        block_on(w.store.inner.vote(item, "agent-1", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        block_on(
+            w.store
+                .inner
+                .vote(item, "agent-1", Verdict::Approve, None, UnixMillis(T0))
+        )
+        .unwrap(),
         Voted::SelfApproval
     );
     assert_eq!(
-        block_on(w.store.inner.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        block_on(
+            w.store
+                .inner
+                .vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))
+        )
+        .unwrap(),
         Voted::Recorded(ItemStatus::Approved)
     );
-    let grant = GrantUse { item, policy_digest: digest.clone() };
+    let grant = GrantUse {
+        item,
+        policy_digest: digest.clone(),
+    };
     let wrong = Approval {
         key,
         fingerprint: other,
@@ -963,7 +972,10 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         key,
         fingerprint: fp,
         version: StateVersion::from(7),
-        grant: GrantUse { item, policy_digest: "another".into() },
+        grant: GrantUse {
+            item,
+            policy_digest: "another".into(),
+        },
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&other_policy));
     assert_eq!(d.outcome, Outcome::PendingApproval);
@@ -979,11 +991,18 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(w.credits(), 1);
     // The grant was used up with the claim.
-    let used = block_on(w.store.inner.item(item, UnixMillis(T0 + 4))).unwrap().unwrap();
+    let used = block_on(w.store.inner.item(item, UnixMillis(T0 + 4)))
+        .unwrap()
+        .unwrap();
     assert_eq!(used.consumed_at, Some(UnixMillis(T0 + 3)));
     // The reviewer's vote is an audit entry naming them.
     let trail = block_on(w.store.inner.audit_trail(&key, 100)).unwrap();
-    assert!(trail.iter().any(|e| e.actor() == "lead" && e.outcome() == "approved"), "{trail:?}");
+    assert!(
+        trail
+            .iter()
+            .any(|e| e.actor() == "lead" && e.outcome() == "approved"),
+        "{trail:?}"
+    );
 }
 
 #[test]
@@ -1020,7 +1039,10 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     // A retry before approval finds the same item.
     assert_eq!(
         block_on(store.request_approval(ask.clone(), UnixMillis(T0 + 1))).unwrap(),
-        Requested::Pending { item, created: false }
+        Requested::Pending {
+            item,
+            created: false
+        }
     );
     // Two distinct approvers; the same one twice counts once.
     let vote = |who: &str, at: i64| {
@@ -1028,22 +1050,33 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     };
     assert_eq!(vote("lead", T0 + 2), Voted::Recorded(ItemStatus::Open));
     assert_eq!(vote("lead", T0 + 3), Voted::AlreadyVoted);
-    assert_eq!(vote("second", T0 + 4), Voted::Recorded(ItemStatus::Approved));
+    assert_eq!(
+        vote("second", T0 + 4),
+        Voted::Recorded(ItemStatus::Approved)
+    );
     // Past its expiry the approval is unusable, and the item expired.
     let late = Approval {
         key,
         fingerprint: fp,
         version: StateVersion::from(7),
-        grant: GrantUse { item, policy_digest: digest },
+        grant: GrantUse {
+            item,
+            policy_digest: digest,
+        },
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
     assert_eq!(d.outcome, Outcome::PendingApproval);
     assert_eq!(w.credits(), 0);
     match block_on(store.request_approval(ask, UnixMillis(T0 + 100))).unwrap() {
-        Requested::Pending { item: again, created: true } => assert!(again > item),
+        Requested::Pending {
+            item: again,
+            created: true,
+        } => assert!(again > item),
         other => panic!("expected a new item, got {other:?}"),
     }
-    let old = block_on(store.item(item, UnixMillis(T0 + 100))).unwrap().unwrap();
+    let old = block_on(store.item(item, UnixMillis(T0 + 100)))
+        .unwrap()
+        .unwrap();
     assert_eq!(old.status, ItemStatus::Expired);
 }
 
