@@ -6,7 +6,8 @@
 //!   limit, where the header-read timeout frees the slots they hold;
 //! - memory: a 1 MiB result recorded by a client completion (the result cap
 //!   raised to 1 MiB for the test), then 1,000 conflicting proposals for the
-//!   same operation, raise the server's RSS by less than 100 MiB.
+//!   same operation, raise the server's RSS by less than 100 MiB, and so
+//!   does a reviewer paging through `/review` afterwards.
 //!
 //! The server runs the support desk (`application = "support-desk"`) on a
 //! fresh SQLite file seeded through the library before it starts. Linux
@@ -337,7 +338,18 @@ fn big_result() -> Value {
 fn conflicts_against_a_one_mib_result_keep_memory_flat() {
     let dir = scratch("rss");
     let db = seeded_db(&dir.0);
-    let server = serve(&dir.0, &db, "max_result_bytes = 1048576");
+    let reviewer: String = ApiKey::digest(REVIEWER_SECRET)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let server = serve(
+        &dir.0,
+        &db,
+        &format!(
+            "max_result_bytes = 1048576\n[[keys]]\nsha256 = \"{reviewer}\"\n\
+             principal = \"lead\"\ncapabilities = [\"toolgate:review\"]\n"
+        ),
+    );
     let pid = server.child.id();
 
     let (status, body) =
@@ -394,4 +406,81 @@ fn conflicts_against_a_one_mib_result_keep_memory_flat() {
         after_max < before + 100 * 1024,
         "RSS rose from {before} KiB to {after_max} KiB over 1,000 conflicting proposals"
     );
+
+    // A reviewer pages through /review: every conflict is an item, each
+    // page a bounded slice of them, so paging to the end holds no more.
+    let cookie = review_session(server.addr);
+    let mut path = "/review".to_owned();
+    let mut pages = 0;
+    let mut page_max = after;
+    loop {
+        let (status, html) = page(server.addr, &path, &cookie);
+        assert_eq!(status, 200, "{path}");
+        pages += 1;
+        page_max = page_max.max(rss_kib(pid));
+        let Some(at) = html.find("id=\"next-page\" href=\"") else {
+            break;
+        };
+        let rest = &html[at + "id=\"next-page\" href=\"".len()..];
+        path = rest[..rest.find('"').expect("link end")].replace("&amp;", "&");
+        assert!(pages <= 1_000, "the pages never end");
+    }
+    eprintln!(
+        "limits: {pages} pages of /review read; RSS peak sampled {} MiB",
+        page_max / 1024
+    );
+    assert!(pages >= 2, "1,010 items fit on one page?");
+    assert!(
+        page_max < before + 100 * 1024,
+        "RSS rose from {before} KiB to {page_max} KiB paging through /review"
+    );
+}
+
+const REVIEWER_SECRET: &str = "tg_limits_reviewer_0123456789abcdef";
+
+/// Signs in on the reviewer page's form: the session cookie.
+fn review_session(addr: SocketAddr) -> String {
+    let body = format!("key={REVIEWER_SECRET}");
+    let request = format!(
+        "POST /review/login HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let head = String::from_utf8_lossy(&exchange(addr, &request)).into_owned();
+    let line = head
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no session cookie: {head}"));
+    line["set-cookie:".len()..]
+        .trim()
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_owned()
+}
+
+/// One page of /review with the session cookie: status and HTML.
+fn page(addr: SocketAddr, path: &str, cookie: &str) -> (u16, String) {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    );
+    let raw = String::from_utf8_lossy(&exchange(addr, &request)).into_owned();
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status");
+    let body = raw.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (status, body)
+}
+
+/// Sends `request` on a new connection and reads until the server closes.
+fn exchange(addr: SocketAddr, request: &str) -> Vec<u8> {
+    let mut conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    conn.write_all(request.as_bytes()).expect("send");
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).expect("read");
+    raw
 }
