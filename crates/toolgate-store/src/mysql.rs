@@ -206,6 +206,22 @@ impl ClaimStore for MySqlClaimStore {
         protocol::append_audit(self, entry).await
     }
 
+    /// The claim lookup's connections, and a connection for the claim's
+    /// transactions: a store whose reads work but whose transactions
+    /// cannot start is not ready.
+    async fn ready(&self) -> Result<(), StoreError> {
+        let probe = OperationKey::from_bytes([0; OperationKey::LEN]);
+        self.fetch(&probe).await?;
+        self.nodes
+            .on(true, |pool| async move {
+                pool.acquire()
+                    .await
+                    .map(drop)
+                    .map_err(|e| map_err("connecting to MySQL", e))
+            })
+            .await
+    }
+
     async fn audit_trail(
         &self,
         key: &OperationKey,
@@ -495,11 +511,22 @@ impl Nodes {
         F: Fn(MySqlPool) -> Fut,
         Fut: Future<Output = Result<T, StoreError>> + 'a,
     {
+        self.on(false, f).await
+    }
+
+    /// Runs `f` on the node in use's transaction pool (`writes`) or its
+    /// causal read pool, moving to the next node when the node fails.
+    async fn on<'a, T, F, Fut>(&'a self, writes: bool, f: F) -> Result<T, StoreError>
+    where
+        F: Fn(MySqlPool) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>> + 'a,
+    {
         let mut last = None;
         for _ in 0..self.list.len() {
             let i = self.pick();
             let node = &self.list[i];
-            match f(node.reads.clone()).await {
+            let pool = if writes { &node.pool } else { &node.reads };
+            match f(pool.clone()).await {
                 Err(e) if node_lost(&e) => {
                     self.node_failed(i, &e);
                     last = Some(node.named(e));
