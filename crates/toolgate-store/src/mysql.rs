@@ -303,13 +303,6 @@ fn migrator() -> Migrator {
             include_str!("../migrations/mysql/0003_review.sql").into_sql_str(),
             false,
         ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/mysql/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m
