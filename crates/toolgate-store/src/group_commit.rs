@@ -78,7 +78,12 @@ pub enum WriteError {
     /// The batch was rolled back before its `COMMIT` (the transaction could
     /// not begin, or broke): nothing any unit wrote remains. `lost_race`:
     /// another process held the write lock past the busy timeout.
-    NotApplied { lost_race: bool, message: String },
+    NotApplied {
+        /// Another process held the write lock past the busy timeout.
+        lost_race: bool,
+        /// What SQLite said.
+        message: String,
+    },
     /// The batch's `COMMIT` failed: the unit's writes may or may not be
     /// durable. Read back before deciding.
     Unknown(String),

@@ -76,6 +76,8 @@
 //! which uses the strict JSON decoder): a corrupt row is an error value and
 //! is never shown.
 
+#![warn(missing_docs)]
+
 #[cfg(not(any(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 compile_error!("toolgate-store needs at least one of the features sqlite, postgres, mysql");
 
