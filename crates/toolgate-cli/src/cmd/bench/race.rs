@@ -42,6 +42,13 @@ const AGENT: &str = "race-agent";
 /// and completion. Prints one line:
 ///   tickets=M winners=<claims won> credits=<credit rows>
 ///     duplicates=<tickets with more than one credit> elapsed_s=<s>
+/// and, on mysql://, what failover did (summed over the workers' stores):
+///     failovers=<moves to another node> unknown_commits=<COMMITs with an
+///     unknown outcome> settled=<claims settled by reading back>
+///     unsettled=<read-backs that failed too>
+/// A mysql:// URL may name several hosts (a Galera cluster's nodes,
+/// mysql://u@h1:4306,h2:4307,h3:4308/db): the workers' stores then start on
+/// the nodes in turn, so the race spreads over them.
 /// Exit 1 if any ticket has other than one winner or other than one credit.
 ///
 /// --key-includes-arguments shows the anti-pattern: the proposal's
@@ -273,12 +280,20 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
                 }
                 tallies.push(t);
             }
-            tallies
+            (tallies, failover_counts(&worker.store))
         }));
     }
     let mut per_ticket = vec![Tally::default(); tickets.len()];
+    let mut failover: Option<toolgate_store::mysql::FailoverCounts> = None;
     for h in handles {
-        let tallies = h.await.map_err(|e| format!("a worker failed: {e}"))?;
+        let (tallies, counts) = h.await.map_err(|e| format!("a worker failed: {e}"))?;
+        if let Some(c) = counts {
+            let sum = failover.get_or_insert_default();
+            sum.failovers += c.failovers;
+            sum.unknown_commits += c.unknown_commits;
+            sum.settled_by_read_back += c.settled_by_read_back;
+            sum.unsettled += c.unsettled;
+        }
         for (sum, t) in per_ticket.iter_mut().zip(tallies) {
             sum.won += t.won;
             sum.errors += t.errors;
@@ -304,8 +319,14 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
         }
     }
     let winners: u32 = per_ticket.iter().map(|t| t.won).sum();
+    let failover = failover.map_or_else(String::new, |c| {
+        format!(
+            " failovers={} unknown_commits={} settled={} unsettled={}",
+            c.failovers, c.unknown_commits, c.settled_by_read_back, c.unsettled
+        )
+    });
     println!(
-        "tickets={} winners={winners} credits={credits_total} duplicates={duplicates} elapsed_s={elapsed:.3}",
+        "tickets={} winners={winners} credits={credits_total} duplicates={duplicates} elapsed_s={elapsed:.3}{failover}",
         args.tickets
     );
     Ok(if bad == 0 {
@@ -313,6 +334,14 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A MySQL store's failover counters; none on the other backends.
+fn failover_counts(store: &AnyClaimStore) -> Option<toolgate_store::mysql::FailoverCounts> {
+    match store {
+        AnyClaimStore::MySql(s) => Some(s.failover_counts()),
+        _ => None,
+    }
 }
 
 /// Whether this decision's attempt won its claim (executed, or ran the
