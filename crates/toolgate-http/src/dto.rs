@@ -208,6 +208,7 @@ pub enum ReasonCode {
     ExecutorFailed,
     ApprovalRequired,
     ApprovalDenied,
+    BudgetExceeded,
 }
 
 impl From<contract::Reason> for ReasonCode {
@@ -248,6 +249,7 @@ impl From<pipeline::Reason> for ReasonCode {
             R::ExecutorFailed => Self::ExecutorFailed,
             R::ApprovalRequired => Self::ApprovalRequired,
             R::ApprovalDenied => Self::ApprovalDenied,
+            R::BudgetExceeded => Self::BudgetExceeded,
         }
     }
 }
@@ -415,6 +417,25 @@ pub struct DecisionResponse {
     pub stateless: Option<Stateless>,
     /// The reviewer queue item, for decisions a person acts on.
     pub review_item: Option<u64>,
+    /// The budget that refused the reservation (`budget_exceeded`).
+    pub budget: Option<BudgetDto>,
+}
+
+/// A budget as a `budget_exceeded` decision reports it (docs/policy.md,
+/// "Budgets"): amounts in the argument's own units.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetDto {
+    /// The budget's name.
+    pub name: String,
+    /// Its limit per scope and window.
+    pub limit: i64,
+    /// Already reserved in this window and scope, without this proposal.
+    pub used: i64,
+    /// `limit - used`.
+    pub remaining: i64,
+    /// This proposal's amount.
+    pub amount: i64,
 }
 
 impl DecisionResponse {
@@ -434,6 +455,13 @@ impl DecisionResponse {
             permit,
             stateless: d.stateless.as_ref().map(Stateless::new),
             review_item,
+            budget: d.budget.as_ref().map(|b| BudgetDto {
+                name: b.name.clone(),
+                limit: b.limit,
+                used: b.used,
+                remaining: b.remaining,
+                amount: b.amount,
+            }),
         }
     }
 }

@@ -82,6 +82,7 @@
 compile_error!("toolgate-store needs at least one of the features sqlite, postgres, mysql");
 
 mod any;
+mod budget;
 mod common;
 #[cfg(feature = "sqlite")]
 mod group_commit;

@@ -82,6 +82,7 @@ impl Dialect for sqlx::MySql {
     const COMPLETE: &str = qmark::COMPLETE;
     const RECONCILE: &str = qmark::RECONCILE;
     const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
+    const BUDGET: crate::budget::BudgetSql = crate::budget::MYSQL;
     const LIST_STUCK: &str = qmark::LIST_STUCK;
     const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
     const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
@@ -301,6 +302,13 @@ fn migrator() -> Migrator {
             "review items and approvals".into(),
             MigrationType::Simple,
             include_str!("../migrations/mysql/0003_review.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            4,
+            "budget counters and reservations".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0004_budgets.sql").into_sql_str(),
             false,
         ),
     ]);

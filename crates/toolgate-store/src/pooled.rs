@@ -3,12 +3,12 @@
 //! of its own; SQLite uses the reads (listings, the audit trail).
 
 use toolgate::claim::{
-    Attempt, AuditEntry, ClaimRecord, ClaimRequest, CorruptRecord, CorruptRow, GrantUse,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, CorruptRecord, CorruptRow, GrantUse,
     HolderToken, JsonText, OperationKey, Resolution, StoreError, StuckEntry, UnixMillis,
 };
 
 use crate::common::{Point, map_err};
-use crate::protocol::{Answer, End, Statements, TxFail, Unit, run_unit};
+use crate::protocol::{Answer, End, Held, Statements, TxFail, Unit, run_unit};
 use crate::rows::{self, SqlxRow};
 
 /// A driver's SQL (every statement binds in the same order on every
@@ -24,6 +24,8 @@ pub(crate) trait Dialect: sqlx::Database {
     const RECONCILE: &'static str;
     /// Using an approval up.
     const CONSUME_GRANT: &'static str;
+    /// Budget counters and the reservations ledger.
+    const BUDGET: crate::budget::BudgetSql;
     /// Stuck claims, oldest lease first.
     const LIST_STUCK: &'static str;
     /// One audit entry.
@@ -121,6 +123,110 @@ where
             .execute(&mut *self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
+    }
+
+    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), sqlx::Error> {
+        sqlx::query(DB::BUDGET.counter)
+            .bind(r.budget.as_str())
+            .bind(r.scope.as_str())
+            .bind(r.window_start.0)
+            .execute(&mut *self.tx)
+            .await
+            .map(drop)
+    }
+
+    async fn budget_add(
+        &mut self,
+        r: &BudgetReservation,
+        limit: Option<i64>,
+    ) -> Result<u64, sqlx::Error> {
+        let q = match limit {
+            Some(limit) => sqlx::query(DB::BUDGET.add_within)
+                .bind(r.amount)
+                .bind(r.budget.as_str())
+                .bind(r.scope.as_str())
+                .bind(r.window_start.0)
+                .bind(r.amount)
+                .bind(limit),
+            None => sqlx::query(DB::BUDGET.add_beyond)
+                .bind(r.amount)
+                .bind(r.budget.as_str())
+                .bind(r.scope.as_str())
+                .bind(r.window_start.0),
+        };
+        let done = q.execute(&mut *self.tx).await?;
+        Ok(DB::rows_affected(&done))
+    }
+
+    async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, sqlx::Error> {
+        use sqlx::Row as _;
+        let row = sqlx::query(DB::BUDGET.used)
+            .bind(r.budget.as_str())
+            .bind(r.scope.as_str())
+            .bind(r.window_start.0)
+            .fetch_one(&mut *self.tx)
+            .await?;
+        row.try_get::<i64, _>("used")
+    }
+
+    async fn budget_ledger_insert(
+        &mut self,
+        key: &OperationKey,
+        r: &BudgetReservation,
+        state: &str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(DB::BUDGET.ledger_insert)
+            .bind(key.as_bytes().as_slice())
+            .bind(r.budget.as_str())
+            .bind(r.scope.as_str())
+            .bind(r.window_start.0)
+            .bind(r.amount)
+            .bind(state)
+            .execute(&mut *self.tx)
+            .await
+            .map(drop)
+    }
+
+    async fn budget_held(&mut self, key: &OperationKey) -> Result<Vec<Held>, sqlx::Error> {
+        use sqlx::Row as _;
+        let rows = sqlx::query(DB::BUDGET.held)
+            .bind(key.as_bytes().as_slice())
+            .fetch_all(&mut *self.tx)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Held {
+                    budget: row.try_get::<String, _>("budget")?,
+                    scope: row.try_get::<String, _>("scope")?,
+                    window_start: row.try_get::<i64, _>("window_start")?,
+                    amount: row.try_get::<i64, _>("amount")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn budget_ledger_release(
+        &mut self,
+        key: &OperationKey,
+        budget: &str,
+    ) -> Result<u64, sqlx::Error> {
+        let done = sqlx::query(DB::BUDGET.release)
+            .bind(key.as_bytes().as_slice())
+            .bind(budget)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(DB::rows_affected(&done))
+    }
+
+    async fn budget_subtract(&mut self, held: &Held) -> Result<(), sqlx::Error> {
+        sqlx::query(DB::BUDGET.subtract)
+            .bind(held.amount)
+            .bind(held.budget.as_str())
+            .bind(held.scope.as_str())
+            .bind(held.window_start)
+            .execute(&mut *self.tx)
+            .await
+            .map(drop)
     }
 
     async fn complete(

@@ -40,6 +40,7 @@ impl Dialect for sqlx::Postgres {
     const RECONCILE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = $1, resolution = $2, result = $3 \
         WHERE operation_key = $4 AND status = 'in_flight' AND lease_expires_at <= $5";
+    const BUDGET: crate::budget::BudgetSql = crate::budget::POSTGRES;
     const CONSUME_GRANT: &str = "UPDATE toolgate_review_items \
         SET consumed_at = $1 \
         WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL AND expires_at > $3 \
@@ -192,6 +193,13 @@ fn migrator() -> Migrator {
             "review items and approvals".into(),
             MigrationType::Simple,
             include_str!("../migrations/postgres/0003_review.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            4,
+            "budget counters and reservations".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0004_budgets.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -19,7 +19,7 @@
 use std::future::Future;
 
 use toolgate::claim::{
-    Attempt, AuditEntry, ClaimRecord, ClaimRequest, Completion, CorruptRecord, GrantUse,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, Completion, CorruptRecord, GrantUse,
     HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
     Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
@@ -85,6 +85,12 @@ pub(crate) enum Verdict {
     Retry,
     /// The request's grant no longer matched: rolled back, claim row too.
     GrantUnusable,
+    /// A budget would pass its limit: rolled back, claim row too.
+    OverBudget {
+        budget: String,
+        limit: i64,
+        used: i64,
+    },
     /// The row read back failed validation: rolled back.
     Corrupt(CorruptRecord),
 }
@@ -162,11 +168,84 @@ pub(crate) trait Statements {
     /// Appends one audit entry.
     async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), Self::Error>;
 
+    /// Creates the budget counter `r` adds to, at 0, unless it exists (an
+    /// insert that ignores a duplicate; never a read first).
+    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), Self::Error>;
+
+    /// Adds `r.amount` to its counter where the sum stays at or under
+    /// `limit` (`None`: whatever the sum, an approval's reservation); rows
+    /// changed: 1, or 0 when the budget is over.
+    async fn budget_add(
+        &mut self,
+        r: &BudgetReservation,
+        limit: Option<i64>,
+    ) -> Result<u64, Self::Error>;
+
+    /// The counter's `used` (reported when a reservation is refused).
+    async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, Self::Error>;
+
+    /// Records the claim's reservation in the ledger as `state`
+    /// (`reserved` or `over_limit`).
+    async fn budget_ledger_insert(
+        &mut self,
+        key: &OperationKey,
+        r: &BudgetReservation,
+        state: &str,
+    ) -> Result<(), Self::Error>;
+
+    /// The claim's reservations still held (`reserved` or `over_limit`).
+    async fn budget_held(&mut self, key: &OperationKey) -> Result<Vec<Held>, Self::Error>;
+
+    /// Marks one held reservation `released`, only if it is still held;
+    /// rows changed.
+    async fn budget_ledger_release(
+        &mut self,
+        key: &OperationKey,
+        budget: &str,
+    ) -> Result<u64, Self::Error>;
+
+    /// Gives a released reservation's amount back to its counter.
+    async fn budget_subtract(&mut self, held: &Held) -> Result<(), Self::Error>;
+
     /// A fault hook's chance to act inside the claim transaction (tests
     /// only; a no-op without the feature).
     async fn fault(&mut self, point: Point) {
         let _ = point;
     }
+}
+
+/// A reservation a claim holds, as the ledger has it.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub(crate) budget: String,
+    pub(crate) scope: String,
+    pub(crate) window_start: i64,
+    pub(crate) amount: i64,
+}
+
+/// The ledger's states (the migrations' CHECK lists them).
+pub(crate) const RESERVED: &str = "reserved";
+pub(crate) const OVER_LIMIT: &str = "over_limit";
+
+/// Gives back every reservation `key` still holds, each exactly once: the
+/// ledger row's state guards the counter's decrement, so a second release
+/// (a retried unit, a second closure) changes nothing.
+async fn release_budgets<S: Statements>(s: &mut S, key: &OperationKey) -> Result<(), S::Error> {
+    for held in s.budget_held(key).await? {
+        if s.budget_ledger_release(key, &held.budget).await? == 1 {
+            s.budget_subtract(&held).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether a completion's result says nothing was written (the pipeline's
+/// not-applied closure after a failed precondition: `"applied": false`),
+/// which gives the claim's budget reservations back.
+fn not_applied(result: &JsonText) -> bool {
+    result
+        .value()
+        .is_ok_and(|v| v.get("applied").and_then(|a| a.as_bool()) == Some(false))
 }
 
 /// A backend: runs units as transactions and reads outside them.
@@ -224,6 +303,9 @@ pub(crate) async fn run_unit<S: Statements>(
             if s.complete(key, holder, result, *now).await? == 1 {
                 // The entry is there exactly when the completion is.
                 s.append_audit(audit).await?;
+                if not_applied(result) {
+                    release_budgets(s, key).await?;
+                }
                 return Ok((Answer::Completion(Completion::Recorded), End::Commit));
             }
             // Nothing changed. A retry after a lost answer finds its own
@@ -241,6 +323,9 @@ pub(crate) async fn run_unit<S: Statements>(
             now,
         } => {
             if s.reconcile(key, *resolution, result, *now).await? == 1 {
+                if *resolution == Resolution::ReconciledNotApplied {
+                    release_budgets(s, key).await?;
+                }
                 return Ok((Answer::Reconciled(Reconciled::Recorded), End::Commit));
             }
             // Not stuck: `reconcile` reads the row for the answer.
@@ -288,6 +373,31 @@ async fn claim_unit<S: Statements>(
             return Ok((Verdict::GrantUnusable, End::Rollback));
         }
     }
+    // Budgets: reserved only by the attempt whose row this is (a replay or
+    // a conflict never gets here), each by a conditional UPDATE that cannot
+    // pass the limit; no read decides it (docs/design.md §15).
+    for r in request.budgets() {
+        s.budget_counter(r).await?;
+        let state = if s.budget_add(r, Some(r.limit)).await? == 1 {
+            RESERVED
+        } else if request.grant().is_some() {
+            // A person approved this proposal over the budget: it is
+            // reserved beyond the limit and recorded as such.
+            s.budget_add(r, None).await?;
+            OVER_LIMIT
+        } else {
+            let used = s.budget_used(r).await?;
+            return Ok((
+                Verdict::OverBudget {
+                    budget: r.budget.clone(),
+                    limit: r.limit,
+                    used,
+                },
+                End::Rollback,
+            ));
+        };
+        s.budget_ledger_insert(request.key(), r, state).await?;
+    }
     s.fault(Point::BeforeCommit).await;
     Ok((Verdict::Ours(lease), End::Commit))
 }
@@ -332,6 +442,15 @@ pub(crate) async fn claim<B: ClaimBackend>(
                 Verdict::Theirs(raw) => Step::Done(raw),
                 Verdict::Retry => Step::Retry,
                 Verdict::GrantUnusable => Step::Done(RawClaim::GrantUnusable),
+                Verdict::OverBudget {
+                    budget,
+                    limit,
+                    used,
+                } => Step::Done(RawClaim::OverBudget {
+                    budget,
+                    limit,
+                    used,
+                }),
                 Verdict::Corrupt(problem) => Step::Fail(StoreError::corrupt(&problem)),
             },
             Ok(other) => Step::Fail(mismatched(&other)),

@@ -13,7 +13,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use toolgate::claim::{
-    Attempt, AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, CorruptRecord,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, Completion, CorruptRecord,
     GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
     Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
@@ -22,7 +22,7 @@ use crate::StoreOptions;
 use crate::common::{Point, map_err, qmark};
 use crate::group_commit::{GroupCommit, is_busy};
 use crate::pooled::{self, Dialect};
-use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Statements, TxFail, Unit};
+use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
 use crate::rows::{self, RusqliteRow};
 
 /// The writer an application's own writes to its tables in the same file
@@ -44,6 +44,7 @@ pub struct SqliteClaimStore {
 }
 
 impl Dialect for sqlx::Sqlite {
+    const BUDGET: crate::budget::BudgetSql = crate::budget::SQLITE;
     const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
         (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
          status, holder, lease_expires_at, claimed_at, executor) \
@@ -243,6 +244,108 @@ impl Statements for WriterTx<'_> {
                 now.0,
             ])?;
         Ok(n as u64)
+    }
+
+    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), rusqlite::Error> {
+        self.0
+            .prepare_cached(crate::budget::SQLITE.counter)?
+            .execute(rusqlite::params![r.budget, r.scope, r.window_start.0])
+            .map(drop)
+    }
+
+    async fn budget_add(
+        &mut self,
+        r: &BudgetReservation,
+        limit: Option<i64>,
+    ) -> Result<u64, rusqlite::Error> {
+        let n = match limit {
+            Some(limit) => self
+                .0
+                .prepare_cached(crate::budget::SQLITE.add_within)?
+                .execute(rusqlite::params![
+                    r.amount,
+                    r.budget,
+                    r.scope,
+                    r.window_start.0,
+                    r.amount,
+                    limit
+                ])?,
+            None => self
+                .0
+                .prepare_cached(crate::budget::SQLITE.add_beyond)?
+                .execute(rusqlite::params![
+                    r.amount,
+                    r.budget,
+                    r.scope,
+                    r.window_start.0
+                ])?,
+        };
+        Ok(n as u64)
+    }
+
+    async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, rusqlite::Error> {
+        self.0
+            .prepare_cached(crate::budget::SQLITE.used)?
+            .query_row(
+                rusqlite::params![r.budget, r.scope, r.window_start.0],
+                |row| row.get(0),
+            )
+    }
+
+    async fn budget_ledger_insert(
+        &mut self,
+        key: &OperationKey,
+        r: &BudgetReservation,
+        state: &str,
+    ) -> Result<(), rusqlite::Error> {
+        self.0
+            .prepare_cached(crate::budget::SQLITE.ledger_insert)?
+            .execute(rusqlite::params![
+                key.as_bytes().as_slice(),
+                r.budget,
+                r.scope,
+                r.window_start.0,
+                r.amount,
+                state
+            ])
+            .map(drop)
+    }
+
+    async fn budget_held(&mut self, key: &OperationKey) -> Result<Vec<Held>, rusqlite::Error> {
+        let mut stmt = self.0.prepare_cached(crate::budget::SQLITE.held)?;
+        let rows = stmt.query_map(rusqlite::params![key.as_bytes().as_slice()], |row| {
+            Ok(Held {
+                budget: row.get(0)?,
+                scope: row.get(1)?,
+                window_start: row.get(2)?,
+                amount: row.get(3)?,
+            })
+        })?;
+        rows.collect()
+    }
+
+    async fn budget_ledger_release(
+        &mut self,
+        key: &OperationKey,
+        budget: &str,
+    ) -> Result<u64, rusqlite::Error> {
+        let n = self
+            .0
+            .prepare_cached(crate::budget::SQLITE.release)?
+            .execute(rusqlite::params![key.as_bytes().as_slice(), budget])?;
+        Ok(n as u64)
+    }
+
+    async fn budget_subtract(&mut self, held: &Held) -> Result<(), rusqlite::Error> {
+        self.0
+            .prepare_cached(crate::budget::SQLITE.subtract)?
+            .execute(rusqlite::params![
+                held.amount,
+                held.budget,
+                held.scope,
+                held.window_start
+            ])
+            .map(drop)
     }
 
     async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), rusqlite::Error> {
@@ -467,6 +570,13 @@ fn migrator() -> Migrator {
             "review items and approvals".into(),
             MigrationType::Simple,
             include_str!("../migrations/sqlite/0003_review.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            4,
+            "budget counters and reservations".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0004_budgets.sql").into_sql_str(),
             false,
         ),
     ]);

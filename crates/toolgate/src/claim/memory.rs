@@ -19,6 +19,24 @@ use super::{
 struct State {
     claims: HashMap<OperationKey, ClaimRecord>,
     audit: Vec<AuditEntry>,
+    /// Budget counters: (budget, scope digest, window start) → used.
+    budget_used: HashMap<(String, String, i64), i64>,
+    /// The ledger: (operation key, budget) → (counter, amount, still held).
+    budget_ledger: HashMap<(OperationKey, String), ((String, String, i64), i64, bool)>,
+}
+
+impl State {
+    /// Gives back every reservation `key` still holds, once.
+    fn release_budgets(&mut self, key: &OperationKey) {
+        for ((k, _), (counter, amount, held)) in &mut self.budget_ledger {
+            if k == key && *held {
+                *held = false;
+                if let Some(used) = self.budget_used.get_mut(counter) {
+                    *used -= *amount;
+                }
+            }
+        }
+    }
 }
 
 /// An in-process [`ClaimStore`]. Nothing survives the process: use it for
@@ -47,6 +65,26 @@ impl MemoryClaimStore {
 
     fn claim_now(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
         let mut state = self.lock()?;
+        // Budgets, checked before anything is written, as the SQL stores'
+        // rollback leaves nothing behind: only the inserting attempt
+        // reserves, and without an approval never past a limit.
+        let fresh = !state.claims.contains_key(request.key());
+        if fresh && request.grant().is_none() {
+            for r in request.budgets() {
+                let used = state
+                    .budget_used
+                    .get(&(r.budget.clone(), r.scope.clone(), r.window_start.0))
+                    .copied()
+                    .unwrap_or(0);
+                if used + r.amount > r.limit {
+                    return Ok(RawClaim::OverBudget {
+                        budget: r.budget.clone(),
+                        limit: r.limit,
+                        used,
+                    });
+                }
+            }
+        }
         // An approval is used only by the attempt that inserts the claim,
         // in the same critical section; if it no longer holds, nothing is
         // written (the SQL stores' conditional UPDATE, docs/design.md §14).
@@ -77,6 +115,16 @@ impl MemoryClaimStore {
                 completion: None,
             })
             .clone();
+        if fresh {
+            for r in request.budgets() {
+                let counter = (r.budget.clone(), r.scope.clone(), r.window_start.0);
+                *state.budget_used.entry(counter.clone()).or_insert(0) += r.amount;
+                state.budget_ledger.insert(
+                    (*request.key(), r.budget.clone()),
+                    (counter, r.amount, true),
+                );
+            }
+        }
         // Same rule as the SQL backends: the attempt wins because its token
         // is in the row, not because an insert "happened".
         Ok(match request.judge(row, request.now()) {
@@ -116,6 +164,14 @@ impl MemoryClaimStore {
                     result: result.clone(),
                 });
                 state.audit.push(audit.clone());
+                // A not-applied closure (a failed precondition) gives the
+                // claim's budget reservations back.
+                if result
+                    .value()
+                    .is_ok_and(|v| v.get("applied") == Some(&serde_json::Value::Bool(false)))
+                {
+                    state.release_budgets(key);
+                }
                 Ok(Completion::Recorded)
             }
             Some(row) if row.completed_by(holder, result) => Ok(Completion::Recorded),
@@ -129,7 +185,13 @@ impl MemoryClaimStore {
         outcome: &ReconcileOutcome,
         now: UnixMillis,
     ) -> Result<Reconciled, StoreError> {
-        let mut state = self.lock()?;
+        let mut guard = self.lock()?;
+        let state = &mut *guard;
+        if matches!(outcome, ReconcileOutcome::NotApplied { .. })
+            && state.claims.get(key).is_some_and(|r| r.is_stuck(now))
+        {
+            state.release_budgets(key);
+        }
         match state.claims.get_mut(key) {
             Some(row) if row.is_stuck(now) => {
                 let (resolution, result) = match outcome {

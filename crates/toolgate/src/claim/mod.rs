@@ -49,7 +49,7 @@ pub use record::{
     StoredClaim, UnixMillis,
 };
 pub use request::{
-    Attempt, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome,
+    Attempt, BudgetReservation, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome,
     Reconciled,
 };
 

@@ -28,6 +28,26 @@ pub struct ClaimRequest {
     lease_ms: i64,
     executor: ExecutorKind,
     grant: Option<GrantUse>,
+    budgets: Vec<BudgetReservation>,
+}
+
+/// One budget's reservation for a claim (docs/design.md §15): the store
+/// adds `amount` to the counter on (`budget`, `scope`, `window_start`) in
+/// the claim's own transaction, only if the sum stays at or under `limit`
+/// (or beyond it, with an approval), and records it in the ledger under the
+/// operation key so that a not-applied end gives it back exactly once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetReservation {
+    /// The budget's name (distinct in the policy).
+    pub budget: String,
+    /// SHA-256 (hex) of the budget's `per` values for this proposal.
+    pub scope: String,
+    /// The start of the UTC window holding the attempt's time.
+    pub window_start: UnixMillis,
+    /// The amount from the validated arguments.
+    pub amount: i64,
+    /// The budget's limit.
+    pub limit: i64,
 }
 
 /// One attempt at a claim: its own time and the lease it asks for, counted
@@ -79,6 +99,7 @@ impl ClaimRequest {
             lease_ms: ms,
             executor: ExecutorKind::InProcess,
             grant: None,
+            budgets: Vec::new(),
         }
     }
 
@@ -88,6 +109,19 @@ impl ClaimRequest {
     pub fn with_grant(mut self, grant: GrantUse) -> Self {
         self.grant = Some(grant);
         self
+    }
+
+    /// The request with budget reservations to make in the claim's
+    /// transaction (docs/design.md §15).
+    #[must_use]
+    pub fn with_budgets(mut self, budgets: Vec<BudgetReservation>) -> Self {
+        self.budgets = budgets;
+        self
+    }
+
+    /// The budget reservations this claim makes if it wins.
+    pub fn budgets(&self) -> &[BudgetReservation] {
+        &self.budgets
     }
 
     /// The approval this claim must use up, if the tool needs one.
@@ -253,6 +287,16 @@ pub enum RawClaim {
     /// approval was used, expired, denied or given for another digest.
     /// Nothing was written; the proposal needs approval again.
     GrantUnusable,
+    /// A budget's counter would pass its limit and the request carried no
+    /// approval: nothing was written (the claim row rolled back too).
+    OverBudget {
+        /// The budget.
+        budget: String,
+        /// Its limit.
+        limit: i64,
+        /// The amount already reserved in the window, without this one.
+        used: i64,
+    },
 }
 
 /// The result of an ownership-checked completion.

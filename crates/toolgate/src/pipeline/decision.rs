@@ -134,12 +134,16 @@ pub enum Reason {
     /// `rejected`: a reviewer denied exactly this proposal (key,
     /// fingerprint, version, policy digest); nothing was claimed.
     ApprovalDenied,
+    /// `pending_approval` or `rejected`, as the budget declares: reserving
+    /// this proposal's amount would pass a budget's limit in its window
+    /// (docs/design.md §15); nothing was claimed or reserved.
+    BudgetExceeded,
 }
 
 impl Reason {
     /// The pipeline's own reasons (the contract's are listed with
     /// [`contract::Reason::ALL`]), for documentation checks.
-    pub const OWN: [Self; 12] = [
+    pub const OWN: [Self; 13] = [
         Self::MissingCapability,
         Self::NotAuthorized,
         Self::AuthorizationError,
@@ -152,6 +156,7 @@ impl Reason {
         Self::ExecutorFailed,
         Self::ApprovalRequired,
         Self::ApprovalDenied,
+        Self::BudgetExceeded,
     ];
 
     /// The stable snake_case code.
@@ -170,6 +175,7 @@ impl Reason {
             Self::ExecutorFailed => "executor_failed",
             Self::ApprovalRequired => "approval_required",
             Self::ApprovalDenied => "approval_denied",
+            Self::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -214,6 +220,36 @@ pub struct Decision {
     /// The stateless stages' decision when it ended the pipeline (answer,
     /// abstain, rejected, refused, truncated, content_filtered).
     pub stateless: Option<contract::Decision>,
+    /// The budget that refused the reservation, for `budget_exceeded`.
+    pub budget: Option<BudgetReport>,
+}
+
+/// A budget as a decision reports it (docs/design.md §15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetReport {
+    /// The budget's name.
+    pub name: String,
+    /// Its limit.
+    pub limit: i64,
+    /// Reserved in this window and scope, without this proposal.
+    pub used: i64,
+    /// `limit - used` (never below 0).
+    pub remaining: i64,
+    /// This proposal's amount.
+    pub amount: i64,
+}
+
+impl BudgetReport {
+    /// The report as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "limit": self.limit,
+            "used": self.used,
+            "remaining": self.remaining,
+            "amount": self.amount,
+        })
+    }
 }
 
 impl Decision {
@@ -232,6 +268,7 @@ impl Decision {
             prior: None,
             permit: None,
             stateless: None,
+            budget: None,
         }
     }
 
@@ -257,6 +294,7 @@ impl Decision {
             "current_version": self.current_version.as_ref().map(StateVersion::as_str),
             "result": self.result,
             "prior": prior,
+            "budget": self.budget.as_ref().map(BudgetReport::to_json),
         })
     }
 }

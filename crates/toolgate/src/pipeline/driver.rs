@@ -417,10 +417,29 @@ where
         .claim_request(request.holder, request.now, request.lease)
         .map_err(|e| GateError::Corrupt(e.to_string()))?
         .with_executor(executor_kind);
+    // A tool without needs_approval takes an approval only for a proposal a
+    // budget sent to a person: it lets that claim reserve beyond the limit.
+    let contract = gate
+        .policy
+        .tool(bound.authorized().validated().tool())
+        .ok_or_else(|| GateError::Corrupt("a validated tool is not in the policy".to_owned()))?;
+    if grant.is_none() && !contract.budgets().is_empty() {
+        grant = request
+            .approval
+            .filter(|a| {
+                a.key == *bound.key()
+                    && a.fingerprint == *bound.fingerprint()
+                    && a.version == *bound.authorized().version_seen()
+            })
+            .map(|a| a.grant.clone());
+    }
+    let budgets = super::budget::reservations(contract, &bound, request.now)
+        .map_err(GateError::Corrupt)?;
     let claim_request = match grant {
         Some(g) => claim_request.with_grant(g),
         None => claim_request,
-    };
+    }
+    .with_budgets(budgets.clone());
     let lease = match gate.claims.claim(claim_request).await? {
         RawClaim::Acquired(lease) => lease,
         RawClaim::InFlight(r)
@@ -428,6 +447,25 @@ where
         | RawClaim::Mismatch(r)
         | RawClaim::Expired(r) => {
             return existing(gate.policy, &bound, r, request.now).map(Decided::from);
+        }
+        RawClaim::OverBudget {
+            budget,
+            limit,
+            used,
+        } => {
+            // Nothing was claimed or reserved (the claim rolled back).
+            let amount = budgets
+                .iter()
+                .find(|r| r.budget == budget)
+                .map_or(0, |r| r.amount);
+            let (outcome, reason, report) =
+                super::budget::over(contract, &budget, limit, used, amount);
+            let mut d = bound_decision(&bound, outcome, Some(reason));
+            d.message = Some(format!(
+                "budget {budget}: {used} of {limit} already reserved in this window; {amount} more would pass the limit"
+            ));
+            d.budget = Some(report);
+            return Ok(d.into());
         }
         RawClaim::GrantUnusable => {
             // The approval was used, expired, denied or given under another

@@ -15,6 +15,7 @@
 //! with the [`Request`].
 
 mod authz;
+mod budget;
 mod decision;
 mod driver;
 mod exec;
@@ -23,7 +24,7 @@ mod state;
 
 pub use crate::claim::ExecutorKind;
 pub use authz::{Authorizer, AuthzDecision, AuthzRequest, Principal, PrincipalError};
-pub use decision::{Decision, Outcome, Reason};
+pub use decision::{BudgetReport, Decision, Outcome, Reason};
 pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
     reconcile, reconcile_answered,
