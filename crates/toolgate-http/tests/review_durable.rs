@@ -287,6 +287,21 @@ async fn durable_on(url: &str) {
     let (s, p) = decide(&a, AGENT_KEY, &body(500, &t1, "7")).await;
     assert_eq!(s, StatusCode::ACCEPTED, "{p}");
     let item = p["review_item"].as_u64().unwrap();
+    // Twelve retries of one proposal racing on both replicas: one item.
+    let t3 = format!("t3-{run}");
+    desk.set_version(&t3, "1");
+    let racing: Vec<_> = (0..12)
+        .map(|i| {
+            let r = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let body = body(50, &t3, "1");
+            tokio::spawn(async move { decide(&r, AGENT_KEY, &body).await.1 })
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for r in racing {
+        ids.insert(r.await.unwrap()["review_item"].as_u64().unwrap());
+    }
+    assert_eq!(ids.len(), 1, "{ids:?}");
     // Replica B lists and approves what A opened.
     let (_, list, _) = send(
         &b,
