@@ -534,7 +534,11 @@ fn decisions_by_outcome(addr: SocketAddr, key: &str) -> BTreeMap<String, u64> {
     by_outcome
 }
 
-fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
+/// Server A on `urls[0]`, server B on `urls[1]`: the same database, or
+/// two nodes of one Galera cluster.
+fn two_servers_one_credit_per_ticket(urls: [&str; 2], backend: &str) {
+    let url = urls[0];
+    let cluster = urls[0] != urls[1];
     let run = support::random_hex()[..12].to_owned();
     let dir = Scratch(std::env::temp_dir().join(format!("toolgate-scale-{run}")));
     std::fs::create_dir_all(&dir.0).expect("scratch dir");
@@ -558,19 +562,31 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
 
     // Both start at once, as replicas do: on a fresh database their
     // migrations race too (sqlx serialises them with an advisory lock).
-    let deadline = Instant::now() + PATIENCE;
-    let mode = ["--config".as_ref(), config.as_os_str()];
-    let mut a = Server::spawn("A", &mode, url, &dir.0);
-    let mut b = Server::spawn("B", &mode, url, &dir.0);
-    let servers = [a.ready(deadline), b.ready(deadline)];
-
+    // On a cluster the migrations run once first (docs/deploy.md: GET_LOCK
+    // holds on one node only).
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let store = rt
-        .block_on(AnyClaimStore::connect(url))
-        .expect("connect to the shared database");
+    let early = cluster.then(|| {
+        rt.block_on(async {
+            let store = AnyClaimStore::connect(url).await.expect("migrate node 1");
+            SupportDesk::on_store(&store).await.expect("desk tables");
+            store
+        })
+    });
+    let deadline = Instant::now() + PATIENCE;
+    let mode = ["--config".as_ref(), config.as_os_str()];
+    let mut a = Server::spawn("A", &mode, urls[0], &dir.0);
+    let mut b = Server::spawn("B", &mode, urls[1], &dir.0);
+    let servers = [a.ready(deadline), b.ready(deadline)];
+
+    let store = match early {
+        Some(store) => store,
+        None => rt
+            .block_on(AnyClaimStore::connect(url))
+            .expect("connect to the shared database"),
+    };
     let tickets: Vec<SeedTicket> = (0..TICKETS)
         .map(|i| SeedTicket {
             id: format!("S{run}-{i}"),
@@ -601,6 +617,10 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
             .iter()
             .find(|a| a.text("outcome") == "executed")
             .map_or_else(Vec::new, |a| unhex(a.text("operation_key")));
+        if cluster {
+            // Node 1 must have applied node 2's writes before it is read.
+            rt.block_on(caught_up(url));
+        }
         let rows = rt.block_on(rows(&store, &t.id, &key));
         executed_on[check_ticket(&t.id, &answers, &rows)] += 1;
     }
@@ -644,6 +664,26 @@ fn two_servers_one_credit_per_ticket(url: &str, backend: &str) {
         executed_on[0],
         executed_on[1]
     );
+}
+
+/// Waits until the Galera node behind `url` has applied every write set
+/// the cluster committed before this call: a causal read
+/// (`wsrep_sync_wait = 1`), which is synchronisation, not a timed wait.
+async fn caught_up(url: &str) {
+    let pool = sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .expect("connect for a causal read");
+    sqlx::query("SET SESSION wsrep_sync_wait = 1")
+        .execute(&pool)
+        .await
+        .expect("wsrep_sync_wait");
+    sqlx::query("SELECT 1")
+        .execute(&pool)
+        .await
+        .expect("causal read");
+    pool.close().await;
 }
 
 /// A database of its own next to the one `url` names, dropped again when
@@ -734,14 +774,14 @@ fn demo_replicas_share_a_fresh_database(url: &str) {
 #[test]
 fn postgres_two_servers_one_credit_per_ticket() {
     if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        two_servers_one_credit_per_ticket(&url, "postgres");
+        two_servers_one_credit_per_ticket([&url, &url], "postgres");
     }
 }
 
 #[test]
 fn mysql_two_servers_one_credit_per_ticket() {
     if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
-        two_servers_one_credit_per_ticket(&url, "mariadb");
+        two_servers_one_credit_per_ticket([&url, &url], "mariadb");
     }
 }
 
@@ -757,4 +797,31 @@ fn mysql_demo_replicas_share_a_fresh_database() {
     if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
         demo_replicas_share_a_fresh_database(&url);
     }
+}
+
+/// Two servers attached to different nodes of a Galera cluster (node 1
+/// and node 2 of `TOOLGATE_TEST_GALERA_URLS`), racing on the same tickets:
+/// one credit per ticket still. Runs like toolgate-store's `tests/galera.rs`:
+/// skipped unless the URLs are set, a failure when they are not and
+/// `TOOLGATE_REQUIRE_GALERA=1`.
+#[test]
+fn galera_two_servers_on_two_nodes_one_credit_per_ticket() {
+    let urls: Vec<String> = std::env::var("TOOLGATE_TEST_GALERA_URLS")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if urls.len() < 2 {
+        assert!(
+            std::env::var("TOOLGATE_REQUIRE_GALERA").as_deref() != Ok("1"),
+            "TOOLGATE_REQUIRE_GALERA=1 but TOOLGATE_TEST_GALERA_URLS names fewer than two nodes"
+        );
+        eprintln!(
+            "SKIPPED: TOOLGATE_TEST_GALERA_URLS is not set, so the Galera scale-out test did not run"
+        );
+        return;
+    }
+    two_servers_one_credit_per_ticket([&urls[0], &urls[1]], "galera");
 }
