@@ -4,7 +4,7 @@
 use toolgate::contract::budget::{Over, Per, Window};
 use toolgate::contract::{Policy, explain::explain};
 
-fn policy(budgets: &str) -> String {
+pub(crate) fn policy(budgets: &str) -> String {
     format!(
         r#"
 version = 1
@@ -29,7 +29,7 @@ schema = '''
     )
 }
 
-const DAILY: &str = r#"
+pub(crate) const DAILY: &str = r#"
 [[tools.budgets]]
 name = "daily_credit_per_customer"
 amount = "/amount_minor"
@@ -195,4 +195,238 @@ fn explain_states_the_worst_case_per_budget() {
             .iter()
             .any(|b| b.starts_with("budgets: none"))
     );
+}
+
+// --- Through the pipeline (docs/design.md §15), on the memory store. ---
+
+mod pipeline {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use serde_json::{Map, Value, json};
+    use toolgate::claim::{ClaimRecord, HolderToken, JsonText, MemoryClaimStore, UnixMillis};
+    use toolgate::contract::{self, CheckOptions, Policy};
+    use toolgate::pipeline::{
+        Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit,
+        Executor, Gate, Outcome, Principal, Reason, Request, StateError, StateScope, StateSource,
+        StateVersion, decide,
+    };
+    use toolgate::provider::Provider;
+
+    fn block_on<F: Future>(f: F) -> F::Output {
+        let mut f = pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the memory store never pends"),
+        }
+    }
+
+    struct Allow;
+    impl Authorizer for Allow {
+        fn authorize(&self, _: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
+            std::future::ready(AuthzDecision::Allow)
+        }
+    }
+
+    /// Every ticket at version 7.
+    struct Seven;
+    impl StateSource for Seven {
+        fn current_version(
+            &self,
+            _: StateScope<'_>,
+        ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
+            std::future::ready(Ok(StateVersion::from(7)))
+        }
+    }
+
+    /// Applies a credit when the ticket is still at `current`, else reports
+    /// the failed precondition (the ticket changed after the state read).
+    struct Ledger {
+        current: AtomicI64,
+        applied: Mutex<Vec<i64>>,
+    }
+    impl Executor for Ledger {
+        fn execute(
+            &self,
+            permit: ExecPermit<'_>,
+        ) -> impl Future<Output = Result<ExecOutcome, ExecError>> + Send {
+            let current = self.current.load(Ordering::SeqCst);
+            let out = if permit.precondition().as_str() == current.to_string() {
+                let amount = permit.arguments()["amount_minor"].as_i64().unwrap();
+                self.applied.lock().unwrap().push(amount);
+                ExecOutcome::Applied {
+                    receipt: JsonText::result(json!({"applied": true}).to_string()).unwrap(),
+                }
+            } else {
+                ExecOutcome::PreconditionFailed {
+                    current: Some(StateVersion::from(current)),
+                }
+            };
+            std::future::ready(Ok(out))
+        }
+        fn reconcile(
+            &self,
+            _: &ClaimRecord,
+        ) -> impl Future<Output = Result<toolgate::claim::ReconcileOutcome, ExecError>> + Send
+        {
+            std::future::ready(Err(ExecError::new("not asked in these tests")))
+        }
+    }
+
+    struct Desk {
+        policy: Policy,
+        store: MemoryClaimStore,
+        exec: Ledger,
+        holders: Mutex<u8>,
+    }
+
+    impl Desk {
+        fn new(over: &str) -> Self {
+            Desk {
+                policy: Policy::load(&super::policy(
+                    &super::DAILY
+                        .replace("over = \"pending_approval\"", &format!("over = \"{over}\"")),
+                ))
+                .unwrap(),
+                store: MemoryClaimStore::new(),
+                exec: Ledger {
+                    current: AtomicI64::new(7),
+                    applied: Mutex::default(),
+                },
+                holders: Mutex::new(0),
+            }
+        }
+
+        fn credit(&self, customer: &str, ticket: &str, amount: i64, now: i64) -> Decision {
+            let body = json!({"outcome": "action", "reply": "Done.",
+                "proposed_action": {"tool": "credit",
+                    "arguments": {"amount_minor": amount, "note": "late"}}});
+            let proposal = contract::check(
+                &self.policy,
+                Provider::Envelope,
+                body.to_string().as_bytes(),
+                &CheckOptions::default(),
+            );
+            assert_eq!(proposal.outcome, contract::Outcome::Action, "{proposal:?}");
+            let mut scope = Map::new();
+            scope.insert("customer_id".into(), Value::from(customer));
+            scope.insert("ticket_id".into(), Value::from(ticket));
+            let principal = Principal::new("agent-1", ["credit:issue"]).unwrap();
+            let seen = StateVersion::from(7);
+            let holder = {
+                let mut n = self.holders.lock().unwrap();
+                *n += 1;
+                HolderToken::from_bytes([*n; 16])
+            };
+            let gate = Gate {
+                policy: &self.policy,
+                authorizer: &Allow,
+                state: &Seven,
+                claims: &self.store,
+                executor: &self.exec,
+            };
+            let request = Request {
+                principal: &principal,
+                scope: &scope,
+                version_seen: &seen,
+                attributes: &Map::new(),
+                approval: None,
+                now: UnixMillis(now),
+                holder,
+                lease: Duration::from_secs(30),
+            };
+            block_on(decide(&gate, proposal, &request)).unwrap()
+        }
+    }
+
+    // 2026-03-01T10:00:00Z and the day's last and the next day's first instants.
+    const MORNING: i64 = 1_772_359_200_000;
+    const DAY_END: i64 = 1_772_409_599_999;
+    const NEXT_DAY: i64 = 1_772_409_600_000;
+
+    #[test]
+    fn the_third_credit_over_the_cap_goes_to_a_person_with_the_budget() {
+        let desk = Desk::new("pending_approval");
+        for ticket in ["t-1", "t-2"] {
+            let d = desk.credit("cus-42", ticket, 2000, MORNING);
+            assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+        }
+        let d = desk.credit("cus-42", "t-3", 1500, MORNING);
+        assert_eq!(d.outcome, Outcome::PendingApproval, "{d:?}");
+        assert_eq!(d.reason, Some(Reason::BudgetExceeded));
+        assert_eq!(
+            d.to_json()["budget"],
+            json!({"name": "daily_credit_per_customer", "limit": 5000, "used": 4000,
+                   "remaining": 1000, "amount": 1500})
+        );
+        // Nothing was claimed: the same proposal asks again, and what fits goes.
+        assert_eq!(
+            desk.credit("cus-42", "t-3", 1500, MORNING).outcome,
+            Outcome::PendingApproval
+        );
+        assert_eq!(
+            desk.credit("cus-42", "t-4", 1000, MORNING).outcome,
+            Outcome::Executed
+        );
+        // A replay of an executed credit reserves nothing more.
+        assert_eq!(
+            desk.credit("cus-42", "t-1", 2000, MORNING).outcome,
+            Outcome::Replayed
+        );
+        // Another customer has a budget of its own.
+        assert_eq!(
+            desk.credit("cus-7", "t-5", 2000, MORNING).outcome,
+            Outcome::Executed
+        );
+        // The day's last millisecond still counts in the day; the next day is new.
+        assert_eq!(
+            desk.credit("cus-42", "t-6", 1, DAY_END).outcome,
+            Outcome::PendingApproval
+        );
+        assert_eq!(
+            desk.credit("cus-42", "t-6", 2000, NEXT_DAY).outcome,
+            Outcome::Executed
+        );
+        assert_eq!(
+            *desk.exec.applied.lock().unwrap(),
+            [2000, 2000, 1000, 2000, 2000]
+        );
+    }
+
+    #[test]
+    fn a_rejecting_budget_rejects_and_a_failed_precondition_gives_the_amount_back() {
+        let desk = Desk::new("rejected");
+        assert_eq!(
+            desk.credit("cus-42", "t-1", 2000, MORNING).outcome,
+            Outcome::Executed
+        );
+        // The ticket changes between the state read and the write: nothing
+        // is written, and the 2000 reserved for t-2 is given back.
+        desk.exec.current.store(8, Ordering::SeqCst);
+        let d = desk.credit("cus-42", "t-2", 2000, MORNING);
+        assert_eq!(d.reason, Some(Reason::PreconditionFailed), "{d:?}");
+        desk.exec.current.store(7, Ordering::SeqCst);
+        assert_eq!(
+            desk.credit("cus-42", "t-3", 2000, MORNING).outcome,
+            Outcome::Executed
+        );
+        let d = desk.credit("cus-42", "t-4", 1001, MORNING);
+        assert_eq!(
+            (d.outcome, d.reason),
+            (Outcome::Rejected, Some(Reason::BudgetExceeded)),
+            "{d:?}"
+        );
+        assert_eq!(
+            d.budget.as_ref().map(|b| (b.used, b.remaining)),
+            Some((4000, 1000))
+        );
+        assert_eq!(
+            desk.credit("cus-42", "t-4", 1000, MORNING).outcome,
+            Outcome::Executed
+        );
+    }
 }
