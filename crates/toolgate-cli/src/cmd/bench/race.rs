@@ -78,6 +78,13 @@ pub struct Args {
     /// executing, so a test can SIGKILL the process mid-operation.
     #[arg(long, hide = true)]
     hold_after_claim: bool,
+    /// The budget race instead: the workers propose 10.00 credits on
+    /// distinct tickets of one customer against a daily budget of 100.00
+    /// (`limit= reserved= executed_total= over_limit_decisions= elapsed_s=`;
+    /// exit 1 if the credits pass the limit or, with demand over it, do not
+    /// reach it exactly).
+    #[arg(long)]
+    budget: bool,
 }
 
 /// The support desk's state source, with a meeting point: in the
@@ -173,6 +180,9 @@ fn policy(key_includes_arguments: bool) -> Result<Policy, String> {
 }
 
 async fn race(args: &Args) -> Result<ExitCode, String> {
+    if args.budget {
+        return super::race_budget::race(&args.db, args.workers, args.tickets).await;
+    }
     let policy = Arc::new(policy(args.key_includes_arguments)?);
     let setup = AnyClaimStore::connect(&args.db)
         .await

@@ -1,0 +1,186 @@
+//! `toolgate bench race --budget`: N workers propose credits on distinct
+//! tickets of ONE customer at once, against a daily budget on that customer
+//! (docs/policy.md, "Budgets"). The budget is reserved in each claim's
+//! transaction, so however the proposals interleave, the credits written
+//! never sum past the limit. Prints one line:
+//!   limit=<L> reserved=<sum reserved by won claims> executed_total=<sum of
+//!     the credit rows written> over_limit_decisions=<budget_exceeded>
+//!     elapsed_s=<s>
+//! Exit 1 if the credits written pass the limit, if demand exceeded the
+//! limit and the amounts divide it but the credits do not reach it exactly,
+//! or if any proposal failed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, json};
+use tokio::sync::Barrier;
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
+use toolgate::provider::Provider;
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder, now_millis};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{SeedTicket, SupportDesk};
+
+/// The daily limit per customer, in minor units.
+const LIMIT: i64 = 10_000;
+/// Every proposal's amount: divides the limit exactly.
+const AMOUNT: i64 = 1_000;
+const AGENT: &str = "race-agent";
+
+/// The support-desk policy with a daily budget per customer on its one tool.
+fn policy() -> Result<Policy, String> {
+    let text = format!(
+        "{}\n[[tools.budgets]]\nname = \"race_daily_credit_per_customer\"\namount = \"/amount_minor\"\nper = [\"customer_id\"]\nwindow = \"day\"\nlimit = {LIMIT}\nover = \"pending_approval\"\n",
+        toolgate_support_desk::POLICY
+    );
+    Policy::load(&text).map_err(|e| e.to_string())
+}
+
+pub async fn race(db: &str, workers: u32, tickets: u32) -> Result<ExitCode, String> {
+    let policy = Arc::new(policy()?);
+    let setup = AnyClaimStore::connect(db)
+        .await
+        .map_err(|e| e.to_string())?;
+    let desk = SupportDesk::on_store(&setup)
+        .await
+        .map_err(|e| e.to_string())?;
+    let run_id = fresh_holder().map_err(|e| e.to_string())?.to_hex();
+    let run_id = &run_id[..12];
+    // One customer per run, so runs never share a counter.
+    let customer = format!("budget-{run_id}");
+    let seeded: Vec<SeedTicket> = (0..tickets)
+        .map(|i| SeedTicket {
+            id: format!("budget-{run_id}-{i}"),
+            customer_id: customer.clone(),
+            assignee: AGENT.to_owned(),
+            version: 1,
+        })
+        .collect();
+    desk.seed(&seeded).await.map_err(|e| e.to_string())?;
+    let seeded = Arc::new(seeded);
+    let start = Arc::new(Barrier::new(workers as usize));
+    let mut handles = Vec::new();
+    let started = Instant::now();
+    for w in 0..workers {
+        let store = AnyClaimStore::connect_with(
+            db,
+            StoreOptions {
+                max_connections: 1,
+                ..StoreOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let wdesk = SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| e.to_string())?;
+        let authz = CedarAuthorizer::new(
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
+            DeskEntities(wdesk.clone()),
+        )
+        .map_err(|e| e.to_string())?;
+        let (policy, seeded, start) =
+            (Arc::clone(&policy), Arc::clone(&seeded), Arc::clone(&start));
+        handles.push(tokio::spawn(async move {
+            start.wait().await;
+            // (reserved by won claims, budget_exceeded decisions, errors)
+            let mut tally = (0i64, 0u32, 0u32);
+            // Worker w takes tickets w, w + N, w + 2N, …: distinct tickets.
+            for t in seeded.iter().skip(w as usize).step_by(workers as usize) {
+                let gate = Gate {
+                    policy: &policy,
+                    authorizer: &authz,
+                    state: &wdesk,
+                    claims: &store,
+                    executor: &wdesk,
+                };
+                match propose(&gate, &policy, t).await {
+                    Ok(d) if d.outcome == Outcome::Executed => tally.0 += AMOUNT,
+                    Ok(d) if d.reason == Some(Reason::BudgetExceeded) => tally.1 += 1,
+                    Ok(d) => {
+                        eprintln!("ticket {}: unexpected {}", t.id, d.to_json());
+                        tally.2 += 1;
+                    }
+                    Err(e) => {
+                        eprintln!("ticket {}: {e}", t.id);
+                        tally.2 += 1;
+                    }
+                }
+            }
+            tally
+        }));
+    }
+    let (mut reserved, mut over, mut errors) = (0i64, 0u32, 0u32);
+    for h in handles {
+        let t = h.await.map_err(|e| format!("a worker failed: {e}"))?;
+        reserved += t.0;
+        over += t.1;
+        errors += t.2;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    // What was written, read from the desk's own tables.
+    let mut executed_total = 0i64;
+    for t in seeded.iter() {
+        executed_total += desk.credit_count(&t.id).await.map_err(|e| e.to_string())? * AMOUNT;
+    }
+    println!(
+        "limit={LIMIT} reserved={reserved} executed_total={executed_total} over_limit_decisions={over} elapsed_s={elapsed:.3}"
+    );
+    let demand = i64::from(tickets) * AMOUNT;
+    let exact = demand < LIMIT || LIMIT % AMOUNT != 0 || executed_total == LIMIT;
+    Ok(
+        if executed_total <= LIMIT && exact && errors == 0 && reserved == executed_total {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        },
+    )
+}
+
+async fn propose<A, S, E>(
+    gate: &Gate<'_, A, S, AnyClaimStore, E>,
+    policy: &Policy,
+    ticket: &SeedTicket,
+) -> Result<toolgate::pipeline::Decision, toolgate::pipeline::GateError>
+where
+    A: toolgate::pipeline::Authorizer,
+    S: toolgate::pipeline::StateSource,
+    E: toolgate::pipeline::Executor,
+{
+    let body = json!({
+        "outcome": "action",
+        "reply": "I have applied a goodwill credit for the late delivery.",
+        "proposed_action": {
+            "tool": "apply_goodwill_credit",
+            "arguments": {"amount_minor": AMOUNT, "reason_code": "late_delivery"},
+        },
+    })
+    .to_string();
+    let proposal = contract::check(
+        policy,
+        Provider::Envelope,
+        body.as_bytes(),
+        &CheckOptions::default(),
+    );
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!(ticket.customer_id));
+    scope.insert("ticket_id".into(), json!(ticket.id));
+    let principal = Principal::new(AGENT, ["credit:issue"])
+        .map_err(|e| toolgate::pipeline::GateError::Corrupt(e.to_string()))?;
+    let seen = StateVersion::from(ticket.version);
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        attributes: &Map::new(),
+        approval: None,
+        now: now_millis(),
+        holder: fresh_holder().map_err(toolgate::pipeline::GateError::Store)?,
+        lease: Duration::from_secs(30),
+    };
+    decide(gate, proposal, &request).await
+}
