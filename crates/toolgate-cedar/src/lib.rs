@@ -48,11 +48,41 @@ use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
 
 /// Loads the Cedar entities one decision needs.
 pub trait EntitySource: Send + Sync {
-    /// The entities for `request`. An error denies.
+    /// The entities for `request`. [`EntityError::Invalid`] denies;
+    /// [`EntityError::Unavailable`] decides nothing.
     fn entities(
         &self,
         request: &AuthzRequest<'_>,
-    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send;
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, EntityError>> + Send;
+}
+
+/// Why an [`EntitySource`] has no entities for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntityError {
+    /// The request or the data cannot give entities (no `ticket_id` in the
+    /// scope, a row of the wrong shape): [`AuthzDecision::Error`], which
+    /// denies.
+    Invalid(String),
+    /// The source did not answer (its database is down or restarting):
+    /// [`AuthzDecision::Unavailable`]. Denying here would tell a caller "no"
+    /// for a question nobody could ask; the sidecar answers 503 instead,
+    /// and nothing is claimed either way.
+    Unavailable(String),
+}
+
+impl From<String> for EntityError {
+    fn from(message: String) -> Self {
+        Self::Invalid(message)
+    }
+}
+
+impl std::fmt::Display for EntityError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Invalid(m) => f.write_str(m),
+            Self::Unavailable(m) => write!(f, "unavailable: {m}"),
+        }
+    }
 }
 
 /// One entity: its type and id, attributes and parents.
@@ -194,8 +224,13 @@ impl<S: EntitySource> CedarAuthorizer<S> {
         };
         let entities = match self.entities.entities(r).await {
             Ok(v) => v,
-            Err(message) => {
+            Err(EntityError::Invalid(message)) => {
                 return AuthzDecision::Error {
+                    message: format!("loading entities: {message}"),
+                };
+            }
+            Err(EntityError::Unavailable(message)) => {
+                return AuthzDecision::Unavailable {
                     message: format!("loading entities: {message}"),
                 };
             }

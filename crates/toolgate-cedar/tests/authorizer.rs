@@ -16,11 +16,11 @@ use toolgate::claim::{
 };
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{
-    AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, Outcome, Principal,
-    Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
+    AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, GateError, Outcome,
+    Principal, Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
 const POLICY: &str = r#"
 version = 1
@@ -66,15 +66,22 @@ struct Shop {
     order_total: Mutex<Value>,
     order_exists: Mutex<bool>,
     asked_for: Mutex<Option<String>>,
+    /// The directory's database is down.
+    down: Mutex<bool>,
 }
 
 impl EntitySource for Shop {
     fn entities(
         &self,
         r: &AuthzRequest<'_>,
-    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send {
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, EntityError>> + Send {
         let order_id = r.scope().get("order_id").map(ToString::to_string);
         *self.asked_for.lock().unwrap() = order_id.clone();
+        if *self.down.lock().unwrap() {
+            return std::future::ready(Err(EntityError::Unavailable(
+                "connection refused".to_owned(),
+            )));
+        }
         let agent_team = if r.principal().id() == "agent-eu" {
             "eu"
         } else {
@@ -141,6 +148,7 @@ fn world() -> World {
         order_total: Mutex::new(json!(3000)),
         order_exists: Mutex::new(true),
         asked_for: Mutex::new(None),
+        down: Mutex::new(false),
     };
     World {
         policy: Policy::load(POLICY).unwrap(),
@@ -151,6 +159,10 @@ fn world() -> World {
 }
 
 fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
+    try_run(w, who, order, amount, n).unwrap()
+}
+
+fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Decision, GateError> {
     let body = json!({"outcome":"action","reply":"Refunded.","proposed_action":{
         "tool":"refund_order","arguments":{"amount_minor":amount}}});
     let proposal = contract::check(
@@ -180,7 +192,7 @@ fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
         holder: HolderToken::from_bytes([n; 16]),
         lease: Duration::from_secs(30),
     };
-    block_on(decide(&gate, proposal, &request)).unwrap()
+    block_on(decide(&gate, proposal, &request))
 }
 
 #[test]
@@ -193,6 +205,23 @@ fn an_agent_of_the_orders_team_may_refund_within_its_total() {
         w.authz.entity_source().asked_for.lock().unwrap().as_deref(),
         Some("42")
     );
+    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+}
+
+/// A directory that does not answer is not a "no": a denial would be final
+/// (and remembered by an Idempotency-Key memory) for a question nobody could
+/// ask. The pipeline stops before any claim, so the same proposal executes
+/// once the directory is back.
+#[test]
+fn an_entity_source_that_does_not_answer_decides_nothing() {
+    let w = world();
+    *w.authz.entity_source().down.lock().unwrap() = true;
+    let err = try_run(&w, "agent-eu", json!(42), 1500, 1).unwrap_err();
+    assert!(matches!(err, GateError::Authorizer(_)), "{err:?}");
+    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+    *w.authz.entity_source().down.lock().unwrap() = false;
+    let d = run(&w, "agent-eu", json!(42), 1500, 2);
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(*w.refunds.0.lock().unwrap(), 1);
 }
 
@@ -245,6 +274,7 @@ fn a_malformed_policy_or_type_name_is_a_load_error() {
         order_total: Mutex::new(json!(3000)),
         order_exists: Mutex::new(true),
         asked_for: Mutex::new(None),
+        down: Mutex::new(false),
     };
     assert!(
         CedarAuthorizer::new(

@@ -44,7 +44,7 @@ use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     StateError, StateScope, StateSource, StateVersion,
 };
-use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
 pub use config::{
     AppDbConfig, CedarConfig, ConfigError, DeploySection, EntityConfig, ExecutorConfig,
@@ -681,7 +681,7 @@ impl ToolEntities {
 }
 
 impl EntitySource for ToolEntities {
-    async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+    async fn entities(&self, request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
         let mut out = self.request_entities(request)?;
         let Some(db) = &self.db else {
             return Ok(out);
@@ -689,10 +689,11 @@ impl EntitySource for ToolEntities {
         for q in &self.queries {
             let binds = sources::binds(&q.query, request.scope(), request.principal().id())
                 .map_err(|e| format!("{}: {e}", q.type_name))?;
+            // A failed query is the application's database not answering.
             let rows = db
                 .fetch(&q.query, &binds)
                 .await
-                .map_err(|e| format!("{}: {e}", q.type_name))?;
+                .map_err(|e| EntityError::Unavailable(format!("{}: {e}", q.type_name)))?;
             for row in &rows {
                 out.push(sources::row_entity(&q.type_name, row)?);
             }

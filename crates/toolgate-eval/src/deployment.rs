@@ -37,7 +37,7 @@ use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
     StateError, StateScope, StateSource, StateVersion,
 };
-use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource, Mapping};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
 use crate::case::Case;
 use crate::runner::{Edge, PipelineGate, World};
@@ -95,11 +95,14 @@ const NO_CASE: &str = "no case is being decided";
 pub struct CaseEntities(Arc<Current>);
 
 impl EntitySource for CaseEntities {
-    async fn entities(&self, _request: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+    async fn entities(
+        &self,
+        _request: &AuthzRequest<'_>,
+    ) -> Result<Vec<EntityRecord>, EntityError> {
         self.0
             .get()
             .map(|f| f.entities)
-            .ok_or_else(|| NO_CASE.to_owned())
+            .ok_or_else(|| EntityError::Invalid(NO_CASE.to_owned()))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 use toolgate::pipeline::AuthzRequest;
-use toolgate_cedar::{Attr, EntityRecord, EntitySource, Mapping};
+use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
 
 use crate::store::SupportDesk;
 
@@ -53,18 +53,23 @@ pub fn entities(
 pub struct DeskEntities(pub SupportDesk);
 
 impl EntitySource for DeskEntities {
-    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
+    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
         let ticket = match r.scope().get("ticket_id") {
             Some(Value::String(t)) => t.clone(),
             Some(Value::Number(n)) => n.to_string(),
-            _ => return Err("the scope has no ticket_id".to_owned()),
+            _ => {
+                return Err(EntityError::Invalid(
+                    "the scope has no ticket_id".to_owned(),
+                ));
+            }
         };
         let agent = r.principal().id();
+        // A failed read is the database not answering, not a "no".
         let found = self
             .0
             .directory(agent, &ticket)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| EntityError::Unavailable(e.to_string()))?;
         Ok(entities(
             agent,
             found.agent_active,

@@ -17,7 +17,7 @@ use toolgate::pipeline::{
     Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::{Attr, CedarAuthorizer, EntityRecord, EntitySource};
+use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource};
 use toolgate_support_desk::cedar::{POLICIES, mapping};
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -40,7 +40,7 @@ impl EntitySource for Directory {
     fn entities(
         &self,
         r: &AuthzRequest<'_>,
-    ) -> impl Future<Output = Result<Vec<EntityRecord>, String>> + Send {
+    ) -> impl Future<Output = Result<Vec<EntityRecord>, EntityError>> + Send {
         let agent = EntityRecord::new("Agent", r.principal().id())
             .attr("active", Attr::Value(self.active.lock().unwrap().clone()));
         let ticket = EntityRecord::new("Ticket", "t-9")

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{AuthzRequest, Principal};
-use toolgate_cedar::{CedarAuthorizer, EntityRecord, EntitySource};
+use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
 use toolgate_deploy::DeploySection;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
 use toolgate_store::{AnyClaimStore, Backend, redact_url};
@@ -373,8 +373,10 @@ impl KeyEntry {
 struct NoEntities;
 
 impl EntitySource for NoEntities {
-    async fn entities(&self, _: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, String> {
-        Err("no entities: the policies were only parsed".to_owned())
+    async fn entities(&self, _: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
+        Err(EntityError::Invalid(
+            "no entities: the policies were only parsed".to_owned(),
+        ))
     }
 }
 

@@ -579,6 +579,14 @@ async fn run_inner<P: Parts>(
             Err(GateError::Corrupt(m)) => {
                 return Err(ApiError::new(ProblemCode::CorruptRecord, m));
             }
+            Err(GateError::Authorizer(m)) => {
+                // What did not answer names the application's tables and
+                // hosts: the operator's log, not the caller's.
+                tracing::warn!(error = %m, "authoriser unavailable");
+                return Err(ApiError::unavailable(
+                    "authorisation could not read what it needs; nothing was decided, retry later",
+                ));
+            }
             Err(e) => return Err(ApiError::unavailable(e.to_string())),
         };
         let asks = decision.outcome == Outcome::PendingApproval

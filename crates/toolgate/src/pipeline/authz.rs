@@ -180,10 +180,19 @@ pub enum AuthzDecision {
         message: String,
     },
     /// Evaluation failed (a policy error, a missing attribute, an attribute
-    /// of the wrong type such as `1` for `true`, an unreachable directory).
+    /// of the wrong type such as `1` for `true`).
     /// The pipeline denies: `forbidden` with reason `authorization_error`.
     Error {
         /// What failed.
+        message: String,
+    },
+    /// Nothing was decided: a source the authoriser needs (the directory
+    /// or database its entities live in) did not answer. Not a denial, which
+    /// would tell the caller "no" for good and be remembered as such: the
+    /// pipeline stops with [`GateError::Authorizer`](super::GateError),
+    /// before any claim, and the caller may retry.
+    Unavailable {
+        /// What did not answer (for the operator's log).
         message: String,
     },
 }

@@ -14,8 +14,8 @@ use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
     AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, ExecutorKind, Fingerprint,
-    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
-    UnixMillis,
+    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
+    StoreError, UnixMillis,
 };
 use crate::contract::{self, Policy};
 
@@ -87,6 +87,9 @@ pub enum GateError {
     State(StateError),
     /// The executor could not answer a reconciliation question.
     Executor(ExecError),
+    /// The authoriser could not reach a source it needs
+    /// ([`AuthzDecision::Unavailable`]); nothing was decided or claimed.
+    Authorizer(String),
     /// A record read back from storage failed the tool's contract, or a
     /// proposal record could not be built; it is never shown.
     Corrupt(String),
@@ -105,6 +108,7 @@ impl fmt::Display for GateError {
             Self::Store(e) => write!(f, "claim store: {e}"),
             Self::State(e) => write!(f, "{e}"),
             Self::Executor(e) => write!(f, "{e}"),
+            Self::Authorizer(m) => write!(f, "authoriser unavailable: {m}"),
             Self::Corrupt(m) => write!(f, "corrupt record: {m}"),
             Self::Audit { decision, error } => write!(
                 f,
@@ -325,6 +329,7 @@ where
         AuthzDecision::Error { message } => {
             return Ok(forbidden(&validated, Reason::AuthorizationError, message).into());
         }
+        AuthzDecision::Unavailable { message } => return Err(GateError::Authorizer(message)),
     }
     let authorized = Authorized::new(
         validated,
@@ -433,8 +438,8 @@ where
             })
             .map(|a| a.grant.clone());
     }
-    let budgets = super::budget::reservations(contract, &bound, request.now)
-        .map_err(GateError::Corrupt)?;
+    let budgets =
+        super::budget::reservations(contract, &bound, request.now).map_err(GateError::Corrupt)?;
     let claim_request = match grant {
         Some(g) => claim_request.with_grant(g),
         None => claim_request,
