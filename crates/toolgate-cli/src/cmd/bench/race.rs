@@ -181,7 +181,13 @@ fn policy(key_includes_arguments: bool) -> Result<Policy, String> {
 
 async fn race(args: &Args) -> Result<ExitCode, String> {
     if args.budget {
-        return super::race_budget::race(&args.db, args.workers, args.tickets).await;
+        return super::race_budget::race(
+            &args.db,
+            args.workers,
+            args.tickets,
+            args.hold_after_claim,
+        )
+        .await;
     }
     let policy = Arc::new(policy(args.key_includes_arguments)?);
     let setup = AnyClaimStore::connect(&args.db)

@@ -30,8 +30,9 @@ const LIMIT: i64 = 10_000;
 const AMOUNT: i64 = 1_000;
 const AGENT: &str = "race-agent";
 
-/// The support-desk policy with a daily budget per customer on its one tool.
-fn policy() -> Result<Policy, String> {
+/// The support-desk policy with a daily budget per customer on its one tool
+/// (the fault test builds the same one).
+pub fn policy() -> Result<Policy, String> {
     let text = format!(
         "{}\n[[tools.budgets]]\nname = \"race_daily_credit_per_customer\"\namount = \"/amount_minor\"\nper = [\"customer_id\"]\nwindow = \"day\"\nlimit = {LIMIT}\nover = \"pending_approval\"\n",
         toolgate_support_desk::POLICY
@@ -39,7 +40,37 @@ fn policy() -> Result<Policy, String> {
     Policy::load(&text).map_err(|e| e.to_string())
 }
 
-pub async fn race(db: &str, workers: u32, tickets: u32) -> Result<ExitCode, String> {
+/// Blocks forever before executing (the fault test's hook), after printing
+/// the operation key it won and the customer whose budget it reserved.
+struct Hold(String);
+
+impl toolgate::pipeline::Executor for Hold {
+    async fn execute(
+        &self,
+        permit: toolgate::pipeline::ExecPermit<'_>,
+    ) -> Result<toolgate::pipeline::ExecOutcome, toolgate::pipeline::ExecError> {
+        println!("claimed {} customer {}", permit.key(), self.0);
+        loop {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }
+    }
+
+    async fn reconcile(
+        &self,
+        _claim: &toolgate::claim::ClaimRecord,
+    ) -> Result<toolgate::claim::ReconcileOutcome, toolgate::pipeline::ExecError> {
+        Err(toolgate::pipeline::ExecError::new(
+            "the hold executor never reconciles",
+        ))
+    }
+}
+
+pub async fn race(
+    db: &str,
+    workers: u32,
+    tickets: u32,
+    hold_after_claim: bool,
+) -> Result<ExitCode, String> {
     let policy = Arc::new(policy()?);
     let setup = AnyClaimStore::connect(db)
         .await
@@ -60,6 +91,26 @@ pub async fn race(db: &str, workers: u32, tickets: u32) -> Result<ExitCode, Stri
         })
         .collect();
     desk.seed(&seeded).await.map_err(|e| e.to_string())?;
+    if hold_after_claim {
+        // Fault-test hook: one claim, its budget reserved, then block so a
+        // test can SIGKILL the process between the claim and any release.
+        let authz = CedarAuthorizer::new(
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
+            DeskEntities(desk.clone()),
+        )
+        .map_err(|e| e.to_string())?;
+        let hold = Hold(customer.clone());
+        let gate = Gate {
+            policy: &policy,
+            authorizer: &authz,
+            state: &desk,
+            claims: &setup,
+            executor: &hold,
+        };
+        let d = propose(&gate, &policy, &seeded[0]).await;
+        return Err(format!("the hold executor returned: {d:?}"));
+    }
     let seeded = Arc::new(seeded);
     let start = Arc::new(Barrier::new(workers as usize));
     let mut handles = Vec::new();
