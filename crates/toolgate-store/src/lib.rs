@@ -84,6 +84,7 @@ compile_error!("toolgate-store needs at least one of the features sqlite, postgr
 mod any;
 mod budget;
 mod common;
+pub mod floor;
 #[cfg(feature = "sqlite")]
 mod group_commit;
 #[cfg(feature = "mysql")]

@@ -27,6 +27,7 @@ use tokio::net::TcpStream;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::SeedTicket;
 
 use crate::cmd::serve::desk_state;
@@ -46,6 +47,14 @@ use crate::cmd::serve::desk_state;
 /// fresh credit must end `executed` exactly once; the outcomes show it.
 /// Target (issue 5): SQLite on 2 cores, >= 5000 decisions/s, p99 < 10 ms.
 ///
+/// --floor: every request is a fresh credit (so decisions_per_s counts
+/// fresh decisions only); after the server stops, the store's own claim
+/// and completion statements run bare (no pipeline, no HTTP) on as many
+/// workers against the same database, once per request, and the line ends
+/// with floor_per_s=<pairs/s> ratio=<decisions_per_s / floor_per_s>.
+/// Target (issue 15): ratio >= 0.5 on PostgreSQL and MariaDB at 12
+/// connections. The floor leaves its rows (tool `floor`) in the database.
+///
 /// Example:
 ///   toolgate bench serve --db sqlite:///tmp/bench.db --concurrency 16 --requests 10000
 #[derive(clap::Args)]
@@ -60,6 +69,10 @@ pub struct Args {
     /// Requests in all.
     #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     requests: u32,
+    /// Fresh decisions only, then the bare claim and completion statements
+    /// on the same database: prints floor_per_s= and ratio=.
+    #[arg(long)]
+    floor: bool,
 }
 
 const KEY: &str = "bench-agent-key";
@@ -81,7 +94,11 @@ pub fn run(args: Args) -> ExitCode {
     };
     let run_id = toolgate_store::now_millis().0;
     let agent = format!("bench-{run_id}");
-    let fresh = (args.requests as usize).div_ceil(5) * 2 + 1;
+    let fresh = if args.floor {
+        args.requests as usize
+    } else {
+        (args.requests as usize).div_ceil(5) * 2 + 1
+    };
     let tickets: Vec<SeedTicket> = (0..fresh)
         .map(|i| SeedTicket {
             id: format!("B{run_id}-{i}"),
@@ -146,6 +163,7 @@ pub fn run(args: Args) -> ExitCode {
     // Each connection has about two fresh credits in flight per five
     // requests; four times the concurrency is well behind all of them.
     let lag = 4 * args.concurrency as usize;
+    let all_fresh = args.floor;
     let begin = Instant::now();
     let results = client_rt.block_on(async {
         let mut workers = Vec::new();
@@ -154,7 +172,7 @@ pub fn run(args: Args) -> ExitCode {
             let customer = customer.clone();
             let run_prefix = format!("B{run_id}");
             workers.push(tokio::spawn(async move {
-                worker(addr, next, total, lag, &run_prefix, &customer).await
+                worker(addr, next, total, lag, all_fresh, &run_prefix, &customer).await
             }));
         }
         let mut all = Vec::new();
@@ -188,9 +206,34 @@ pub fn run(args: Args) -> ExitCode {
     };
     let backend = args.db.split(':').next().unwrap_or("?");
     let outcome_text: Vec<String> = outcomes.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    let decisions_per_s = latencies.len() as f64 / elapsed;
+    let floor = if args.floor {
+        // After the server stopped: the same database, the same number of
+        // workers, on a runtime like the server's.
+        let run = server_rt.block_on(async {
+            let options = StoreOptions {
+                create_if_missing: false,
+                ..StoreOptions::default()
+            };
+            let store = AnyClaimStore::connect_with(&args.db, options).await?;
+            toolgate_store::floor::floor(Arc::new(store), args.concurrency, args.requests).await
+        });
+        match run {
+            Ok(run) => {
+                let per_s = run.per_second();
+                format!(
+                    " floor_per_s={per_s:.0} ratio={:.2}",
+                    decisions_per_s / per_s
+                )
+            }
+            Err(e) => return fail("floor", e),
+        }
+    } else {
+        String::new()
+    };
     println!(
-        "decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} peak_rss_mb={:.1} requests={} concurrency={} backend={backend} outcomes={}",
-        latencies.len() as f64 / elapsed,
+        "decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} peak_rss_mb={:.1} requests={} concurrency={} backend={backend} outcomes={}{floor}",
+        decisions_per_s,
         pct(0.50),
         pct(0.99),
         peak_rss_mb(),
@@ -204,7 +247,7 @@ pub fn run(args: Args) -> ExitCode {
 type WorkerResult = (Vec<f64>, BTreeMap<String, usize>);
 
 /// The request for number `i` of the mix.
-fn request_body(i: usize, lag: usize, prefix: &str, customer: &str) -> Value {
+fn request_body(i: usize, lag: usize, all_fresh: bool, prefix: &str, customer: &str) -> Value {
     let fresh_index = |n: usize| (n / 5) * 2 + (n % 5) - 1;
     let body = |ticket: usize, reply: &str| {
         json!({"provider": "envelope",
@@ -213,6 +256,9 @@ fn request_body(i: usize, lag: usize, prefix: &str, customer: &str) -> Value {
                                 "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}}},
                "scope": {"customer_id": customer, "ticket_id": format!("{prefix}-{ticket}"), "version_seen": 1}})
     };
+    if all_fresh {
+        return body(i, "Applied a 15.00 credit.");
+    }
     match i % 5 {
         0 => json!({"provider": "envelope",
                     "response": {"outcome": "answer", "reply": "Your parcel ships today."}}),
@@ -236,6 +282,7 @@ async fn worker(
     next: Arc<AtomicUsize>,
     total: usize,
     lag: usize,
+    all_fresh: bool,
     prefix: &str,
     customer: &str,
 ) -> Result<WorkerResult, String> {
@@ -249,7 +296,7 @@ async fn worker(
         if i >= total {
             break;
         }
-        let payload = request_body(i, lag, prefix, customer).to_string();
+        let payload = request_body(i, lag, all_fresh, prefix, customer).to_string();
         let request = format!(
             "POST /v1/decisions HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {KEY}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
             payload.len()

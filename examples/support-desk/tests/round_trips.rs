@@ -1,0 +1,203 @@
+//! Statements per decision on PostgreSQL and MariaDB (issue 15, item 3):
+//! the support desk's fresh credit and its replay through the real
+//! pipeline (Cedar over the desk's live entities, the desk's state source
+//! and executor, the claim store), counting every statement the sqlx
+//! drivers send (`BEGIN` and `COMMIT` included) with a tracing subscriber
+//! on sqlx's own query log. The counts are the ones documented in
+//! docs/benchmarks.md ("Statements per decision"); change one and the
+//! other together.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{Decision, Gate, Outcome, Principal, Request, StateVersion, decide};
+use toolgate::provider::Provider;
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// Counts the events on sqlx's query log target: one per statement sent.
+#[derive(Default)]
+struct StatementLog {
+    count: AtomicUsize,
+    summaries: Mutex<Vec<String>>,
+}
+
+struct Summary(String);
+impl Visit for Summary {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "summary" {
+            self.0 = format!("{value:?}");
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "summary" {
+            value.clone_into(&mut self.0);
+        }
+    }
+}
+
+struct Counter(Arc<StatementLog>);
+
+impl Subscriber for Counter {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        // Asked again per event: the subscriber is this thread's only.
+        tracing::subscriber::Interest::sometimes()
+    }
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.target() == "sqlx::query"
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        self.0.count.fetch_add(1, Ordering::SeqCst);
+        let mut summary = Summary(String::new());
+        event.record(&mut summary);
+        self.0.summaries.lock().unwrap().push(summary.0);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+impl StatementLog {
+    fn take(&self) -> (usize, Vec<String>) {
+        let n = self.count.swap(0, Ordering::SeqCst);
+        (n, std::mem::take(&mut *self.summaries.lock().unwrap()))
+    }
+}
+
+/// Statements per fresh credit and per replay, as documented.
+struct Expected {
+    fresh: usize,
+    replay: usize,
+}
+
+/// PostgreSQL: sqlx sends `BEGIN` with a transaction's first statement,
+/// so it is no statement of its own here.
+const PG: Expected = Expected {
+    fresh: 12,
+    replay: 4,
+};
+
+/// MySQL/MariaDB: `BEGIN` is a statement of its own.
+const MYSQL: Expected = Expected {
+    fresh: 15,
+    replay: 5,
+};
+
+async fn credit(
+    store: &AnyClaimStore,
+    desk: &SupportDesk,
+    authorizer: &CedarAuthorizer<DeskEntities>,
+    customer: &str,
+    ticket: &str,
+    reply: &str,
+) -> Decision {
+    let policy = Policy::load(POLICY).unwrap();
+    let body = json!({"outcome":"action","reply":reply,"proposed_action":{
+        "tool":"apply_goodwill_credit","arguments":{"amount_minor":1500,"reason_code":"damaged_item"}}});
+    let proposal = contract::check(
+        &policy,
+        Provider::Envelope,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    let gate = Gate {
+        policy: &policy,
+        authorizer,
+        state: desk,
+        claims: store,
+        executor: desk,
+    };
+    let principal = Principal::new("rt-agent", ["credit:issue"]).unwrap();
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!(customer));
+    scope.insert("ticket_id".into(), json!(ticket));
+    let seen = StateVersion::from(1);
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        attributes: &Map::new(),
+        approval: None,
+        now: toolgate_store::now_millis(),
+        holder: fresh_holder().unwrap(),
+        lease: Duration::from_secs(30),
+    };
+    decide(&gate, proposal, &request).await.unwrap()
+}
+
+async fn count_on(url: &str, expected: &Expected) {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let desk = SupportDesk::on_store(&store).await.unwrap();
+    let authorizer = CedarAuthorizer::new(
+        desk_cedar::POLICIES,
+        &desk_cedar::mapping(),
+        DeskEntities(desk.clone()),
+    )
+    .unwrap();
+    let run = support::hex(&support::random16());
+    let customer = format!("c-{run}");
+    let tickets: Vec<SeedTicket> = (0..3)
+        .map(|i| SeedTicket {
+            id: format!("rt-{run}-{i}"),
+            customer_id: customer.clone(),
+            assignee: "rt-agent".into(),
+            version: 1,
+        })
+        .collect();
+    desk.seed(&tickets).await.unwrap();
+
+    let log = Arc::new(StatementLog::default());
+    let _guard = tracing::subscriber::set_default(Counter(Arc::clone(&log)));
+    // The first credits warm the pools' connections (their set-up
+    // statements and prepared statements are not a decision's); the last
+    // is counted.
+    for (i, ticket) in tickets.iter().enumerate() {
+        log.take();
+        let fresh = credit(&store, &desk, &authorizer, &customer, &ticket.id, "Done.").await;
+        let (fresh_n, fresh_sql) = log.take();
+        assert_eq!(fresh.outcome, Outcome::Executed, "{fresh:?}");
+        let replay = credit(&store, &desk, &authorizer, &customer, &ticket.id, "Did it.").await;
+        let (replay_n, replay_sql) = log.take();
+        assert_eq!(replay.outcome, Outcome::Replayed, "{replay:?}");
+        if i + 1 < tickets.len() {
+            continue;
+        }
+        assert_eq!(
+            (fresh_n, replay_n),
+            (expected.fresh, expected.replay),
+            "statements per fresh credit and per replay on {}: {fresh_sql:#?} {replay_sql:#?}",
+            toolgate_store::redact_url(url)
+        );
+    }
+}
+
+#[tokio::test]
+async fn statements_per_decision_postgres() {
+    let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") else {
+        return;
+    };
+    count_on(&url, &PG).await;
+}
+
+#[tokio::test]
+async fn statements_per_decision_mysql() {
+    let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL") else {
+        return;
+    };
+    count_on(&url, &MYSQL).await;
+}
