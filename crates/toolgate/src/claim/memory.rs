@@ -20,10 +20,13 @@ struct State {
     claims: HashMap<OperationKey, ClaimRecord>,
     audit: Vec<AuditEntry>,
     /// Budget counters: (budget, scope digest, window start) → used.
-    budget_used: HashMap<(String, String, i64), i64>,
+    budget_used: HashMap<Counter, i64>,
     /// The ledger: (operation key, budget) → (counter, amount, still held).
-    budget_ledger: HashMap<(OperationKey, String), ((String, String, i64), i64, bool)>,
+    budget_ledger: HashMap<(OperationKey, String), (Counter, i64, bool)>,
 }
+
+/// A budget counter's key: (budget, scope digest, window start).
+type Counter = (String, String, i64);
 
 impl State {
     /// Gives back every reservation `key` still holds, once.
