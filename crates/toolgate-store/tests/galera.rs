@@ -96,12 +96,63 @@ fn number(e: &sqlx::Error) -> Option<u16> {
 /// sets asynchronously; `wsrep_sync_wait = 1` makes the read wait for them
 /// (a causal read), which is synchronisation, not a timed wait.
 async fn caught_up(url: &str) {
-    let mut conn = MySqlConnection::connect(url).await.expect("connect");
+    // Not through the database itself: a node may not have created it yet
+    // (CREATE DATABASE is replicated like any write).
+    let mut conn = MySqlConnection::connect(&with_database(url, "information_schema"))
+        .await
+        .expect("connect");
     conn.execute("SET SESSION wsrep_sync_wait = 1")
         .await
         .expect("wsrep_sync_wait");
     conn.execute("SELECT 1").await.expect("causal read");
     conn.close().await.expect("close");
+}
+
+/// Waits until every node is back in one primary component of all of
+/// them and synced: after a fault test, a node that rejoined may still be
+/// receiving state. Polls the nodes' status; the bound only keeps a broken
+/// cluster from hanging the run.
+async fn all_synced(urls: &[String]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        let mut synced = 0;
+        for url in urls {
+            let Ok(mut conn) =
+                MySqlConnection::connect(&with_database(url, "information_schema")).await
+            else {
+                continue;
+            };
+            let status: Vec<(String, String)> = sqlx::query_as(
+                "SHOW GLOBAL STATUS WHERE Variable_name IN \
+                 ('wsrep_local_state_comment', 'wsrep_cluster_status', 'wsrep_cluster_size')",
+            )
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+            let get = |k: &str| {
+                status
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(k))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            if get("wsrep_local_state_comment") == "Synced"
+                && get("wsrep_cluster_status") == "Primary"
+                && get("wsrep_cluster_size") == urls.len().to_string()
+            {
+                synced += 1;
+            }
+            let _ = conn.close().await;
+        }
+        if synced == urls.len() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cluster's nodes did not all become synced members again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// A throwaway database, created through the first node, with one claim
@@ -116,6 +167,7 @@ struct Cluster {
 impl Cluster {
     async fn create() -> Option<Self> {
         let nodes = node_urls()?;
+        all_synced(&nodes).await;
         let admin = MySqlPool::connect(&nodes[0])
             .await
             .unwrap_or_else(|e| panic!("{URLS_VAR} is set but its first node is unreachable: {e}"));
@@ -571,6 +623,9 @@ async fn race(fault: Fault) {
         pause.await.expect("node-pause");
     }
     drop(restart);
+    // The check below attaches a store again, and migrating (even a no-op)
+    // waits on a node still catching up: let every node rejoin first.
+    all_synced(&cluster.urls).await;
 
     let mut counts = FailoverCounts::default();
     for c in &clients {
