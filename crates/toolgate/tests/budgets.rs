@@ -208,14 +208,18 @@ mod pipeline {
     use std::time::Duration;
 
     use serde_json::{Map, Value, json};
+    use toolgate::claim::GrantUse;
     use toolgate::claim::{ClaimRecord, HolderToken, JsonText, MemoryClaimStore, UnixMillis};
     use toolgate::contract::{self, CheckOptions, Policy};
     use toolgate::pipeline::{
-        Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit,
-        Executor, Gate, Outcome, Principal, Reason, Request, StateError, StateScope, StateSource,
-        StateVersion, decide,
+        Approval, Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome,
+        ExecPermit, Executor, Gate, Outcome, Principal, Reason, Request, StateError, StateScope,
+        StateSource, StateVersion, decide,
     };
     use toolgate::provider::Provider;
+    use toolgate::review::{
+        ApprovalTerms, ItemStatus, NewItem, Requested, ReviewStore, Verdict, Voted,
+    };
 
     fn block_on<F: Future>(f: F) -> F::Output {
         let mut f = pin!(f);
@@ -302,6 +306,17 @@ mod pipeline {
         }
 
         fn credit(&self, customer: &str, ticket: &str, amount: i64, now: i64) -> Decision {
+            self.credit_with(customer, ticket, amount, now, None)
+        }
+
+        fn credit_with(
+            &self,
+            customer: &str,
+            ticket: &str,
+            amount: i64,
+            now: i64,
+            approval: Option<&Approval>,
+        ) -> Decision {
             let body = json!({"outcome": "action", "reply": "Done.",
                 "proposed_action": {"tool": "credit",
                     "arguments": {"amount_minor": amount, "note": "late"}}});
@@ -334,7 +349,7 @@ mod pipeline {
                 scope: &scope,
                 version_seen: &seen,
                 attributes: &Map::new(),
-                approval: None,
+                approval,
                 now: UnixMillis(now),
                 holder,
                 lease: Duration::from_secs(30),
@@ -428,5 +443,74 @@ mod pipeline {
             desk.credit("cus-42", "t-4", 1000, MORNING).outcome,
             Outcome::Executed
         );
+    }
+
+    #[test]
+    fn an_approval_lets_the_proposal_reserve_beyond_the_limit() {
+        let desk = Desk::new("pending_approval");
+        for ticket in ["t-1", "t-2"] {
+            assert_eq!(
+                desk.credit("cus-42", ticket, 2000, MORNING).outcome,
+                Outcome::Executed
+            );
+        }
+        let d = desk.credit("cus-42", "t-3", 2000, MORNING);
+        assert_eq!(d.reason, Some(Reason::BudgetExceeded), "{d:?}");
+        // A person approves exactly this proposal (the review flow).
+        let (key, fingerprint) = (d.key.unwrap(), d.fingerprint.unwrap());
+        let digest = desk.policy.tool("credit").unwrap().digest().to_owned();
+        let ask = NewItem {
+            at: UnixMillis(MORNING),
+            kind: "pending_approval".into(),
+            reason: Some("budget_exceeded".into()),
+            tool: Some("credit".into()),
+            proposer: "agent-1".into(),
+            proposer_via: None,
+            key: Some(key),
+            fingerprint: Some(fingerprint),
+            version_seen: Some("7".into()),
+            scope: None,
+            decision: "{}".into(),
+            approval: Some(ApprovalTerms {
+                policy_digest: digest.clone(),
+                approvers: 1,
+                expires_at: UnixMillis(MORNING + 60_000),
+            }),
+        };
+        let Requested::Pending { item, .. } =
+            block_on(desk.store.request_approval(ask, UnixMillis(MORNING))).unwrap()
+        else {
+            panic!("opens an item")
+        };
+        assert_eq!(
+            block_on(
+                desk.store
+                    .vote(item, "lead", Verdict::Approve, None, UnixMillis(MORNING))
+            )
+            .unwrap(),
+            Voted::Recorded(ItemStatus::Approved)
+        );
+        let approval = Approval {
+            key,
+            fingerprint,
+            version: StateVersion::from(7),
+            grant: GrantUse {
+                item,
+                policy_digest: digest,
+            },
+        };
+        let d = desk.credit_with("cus-42", "t-3", 2000, MORNING + 1, Some(&approval));
+        assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+        // 6000 of 5000 now: the next proposal, however small, goes to a person.
+        let d = desk.credit("cus-42", "t-4", 1, MORNING + 2);
+        assert_eq!(
+            d.budget.as_ref().map(|b| (b.used, b.remaining)),
+            Some((6000, 0)),
+            "{d:?}"
+        );
+        // The approval was used once: the same grant cannot carry another claim.
+        let d = desk.credit_with("cus-42", "t-3", 2000, MORNING + 3, Some(&approval));
+        assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
+        assert_eq!(*desk.exec.applied.lock().unwrap(), [2000, 2000, 2000]);
     }
 }
