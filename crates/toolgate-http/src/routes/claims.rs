@@ -221,7 +221,7 @@ pub async fn list<P: Parts>(
 /// server's executor, which is asked only about a claim recorded with its
 /// kind (a client-executed claim needs an explicit answer; invariant 13).
 /// Never executes (invariant 8).
-async fn reconcile_claim<P: Parts>(
+pub(super) async fn reconcile_claim<P: Parts>(
     app: &AppState<P>,
     actor: &str,
     key: &OperationKey,

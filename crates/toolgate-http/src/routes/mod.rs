@@ -62,4 +62,8 @@ pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
             "/review/items/{id}/dismiss",
             post(review_page::dismiss::<P>).layer(map_response(review_page::page_headers)),
         )
+        .route(
+            "/review/items/{id}/reconcile",
+            post(review_page::reconcile::<P>).layer(map_response(review_page::page_headers)),
+        )
 }

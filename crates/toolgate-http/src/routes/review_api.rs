@@ -143,7 +143,7 @@ pub async fn list_page<P: Parts>(
     })
 }
 
-fn store_error(e: toolgate::claim::StoreError) -> ApiError {
+pub(super) fn store_error(e: toolgate::claim::StoreError) -> ApiError {
     if e.kind() == toolgate::claim::StoreErrorKind::Corrupt {
         ApiError::new(ProblemCode::CorruptRecord, e.to_string())
     } else {

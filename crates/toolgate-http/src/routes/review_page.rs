@@ -4,7 +4,9 @@
 //! login form: the reviewer pastes their API key once, the server checks it
 //! (it must carry `toolgate:review`) and sets a session cookie (`HttpOnly`,
 //! `SameSite=Strict`, path `/review`) holding a random session id, never the
-//! key. Approve and deny are form posts carrying the session's CSRF token.
+//! key. Every action (approve, deny, resolve, dismiss, and closing a stuck
+//! claim as applied or not applied) is a form post carrying the session's
+//! CSRF token, audited under the reviewer's id.
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -12,9 +14,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
-use toolgate::review::{Closing, Verdict};
+use toolgate::claim::{JsonText, ReconcileOutcome};
+use toolgate::review::{Closing, ItemStatus, ListQuery, ReviewStore, Verdict};
 
-use super::review_api::{Action, ListParams, act, list_page, list_query};
+use super::review_api::{Action, ListParams, act, item_view, list_query, store_error};
 use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::{ReviewItemView, ReviewStatus};
 use crate::review::{SESSION_MS, Session};
@@ -145,73 +148,278 @@ fn json_text(v: Option<&Value>) -> String {
     }
 }
 
-/// A string field as plain (escaped) text, without JSON quotes.
+/// A string field as plain (escaped) text, without JSON quotes; any other
+/// value as its JSON text, escaped.
 fn plain(d: &Value, k: &str) -> String {
-    esc(d.get(k).and_then(Value::as_str).unwrap_or("—"))
+    match d.get(k) {
+        Some(Value::String(s)) => esc(&humane_text(s)),
+        other => json_text(other),
+    }
 }
 
 fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
     d.get(k).filter(|v| !v.is_null())
 }
 
-fn button(id: u64, csrf: &str, action: &str, label: &str, with_note: bool) -> String {
-    let note = if with_note {
-        "<input type=\"text\" name=\"note\" maxlength=\"2000\" placeholder=\"note (optional)\">"
-    } else {
-        ""
-    };
+/// The civil date of `days` since 1970-01-01 (H. Hinnant's algorithm), so
+/// the page needs no date crate.
+fn civil(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Unix milliseconds as `2026-12-01 04:12:05 UTC`.
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = civil(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
     format!(
-        "<form class=\"inline\" method=\"post\" action=\"/review/items/{id}/{action}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">{note}<button type=\"submit\" class=\"{action}\" id=\"{action}-{id}\">{label}</button></form>",
-        csrf = esc(csrf),
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        s / 3600,
+        s % 3600 / 60,
+        s % 60
     )
 }
 
-fn render_item(i: &ReviewItemView, csrf: &str) -> String {
+/// A duration in the largest unit that keeps it readable.
+fn span(ms: i64) -> String {
+    let s = ms.unsigned_abs() / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..172_800 => format!("{} h", s / 3600),
+        _ => format!("{} d", s / 86_400),
+    }
+}
+
+/// A moment, absolute and relative to `now` (the render time).
+fn when(ms: i64, now: i64) -> String {
+    let rel = if ms <= now {
+        format!("{} ago", span(now - ms))
+    } else {
+        format!("in {}", span(ms - now))
+    };
+    format!(
+        "<time title=\"{ms}\">{}</time> <span class=\"rel\">({rel})</span>",
+        utc(ms)
+    )
+}
+
+/// A message with any Unix-millisecond time in it (13 digits, as the
+/// pipeline writes a lease's end) shown as a UTC time instead.
+fn humane_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = String::new();
+    let flush = |digits: &mut String, out: &mut String| {
+        match digits.parse::<i64>() {
+            Ok(ms) if digits.len() == 13 => out.push_str(&utc(ms)),
+            _ => out.push_str(digits),
+        }
+        digits.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            flush(&mut digits, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut digits, &mut out);
+    out
+}
+
+/// Whether an integer argument is an amount in minor units (cents).
+fn is_minor(name: &str, description: Option<&str>) -> bool {
+    name.ends_with("_minor")
+        || description.is_some_and(|d| d.to_ascii_lowercase().contains("minor unit"))
+}
+
+/// Minor units as an amount with two decimals: 2000 -> 20.00.
+fn amount(minor: i64) -> String {
+    let sign = if minor < 0 { "-" } else { "" };
+    let a = minor.unsigned_abs();
+    format!("{sign}{}.{:02}", a / 100, a % 100)
+}
+
+/// Arguments per the tool's schema: each property under its schema
+/// `description` (its name otherwise), amounts in minor units with two
+/// decimals beside the raw value, strings and enum values as plain text.
+/// Everything is escaped; a non-object is shown as escaped JSON.
+fn arguments(args: Option<&Value>, schema: Option<&Value>, class: &str) -> String {
+    let Some(Value::Object(map)) = args else {
+        return format!("<div class=\"code {class}\">{}</div>", json_text(args));
+    };
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    let mut out = format!("<dl class=\"args {class}\">");
+    for (name, v) in map {
+        let description = props
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("description"))
+            .and_then(Value::as_str);
+        let label = match description {
+            Some(d) => format!("{} <small>{}</small>", esc(d), esc(name)),
+            None => esc(name),
+        };
+        let shown = match (v, v.as_i64()) {
+            (Value::Number(n), Some(minor)) if n.is_i64() && is_minor(name, description) => {
+                format!(
+                    "<span class=\"amount\">{}</span> <span class=\"raw\">({minor})</span>",
+                    amount(minor)
+                )
+            }
+            (Value::String(s), _) => esc(s),
+            (other, _) => esc(&other.to_string()),
+        };
+        out.push_str(&format!(
+            "<dt>{label}</dt><dd data-arg=\"{}\">{shown}</dd>",
+            esc(name)
+        ));
+    }
+    out.push_str("</dl>");
+    out
+}
+
+/// The item's scope (the server-fixed fields: ticket, customer, order…),
+/// one `name: value` per field.
+fn scope_line(scope: Option<&str>) -> String {
+    let parsed = scope.and_then(|s| {
+        toolgate::decode::decode_strict(s.as_bytes(), &toolgate::decode::Limits::provider_body())
+            .ok()
+    });
+    let fields = match parsed {
+        Some(Value::Object(m)) if !m.is_empty() => m
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Value::String(s) => esc(s),
+                    other => esc(&other.to_string()),
+                };
+                format!(
+                    "<span class=\"scope-field\" data-field=\"{k}\">{k}: <b>{v}</b></span>",
+                    k = esc(k)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(" · "),
+        Some(other) => esc(&other.to_string()),
+        None => "—".to_owned(),
+    };
+    format!("<div class=\"scope\">About: {fields}</div>")
+}
+
+/// One card's actions: a single form whose buttons post to the action
+/// they name, sharing the note field and the CSRF token.
+fn actions(id: u64, csrf: &str, buttons: &[(&str, &str, Option<&str>)], note_hint: &str) -> String {
+    let mut out = format!(
+        "<form class=\"act\" method=\"post\" action=\"/review/items/{id}/{first}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <input type=\"text\" name=\"note\" maxlength=\"1900\" placeholder=\"{note_hint}\"> ",
+        first = buttons.first().map_or("", |b| b.0),
+        csrf = esc(csrf),
+    );
+    for (action, label, applied) in buttons {
+        let (path, value, dom) = match applied {
+            Some(v) => (
+                "reconcile",
+                format!(" name=\"applied\" value=\"{v}\""),
+                *action,
+            ),
+            None => (*action, String::new(), *action),
+        };
+        out.push_str(&format!(
+            "<button type=\"submit\" class=\"{dom}\" id=\"{dom}-{id}\" formaction=\"/review/items/{id}/{path}\"{value}>{label}</button>"
+        ));
+    }
+    out.push_str("</form>");
+    out
+}
+
+/// Everything one card needs besides the item.
+struct Card<'a> {
+    scope: Option<&'a str>,
+    schema: Option<&'a Value>,
+    now: i64,
+}
+
+fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
     let d = &i.decision;
+    let now = card.now;
+    let reason = field(d, "reason")
+        .and_then(Value::as_str)
+        .map(|r| format!(" · reason <code>{}</code>", esc(r)))
+        .unwrap_or_default();
     let head = format!(
-        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b>#{id}</b> {kind} · tool <b>{tool}</b> · proposed by {proposer} · reason <code>{reason}</code></div>",
+        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b>#{id}</b> {kind} · tool <b class=\"tool\">{tool}</b> · proposed by {proposer}{reason}</div>{scope}<div class=\"opened\">opened {opened}</div>",
         id = i.id,
         kind = esc(&i.kind),
         status = status_name(i.status),
         tool = esc(i.tool.as_deref().unwrap_or("—")),
         proposer = esc(&i.proposer),
-        reason = json_text(field(d, "reason")),
+        scope = scope_line(card.scope),
+        opened = when(i.at, now),
     );
+    let args = |v: Option<&Value>, class: &str| arguments(v, card.schema, class);
+    let message = field(d, "message")
+        .map(|_| format!("<div class=\"message\">{}</div>", plain(d, "message")))
+        .unwrap_or_default();
     let body = match i.kind.as_str() {
         "conflict" => {
             let prior = field(d, "prior");
             format!(
-                "<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div><div class=\"code prior-arguments\">{}</div><div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
-                 <div><h3>New proposal</h3><div>arguments</div><div class=\"code new-arguments\">{}</div><div>version seen {}</div></div></div>",
-                json_text(prior.and_then(|p| p.get("arguments"))),
-                json_text(prior.and_then(|p| p.get("version_seen"))),
-                json_text(prior.and_then(|p| p.get("proposer"))),
+                "{message}<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div>{}<div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
+                 <div><h3>New proposal</h3><div>arguments</div>{}<div>version seen {}</div></div></div>",
+                args(prior.and_then(|p| p.get("arguments")), "prior-arguments"),
+                prior.map_or("—".to_owned(), |p| plain(p, "version_seen")),
+                prior.map_or("—".to_owned(), |p| plain(p, "proposer")),
                 json_text(field(d, "result")),
-                json_text(field(d, "arguments")),
-                json_text(field(d, "version_seen")),
+                args(field(d, "arguments"), "new-arguments"),
+                plain(d, "version_seen"),
             )
         }
         "state_changed" => format!(
-            "<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div><div class=\"code\">{}</div>",
-            json_text(field(d, "version_seen")),
-            json_text(field(d, "current_version")),
-            json_text(field(d, "arguments")),
+            "{message}<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div>{}",
+            plain(d, "version_seen"),
+            plain(d, "current_version"),
+            args(field(d, "arguments"), "arguments"),
         ),
-        "rejected" => format!("<div>{}</div>", json_text(field(d, "message"))),
-        "needs_reconciliation" => format!(
-            "<div>{}</div><div>prior proposal</div><div class=\"code\">{}</div><div>Reconcile: <code>POST /v1/claims/{}/reconcile</code> (never execute again).</div>",
-            json_text(field(d, "message")),
-            json_text(field(d, "prior")),
-            plain(d, "operation_key"),
-        ),
-        _ => format!(
-            "<div>arguments</div><div class=\"code arguments\">{}</div><div>version seen {} · operation key <code>{}</code> · approvals {}/{}</div>",
-            json_text(field(d, "arguments")),
-            json_text(field(d, "version_seen")),
-            plain(d, "operation_key"),
-            i.votes.iter().filter(|v| v.verdict == "approve").count(),
-            i.approvals_needed,
-        ),
+        "rejected" => format!("{message}{}", args(field(d, "arguments"), "arguments")),
+        "needs_reconciliation" => {
+            let key = i.operation_key.as_deref().unwrap_or("");
+            format!(
+                "{message}<div>prior proposal</div>{}<div>claim <a class=\"claim-link\" href=\"/v1/claims?stuck=true\"><code>{}</code></a>: check the downstream system, then say whether the write happened (it is never executed again).</div>",
+                args(
+                    field(d, "prior").and_then(|p| p.get("arguments")),
+                    "arguments"
+                ),
+                esc(key),
+            )
+        }
+        _ => {
+            let expiry = i.expires_at.map_or(String::new(), |e| {
+                if e > now {
+                    format!(" · expires {}", when(e, now))
+                } else {
+                    format!(" · expired {}", when(e, now))
+                }
+            });
+            format!(
+                "{message}<div>arguments</div>{}<div>version seen {} · approvals {}/{}{expiry}</div>",
+                args(field(d, "arguments"), "arguments"),
+                plain(d, "version_seen"),
+                i.votes.iter().filter(|v| v.verdict == "approve").count(),
+                i.approvals_needed,
+            )
+        }
     };
     let by = esc(i.by.as_deref().unwrap_or("—"));
     let note = i
@@ -219,33 +427,53 @@ fn render_item(i: &ReviewItemView, csrf: &str) -> String {
         .as_deref()
         .map(|n| format!(" · note: {}", esc(n)))
         .unwrap_or_default();
+    let closed = i
+        .closed_at
+        .map(|t| format!(" · {}", when(t, now)))
+        .unwrap_or_default();
     let status = match i.status {
-        ReviewStatus::Open if i.approvals_needed > 0 => format!(
-            "{}{}",
-            button(i.id, csrf, "approve", "Approve", false),
-            button(i.id, csrf, "deny", "Deny", false)
+        ReviewStatus::Open if i.approvals_needed > 0 => actions(
+            i.id,
+            csrf,
+            &[("approve", "Approve", None), ("deny", "Deny", None)],
+            "note (optional)",
         ),
-        ReviewStatus::Open => format!(
-            "{}{}",
-            button(i.id, csrf, "resolve", "Resolve", true),
-            button(i.id, csrf, "dismiss", "Dismiss", true)
+        ReviewStatus::Open if i.kind == "needs_reconciliation" => actions(
+            i.id,
+            csrf,
+            &[
+                ("applied", "Applied", Some("true")),
+                ("not-applied", "Not applied", Some("false")),
+                ("dismiss", "Dismiss", None),
+            ],
+            "what the downstream system says (optional)",
+        ),
+        ReviewStatus::Open => actions(
+            i.id,
+            csrf,
+            &[("resolve", "Resolve", None), ("dismiss", "Dismiss", None)],
+            "note (optional)",
         ),
         ReviewStatus::Approved => format!(
-            "<div class=\"status approved\">approved by {by}; {}{note}</div>",
+            "<div class=\"status approved\">approved by {by}{closed}; {}{note}</div>",
             if i.consumed_at.is_some() {
                 "the proposer's retry used it"
             } else {
                 "waiting for the proposer's retry"
             }
         ),
-        ReviewStatus::Denied => format!("<div class=\"status denied\">denied by {by}{note}</div>"),
+        ReviewStatus::Denied => {
+            format!("<div class=\"status denied\">denied by {by}{closed}{note}</div>")
+        }
         ReviewStatus::Expired => {
             "<div class=\"status denied\">expired (counts as denied)</div>".to_owned()
         }
         ReviewStatus::Resolved => {
-            format!("<div class=\"status approved\">resolved by {by}{note}</div>")
+            format!("<div class=\"status approved\">resolved by {by}{closed}{note}</div>")
         }
-        ReviewStatus::Dismissed => format!("<div class=\"status\">dismissed by {by}{note}</div>"),
+        ReviewStatus::Dismissed => {
+            format!("<div class=\"status\">dismissed by {by}{closed}{note}</div>")
+        }
     };
     format!("{head}{body}{status}</div>")
 }
@@ -261,30 +489,57 @@ fn status_name(s: ReviewStatus) -> &'static str {
     }
 }
 
+const KINDS: [(&str, &str); 5] = [
+    ("pending_approval", "Pending approval"),
+    ("conflict", "Conflicts"),
+    ("state_changed", "State changed"),
+    ("needs_reconciliation", "Needs reconciliation"),
+    ("rejected", "Rejected"),
+];
+
+/// The filter form: kind and status, submitted as a GET.
+fn filter_form(query: &ListQuery) -> String {
+    let option = |value: &str, label: &str, chosen: bool| {
+        format!(
+            "<option value=\"{value}\"{}>{label}</option>",
+            if chosen { " selected" } else { "" }
+        )
+    };
+    let mut kinds = option("", "any kind", query.kind.is_none());
+    for (k, title) in KINDS {
+        kinds.push_str(&option(k, title, query.kind.as_deref() == Some(k)));
+    }
+    let mut statuses = option("", "any status", query.status.is_none());
+    for s in ItemStatus::ALL {
+        statuses.push_str(&option(s.as_str(), s.as_str(), query.status == Some(s)));
+    }
+    format!(
+        "<form method=\"get\" action=\"/review\" id=\"filter\">Show <select name=\"kind\" id=\"filter-kind\">{kinds}</select> \
+         <select name=\"status\" id=\"filter-status\">{statuses}</select> <button type=\"submit\" id=\"filter-go\">Filter</button> \
+         <a href=\"/review\">clear</a></form>"
+    )
+}
+
 fn review_page(
-    items: &[ReviewItemView],
+    cards: &[(ReviewItemView, Card<'_>)],
     next_before: Option<u64>,
-    filter: &str,
+    query: &ListQuery,
     reviewer: &str,
     csrf: &str,
 ) -> String {
-    let sections = [
-        ("pending_approval", "Pending approval"),
-        ("conflict", "Conflicts"),
-        ("state_changed", "State changed"),
-        ("needs_reconciliation", "Needs reconciliation"),
-        ("rejected", "Rejected"),
-    ];
     let mut body = format!(
-        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <form class=\"inline\" method=\"post\" action=\"/review/logout\"><button type=\"submit\">Sign out</button></form></p>\
-         <p>Show: <a href=\"/review\">all</a> · <a href=\"/review?status=open\">open</a> · <a href=\"/review?kind=pending_approval\">pending approval</a></p>",
-        esc(reviewer)
+        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <form class=\"inline\" method=\"post\" action=\"/review/logout\"><button type=\"submit\">Sign out</button></form></p>{}",
+        esc(reviewer),
+        filter_form(query),
     );
-    for (kind, title) in sections {
-        let listed: Vec<String> = items
+    for (kind, title) in KINDS {
+        if query.kind.as_deref().is_some_and(|k| k != kind) {
+            continue;
+        }
+        let listed: Vec<String> = cards
             .iter()
-            .filter(|i| i.kind == kind)
-            .map(|i| render_item(i, csrf))
+            .filter(|(i, _)| i.kind == kind)
+            .map(|(i, c)| render_item(i, c, csrf))
             .collect();
         body.push_str(&format!(
             "<h2 id=\"{kind}\">{title} ({})</h2>",
@@ -297,12 +552,29 @@ fn review_page(
             body.push_str(&l);
         }
     }
-    if let Some(b) = next_before {
+    // The filters, kept on the paging links; both are known names (the
+    // query was validated), so they need no URL escaping.
+    let mut filter = String::new();
+    if let Some(s) = query.status {
+        filter.push_str(&format!("&status={s}"));
+    }
+    if let Some(k) = &query.kind {
+        filter.push_str(&format!("&kind={k}"));
+    }
+    body.push_str("<p class=\"paging\">");
+    if query.before.is_some() {
         body.push_str(&format!(
-            "<p><a id=\"next-page\" href=\"/review?before={b}{}\">Older items</a></p>",
-            esc(filter)
+            "<a id=\"first-page\" href=\"/review?{}\">Newest items</a> ",
+            filter.trim_start_matches('&')
         ));
     }
+    if let Some(b) = next_before {
+        body.push_str(&format!(
+            "<a id=\"next-page\" href=\"/review?before={b}{filter}&limit={}\">Older items</a>",
+            query.limit
+        ));
+    }
+    body.push_str("</p>");
     page_shell("toolgate review", &body)
 }
 
@@ -314,7 +586,7 @@ pub async fn page<P: Parts>(
     let Some((who, csrf)) = reviewer(&app, &headers) else {
         return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response();
     };
-    let params = match params {
+    let mut params = match params {
         Ok(Query(p)) => p,
         Err(e) => {
             return crate::error::ApiError::new(
@@ -324,29 +596,44 @@ pub async fn page<P: Parts>(
             .into_response();
         }
     };
+    // The filter form sends an empty value for "any".
+    params.kind = params.kind.filter(|k| !k.is_empty());
+    params.status = params.status.filter(|s| !s.is_empty());
     let query = match list_query(&params) {
         Ok(q) => q,
         Err(e) => return e.into_response(),
     };
-    // The filters, kept on the next page's link.
-    let mut filter = String::new();
-    if let Some(s) = &params.status {
-        filter.push_str(&format!("&status={s}"));
-    }
-    if let Some(k) = &params.kind {
-        filter.push_str(&format!("&kind={k}"));
-    }
-    match list_page(&app, &query).await {
-        Ok(page) => Html(review_page(
-            &page.items,
-            page.next_before,
-            &filter,
-            &who,
-            &csrf,
-        ))
-        .into_response(),
-        Err(e) => e.into_response(),
-    }
+    let now = crate::clock::now_millis();
+    let items = match app.parts().claims().list_items(&query, now).await {
+        Ok(items) => items,
+        Err(e) => return store_error(e).into_response(),
+    };
+    let full = items.len() == usize::try_from(query.limit).unwrap_or(usize::MAX);
+    let next_before = if full {
+        items.last().and_then(|i| u64::try_from(i.id).ok())
+    } else {
+        None
+    };
+    let policy = app.policy();
+    let cards: Vec<(ReviewItemView, Card<'_>)> = items
+        .iter()
+        .map(|i| {
+            let schema = i
+                .tool
+                .as_deref()
+                .and_then(|t| policy.tool(t))
+                .map(|t| t.schema().source());
+            (
+                item_view(i),
+                Card {
+                    scope: i.scope.as_deref(),
+                    schema,
+                    now: now.0,
+                },
+            )
+        })
+        .collect();
+    Html(review_page(&cards, next_before, &query, &who, &csrf)).into_response()
 }
 
 #[derive(Deserialize)]
@@ -420,10 +707,10 @@ pub struct ActionForm {
 fn checked<P: Parts>(
     app: &AppState<P>,
     headers: &HeaderMap,
-    form: &ActionForm,
+    form_csrf: &str,
 ) -> Result<String, Box<Response>> {
     match reviewer(app, headers) {
-        Some((who, csrf)) if same_token(&csrf, &form.csrf) => Ok(who),
+        Some((who, csrf)) if same_token(&csrf, form_csrf) => Ok(who),
         Some(_) => Err(Box::new(
             (
                 StatusCode::FORBIDDEN,
@@ -447,7 +734,7 @@ async fn page_action<P: Parts>(
     form: ActionForm,
     action: Action,
 ) -> Response {
-    let who = match checked(&app, &headers, &form) {
+    let who = match checked(&app, &headers, &form.csrf) {
         Ok(w) => w,
         Err(r) => return *r,
     };
@@ -496,4 +783,269 @@ pub async fn dismiss<P: Parts>(
     Form(form): Form<ActionForm>,
 ) -> Response {
     page_action(app, headers, id, form, Action::Close(Closing::Dismissed)).await
+}
+
+#[derive(Deserialize)]
+pub struct ReconcileForm {
+    csrf: String,
+    note: Option<String>,
+    applied: String,
+}
+
+/// Room kept in the closing note for "reconciled as not applied: ".
+const NOTE_PREFIX_BYTES: usize = 64;
+
+/// Closes a stuck claim from its `needs_reconciliation` card, as applied or
+/// not applied, through the same reconciliation as
+/// `POST /v1/claims/{key}/reconcile` with an explicit answer (a
+/// client-executed claim needs one; these buttons are one), audited under
+/// the reviewer's id; then resolves the item with a note saying which.
+pub async fn reconcile<P: Parts>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+    Form(form): Form<ReconcileForm>,
+) -> Response {
+    use crate::error::{ApiError, ProblemCode};
+    let who = match checked(&app, &headers, &form.csrf) {
+        Ok(w) => w,
+        Err(r) => return *r,
+    };
+    let applied = match form.applied.as_str() {
+        "true" => true,
+        "false" => false,
+        _ => {
+            return ApiError::new(ProblemCode::InvalidBody, "applied must be true or false")
+                .into_response();
+        }
+    };
+    let note = form
+        .note
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    if note.is_some_and(|n| n.len() > toolgate::review::MAX_NOTE_BYTES - NOTE_PREFIX_BYTES) {
+        return ApiError::new(ProblemCode::InvalidBody, "note must be at most 1936 bytes")
+            .into_response();
+    }
+    let now = crate::clock::now_millis();
+    let path = format!("/v1/review/items/{id}");
+    let item = match i64::try_from(id) {
+        Ok(n) => app.parts().claims().item(n, now).await,
+        Err(_) => Ok(None),
+    };
+    let item = match item {
+        Ok(Some(i)) => i,
+        Ok(None) => {
+            return ApiError::not_found("no reviewer item has this id")
+                .at(path)
+                .into_response();
+        }
+        Err(e) => return store_error(e).into_response(),
+    };
+    let key = match item.key {
+        Some(k) if item.kind == "needs_reconciliation" && item.status == ItemStatus::Open => k,
+        _ => {
+            return ApiError::new(
+                ProblemCode::NotPending,
+                "only an open needs_reconciliation item closes a claim as applied or not applied",
+            )
+            .at(path)
+            .into_response();
+        }
+    };
+    // The answer recorded with the claim: who said so, from where, and why.
+    let answer = serde_json::json!({"reconciled_by": who, "via": "review page", "note": note});
+    let text = match JsonText::result(answer.to_string()) {
+        Ok(t) => t,
+        Err(e) => {
+            return ApiError::new(ProblemCode::InvalidResult, e.to_string()).into_response();
+        }
+    };
+    let outcome = if applied {
+        ReconcileOutcome::Applied { receipt: text }
+    } else {
+        ReconcileOutcome::NotApplied { detail: text }
+    };
+    if let Err(e) = super::claims::reconcile_claim(&app, &who, &key, Some(outcome)).await {
+        return e.into_response();
+    }
+    let said = if applied { "applied" } else { "not applied" };
+    let closing = match note {
+        Some(n) => format!("reconciled as {said}: {n}"),
+        None => format!("reconciled as {said}"),
+    };
+    match act(
+        &app,
+        id,
+        &who,
+        Action::Close(Closing::Resolved),
+        Some(&closing),
+    )
+    .await
+    {
+        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dto::ReviewVote;
+    use serde_json::json;
+
+    const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert('x')>&amp;";
+
+    fn view(kind: &str, decision: Value) -> ReviewItemView {
+        ReviewItemView {
+            id: 7,
+            at: 1_796_082_000_000,
+            kind: kind.to_owned(),
+            tool: Some(HOSTILE.to_owned()),
+            proposer: HOSTILE.to_owned(),
+            proposer_via: None,
+            status: ReviewStatus::Open,
+            operation_key: Some(HOSTILE.to_owned()),
+            approvals_needed: u32::from(kind == "pending_approval"),
+            expires_at: Some(1_796_082_000_000 + 23 * 3_600_000 + 5_000),
+            consumed_at: None,
+            votes: Vec::<ReviewVote>::new(),
+            by: None,
+            closed_at: None,
+            note: None,
+            decision,
+        }
+    }
+
+    #[test]
+    fn times_are_utc_and_relative_never_epoch_milliseconds() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_796_082_562_326), "2026-11-30 23:49:22 UTC");
+        assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00 UTC");
+        let now = 1_796_082_562_326;
+        assert!(when(now - 3 * 60_000 - 10, now).contains("(3 min ago)"));
+        assert!(when(now + 23 * 3_600_000 + 9, now).contains("(in 23 h)"));
+        assert_eq!(
+            humane_text("the claim's lease ended at 1796082562326 with the outcome unknown"),
+            "the claim's lease ended at 2026-11-30 23:49:22 UTC with the outcome unknown"
+        );
+        // Other numbers are left alone.
+        assert_eq!(
+            humane_text("version 42 of 12345678901234"),
+            "version 42 of 12345678901234"
+        );
+    }
+
+    #[test]
+    fn amounts_in_minor_units_have_two_decimals_beside_the_raw_value() {
+        assert_eq!(amount(2000), "20.00");
+        assert_eq!(amount(5), "0.05");
+        assert_eq!(amount(-1234), "-12.34");
+        let schema = json!({"properties": {
+            "amount_minor": {"type": "integer", "description": "Credit <amount>"},
+            "fee": {"type": "integer", "description": "Fee in minor units"},
+            "count": {"type": "integer"},
+            "reason_code": {"type": "string", "enum": ["late_delivery"]}
+        }});
+        let html = arguments(
+            Some(
+                &json!({"amount_minor": 2000, "fee": 150, "count": 3, "reason_code": "late_delivery"}),
+            ),
+            Some(&schema),
+            "arguments",
+        );
+        assert!(
+            html.contains("Credit &lt;amount&gt; <small>amount_minor</small>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"amount\">20.00</span> <span class=\"raw\">(2000)</span>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span class=\"amount\">1.50</span>"),
+            "{html}"
+        );
+        assert!(html.contains("<dd data-arg=\"count\">3</dd>"), "{html}");
+        assert!(
+            html.contains("<dd data-arg=\"reason_code\">late_delivery</dd>"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn hostile_strings_are_escaped_everywhere_on_a_card() {
+        let decision = json!({
+            "reason": HOSTILE,
+            "message": format!("{HOSTILE} is not one of \"late_delivery\""),
+            "arguments": {HOSTILE: HOSTILE, "amount_minor": 1},
+            "version_seen": HOSTILE,
+            "current_version": HOSTILE,
+            "prior": {"arguments": {"x": HOSTILE}, "proposer": HOSTILE, "version_seen": HOSTILE},
+            "result": {"r": HOSTILE},
+        });
+        let schema = json!({"properties": {HOSTILE: {"description": HOSTILE}}});
+        let scope = json!({HOSTILE: HOSTILE, "ticket_id": "t-1"}).to_string();
+        for kind in [
+            "pending_approval",
+            "conflict",
+            "state_changed",
+            "rejected",
+            "needs_reconciliation",
+        ] {
+            let card = Card {
+                scope: Some(&scope),
+                schema: Some(&schema),
+                now: 1_796_082_000_000,
+            };
+            let html = render_item(&view(kind, decision.clone()), &card, HOSTILE);
+            assert!(!html.contains("<script"), "{kind}: {html}");
+            assert!(!html.contains("<img"), "{kind}: {html}");
+            assert!(!html.contains(HOSTILE), "{kind}: {html}");
+            assert!(html.contains("ticket_id: <b>t-1</b>"), "{kind}: {html}");
+            assert!(html.contains("opened <time"), "{kind}: {html}");
+            if kind != "pending_approval" {
+                // The message as text: quotes are entities, never `\"`.
+                assert!(
+                    html.contains("is not one of &quot;late_delivery&quot;"),
+                    "{kind}: {html}"
+                );
+                let message = format!(
+                    "<div class=\"message\">{}</div>",
+                    esc(&format!("{HOSTILE} is not one of \"late_delivery\""))
+                );
+                assert!(html.contains(&message), "{kind}: {html}");
+            }
+        }
+        let card = Card {
+            scope: None,
+            schema: None,
+            now: 1_796_082_000_000,
+        };
+        let pending = render_item(&view("pending_approval", decision), &card, "t");
+        assert!(pending.contains("expires <time"), "{pending}");
+        assert!(pending.contains("(in 23 h)"), "{pending}");
+        assert!(pending.contains("id=\"approve-7\"") && pending.contains("id=\"deny-7\""));
+    }
+
+    #[test]
+    fn each_kind_gets_its_actions() {
+        let card = Card {
+            scope: None,
+            schema: None,
+            now: 0,
+        };
+        let stuck = render_item(&view("needs_reconciliation", json!({})), &card, "t");
+        assert!(stuck.contains("id=\"applied-7\" formaction=\"/review/items/7/reconcile\" name=\"applied\" value=\"true\""), "{stuck}");
+        assert!(stuck.contains("id=\"not-applied-7\" formaction=\"/review/items/7/reconcile\" name=\"applied\" value=\"false\""), "{stuck}");
+        for kind in ["conflict", "state_changed", "rejected"] {
+            let html = render_item(&view(kind, json!({})), &card, "t");
+            assert!(
+                html.contains("id=\"resolve-7\"") && html.contains("id=\"dismiss-7\""),
+                "{html}"
+            );
+            assert!(html.contains("name=\"note\""), "{html}");
+        }
+    }
 }
