@@ -689,6 +689,46 @@ mod tests {
     }
 
     #[test]
+    fn config_check_reads_a_host_list() {
+        let url = "mysql://root:s3cret@h1:4306,h2:4307,h3:4308/test";
+        assert_eq!(
+            crate::AnyClaimStore::check_url(url).unwrap(),
+            crate::Backend::MySql
+        );
+        let e = crate::AnyClaimStore::check_url("mysql://root:s3cret@h1:4306,/test").unwrap_err();
+        assert!(!e.message().contains("s3cret"), "{e}");
+    }
+
+    /// Every node refusing: the error names the last one tried, with its
+    /// password hidden, and says the store is unavailable.
+    #[tokio::test]
+    async fn no_node_answering_is_unavailable_and_the_password_stays_hidden() {
+        // Ports nothing listens on: bound and dropped at once.
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap()
+        };
+        let url = format!(
+            "mysql://root:s3cret@127.0.0.1:{},127.0.0.1:{}/test",
+            free(),
+            free()
+        );
+        let e = match super::MySqlClaimStore::connect(&url, crate::StoreOptions::default()).await {
+            Ok(_) => panic!("nothing listens there"),
+            Err(e) => e,
+        };
+        assert_eq!(
+            e.kind(),
+            toolgate::claim::StoreErrorKind::Unavailable,
+            "{e}"
+        );
+        assert!(!e.message().contains("s3cret"), "{e}");
+        assert!(e.message().contains("root:***@127.0.0.1:"), "{e}");
+    }
+
+    #[test]
     fn an_empty_host_is_refused_without_the_password() {
         let e = split_hosts("mysql://root:s3cret@h1,,h3/test").unwrap_err();
         assert!(e.message().contains("empty host"), "{e}");
