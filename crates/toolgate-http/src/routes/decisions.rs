@@ -589,8 +589,13 @@ async fn run_inner<P: Parts>(
             }
             Err(e) => return Err(ApiError::unavailable(e.to_string())),
         };
+        // A budget over its limit asks a person too (docs/policy.md,
+        // "Budgets"): the approval lets the retry reserve beyond it.
         let asks = decision.outcome == Outcome::PendingApproval
-            && decision.reason == Some(Reason::ApprovalRequired);
+            && matches!(
+                decision.reason,
+                Some(Reason::ApprovalRequired | Reason::BudgetExceeded)
+            );
         let (Some(key), Some(fingerprint), Some(contract), true) =
             (decision.key, decision.fingerprint, contract, asks)
         else {
