@@ -209,6 +209,7 @@ pub enum ReasonCode {
     ApprovalRequired,
     ApprovalDenied,
     BudgetExceeded,
+    BudgetExceededApproved,
 }
 
 impl From<contract::Reason> for ReasonCode {
@@ -250,6 +251,7 @@ impl From<pipeline::Reason> for ReasonCode {
             R::ApprovalRequired => Self::ApprovalRequired,
             R::ApprovalDenied => Self::ApprovalDenied,
             R::BudgetExceeded => Self::BudgetExceeded,
+            R::BudgetExceededApproved => Self::BudgetExceededApproved,
         }
     }
 }

@@ -103,5 +103,6 @@ async fn over_budget_goes_to_a_reviewer_and_the_approved_retry_executes() {
     assert_eq!(desk.credits_for("t-3"), 0);
     let (_, j) = send(&app, post("/v1/decisions", AGENT_KEY, &third)).await;
     assert_eq!(j["outcome"], "executed", "{j}");
+    assert_eq!(j["reason"], "budget_exceeded_approved", "{j}");
     assert_eq!(desk.credits_for("t-3"), 1);
 }

@@ -209,7 +209,9 @@ mod pipeline {
 
     use serde_json::{Map, Value, json};
     use toolgate::claim::GrantUse;
-    use toolgate::claim::{ClaimRecord, HolderToken, JsonText, MemoryClaimStore, UnixMillis};
+    use toolgate::claim::{
+        ClaimRecord, ClaimStore, HolderToken, JsonText, MemoryClaimStore, UnixMillis,
+    };
     use toolgate::contract::{self, CheckOptions, Policy};
     use toolgate::pipeline::{
         Approval, Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome,
@@ -501,6 +503,12 @@ mod pipeline {
         };
         let d = desk.credit_with("cus-42", "t-3", 2000, MORNING + 1, Some(&approval));
         assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+        assert_eq!(d.reason, Some(Reason::BudgetExceededApproved));
+        let trail = block_on(desk.store.audit_trail(&key, 10)).unwrap();
+        assert_eq!(
+            trail.last().map(|e| (e.outcome(), e.reason())),
+            Some(("executed", Some("budget_exceeded_approved")))
+        );
         // 6000 of 5000 now: the next proposal, however small, goes to a person.
         let d = desk.credit("cus-42", "t-4", 1, MORNING + 2);
         assert_eq!(

@@ -138,12 +138,16 @@ pub enum Reason {
     /// this proposal's amount would pass a budget's limit in its window
     /// (docs/design.md §15); nothing was claimed or reserved.
     BudgetExceeded,
+    /// `executed`: a person approved this proposal over a budget, and its
+    /// amount was reserved with the approval (beyond the limit if still
+    /// over it); the audit entry says so.
+    BudgetExceededApproved,
 }
 
 impl Reason {
     /// The pipeline's own reasons (the contract's are listed with
     /// [`contract::Reason::ALL`]), for documentation checks.
-    pub const OWN: [Self; 13] = [
+    pub const OWN: [Self; 14] = [
         Self::MissingCapability,
         Self::NotAuthorized,
         Self::AuthorizationError,
@@ -157,6 +161,7 @@ impl Reason {
         Self::ApprovalRequired,
         Self::ApprovalDenied,
         Self::BudgetExceeded,
+        Self::BudgetExceededApproved,
     ];
 
     /// The stable snake_case code.
@@ -176,6 +181,7 @@ impl Reason {
             Self::ApprovalRequired => "approval_required",
             Self::ApprovalDenied => "approval_denied",
             Self::BudgetExceeded => "budget_exceeded",
+            Self::BudgetExceededApproved => "budget_exceeded_approved",
         }
     }
 }

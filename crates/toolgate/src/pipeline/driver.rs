@@ -440,6 +440,9 @@ where
     }
     let budgets =
         super::budget::reservations(contract, &bound, request.now).map_err(GateError::Corrupt)?;
+    // An approval on a tool that needs none was given over a budget: the
+    // write it lets through is audited as such.
+    let budget_approved = grant.is_some() && !contract.needs_approval();
     let claim_request = match grant {
         Some(g) => claim_request.with_grant(g),
         None => claim_request,
@@ -489,13 +492,14 @@ where
         }
     };
     let claimed = Claimed::new(bound, lease);
-    execute(gate, &claimed, request).await
+    execute(gate, &claimed, request, budget_approved).await
 }
 
 async fn execute<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
     claimed: &Claimed,
     request: &Request<'_>,
+    budget_approved: bool,
 ) -> Result<Decided, GateError>
 where
     C: ClaimStore,
@@ -505,7 +509,8 @@ where
     let now = request.now;
     let (result, mut decision) = match gate.executor.execute(claimed.permit()).await {
         Ok(ExecOutcome::Applied { receipt }) => {
-            (receipt, bound_decision(bound, Outcome::Executed, None))
+            let reason = budget_approved.then_some(Reason::BudgetExceededApproved);
+            (receipt, bound_decision(bound, Outcome::Executed, reason))
         }
         Ok(ExecOutcome::PreconditionFailed { current }) => {
             // Nothing was written. The claim is closed with a not-applied
