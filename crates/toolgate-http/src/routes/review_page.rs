@@ -161,6 +161,24 @@ fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
     d.get(k).filter(|v| !v.is_null())
 }
 
+/// The budget a `budget_exceeded` proposal would pass, shown next to it
+/// (docs/policy.md, "Budgets"): approving lets it reserve beyond the limit.
+/// Empty for every other item.
+fn budget_line(d: &Value) -> String {
+    let Some(b) = field(d, "budget") else {
+        return String::new();
+    };
+    let n = |k: &str| b.get(k).and_then(Value::as_i64).unwrap_or(0);
+    format!(
+        "<div class=\"budget\">budget <code>{}</code>: {} of {} already reserved in this window, {} remaining; this proposal {} (approving reserves it beyond the limit)</div>",
+        esc(b.get("name").and_then(Value::as_str).unwrap_or("?")),
+        n("used"),
+        n("limit"),
+        n("remaining"),
+        n("amount"),
+    )
+}
+
 /// The civil date of `days` since 1970-01-01 (H. Hinnant's algorithm), so
 /// the page needs no date crate.
 fn civil(days: i64) -> (i64, i64, i64) {
@@ -413,8 +431,9 @@ fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
                 }
             });
             format!(
-                "{message}<div>arguments</div>{}<div>version seen {} · approvals {}/{}{expiry}</div>",
+                "{message}<div>arguments</div>{}{}<div>version seen {} · approvals {}/{}{expiry}</div>",
                 args(field(d, "arguments"), "arguments"),
+                budget_line(d),
                 plain(d, "version_seen"),
                 i.votes.iter().filter(|v| v.verdict == "approve").count(),
                 i.approvals_needed,
@@ -1024,9 +1043,33 @@ mod tests {
             now: 1_796_082_000_000,
         };
         let pending = render_item(&view("pending_approval", decision), &card, "t");
+        assert!(
+            !pending.contains("class=\"budget\""),
+            "no budget, no budget line"
+        );
         assert!(pending.contains("expires <time"), "{pending}");
         assert!(pending.contains("(in 23 h)"), "{pending}");
         assert!(pending.contains("id=\"approve-7\"") && pending.contains("id=\"deny-7\""));
+    }
+
+    #[test]
+    fn an_over_budget_proposal_shows_its_budget_escaped() {
+        let decision = json!({
+            "reason": "budget_exceeded",
+            "arguments": {"amount_minor": 2000},
+            "budget": {"name": "<b>x</b>", "limit": 5000, "used": 4000,
+                       "remaining": 1000, "amount": 2000},
+        });
+        let card = Card {
+            scope: None,
+            schema: None,
+            now: 1_796_082_000_000,
+        };
+        let html = render_item(&view("pending_approval", decision), &card, "t");
+        assert!(
+            html.contains("budget <code>&lt;b&gt;x&lt;/b&gt;</code>: 4000 of 5000 already reserved in this window, 1000 remaining; this proposal 2000"),
+            "{html}"
+        );
     }
 
     #[test]
