@@ -2,7 +2,13 @@
 //! (chromedriver) with a minimal HTTP client: sign in with the reviewer
 //! key, see a conflict with the prior proposal and its recorded result
 //! beside the new one, click Approve on a pending action and see the
-//! outcome; the write happened exactly once.
+//! outcome; the write happened exactly once. And a support lead's page:
+//! every kind of item (conflict, stale version, stuck claim, pending
+//! approval, rejections) shows its scope, UTC and relative times, amounts
+//! with two decimals and messages as text; approve, deny, resolve, dismiss,
+//! applied and not applied are each clicked and checked against the item's
+//! status and the audit trail; the filter form and the page links list
+//! every item once.
 //!
 //! Needs Debian's `chromium` and `chromium-driver`. Without them the test
 //! skips with a message on a laptop, and fails where a browser is required
@@ -107,8 +113,12 @@ impl Driver {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(ready, "chromedriver did not start listening");
+        // One profile per browser: the tests run in parallel, and Chromium
+        // refuses a profile another instance holds.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let profile =
-            std::env::temp_dir().join(format!("toolgate-chromium-{}", std::process::id()));
+            std::env::temp_dir().join(format!("toolgate-chromium-{}-{n}", std::process::id()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:chromeOptions": {
@@ -323,6 +333,411 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
         ),
     );
     assert_eq!(retry["outcome"], "replayed");
+    let _ = stop_tx.send(());
+    runtime.block_on(server).unwrap().unwrap();
+}
+
+/// One request with a bearer key; the answer's status and JSON body.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+}
+
+/// The ids of the cards on the page the browser shows now, in order.
+fn card_ids(d: &Driver) -> Vec<u64> {
+    let html = d.cmd("GET", "/source", None);
+    let html = html.as_str().unwrap_or_default();
+    html.split("<div class=\"item ")
+        .skip(1)
+        .filter_map(|rest| {
+            let start = rest.find("id=\"item-")? + "id=\"item-".len();
+            rest[start..].split('"').next()?.parse().ok()
+        })
+        .collect()
+}
+
+/// Whether `text` holds a run of 13 digits: an epoch-millisecond time.
+fn has_epoch_millis(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_digit())
+        .any(|run| run.len() >= 13)
+}
+
+#[test]
+fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
+    use std::str::FromStr;
+    use toolgate::claim::{ClaimStore, OperationKey};
+
+    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
+        let msg = format!(
+            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)"
+        );
+        assert!(!browser_required(), "{msg}");
+        eprintln!("skipping the browser test: {msg}");
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // A short lease, so a client permit that is never completed becomes a
+    // stuck claim while the test runs; in-process writes finish well
+    // inside it.
+    let (state, desk) = app_with(toolgate_http::Settings {
+        lease: Duration::from_secs(2),
+        ..toolgate_http::Settings::default()
+    });
+    for t in ["t-3", "t-4", "t-5", "t-6", "t-7", "t-8"] {
+        desk.set_version(t, "5");
+    }
+    let store = state.clone();
+    let support::Running {
+        addr,
+        stop: stop_tx,
+        server,
+    } = support::start(&runtime, state, Duration::from_secs(1));
+    let decide = |key: &str, body: Value| call(addr, "POST", "/v1/decisions", key, Some(&body)).1;
+    let status_of = |id: u64| -> String {
+        let (s, page) = call(
+            addr,
+            "GET",
+            "/v1/review/items?limit=200",
+            REVIEWER_KEY,
+            None,
+        );
+        assert_eq!(s, 200, "{page}");
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["id"] == id)
+            .map(|i| i["status"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let audit = |key: &str| -> Vec<(String, String)> {
+        let key = OperationKey::from_str(key).unwrap();
+        runtime
+            .block_on(store.parts().claims.audit_trail(&key, 100))
+            .unwrap()
+            .iter()
+            .map(|e| (e.actor().to_owned(), e.outcome().to_owned()))
+            .collect()
+    };
+    let item_of = |d: &Value, outcome: &str| -> (u64, String) {
+        assert_eq!(d["outcome"], outcome, "{d}");
+        (
+            d["review_item"].as_u64().unwrap(),
+            d["operation_key"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+
+    // Two client permits that are never completed: stuck once the lease ends.
+    for t in ["t-7", "t-8"] {
+        let p = decide(CLIENT_KEY, decision_body(credit(1250), t, "5"));
+        assert_eq!(p["outcome"], "permitted", "{p}");
+    }
+    // A conflict: a credit executed, then another amount on the same version.
+    assert_eq!(
+        decide(AGENT_KEY, decision_body(credit(1500), "t-1", "7"))["outcome"],
+        "executed"
+    );
+    let (conflict, conflict_key) = item_of(
+        &decide(AGENT_KEY, decision_body(credit(1999), "t-1", "7")),
+        "conflict",
+    );
+    // A stale version: the model read 4, the ticket is at 5.
+    let (stale, stale_key) = item_of(
+        &decide(AGENT_KEY, decision_body(credit(700), "t-3", "4")),
+        "state_changed",
+    );
+    // Rejections, one with a hostile reason code.
+    let hostile = "<b>bold</b>";
+    let (rejected_a, _) = item_of(
+        &decide(
+            AGENT_KEY,
+            decision_body(
+                action(
+                    "apply_goodwill_credit",
+                    json!({"amount_minor": 100, "reason_code": hostile}),
+                ),
+                "t-4",
+                "5",
+            ),
+        ),
+        "rejected",
+    );
+    let (rejected_b, _) = item_of(
+        &decide(AGENT_KEY, decision_body(credit(999_999), "t-4", "5")),
+        "rejected",
+    );
+    // Two refunds waiting for a person.
+    let refund = |amount: i64, t: &str| {
+        decision_body(
+            action("refund_order", json!({"amount_minor": amount})),
+            t,
+            "5",
+        )
+    };
+    let (approve_me, approve_key) =
+        item_of(&decide(AGENT_KEY, refund(2000, "t-5")), "pending_approval");
+    let (deny_me, deny_key) = item_of(&decide(AGENT_KEY, refund(4321, "t-6")), "pending_approval");
+    // The stuck claims' retries: needs_reconciliation once the lease has
+    // ended (a readiness poll on the claim's state, not a timed assertion).
+    let stuck = |t: &str| -> (u64, String) {
+        loop {
+            let d = decide(CLIENT_KEY, decision_body(credit(1250), t, "5"));
+            if d["outcome"] == "needs_reconciliation" {
+                return item_of(&d, "needs_reconciliation");
+            }
+            assert_eq!(d["outcome"], "in_flight", "{d}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let (applied, applied_key) = stuck("t-7");
+    let (not_applied, not_applied_key) = stuck("t-8");
+
+    let d = Driver::start();
+    let base = format!("http://{addr}");
+    d.go(&format!("{base}/review"));
+    d.type_into("#key", REVIEWER_KEY);
+    d.click("#login");
+
+    // Every card: its scope, tool and human times; never epoch milliseconds.
+    for id in [
+        conflict,
+        stale,
+        rejected_a,
+        rejected_b,
+        approve_me,
+        deny_me,
+        applied,
+        not_applied,
+    ] {
+        let card = d.text(&format!("#item-{id}"));
+        assert!(card.contains("About: customer_id: c-1"), "{card}");
+        assert!(card.contains("ticket_id: t-"), "{card}");
+        let opened = d.text(&format!("#item-{id} .opened"));
+        assert!(
+            opened.contains(" UTC (") && opened.ends_with(" ago)"),
+            "{opened}"
+        );
+        assert!(!has_epoch_millis(&card), "{card}");
+    }
+    assert!(
+        d.text(&format!("#item-{conflict} .tool"))
+            .contains("apply_goodwill_credit")
+    );
+    // Amounts in minor units with two decimals, beside the raw value.
+    let prior = d.text(&format!("#item-{conflict} .prior-arguments"));
+    assert!(
+        prior.contains("15.00 (1500)") && prior.contains("late_delivery"),
+        "{prior}"
+    );
+    let new = d.text(&format!("#item-{conflict} .new-arguments"));
+    assert!(new.contains("19.99 (1999)"), "{new}");
+    assert!(
+        d.text(&format!("#item-{approve_me}"))
+            .contains("20.00 (2000)")
+    );
+    // A pending approval says when it expires, relative too.
+    let pending = d.text(&format!("#item-{approve_me}"));
+    assert!(
+        pending.contains("expires ") && pending.contains("(in "),
+        "{pending}"
+    );
+    // The hostile message is text, without JSON's escaped quotes, and its
+    // markup was not rendered.
+    let message = d.text(&format!("#item-{rejected_a} .message"));
+    assert!(
+        message.contains("\"<b>bold</b>\" is not one of \"late_delivery\""),
+        "{message}"
+    );
+    assert!(!message.contains("\\\""), "{message}");
+    // The stuck claim's lease end is a UTC time.
+    let lease = d.text(&format!("#item-{applied} .message"));
+    assert!(
+        lease.contains(" UTC") && !has_epoch_millis(&lease),
+        "{lease}"
+    );
+
+    // Each action, with the item's status and the audit trail after it.
+    d.click(&format!("#approve-{approve_me}"));
+    let s = d.text(&format!("#item-{approve_me} .status"));
+    assert!(s.contains("approved by reviewer-1"), "{s}");
+    assert_eq!(status_of(approve_me), "approved");
+    assert!(audit(&approve_key).contains(&("reviewer-1".into(), "approved".into())));
+
+    d.type_into(
+        &format!("#item-{deny_me} input[name=note]"),
+        "too large <for> one order",
+    );
+    d.click(&format!("#deny-{deny_me}"));
+    let s = d.text(&format!("#item-{deny_me} .status"));
+    assert!(
+        s.contains("denied by reviewer-1") && s.contains("too large <for> one order"),
+        "{s}"
+    );
+    assert_eq!(status_of(deny_me), "denied");
+    assert!(audit(&deny_key).contains(&("reviewer-1".into(), "denied".into())));
+
+    d.type_into(
+        &format!("#item-{conflict} input[name=note]"),
+        "paid once, closed",
+    );
+    d.click(&format!("#resolve-{conflict}"));
+    let s = d.text(&format!("#item-{conflict} .status"));
+    assert!(
+        s.contains("resolved by reviewer-1") && s.contains("paid once"),
+        "{s}"
+    );
+    assert_eq!(status_of(conflict), "resolved");
+    assert!(audit(&conflict_key).contains(&("reviewer-1".into(), "resolved".into())));
+
+    d.type_into(
+        &format!("#item-{stale} input[name=note]"),
+        "the model will read again",
+    );
+    d.click(&format!("#dismiss-{stale}"));
+    let s = d.text(&format!("#item-{stale} .status"));
+    assert!(s.contains("dismissed by reviewer-1"), "{s}");
+    assert_eq!(status_of(stale), "dismissed");
+    if !stale_key.is_empty() {
+        assert!(audit(&stale_key).contains(&("reviewer-1".into(), "dismissed".into())));
+    }
+
+    d.click(&format!("#resolve-{rejected_a}"));
+    assert!(
+        d.text(&format!("#item-{rejected_a} .status"))
+            .contains("resolved by reviewer-1")
+    );
+    assert_eq!(status_of(rejected_a), "resolved");
+    d.click(&format!("#dismiss-{rejected_b}"));
+    assert!(
+        d.text(&format!("#item-{rejected_b} .status"))
+            .contains("dismissed by reviewer-1")
+    );
+    assert_eq!(status_of(rejected_b), "dismissed");
+
+    // The stuck claims, closed from their cards: the reconciliation is
+    // recorded under the reviewer and the item resolved with a note.
+    d.type_into(
+        &format!("#item-{applied} input[name=note]"),
+        "credit c-77 is in the ledger",
+    );
+    d.click(&format!("#applied-{applied}"));
+    let s = d.text(&format!("#item-{applied} .status"));
+    assert!(
+        s.contains("resolved by reviewer-1") && s.contains("reconciled as applied: credit c-77"),
+        "{s}"
+    );
+    assert_eq!(status_of(applied), "resolved");
+    let trail = audit(&applied_key);
+    assert!(
+        trail.contains(&("reviewer-1".into(), "reconciled_applied".into())),
+        "{trail:?}"
+    );
+    assert!(
+        trail.contains(&("reviewer-1".into(), "resolved".into())),
+        "{trail:?}"
+    );
+    d.click(&format!("#not-applied-{not_applied}"));
+    let s = d.text(&format!("#item-{not_applied} .status"));
+    assert!(s.contains("reconciled as not applied"), "{s}");
+    assert_eq!(status_of(not_applied), "resolved");
+    let trail = audit(&not_applied_key);
+    assert!(
+        trail.contains(&("reviewer-1".into(), "reconciled_not_applied".into())),
+        "{trail:?}"
+    );
+    // The claims are closed: a retry replays the reviewer's answer, and the
+    // server never executed either.
+    let r = decide(CLIENT_KEY, decision_body(credit(1250), "t-7", "5"));
+    assert_eq!(r["outcome"], "replayed", "{r}");
+    assert_eq!(r["result"]["reconciled_by"], "reviewer-1");
+    let r = decide(CLIENT_KEY, decision_body(credit(1250), "t-8", "5"));
+    assert_eq!(r["outcome"], "state_changed", "{r}");
+    assert_eq!(desk.credits_for("t-7") + desk.credits_for("t-8"), 0);
+
+    // Filtering with the page's GET form.
+    d.click("#filter-kind option[value=rejected]");
+    d.click("#filter-status option[value=resolved]");
+    d.click("#filter-go");
+    assert_eq!(card_ids(&d), vec![rejected_a]);
+    // Paging: two cards a page, newest first, to the end.
+    d.go(&format!("{base}/review?limit=2"));
+    let mut seen = card_ids(&d);
+    assert_eq!(seen.len(), 2);
+    loop {
+        let html = d.cmd("GET", "/source", None);
+        if !html
+            .as_str()
+            .unwrap_or_default()
+            .contains("id=\"next-page\"")
+        {
+            break;
+        }
+        d.click("#next-page");
+        let page = card_ids(&d);
+        assert!(page.len() <= 2 && !page.is_empty());
+        // Cards are grouped by kind on a page; pages go strictly older.
+        assert!(
+            page.iter().max() < seen.iter().min(),
+            "{page:?} after {seen:?}"
+        );
+        seen.extend(page);
+    }
+    let (_, all) = call(
+        addr,
+        "GET",
+        "/v1/review/items?limit=200",
+        REVIEWER_KEY,
+        None,
+    );
+    let all: Vec<u64> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_u64().unwrap())
+        .collect();
+    // Every item once, none skipped.
+    seen.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(seen, all);
+    drop(d);
+
+    // The page's reconcile action needs a live session (and its CSRF
+    // token): a form post without one is answered with the sign-in page.
+    let mut s = TcpStream::connect(addr).unwrap();
+    let form = "csrf=x&applied=true";
+    write!(
+        s,
+        "POST /review/items/{applied}/reconcile HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+        form.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
     let _ = stop_tx.send(());
     runtime.block_on(server).unwrap().unwrap();
 }
