@@ -70,6 +70,11 @@ impl Metrics {
             "Time to decide, from a parsed request to the decision.".into(),
         );
         recorder.describe_gauge(
+            "toolgate_budget_reserved".into(),
+            None,
+            "Amounts budget reservations hold now, per budget (the claim store's, every replica's).".into(),
+        );
+        recorder.describe_gauge(
             "toolgate_decisions_in_progress".into(),
             None,
             "Decisions inside the pipeline now (claims held while the executor runs).".into(),
@@ -205,6 +210,28 @@ impl Metrics {
             self.stuck.set(n as f64);
         }
         self.review_depth.set(review_depth as f64);
+    }
+
+    /// Sets `toolgate_budget_reserved{budget}` from the claim store: what
+    /// budget reservations hold now (docs/policy.md, "Budgets"). Only the
+    /// policy's budget names become labels, so the series stay bounded.
+    pub fn observe_budgets<'a>(
+        &self,
+        declared: impl IntoIterator<Item = &'a str>,
+        reserved: &[(String, i64)],
+    ) {
+        for name in declared {
+            let held = reserved
+                .iter()
+                .find(|(b, _)| b == name)
+                .map_or(0, |(_, n)| *n);
+            let key = Key::from_parts(
+                "toolgate_budget_reserved",
+                vec![Label::new("budget", name.to_owned())],
+            );
+            // Amounts in minor units, far below 2^52: exact as f64.
+            self.recorder.register_gauge(&key, &META).set(held as f64);
+        }
     }
 
     /// Folds recorded histogram samples into their buckets. Without it the

@@ -105,4 +105,22 @@ async fn over_budget_goes_to_a_reviewer_and_the_approved_retry_executes() {
     assert_eq!(j["outcome"], "executed", "{j}");
     assert_eq!(j["reason"], "budget_exceeded_approved", "{j}");
     assert_eq!(desk.credits_for("t-3"), 1);
+
+    // 6000 held against the 5000 limit: the gauge says so.
+    let resp = app
+        .clone()
+        .oneshot(
+            Request::get("/metrics")
+                .header(header::AUTHORIZATION, format!("Bearer {METRICS_KEY}"))
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        text.contains("toolgate_budget_reserved{budget=\"daily_credit_per_customer\"} 6000"),
+        "{text}"
+    );
 }

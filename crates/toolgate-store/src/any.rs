@@ -231,6 +231,10 @@ impl ClaimStore for AnyClaimStore {
         delegate!(self, s => s.list_stuck(now, limit).await)
     }
 
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        delegate!(self, s => s.budget_reserved().await)
+    }
+
     async fn record_reconciliation(
         &self,
         key: &OperationKey,

@@ -20,10 +20,12 @@ pub(crate) struct BudgetSql {
     pub(crate) release: &'static str,
     /// Gives an amount back: (amount, budget, scope, window).
     pub(crate) subtract: &'static str,
+    /// Held amounts per budget (`budget`, `reserved`): no binds.
+    pub(crate) reserved: &'static str,
 }
 
 macro_rules! qmark_sql {
-    ($counter:expr, $used:expr) => {
+    ($counter:expr, $used:expr, $sum:expr) => {
         BudgetSql {
             counter: $counter,
             add_within: "UPDATE toolgate_budget_counters SET used = used + ? \
@@ -31,6 +33,12 @@ macro_rules! qmark_sql {
             add_beyond: "UPDATE toolgate_budget_counters SET used = used + ? \
                 WHERE budget = ? AND scope = ? AND window_start = ?",
             used: $used,
+            reserved: concat!(
+                "SELECT budget, ",
+                $sum,
+                " AS reserved FROM toolgate_budget_reservations \
+                 WHERE state IN ('reserved', 'over_limit') GROUP BY budget ORDER BY budget"
+            ),
             ledger_insert: "INSERT INTO toolgate_budget_reservations \
                 (operation_key, budget, scope, window_start, amount, state) \
                 VALUES (?, ?, ?, ?, ?, ?)",
@@ -49,7 +57,8 @@ pub(crate) const SQLITE: BudgetSql = qmark_sql!(
     "INSERT INTO toolgate_budget_counters (budget, scope, window_start, used) \
      VALUES (?, ?, ?, 0) ON CONFLICT (budget, scope, window_start) DO NOTHING",
     "SELECT used FROM toolgate_budget_counters \
-     WHERE budget = ? AND scope = ? AND window_start = ?"
+     WHERE budget = ? AND scope = ? AND window_start = ?",
+    "SUM(amount)"
 );
 
 // Not INSERT IGNORE, which would also turn other errors into warnings.
@@ -61,7 +70,9 @@ pub(crate) const MYSQL: BudgetSql = qmark_sql!(
     // transaction's snapshot, which may predate the counter's latest value
     // (or the row itself) that the refused UPDATE saw.
     "SELECT used FROM toolgate_budget_counters \
-     WHERE budget = ? AND scope = ? AND window_start = ? LOCK IN SHARE MODE"
+     WHERE budget = ? AND scope = ? AND window_start = ? LOCK IN SHARE MODE",
+    // SUM of a BIGINT is a DECIMAL on MySQL.
+    "CAST(SUM(amount) AS SIGNED)"
 );
 
 #[cfg(feature = "postgres")]
@@ -76,6 +87,10 @@ pub(crate) const POSTGRES: BudgetSql = BudgetSql {
     // whatever the isolation level.
     used: "SELECT used FROM toolgate_budget_counters \
         WHERE budget = $1 AND scope = $2 AND window_start = $3 FOR SHARE",
+    // SUM of a BIGINT is a NUMERIC on PostgreSQL.
+    reserved: "SELECT budget, CAST(SUM(amount) AS BIGINT) AS reserved \
+        FROM toolgate_budget_reservations \
+        WHERE state IN ('reserved', 'over_limit') GROUP BY budget ORDER BY budget",
     ledger_insert: "INSERT INTO toolgate_budget_reservations \
         (operation_key, budget, scope, window_start, amount, state) \
         VALUES ($1, $2, $3, $4, $5, $6)",

@@ -194,6 +194,12 @@ impl ClaimStore for MySqlClaimStore {
             .await
     }
 
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.nodes
+            .read(|pool| async move { pooled::budget_reserved(&pool).await })
+            .await
+    }
+
     async fn record_reconciliation(
         &self,
         key: &OperationKey,

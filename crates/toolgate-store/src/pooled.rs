@@ -3,8 +3,8 @@
 //! of its own; SQLite uses the reads (listings, the audit trail).
 
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, CorruptRecord, CorruptRow, GrantUse,
-    HolderToken, JsonText, OperationKey, Resolution, StoreError, StuckEntry, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, CorruptRecord, CorruptRow,
+    GrantUse, HolderToken, JsonText, OperationKey, Resolution, StoreError, StuckEntry, UnixMillis,
 };
 
 use crate::common::{Point, map_err};
@@ -378,6 +378,36 @@ where
 }
 
 /// In-flight claims whose lease ended at or before `now`.
+/// Held budget amounts per budget (`ClaimStore::budget_reserved`).
+pub(crate) async fn budget_reserved<DB>(
+    pool: &sqlx::Pool<DB>,
+) -> Result<Vec<(String, i64)>, StoreError>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
+    i64: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
+    use sqlx::Row as _;
+    let what = "reading budget reservations";
+    let mut conn = pool.acquire().await.map_err(|e| map_err(what, e))?;
+    let rows = sqlx::query(DB::BUDGET.reserved)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| map_err(what, e))?;
+    rows.iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<String, _>("budget")?,
+                row.try_get::<i64, _>("reserved")?,
+            ))
+        })
+        .collect::<Result<_, sqlx::Error>>()
+        .map_err(|e| map_err(what, e))
+}
+
 pub(crate) async fn list_stuck<DB>(
     pool: &sqlx::Pool<DB>,
     now: UnixMillis,

@@ -126,6 +126,10 @@ impl ClaimStore for PgClaimStore {
         pooled::list_stuck(&self.pool, now, limit).await
     }
 
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        pooled::budget_reserved(&self.pool).await
+    }
+
     async fn record_reconciliation(
         &self,
         key: &OperationKey,

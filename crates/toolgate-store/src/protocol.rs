@@ -19,9 +19,9 @@
 use std::future::Future;
 
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, Completion, CorruptRecord, GrantUse,
-    HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
-    Resolution, StoreError, StoreErrorKind, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, Completion, CorruptRecord,
+    GrantUse, HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome,
+    Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
 
 use crate::common::{MAX_CLAIM_ATTEMPTS, Point, backoff};

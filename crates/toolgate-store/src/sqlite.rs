@@ -13,9 +13,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, Completion, CorruptRecord,
-    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
-    Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, Completion,
+    CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome,
+    Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 use crate::StoreOptions;
@@ -473,6 +473,10 @@ impl ClaimStore for SqliteClaimStore {
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
         pooled::list_stuck(&self.pool, now, limit).await
+    }
+
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        pooled::budget_reserved(&self.pool).await
     }
 
     async fn record_reconciliation(

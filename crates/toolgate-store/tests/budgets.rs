@@ -180,6 +180,10 @@ async fn budgets_hold<S: ClaimStore + 'static>(store: Arc<S>) {
     assert!(matches!(r, Reconciled::Recorded));
     assert!(!fits(&*store, &ns, 106, &budget, 2001).await);
     assert!(fits(&*store, &ns, 107, &budget, 2000).await);
+    // What reservations hold now, per budget (the /metrics gauge): won[1],
+    // won[3] and won[4]; the probes gave theirs back.
+    let held = store.budget_reserved().await.unwrap();
+    assert!(held.contains(&(budget.clone(), 3000)), "{held:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

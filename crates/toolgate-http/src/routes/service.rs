@@ -86,6 +86,19 @@ pub async fn metrics<P: Parts>(
         0
     });
     metrics.observe_queues(stuck, usize::try_from(open).unwrap_or(usize::MAX));
+    // Budget reservations held now, per budget of the policy; a failed read
+    // leaves the gauges at their last values.
+    match app.parts().claims().budget_reserved().await {
+        Ok(reserved) => metrics.observe_budgets(
+            app.policy()
+                .tools()
+                .iter()
+                .flat_map(|t| t.budgets())
+                .map(|b| b.name()),
+            &reserved,
+        ),
+        Err(e) => tracing::warn!(error = %e, "metrics: could not read budget reservations"),
+    }
     Ok((
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         metrics.render(),

@@ -249,6 +249,20 @@ impl ClaimStore for MemoryClaimStore {
         std::future::ready(self.complete_now(key, holder, result, now, audit))
     }
 
+    fn budget_reserved(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(String, i64)>, StoreError>> + Send {
+        std::future::ready(self.lock().map(|state| {
+            let mut sums = std::collections::BTreeMap::<String, i64>::new();
+            for ((_, budget), (_, amount, held)) in &state.budget_ledger {
+                if *held {
+                    *sums.entry(budget.clone()).or_default() += amount;
+                }
+            }
+            sums.into_iter().collect()
+        }))
+    }
+
     fn fetch(
         &self,
         key: &OperationKey,

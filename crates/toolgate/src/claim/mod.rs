@@ -49,8 +49,8 @@ pub use record::{
     StoredClaim, UnixMillis,
 };
 pub use request::{
-    Attempt, BudgetReservation, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack, ReconcileOutcome,
-    Reconciled,
+    Attempt, BudgetReservation, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack,
+    ReconcileOutcome, Reconciled,
 };
 
 /// A stuck-claim listing entry: a valid record, or a row that failed
@@ -140,6 +140,15 @@ pub trait ClaimStore: Send + Sync {
         key: &OperationKey,
         limit: u32,
     ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send;
+
+    /// The amounts budget reservations hold now, summed per budget name,
+    /// in name order (`GET /metrics`, docs/policy.md "Budgets"). The
+    /// default is none: a store that keeps no budgets holds nothing.
+    fn budget_reserved(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(String, i64)>, StoreError>> + Send {
+        std::future::ready(Ok(Vec::new()))
+    }
 
     /// Whether the store answers now: a readiness probe (`GET /readyz`).
     /// Cheap and side-effect free. The default reads a claim that cannot
