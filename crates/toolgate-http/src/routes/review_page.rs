@@ -572,24 +572,25 @@ fn review_page(
         }
     }
     // The filters, kept on the paging links; both are known names (the
-    // query was validated), so they need no URL escaping.
+    // query was validated), so they need no URL escaping, and `&` is
+    // written as the entity an attribute should carry.
     let mut filter = String::new();
     if let Some(s) = query.status {
-        filter.push_str(&format!("&status={s}"));
+        filter.push_str(&format!("&amp;status={s}"));
     }
     if let Some(k) = &query.kind {
-        filter.push_str(&format!("&kind={k}"));
+        filter.push_str(&format!("&amp;kind={k}"));
     }
     body.push_str("<p class=\"paging\">");
     if query.before.is_some() {
         body.push_str(&format!(
             "<a id=\"first-page\" href=\"/review?{}\">Newest items</a> ",
-            filter.trim_start_matches('&')
+            filter.trim_start_matches("&amp;")
         ));
     }
     if let Some(b) = next_before {
         body.push_str(&format!(
-            "<a id=\"next-page\" href=\"/review?before={b}{filter}&limit={}\">Older items</a>",
+            "<a id=\"next-page\" href=\"/review?before={b}{filter}&amp;limit={}\">Older items</a>",
             query.limit
         ));
     }
