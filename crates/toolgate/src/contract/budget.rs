@@ -4,7 +4,7 @@
 //!
 //! ```toml
 //! [[tools.budgets]]
-//! name = "daily_credit_per_customer"
+//! name = "daily_amount_per_customer"
 //! amount = "/amount_minor"   # JSON pointer into the validated arguments
 //! per = ["customer_id"]      # scope fields and/or "actor"
 //! window = "day"             # hour | day | month
