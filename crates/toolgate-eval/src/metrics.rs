@@ -325,6 +325,18 @@ impl Report {
         counts
     }
 
+    /// Cases a budget sent to a person or rejected (reason
+    /// `budget_exceeded`): the gate held an amount back, whatever the
+    /// outcome the budget declares.
+    pub fn over_budget(&self) -> u32 {
+        let n = self
+            .results
+            .iter()
+            .filter(|r| r.observed.reason.as_deref() == Some("budget_exceeded"))
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
     /// The release gate passed: every rate at or below its threshold.
     /// Without a thresholds file there is no gate to pass or fail.
     pub fn passed(&self) -> bool {
@@ -375,6 +387,7 @@ impl Report {
             "suite": self.suite,
             "cases": self.results.len(),
             "counts": self.counts(),
+            "over_budget_decisions": self.over_budget(),
             "rates": rates,
             "thresholds_found": self.thresholds_found,
             "release_gate": if !self.thresholds_found { "not_evaluated" }

@@ -124,6 +124,10 @@ pub fn human(report: &Report) -> String {
         .map(|(o, n)| format!("{o}={n}"))
         .collect();
     let _ = writeln!(out, "outcomes: {}", counts.join(" "));
+    let over_budget = report.over_budget();
+    if over_budget > 0 {
+        let _ = writeln!(out, "over budget (budget_exceeded): {over_budget}");
+    }
     if let Some(p) = report.pass_k {
         let _ = writeln!(
             out,
