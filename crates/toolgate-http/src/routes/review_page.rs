@@ -337,10 +337,13 @@ fn scope_line(scope: Option<&str>) -> String {
 }
 
 /// One card's actions: a single form whose buttons post to the action
-/// they name, sharing the note field and the CSRF token.
+/// they name, sharing the note field and the CSRF token. Its first submit
+/// button is disabled, so Enter in the note field submits nothing: an
+/// action is always a click on the button that names it.
 fn actions(id: u64, csrf: &str, buttons: &[(&str, &str, Option<&str>)], note_hint: &str) -> String {
     let mut out = format!(
         "<form class=\"act\" method=\"post\" action=\"/review/items/{id}/{first}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <button type=\"submit\" disabled hidden aria-hidden=\"true\"></button>\
          <input type=\"text\" name=\"note\" maxlength=\"1900\" placeholder=\"{note_hint}\"> ",
         first = buttons.first().map_or("", |b| b.0),
         csrf = esc(csrf),
@@ -1051,6 +1054,14 @@ mod tests {
         assert!(pending.contains("expires <time"), "{pending}");
         assert!(pending.contains("(in 23 h)"), "{pending}");
         assert!(pending.contains("id=\"approve-7\"") && pending.contains("id=\"deny-7\""));
+        // Enter in the note field must not approve: the form's default
+        // button is a disabled one.
+        let form = &pending[pending.find("<form class=\"act\"").unwrap()..];
+        let first = &form[form.find("<button").unwrap()..];
+        assert!(
+            first.starts_with("<button type=\"submit\" disabled hidden"),
+            "{form}"
+        );
     }
 
     #[test]
