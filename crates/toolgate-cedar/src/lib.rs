@@ -59,8 +59,8 @@ pub trait EntitySource: Send + Sync {
 /// Why an [`EntitySource`] has no entities for a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntityError {
-    /// The request or the data cannot give entities (no `ticket_id` in the
-    /// scope, a row of the wrong shape): [`AuthzDecision::Error`], which
+    /// The request or the data cannot give entities (a scope without the
+    /// resource's id, a row of the wrong shape): [`AuthzDecision::Error`], which
     /// denies.
     Invalid(String),
     /// The source did not answer (its database is down or restarting):

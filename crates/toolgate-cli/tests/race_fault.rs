@@ -167,9 +167,15 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
         .expect("reconcile");
     assert_eq!(again.status.code(), Some(1), "{again:?}");
 
-    // The retry now replays the recorded not-applied answer.
+    // The retry now answers the claim's true outcome: nothing was written
+    // (state_changed, lease_expired), with the recorded not-applied answer,
+    // never `replayed`, which would claim a write.
     let d = retry(UnixMillis(after_lease.0 + 10)).await;
-    assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::StateChanged, Some(Reason::LeaseExpired)),
+        "{d:?}"
+    );
     assert_eq!(d.result.as_ref().expect("result")["applied"], false);
     assert_eq!(desk.credit_count(&ticket).await.expect("count"), 0);
     let trail = store.audit_trail(&key, 10).await.expect("audit");

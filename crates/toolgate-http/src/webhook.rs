@@ -1,5 +1,5 @@
 //! The optional review webhook (docs/design.md §14): a new review item is
-//! announced to a channel (chat, ticketing) with a signed POST of
+//! announced to a channel (chat, an issue tracker) with a signed POST of
 //! `{"id", "kind", "tool", "created_at"}`, the same signature as the
 //! deployment's webhook executor (`Toolgate-Signature: t=<unix seconds>,
 //! v1=<hex HMAC-SHA256 over "<t>.<body>">`). Fire and forget, on its own

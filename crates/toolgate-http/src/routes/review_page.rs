@@ -308,7 +308,7 @@ fn arguments(args: Option<&Value>, schema: Option<&Value>, class: &str) -> Strin
     out
 }
 
-/// The item's scope (the server-fixed fields: ticket, customer, order…),
+/// The item's scope (the server-fixed fields: account, order, resource…),
 /// one `name: value` per field.
 fn scope_line(scope: Option<&str>) -> String {
     let parsed = scope.and_then(|s| {
@@ -966,7 +966,7 @@ mod tests {
         assert_eq!(amount(5), "0.05");
         assert_eq!(amount(-1234), "-12.34");
         let schema = json!({"properties": {
-            "amount_minor": {"type": "integer", "description": "Credit <amount>"},
+            "amount_minor": {"type": "integer", "description": "Refund <amount>"},
             "fee": {"type": "integer", "description": "Fee in minor units"},
             "count": {"type": "integer"},
             "reason_code": {"type": "string", "enum": ["late_delivery"]}
@@ -979,7 +979,7 @@ mod tests {
             "arguments",
         );
         assert!(
-            html.contains("Credit &lt;amount&gt; <small>amount_minor</small>"),
+            html.contains("Refund &lt;amount&gt; <small>amount_minor</small>"),
             "{html}"
         );
         assert!(
@@ -1009,7 +1009,7 @@ mod tests {
             "result": {"r": HOSTILE},
         });
         let schema = json!({"properties": {HOSTILE: {"description": HOSTILE}}});
-        let scope = json!({HOSTILE: HOSTILE, "ticket_id": "t-1"}).to_string();
+        let scope = json!({HOSTILE: HOSTILE, "order_id": "o-1"}).to_string();
         for kind in [
             "pending_approval",
             "conflict",
@@ -1026,7 +1026,7 @@ mod tests {
             assert!(!html.contains("<script"), "{kind}: {html}");
             assert!(!html.contains("<img"), "{kind}: {html}");
             assert!(!html.contains(HOSTILE), "{kind}: {html}");
-            assert!(html.contains("ticket_id: <b>t-1</b>"), "{kind}: {html}");
+            assert!(html.contains("order_id: <b>o-1</b>"), "{kind}: {html}");
             assert!(html.contains("opened <time"), "{kind}: {html}");
             if kind != "pending_approval" {
                 // The message as text: quotes are entities, never `\"`.
