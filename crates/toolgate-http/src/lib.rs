@@ -61,8 +61,8 @@ mod metrics;
 mod openapi;
 mod review;
 mod routes;
-mod webhook;
 mod state;
+mod webhook;
 
 pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
 pub use auth::{

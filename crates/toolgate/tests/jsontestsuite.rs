@@ -130,7 +130,11 @@ fn the_borrowed_decoder_agrees_on_every_case() {
             .expect("within ceiling");
         for (name, bytes) in cases() {
             let borrowed = decode_tape(&bytes, &limits).map(|doc| doc.root().to_value());
-            assert_eq!(borrowed, decode_strict(&bytes, &limits), "{name} (nesting {n})");
+            assert_eq!(
+                borrowed,
+                decode_strict(&bytes, &limits),
+                "{name} (nesting {n})"
+            );
         }
     }
 }

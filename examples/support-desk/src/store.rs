@@ -222,9 +222,7 @@ impl SupportDesk {
     /// tables migrated.
     pub async fn on_store(store: &AnyClaimStore) -> Result<Self, StoreError> {
         let pool = match store {
-            AnyClaimStore::Sqlite(s) => {
-                DeskPool::Sqlite(s.pool().clone(), s.writer().clone())
-            }
+            AnyClaimStore::Sqlite(s) => DeskPool::Sqlite(s.pool().clone(), s.writer().clone()),
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
             AnyClaimStore::MySql(s) => DeskPool::MySql(s.pool().clone()),
         };
@@ -455,11 +453,7 @@ impl SupportDesk {
     /// The same credit as one unit of SQLite's group commit. The unit
     /// writes nothing when the version precondition fails; if the insert
     /// fails after the bump, the whole batch rolls back, bump included.
-    async fn credit_batched(
-        &self,
-        writer: &Writer,
-        c: &Credit,
-    ) -> Result<ExecOutcome, StoreError> {
+    async fn credit_batched(&self, writer: &Writer, c: &Credit) -> Result<ExecOutcome, StoreError> {
         use rusqlite::params;
 
         let c2 = c.clone();
