@@ -71,12 +71,13 @@ fn every_case_ends_as_the_story_says_and_each_ticket_has_one_credit() {
         ("agent without credit:issue", "forbidden"),
         ("lost access, retries the credit", "forbidden"),
         ("12 parallel proposals, one ticket", "executed×1"),
+        ("third credit today, 20.00 (t-300)", "pending_approval"),
     ];
     for (case, outcome) in expect {
         assert_eq!(row(&out, case).0, outcome, "{case}\n{out}");
     }
     assert_eq!(out.lines().filter(|l| l.contains("[expected")).count(), 0);
-    assert!(out.contains("all 13 cases ended as expected"), "{out}");
+    assert!(out.contains("all 14 cases ended as expected"), "{out}");
 
     // What each row shows a person.
     assert!(
@@ -122,8 +123,19 @@ fn every_case_ends_as_the_story_says_and_each_ticket_has_one_credit() {
         "{out}"
     );
 
+    // The customer's third credit of the day: 15.00 + 15.00 written, 20.00
+    // more would pass the policy's 40.00, so the budget is shown and a
+    // person decides.
+    let budget = row(&out, "third credit today, 20.00 (t-300)").1;
+    assert_eq!(
+        budget,
+        "budget_exceeded: budget daily_credit_per_customer limit 40.00, used 30.00, \
+         remaining 10.00, this credit 20.00; a person decides, nothing written"
+    );
+
     // The credits the demo printed, and the database it kept, agree: one
-    // credit on the main ticket and one on the raced ticket.
+    // credit on the main ticket and one on the raced ticket, none on the
+    // ticket over the budget.
     assert!(out.contains("  t-100  1 credit  total 15.00"), "{out}");
     assert!(out.contains("  t-200  1 credit  total 15.00"), "{out}");
     let counts = tokio::runtime::Builder::new_current_thread()

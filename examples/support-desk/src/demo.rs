@@ -42,11 +42,14 @@ pub const ANA: &str = "agent-ana";
 pub const BEN: &str = "agent-ben";
 /// The agent the main ticket is reassigned to.
 pub const CHO: &str = "agent-cho";
-/// The customer of both tickets.
+/// The customer of all three tickets.
 pub const CUSTOMER: &str = "cus-42";
 /// The ticket of the main story: credited, retried, conflicted, reassigned.
 pub const TICKET: &str = "t-100";
 /// The ticket twelve parallel proposals race for.
 pub const RACE_TICKET: &str = "t-200";
+/// The same customer's third ticket: a 20.00 credit there, after 15.00 on
+/// each of the two others, passes the policy's 40.00 a day per customer.
+pub const BUDGET_TICKET: &str = "t-300";
 /// The version both tickets start at (what the model is shown).
 pub const START_VERSION: i64 = 3;

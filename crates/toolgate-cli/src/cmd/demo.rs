@@ -15,7 +15,7 @@ use toolgate::provider::Provider;
 use crate::io::print_line;
 use crate::scratch::Scratch;
 use toolgate_support_desk::demo::{
-    ANA, BEN, CHO, CUSTOMER, RACE_TICKET, START_VERSION, TICKET, body,
+    ANA, BEN, BUDGET_TICKET, CHO, CUSTOMER, RACE_TICKET, START_VERSION, TICKET, body,
 };
 use toolgate_support_desk::{self as desk, Desk, Proposal};
 
@@ -30,8 +30,11 @@ use toolgate_support_desk::{self as desk, Desk, Proposal};
 /// (conflict, with the prior proposal); a stale version (state_changed,
 /// both versions); a refusal; a truncation; approved_by in the arguments
 /// (rejected); an agent without credit:issue (forbidden); an agent who lost
-/// the ticket retrying a completed credit (forbidden, not replayed); and
-/// twelve parallel proposals on one ticket (exactly one credit).
+/// the ticket retrying a completed credit (forbidden, not replayed);
+/// twelve parallel proposals on one ticket (exactly one credit); and a
+/// third credit to the same customer that day, over the policy's daily
+/// budget per customer (pending_approval, the budget shown, nothing
+/// written).
 ///
 /// Prints one row per case (case, outcome, detail), then the credits per
 /// ticket read from the database.
@@ -131,7 +134,7 @@ fn table(rows: &[Row], credits: &[desk::TicketCredits], url: &str, kept: bool) -
     use std::fmt::Write;
     let mut out = String::new();
     let cw = rows.iter().map(|r| r.case.len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(out, "{:<3} {:<cw$}  {:<14}  detail", "#", "case", "outcome");
+    let _ = writeln!(out, "{:<3} {:<cw$}  {:<16}  detail", "#", "case", "outcome");
     for (i, r) in rows.iter().enumerate() {
         let mark = if r.ok() {
             String::new()
@@ -140,7 +143,7 @@ fn table(rows: &[Row], credits: &[desk::TicketCredits], url: &str, kept: bool) -
         };
         let _ = writeln!(
             out,
-            "{:<3} {:<cw$}  {:<14}  {}{mark}",
+            "{:<3} {:<cw$}  {:<16}  {}{mark}",
             i + 1,
             r.case,
             r.got,
@@ -256,11 +259,22 @@ fn detail(d: &Decision) -> String {
                 .and_then(|s| s.pointer.clone())
                 .filter(|p| !p.is_empty())
                 .map_or(String::new(), |p| format!(" at {p}"));
-            format!(
-                "{}{pointer}: {}",
-                d.reason.map_or("-", Reason::as_str),
-                d.message.as_deref().unwrap_or("")
-            )
+            // A budget's figures say what its message says, in money.
+            let what = d.budget.as_ref().map_or_else(
+                || d.message.clone().unwrap_or_default(),
+                |b| {
+                    format!(
+                        "budget {} limit {}, used {}, remaining {}, this credit {}; \
+                         a person decides, nothing written",
+                        b.name,
+                        money(b.limit),
+                        money(b.used),
+                        money(b.remaining),
+                        money(b.amount)
+                    )
+                },
+            );
+            format!("{}{pointer}: {what}", d.reason.map_or("-", Reason::as_str))
         }
     }
 }
@@ -282,7 +296,7 @@ async fn scenario(
     for agent in [ANA, BEN, CHO] {
         desk.seed_agent(agent, true).await?;
     }
-    for ticket in [TICKET, RACE_TICKET] {
+    for ticket in [TICKET, RACE_TICKET, BUDGET_TICKET] {
         desk.seed_ticket(ticket, CUSTOMER, ANA, START_VERSION)
             .await?;
     }
@@ -422,6 +436,24 @@ async fn scenario(
             }
         ),
     });
+
+    // The customer now holds 15.00 from each of the two tickets above; a
+    // 20.00 credit on a third ticket would pass the policy's 40.00 a day
+    // per customer, so a person decides and nothing is written.
+    let d = desk
+        .decide(
+            policy,
+            &Proposal {
+                ticket: BUDGET_TICKET,
+                ..main(Provider::OpenAiChat, body::DIFFERENT_AMOUNT)
+            },
+        )
+        .await?;
+    rows.push(row(
+        "third credit today, 20.00 (t-300)",
+        Outcome::PendingApproval,
+        &d,
+    ));
     let credits = desk.credits_per_ticket().await?;
     Ok((rows, credits))
 }

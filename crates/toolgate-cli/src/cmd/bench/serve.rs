@@ -102,7 +102,10 @@ pub fn run(args: Args) -> ExitCode {
     let tickets: Vec<SeedTicket> = (0..fresh)
         .map(|i| SeedTicket {
             id: format!("B{run_id}-{i}"),
-            customer_id: format!("BC{run_id}"),
+            // One customer per ticket: the desk's policy caps each
+            // customer's credits per day, and this bench measures the
+            // pipeline's throughput, not that cap.
+            customer_id: format!("BC{run_id}-{i}"),
             assignee: agent.clone(),
             version: 1,
         })
@@ -158,6 +161,7 @@ pub fn run(args: Args) -> ExitCode {
         Err(e) => return fail("runtime", e),
     };
     let next = Arc::new(AtomicUsize::new(0));
+    // The customers' prefix: ticket `i` belongs to customer `BC{run_id}-{i}`.
     let customer = format!("BC{run_id}");
     let total = args.requests as usize;
     // Each connection has about two fresh credits in flight per five
@@ -254,7 +258,7 @@ fn request_body(i: usize, lag: usize, all_fresh: bool, prefix: &str, customer: &
                "response": {"outcome": "action", "reply": reply,
                             "proposed_action": {"tool": "apply_goodwill_credit",
                                 "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"}}},
-               "scope": {"customer_id": customer, "ticket_id": format!("{prefix}-{ticket}"), "version_seen": 1}})
+               "scope": {"customer_id": format!("{customer}-{ticket}"), "ticket_id": format!("{prefix}-{ticket}"), "version_seen": 1}})
     };
     if all_fresh {
         return body(i, "Applied a 15.00 credit.");
