@@ -344,7 +344,7 @@ impl DeploymentWorld {
 }
 
 impl World for DeploymentWorld {
-    async fn prepare(&self, case: &Case) -> Result<(), String> {
+    async fn prepare(&self, _policy: &Policy, case: &Case) -> Result<(), String> {
         let facts = self.facts(case)?;
         self.current.set(facts);
         Ok(())

@@ -55,8 +55,10 @@ impl GateUnderTest for RefuseAll {
 /// context and its [`Case::world`] map.
 pub trait World {
     /// Seeds what `case` needs. Each case has its own scope, so its own
-    /// resource.
-    fn prepare(&self, case: &Case) -> impl Future<Output = Result<(), String>>;
+    /// resource. `policy` is the policy the case is decided under, for a
+    /// world that puts prior decisions in place through the same pipeline
+    /// (the desk's `prior_credits`, which a budget then counts).
+    fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
 
 /// Fresh holder tokens and the clock, from the edge (the core has neither).
@@ -129,7 +131,7 @@ where
     }
 
     async fn decide(&self, case: &Case) -> Result<Observed, String> {
-        self.world.prepare(case).await?;
+        self.world.prepare(self.gate.policy, case).await?;
         let principal = Principal::new(
             case.context.actor.clone(),
             case.capabilities(self.gate.policy),

@@ -262,7 +262,18 @@ pub struct CaseWorld {
     /// The ticket's current version (`world.current_version`, default
     /// `version_seen`).
     pub current_version: i64,
+    /// The customer the case's scope names (`scope.customer_id`).
+    pub customer: String,
+    /// Credits, in minor units, the scope's customer already received
+    /// this UTC day on other tickets (`world.prior_credits`, default
+    /// none). Each is written through the pipeline before the case, so
+    /// the policy's budgets count them as they would in serving.
+    pub prior_credits: Vec<i64>,
 }
+
+/// The agent that writes a case's `prior_credits` (an active agent with
+/// `credit:issue` on tickets of its own).
+pub const PRIOR_CREDITS_AGENT: &str = "eval-prior-credits";
 
 impl CaseWorld {
     /// Reads a case's desk world. The scope must name `customer_id` and
@@ -286,9 +297,11 @@ impl CaseWorld {
             agent: case.context.actor.clone(),
             agent_active: true,
             ticket,
-            ticket_customer: customer,
+            ticket_customer: customer.clone(),
             assignee: case.context.actor.clone(),
             current_version: seen,
+            customer,
+            prior_credits: Vec::new(),
         };
         for (k, v) in &case.world {
             let bad = || at(format!("world.{k}: unexpected value {v}"));
@@ -297,10 +310,18 @@ impl CaseWorld {
                 "ticket_customer" => w.ticket_customer = v.as_str().ok_or_else(bad)?.to_owned(),
                 "assignee" => w.assignee = v.as_str().ok_or_else(bad)?.to_owned(),
                 "current_version" => w.current_version = v.as_i64().ok_or_else(bad)?,
+                "prior_credits" => {
+                    w.prior_credits = v
+                        .as_array()
+                        .ok_or_else(bad)?
+                        .iter()
+                        .map(|a| a.as_i64().filter(|a| *a > 0).ok_or_else(bad))
+                        .collect::<Result<_, _>>()?;
+                }
                 _ => {
                     return Err(at(format!(
                         "world.{k}: the desk's world has agent_active, ticket_customer, \
-                         assignee and current_version"
+                         assignee, current_version and prior_credits"
                     )));
                 }
             }
@@ -311,8 +332,9 @@ impl CaseWorld {
 
 impl World for Desk {
     /// The actor (active or not, as the case says), then the case's own
-    /// ticket with its customer, assignee and current version.
-    async fn prepare(&self, case: &Case) -> Result<(), String> {
+    /// ticket with its customer, assignee and current version, then the
+    /// case's prior credits.
+    async fn prepare(&self, policy: &Policy, case: &Case) -> Result<(), String> {
         let w = CaseWorld::of(case)?;
         self.seed_agent(&w.agent, w.agent_active).await?;
         self.seed_ticket(
@@ -322,6 +344,64 @@ impl World for Desk {
             w.current_version,
         )
         .await
-        .map_err(|e| format!("case {}: {e}", case.id))
+        .map_err(|e| format!("case {}: {e}", case.id))?;
+        self.prior_credits(policy, case, &w).await
+    }
+}
+
+impl Desk {
+    /// Writes each of the case's prior credits as a real proposal through
+    /// the pipeline, on a ticket of its own for the scope's customer, so
+    /// the claim store reserves it in the policy's budgets exactly as a
+    /// served credit would (in the UTC window of now, as the case's own
+    /// decision a moment later). Anything but `executed` is a mistake in
+    /// the case's world, not an outcome to score.
+    async fn prior_credits(
+        &self,
+        policy: &Policy,
+        case: &Case,
+        w: &CaseWorld,
+    ) -> Result<(), String> {
+        if w.prior_credits.is_empty() {
+            return Ok(());
+        }
+        self.seed_agent(PRIOR_CREDITS_AGENT, true).await?;
+        for (n, amount) in w.prior_credits.iter().enumerate() {
+            let at = |m: String| format!("case {}: world.prior_credits[{n}]: {m}", case.id);
+            let ticket = format!("{}-prior-{n}", w.ticket);
+            self.seed_ticket(&ticket, &w.customer, PRIOR_CREDITS_AGENT, 1)
+                .await
+                .map_err(at)?;
+            let body = serde_json::json!({
+                "outcome": "action",
+                "reply": "Applied a credit.",
+                "proposed_action": {"tool": "apply_goodwill_credit",
+                    "arguments": {"amount_minor": amount, "reason_code": "late_delivery"}},
+            })
+            .to_string();
+            let d = self
+                .decide(
+                    policy,
+                    &Proposal {
+                        actor: PRIOR_CREDITS_AGENT,
+                        capabilities: &[crate::CREDIT_ISSUE],
+                        customer: &w.customer,
+                        ticket: &ticket,
+                        version_seen: 1,
+                        provider: Provider::Envelope,
+                        body: body.as_bytes(),
+                    },
+                )
+                .await
+                .map_err(at)?;
+            if d.outcome != toolgate::pipeline::Outcome::Executed {
+                return Err(at(format!(
+                    "the credit of {amount} ended {} ({}), not executed",
+                    d.outcome.as_str(),
+                    d.reason.map_or("-", |r| r.as_str())
+                )));
+            }
+        }
+        Ok(())
     }
 }
