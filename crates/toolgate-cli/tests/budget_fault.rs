@@ -30,12 +30,15 @@ use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
-/// The budget `bench race --budget` declares, the same name and limit.
+/// The policy `bench race --budget` runs: the desk's daily budget per
+/// customer with its limit raised to 10000.
 fn policy() -> Policy {
-    Policy::load(&format!(
-        "{POLICY}\n[[tools.budgets]]\nname = \"race_daily_credit_per_customer\"\namount = \"/amount_minor\"\nper = [\"customer_id\"]\nwindow = \"day\"\nlimit = 10000\nover = \"pending_approval\"\n"
-    ))
-    .expect("policy")
+    assert_eq!(
+        POLICY.matches("limit = 4000\n").count(),
+        1,
+        "the desk's budget"
+    );
+    Policy::load(&POLICY.replacen("limit = 4000\n", "limit = 10000\n", 1)).expect("policy")
 }
 
 fn claim_then_sigkill(url: &str) -> (OperationKey, String) {

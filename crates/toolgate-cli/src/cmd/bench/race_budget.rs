@@ -30,13 +30,19 @@ const LIMIT: i64 = 10_000;
 const AMOUNT: i64 = 1_000;
 const AGENT: &str = "race-agent";
 
-/// The support-desk policy with a daily budget per customer on its one tool
-/// (the fault test builds the same one).
+/// The support-desk policy with its daily budget per customer
+/// (`daily_credit_per_customer`) raised to [`LIMIT`]; a second budget beside
+/// it would leave the desk's lower cap deciding (the fault test builds the
+/// same one).
 pub fn policy() -> Result<Policy, String> {
-    let text = format!(
-        "{}\n[[tools.budgets]]\nname = \"race_daily_credit_per_customer\"\namount = \"/amount_minor\"\nper = [\"customer_id\"]\nwindow = \"day\"\nlimit = {LIMIT}\nover = \"pending_approval\"\n",
-        toolgate_support_desk::POLICY
-    );
+    let desk = "limit = 4000\n";
+    if toolgate_support_desk::POLICY.matches(desk).count() != 1 {
+        return Err(format!(
+            "the support desk's policy no longer has one budget with `{}`",
+            desk.trim_end()
+        ));
+    }
+    let text = toolgate_support_desk::POLICY.replacen(desk, &format!("limit = {LIMIT}\n"), 1);
     Policy::load(&text).map_err(|e| e.to_string())
 }
 
