@@ -56,8 +56,8 @@ impl GateUnderTest for RefuseAll {
 pub trait World {
     /// Seeds what `case` needs. Each case has its own scope, so its own
     /// resource. `policy` is the policy the case is decided under, for a
-    /// world that puts prior decisions in place through the same pipeline
-    /// (the desk's `prior_credits`, which a budget then counts).
+    /// world that puts earlier decisions in place through the same
+    /// pipeline (writes a budget then counts).
     fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
 
