@@ -225,14 +225,19 @@ async function main() {
   const completion = await gate.complete(permit.operation_key, permit.holder, result);
   console.log(`node: ${'complete'.padEnd(22)} 200 ${completion.status}`);
 
-  // A second completion is a request error, not a decision: the claim is no
-  // longer in flight, so nothing is written.
+  // The same completion again (its answer was lost, say) is answered again;
+  // nothing is written twice.
+  const completedAgain = await gate.complete(permit.operation_key, permit.holder, result);
+  console.log(`node: ${'complete again'.padEnd(22)} 200 ${completedAgain.status}`);
+
+  // Another result for a closed claim is a request error, not a decision:
+  // nothing is written.
   try {
-    await gate.complete(permit.operation_key, permit.holder, result);
-    throw new DemoFailure('a second completion should be refused');
+    await gate.complete(permit.operation_key, permit.holder, { ...result, amount_minor: 1 });
+    throw new DemoFailure('a completion with another result should be refused');
   } catch (e) {
     if (!(e instanceof ToolgateError)) throw e;
-    console.log(`node: ${'complete again'.padEnd(22)} ${e.status} error ${e.code}`);
+    console.log(`node: ${'complete, other result'.padEnd(22)} ${e.status} error ${e.code}`);
     expect(e.status === 409 && e.code === 'stale_holder', 'expected 409 stale_holder');
   }
 

@@ -264,13 +264,18 @@ function demo(): void
     $completion = $gate->complete($permit['operation_key'], $permit['holder'], $result);
     printf("php: %-22s 200 %s\n", 'complete', $completion['status']);
 
-    // A second completion is a request error, not a decision: the claim is
-    // no longer in flight, so nothing is written.
+    // The same completion again (its answer was lost, say) is answered
+    // again; nothing is written twice.
+    $again = $gate->complete($permit['operation_key'], $permit['holder'], $result);
+    printf("php: %-22s 200 %s\n", 'complete again', $again['status']);
+
+    // Another result for a closed claim is a request error, not a decision:
+    // nothing is written.
     try {
-        $gate->complete($permit['operation_key'], $permit['holder'], $result);
-        throw new DemoFailure('a second completion should be refused');
+        $gate->complete($permit['operation_key'], $permit['holder'], ['amount_minor' => 1] + $result);
+        throw new DemoFailure('a completion with another result should be refused');
     } catch (ToolgateError $e) {
-        printf("php: %-22s %d error %s\n", 'complete again', $e->status, $e->errorCode);
+        printf("php: %-22s %d error %s\n", 'complete, other result', $e->status, $e->errorCode);
         expect($e->status === 409 && $e->errorCode === 'stale_holder', 'expected 409 stale_holder');
     }
 

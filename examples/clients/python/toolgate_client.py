@@ -242,13 +242,18 @@ def main():
     completion = gate.complete(permit["operation_key"], permit["holder"], result)
     print(f"python: {'complete':<22} 200 {completion['status']}")
 
-    # A second completion is a request error, not a decision: the claim is
-    # no longer in flight, so nothing is written.
+    # The same completion again (its answer was lost, say) is answered again;
+    # nothing is written twice.
+    again = gate.complete(permit["operation_key"], permit["holder"], result)
+    print(f"python: {'complete again':<22} 200 {again['status']}")
+
+    # Another result for a closed claim is a request error, not a decision:
+    # nothing is written.
     try:
-        gate.complete(permit["operation_key"], permit["holder"], result)
-        raise DemoFailure("a second completion should be refused")
+        gate.complete(permit["operation_key"], permit["holder"], {**result, "amount_minor": 1})
+        raise DemoFailure("a completion with another result should be refused")
     except ToolgateError as e:
-        print(f"python: {'complete again':<22} {e.status} error {e.code}")
+        print(f"python: {'complete, other result':<22} {e.status} error {e.code}")
         expect(e.status == 409 and e.code == "stale_holder", "expected 409 stale_holder")
 
     # 5. The same turn again (a retry of the whole step): replayed, with the
