@@ -13,7 +13,6 @@ use toolgate::review::ReviewStore;
 use crate::auth::KeyRing;
 use crate::idempotency::IdempotencyCache;
 use crate::metrics::Metrics;
-use crate::review::ReviewQueue;
 
 /// The four pluggable parts of the pipeline, as one type the handlers are
 /// generic over.
@@ -91,9 +90,6 @@ pub struct Settings {
     pub lease: Duration,
     /// How many idempotency keys are remembered (oldest finished first out).
     pub idempotency_capacity: usize,
-    /// How many reviewer page logins are kept (per process; the oldest
-    /// first out). Review items themselves are rows in the claim database.
-    pub review_capacity: usize,
     /// Largest result the sidecar records, in bytes of JSON text: a client
     /// completion, a reconciliation answer or an executor's receipt over it
     /// is refused (`result_too_large`) and nothing is recorded. At most
@@ -121,7 +117,6 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(30),
             idempotency_capacity: 10_000,
-            review_capacity: 1_000,
             max_result_bytes: 64 * 1024,
             idempotency_max_bytes: 32 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
@@ -138,7 +133,6 @@ pub(crate) struct Inner<P> {
     pub settings: Settings,
     pub scope_fields: BTreeSet<String>,
     pub idempotency: IdempotencyCache,
-    pub review: ReviewQueue,
     pub metrics: Metrics,
     /// The review webhook's HTTP client (connection reuse across
     /// announcements).
@@ -177,7 +171,6 @@ impl<P: Parts> AppState<P> {
             settings.idempotency_capacity,
             settings.idempotency_max_bytes,
         );
-        let review = ReviewQueue::new(settings.review_capacity);
         let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {
             inner: Arc::new(Inner {
@@ -187,7 +180,6 @@ impl<P: Parts> AppState<P> {
                 settings,
                 scope_fields,
                 idempotency,
-                review,
                 metrics,
                 webhook_client: reqwest::Client::new(),
                 tasks: Arc::new(tokio::sync::RwLock::new(())),

@@ -262,6 +262,27 @@ impl ClaimStore for AnyClaimStore {
 }
 
 impl toolgate::review::ReviewStore for AnyClaimStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: toolgate::review::ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        delegate!(self, s => s.open_session(digest, session, now).await)
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<toolgate::review::ReviewSession>, StoreError> {
+        delegate!(self, s => s.session(digest, now).await)
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        delegate!(self, s => s.close_session(digest).await)
+    }
+
     async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
         delegate!(self, s => s.open_item(item).await)
     }

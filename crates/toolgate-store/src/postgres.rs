@@ -206,6 +206,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/postgres/0004_budgets.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            5,
+            "reviewer page sessions".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0005_review_sessions.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m

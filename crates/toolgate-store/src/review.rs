@@ -1,5 +1,5 @@
-//! [`ReviewStore`] on the claim database (migration 0003): review items and
-//! approvals are rows beside the claims, so every replica sees them, they
+//! [`ReviewStore`] on the claim database (migrations 0003 and 0005): review
+//! items, approvals and reviewer page logins are rows beside the claims, so every replica sees them, they
 //! survive restarts, and a claim uses an approval in its own transaction.
 //!
 //! PostgreSQL and MySQL share one implementation (a macro over their SQL);
@@ -23,8 +23,8 @@ use toolgate::claim::{
     UnixMillis,
 };
 use toolgate::review::{
-    Closed, Closing, ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem, ReviewStore,
-    Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+    Closed, Closing, ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem,
+    ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
 };
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -232,6 +232,14 @@ fn limit_of(query: &ListQuery) -> i64 {
 
 #[cfg(feature = "postgres")]
 mod pg {
+    pub(super) const SESSION_PURGE: &str =
+        "DELETE FROM toolgate_review_sessions WHERE expires_at <= $1";
+    pub(super) const SESSION_INSERT: &str = "INSERT INTO toolgate_review_sessions \
+        (token_sha256, principal, csrf, expires_at) VALUES ($1, $2, $3, $4)";
+    pub(super) const SESSION_GET: &str = "SELECT principal, csrf, expires_at \
+        FROM toolgate_review_sessions WHERE token_sha256 = $1 AND expires_at > $2";
+    pub(super) const SESSION_DELETE: &str =
+        "DELETE FROM toolgate_review_sessions WHERE token_sha256 = $1";
     pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
         operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
         approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
@@ -285,6 +293,14 @@ mod pg {
 /// The same statements with `?` placeholders (MySQL, SQLite): each `$n`
 /// becomes `?`, and a repeated `$n` is bound again.
 mod qmark {
+    pub(super) const SESSION_PURGE: &str =
+        "DELETE FROM toolgate_review_sessions WHERE expires_at <= ?";
+    pub(super) const SESSION_INSERT: &str = "INSERT INTO toolgate_review_sessions \
+        (token_sha256, principal, csrf, expires_at) VALUES (?, ?, ?, ?)";
+    pub(super) const SESSION_GET: &str = "SELECT principal, csrf, expires_at \
+        FROM toolgate_review_sessions WHERE token_sha256 = ? AND expires_at > ?";
+    pub(super) const SESSION_DELETE: &str =
+        "DELETE FROM toolgate_review_sessions WHERE token_sha256 = ?";
     pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
         operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
         approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
@@ -486,6 +502,55 @@ macro_rules! sqlx_review_store {
         }
 
         impl ReviewStore for $store {
+            async fn open_session(
+                &self,
+                digest: [u8; 32],
+                session: ReviewSession,
+                now: UnixMillis,
+            ) -> Result<(), StoreError> {
+                sqlx::query($sql::SESSION_PURGE)
+                    .bind(now.0)
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| map_err("purging reviewer sessions", e))?;
+                sqlx::query($sql::SESSION_INSERT)
+                    .bind(digest.to_vec())
+                    .bind(session.principal)
+                    .bind(session.csrf)
+                    .bind(session.expires_at.0)
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| map_err("opening a reviewer session", e))?;
+                Ok(())
+            }
+
+            async fn session(
+                &self,
+                digest: [u8; 32],
+                now: UnixMillis,
+            ) -> Result<Option<ReviewSession>, StoreError> {
+                let row: Option<(String, String, i64)> = sqlx::query_as($sql::SESSION_GET)
+                    .bind(digest.to_vec())
+                    .bind(now.0)
+                    .fetch_optional(self.pool())
+                    .await
+                    .map_err(|e| map_err("reading a reviewer session", e))?;
+                Ok(row.map(|(principal, csrf, expires_at)| ReviewSession {
+                    principal,
+                    csrf,
+                    expires_at: UnixMillis(expires_at),
+                }))
+            }
+
+            async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+                sqlx::query($sql::SESSION_DELETE)
+                    .bind(digest.to_vec())
+                    .execute(self.pool())
+                    .await
+                    .map_err(|e| map_err("closing a reviewer session", e))?;
+                Ok(())
+            }
+
             async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
                 let v = insert_of(item, None);
                 self.review_insert($insert_grant.1, v)
@@ -1045,6 +1110,61 @@ impl SqliteClaimStore {
 
 #[cfg(feature = "sqlite")]
 impl ReviewStore for SqliteClaimStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.review_write("opening a reviewer session", move |conn| {
+            conn.execute(qmark::SESSION_PURGE, [now.0])?;
+            conn.execute(
+                qmark::SESSION_INSERT,
+                rusqlite::params![
+                    digest.as_slice(),
+                    session.principal,
+                    session.csrf,
+                    session.expires_at.0
+                ],
+            )?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<ReviewSession>, StoreError> {
+        use rusqlite::OptionalExtension as _;
+        self.review_read("reading a reviewer session", move |conn| {
+            let row = conn
+                .query_row(
+                    qmark::SESSION_GET,
+                    rusqlite::params![digest.as_slice(), now.0],
+                    |r| {
+                        Ok(ReviewSession {
+                            principal: r.get(0)?,
+                            csrf: r.get(1)?,
+                            expires_at: UnixMillis(r.get(2)?),
+                        })
+                    },
+                )
+                .optional()?;
+            Ok(Ok(row))
+        })
+        .await
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        self.review_write("closing a reviewer session", move |conn| {
+            conn.execute(qmark::SESSION_DELETE, [digest.as_slice()])?;
+            Ok(Ok(()))
+        })
+        .await
+    }
+
     async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
         let v = insert_of(item, None);
         self.review_write("opening a review item", move |conn| {

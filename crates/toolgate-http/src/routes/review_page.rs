@@ -15,12 +15,14 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate::claim::{JsonText, ReconcileOutcome};
-use toolgate::review::{Closing, ItemStatus, ListQuery, ReviewStore, Verdict};
+use toolgate::review::{
+    Closing, ItemStatus, ListQuery, ReviewSession, ReviewStore, Verdict, session_digest,
+};
 
 use super::review_api::{Action, ListParams, act, item_view, list_query, store_error};
 use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::{ReviewItemView, ReviewStatus};
-use crate::review::{SESSION_MS, Session};
+use crate::review::SESSION_MS;
 use crate::state::{AppState, Parts};
 
 const COOKIE: &str = "toolgate_review";
@@ -106,10 +108,25 @@ fn same_token(a: &str, b: &str) -> bool {
             == 0
 }
 
-/// The reviewer's id and CSRF token, if the cookie names a live session.
-fn reviewer<P: Parts>(app: &AppState<P>, headers: &HeaderMap) -> Option<(String, String)> {
-    let token = session_token(headers)?;
-    app.inner.review.session(&token, crate::clock::now_millis())
+/// The reviewer's id and CSRF token, if the cookie names a live session
+/// (looked up by the token's digest in the claim database, so any replica
+/// knows it); a store failure is the store's error page.
+async fn reviewer<P: Parts>(
+    app: &AppState<P>,
+    headers: &HeaderMap,
+) -> Result<Option<(String, String)>, Box<Response>> {
+    let Some(token) = session_token(headers) else {
+        return Ok(None);
+    };
+    match app
+        .parts()
+        .claims()
+        .session(session_digest(&token), crate::clock::now_millis())
+        .await
+    {
+        Ok(s) => Ok(s.map(|s| (s.principal, s.csrf))),
+        Err(e) => Err(Box::new(store_error(e).into_response())),
+    }
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}\
@@ -606,8 +623,10 @@ pub async fn page<P: Parts>(
     headers: HeaderMap,
     params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let Some((who, csrf)) = reviewer(&app, &headers) else {
-        return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response();
+    let (who, csrf) = match reviewer(&app, &headers).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
+        Err(r) => return *r,
     };
     let mut params = match params {
         Ok(Query(p)) => p,
@@ -688,14 +707,20 @@ pub async fn login<P: Parts>(
             .into_response();
     };
     let token = token.to_hex();
-    app.inner.review.open_session(
-        token.clone(),
-        Session {
-            principal: key.principal.id().to_owned(),
-            csrf: csrf.to_hex(),
-            expires: crate::clock::now_millis().plus_millis(SESSION_MS),
-        },
-    );
+    let now = crate::clock::now_millis();
+    let session = ReviewSession {
+        principal: key.principal.id().to_owned(),
+        csrf: csrf.to_hex(),
+        expires_at: now.plus_millis(SESSION_MS),
+    };
+    if let Err(e) = app
+        .parts()
+        .claims()
+        .open_session(session_digest(&token), session, now)
+        .await
+    {
+        return store_error(e).into_response();
+    }
     let mut r = Redirect::to("/review").into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}{}",
@@ -708,8 +733,10 @@ pub async fn login<P: Parts>(
 }
 
 pub async fn logout<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap) -> Response {
-    if let Some(t) = session_token(&headers) {
-        app.inner.review.close_session(&t);
+    if let Some(t) = session_token(&headers)
+        && let Err(e) = app.parts().claims().close_session(session_digest(&t)).await
+    {
+        return store_error(e).into_response();
     }
     let mut r = Redirect::to("/review").into_response();
     r.headers_mut().insert(
@@ -727,12 +754,12 @@ pub struct ActionForm {
     note: Option<String>,
 }
 
-fn checked<P: Parts>(
+async fn checked<P: Parts>(
     app: &AppState<P>,
     headers: &HeaderMap,
     form_csrf: &str,
 ) -> Result<String, Box<Response>> {
-    match reviewer(app, headers) {
+    match reviewer(app, headers).await? {
         Some((who, csrf)) if same_token(&csrf, form_csrf) => Ok(who),
         Some(_) => Err(Box::new(
             (
@@ -757,7 +784,7 @@ async fn page_action<P: Parts>(
     form: ActionForm,
     action: Action,
 ) -> Response {
-    let who = match checked(&app, &headers, &form.csrf) {
+    let who = match checked(&app, &headers, &form.csrf).await {
         Ok(w) => w,
         Err(r) => return *r,
     };
@@ -830,7 +857,7 @@ pub async fn reconcile<P: Parts>(
     Form(form): Form<ReconcileForm>,
 ) -> Response {
     use crate::error::{ApiError, ProblemCode};
-    let who = match checked(&app, &headers, &form.csrf) {
+    let who = match checked(&app, &headers, &form.csrf).await {
         Ok(w) => w,
         Err(r) => return *r,
     };

@@ -319,6 +319,30 @@ impl ClaimStore for SwitchStore {
 }
 
 impl toolgate::review::ReviewStore for SwitchStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: toolgate::review::ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.open_session(digest, session, now).await
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<toolgate::review::ReviewSession>, StoreError> {
+        self.up()?;
+        self.inner.session(digest, now).await
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.close_session(digest).await
+    }
+
     async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
         self.up()?;
         self.inner.open_item(item).await

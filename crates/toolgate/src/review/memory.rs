@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    Closed, Closing, ItemStatus, ListQuery, NewItem, Requested, ReviewItem, ReviewStore, Verdict,
-    Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+    Closed, Closing, ItemStatus, ListQuery, NewItem, Requested, ReviewItem, ReviewSession,
+    ReviewStore, Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
 };
 use crate::claim::{
     ClaimStore, Fingerprint, GrantUse, MemoryClaimStore, OperationKey, StoreError, StoreErrorKind,
@@ -21,6 +21,8 @@ struct State {
     items: Vec<ReviewItem>,
     /// Live (open or approved) approval items by their tuple's digest.
     live: HashMap<[u8; 32], i64>,
+    /// Reviewer logins by their token's digest.
+    sessions: HashMap<[u8; 32], ReviewSession>,
 }
 
 impl State {
@@ -277,6 +279,36 @@ fn invalid(e: crate::claim::CorruptRecord) -> StoreError {
 }
 
 impl ReviewStore for MemoryClaimStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let mut state = self.reviews.lock()?;
+        state.sessions.retain(|_, s| s.expires_at > now);
+        state.sessions.insert(digest, session);
+        Ok(())
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<ReviewSession>, StoreError> {
+        let state = self.reviews.lock()?;
+        Ok(state
+            .sessions
+            .get(&digest)
+            .filter(|s| s.expires_at > now)
+            .cloned())
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        self.reviews.lock()?.sessions.remove(&digest);
+        Ok(())
+    }
+
     async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
         let mut item = item;
         // Only request_approval opens approval items.

@@ -448,9 +448,50 @@ pub fn bounded_decision(decision: &serde_json::Value) -> String {
     .to_string()
 }
 
+/// A reviewer page login (docs/http-api.md): stored under the SHA-256 of
+/// its token ([`session_digest`]), never the token itself, so a copy of the
+/// database signs nobody in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewSession {
+    /// The reviewer's principal.
+    pub principal: String,
+    /// The session's CSRF token, echoed by every form.
+    pub csrf: String,
+    /// When it stops counting.
+    pub expires_at: UnixMillis,
+}
+
+/// What a session is stored under: the SHA-256 of its token.
+pub fn session_digest(token: &str) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes()).into()
+}
+
 /// Where review items live. Implemented by the claim stores, so that an
 /// approval is consumed in the claim's own transaction.
 pub trait ReviewStore: Send + Sync {
+    /// Stores a reviewer login under `digest` ([`session_digest`] of its
+    /// token), first removing every session expired at `now`.
+    fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The session stored under `digest`, if it has not expired at `now`.
+    fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Option<ReviewSession>, StoreError>> + Send;
+
+    /// Ends the session stored under `digest`, if any.
+    fn close_session(
+        &self,
+        digest: [u8; 32],
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
     /// Opens an item for a decision that is not a request for approval
     /// (conflict, state changed, rejected, needs reconciliation). Returns
     /// its id.
