@@ -4,26 +4,32 @@
 //! response; a repeat while the first is still running gets 409; a repeat
 //! with a different payload gets 422.
 //!
-//! This sits on top of the gate's own idempotency (the operation key), which
-//! holds across processes; the header's memory is per process and bounded,
-//! because it only saves a client from re-sending work it already sent.
+//! The memory is rows in the claim database ([`toolgate::idempotency`]),
+//! so a repeat reaching another replica, or arriving after a restart, finds
+//! the first request. It sits on top of the gate's own idempotency (the
+//! operation key): it only saves a client from re-sending work it already
+//! sent, so a row lost or purged only costs a re-run.
 //!
 //! It is not an authority (docs/design.md invariant 12): only final answers
 //! are remembered, and an answer that carries a recorded result, a prior
 //! proposal or a permit is served again only after the pipeline has run for
 //! the caller asking now (`routes/decisions.rs`).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use sha2::{Digest, Sha256};
+use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, RETENTION_MS, Remembered, cost};
+use toolgate::pipeline::Outcome;
+
+use crate::error::{ApiError, PROBLEM_JSON, ProblemCode};
+use crate::state::{AppState, Parts};
 
 /// A remembered response.
 #[derive(Debug, Clone)]
 pub struct Stored {
     /// The decision's outcome; `None` for a request error.
-    pub outcome: Option<toolgate::pipeline::Outcome>,
+    pub outcome: Option<Outcome>,
     pub status: StatusCode,
     /// `application/json` for a decision, `application/problem+json` for
     /// a request error: a repeat gets the same answer, media type included.
@@ -31,66 +37,16 @@ pub struct Stored {
     pub body: Vec<u8>,
 }
 
-#[derive(Debug)]
-enum Entry {
-    Running { payload: [u8; 32] },
-    Done { payload: [u8; 32], response: Stored },
-}
+const DECISION_JSON: &str = "application/json";
 
-/// What one remembered entry costs beyond its body and key texts: the
-/// map's and queue's slots, the digest and the `Stored` header. An
-/// estimate; it keeps many tiny answers from passing as free.
-const ENTRY_OVERHEAD: usize = 160;
+/// How much longer than the request timeout a running key is held before
+/// another request may take it over (its runner died or hung).
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Default)]
-struct Map {
-    entries: HashMap<(String, String), Entry>,
-    order: VecDeque<(String, String)>,
-    /// Bytes held by finished entries (`cost`), kept within `max_bytes`.
-    bytes: usize,
-    capacity: usize,
-    max_bytes: usize,
-}
-
-/// The bytes a finished entry holds.
-fn cost(id: &(String, String), response: &Stored) -> usize {
-    id.0.len() + id.1.len() + response.body.len() + ENTRY_OVERHEAD
-}
-
-impl Map {
-    fn remove(&mut self, id: &(String, String)) {
-        if let Some(Entry::Done { response, .. }) = self.entries.remove(id) {
-            self.bytes -= cost(id, &response);
-        }
-        if let Some(pos) = self.order.iter().position(|k| k == id) {
-            self.order.remove(pos);
-        }
-    }
-
-    /// Forgets the oldest finished keys until `more` entries and
-    /// `more_bytes` bytes fit; running ones are never evicted (their guard
-    /// would then re-insert nothing). Returns whether they fit.
-    fn make_room(&mut self, more: usize, more_bytes: usize) -> bool {
-        while self.entries.len() + more > self.capacity || self.bytes + more_bytes > self.max_bytes
-        {
-            let Some(pos) = self
-                .order
-                .iter()
-                .position(|k| matches!(self.entries.get(k), Some(Entry::Done { .. })))
-            else {
-                return false;
-            };
-            if let Some(old) = self.order.get(pos).cloned() {
-                self.remove(&old);
-            }
-        }
-        true
-    }
-}
 /// What a request with a key should do.
-pub enum Begin {
+pub enum Begin<P: Parts> {
     /// First use: process it, then [`Guard::finish`].
-    Fresh(Guard),
+    Fresh(Guard<P>),
     /// Same key, same payload, finished: send this again.
     Replay(Stored),
     /// Same key, still running.
@@ -99,173 +55,168 @@ pub enum Begin {
     Mismatch,
 }
 
-/// The per-process memory of idempotency keys.
-#[derive(Debug, Clone)]
-pub struct IdempotencyCache {
-    map: Arc<Mutex<Map>>,
-}
-
 /// A key being processed. Dropped without [`Guard::finish`] (the request
-/// failed before a response existed), the key is forgotten so a retry can
-/// run.
-pub struct Guard {
-    map: Arc<Mutex<Map>>,
-    id: Option<(String, String)>,
-    payload: [u8; 32],
+/// failed before a final response existed, or was abandoned), the key is
+/// forgotten so a retry can run; should that not happen (the process
+/// died), the lease lets a retry take it over.
+pub struct Guard<P: Parts> {
+    app: AppState<P>,
+    principal: String,
+    key: String,
+    runner: String,
+    armed: bool,
 }
 
-impl IdempotencyCache {
-    /// Remembers at most `capacity` keys holding at most `max_bytes`
-    /// bytes of answers and keys together.
-    pub fn new(capacity: usize, max_bytes: usize) -> Self {
-        Self {
-            map: Arc::new(Mutex::new(Map {
-                capacity: capacity.max(1),
-                max_bytes,
-                ..Map::default()
-            })),
+fn store_error(e: toolgate::claim::StoreError) -> ApiError {
+    if e.kind() == toolgate::claim::StoreErrorKind::Corrupt {
+        ApiError::new(ProblemCode::CorruptRecord, e.to_string())
+    } else {
+        ApiError::unavailable(e.to_string())
+    }
+}
+
+fn stored_of(r: Remembered) -> Result<Stored, ApiError> {
+    let corrupt = |why: String| ApiError::new(ProblemCode::CorruptRecord, why);
+    let outcome = match r.outcome {
+        None => None,
+        Some(code) => Some(
+            Outcome::ALL
+                .into_iter()
+                .find(|o| o.as_str() == code)
+                .ok_or_else(|| corrupt(format!("remembered answer: unknown outcome {code:?}")))?,
+        ),
+    };
+    let content_type = match r.content_type.as_str() {
+        DECISION_JSON => DECISION_JSON,
+        PROBLEM_JSON => PROBLEM_JSON,
+        other => {
+            return Err(corrupt(format!(
+                "remembered answer: unknown media type {other:?}"
+            )));
+        }
+    };
+    Ok(Stored {
+        outcome,
+        status: StatusCode::from_u16(r.status)
+            .map_err(|_| corrupt(format!("remembered answer: status {}", r.status)))?,
+        content_type,
+        body: r.body,
+    })
+}
+
+/// Keys are scoped to the principal: two callers never share one.
+pub async fn begin<P: Parts>(
+    app: &AppState<P>,
+    principal: &str,
+    key: &str,
+    body: &[u8],
+) -> Result<Begin<P>, ApiError> {
+    let payload: [u8; 32] = Sha256::digest(body).into();
+    let runner = crate::clock::fresh_holder()
+        .map_err(|_| ApiError::unavailable("the random number generator failed"))?
+        .to_hex();
+    let now = crate::clock::now_millis();
+    let hold = (app.settings().request_timeout + LEASE_MARGIN).as_millis();
+    let lease_until = now.plus_millis(i64::try_from(hold).unwrap_or(i64::MAX));
+    let begun = app
+        .parts()
+        .claims()
+        .idem_begin(principal, key, payload, &runner, now, lease_until)
+        .await
+        .map_err(store_error)?;
+    Ok(match begun {
+        Begun::Fresh => Begin::Fresh(Guard {
+            app: app.clone(),
+            principal: principal.to_owned(),
+            key: key.to_owned(),
+            runner,
+            armed: true,
+        }),
+        Begun::Replay(r) => Begin::Replay(stored_of(r)?),
+        Begun::InFlight => Begin::InFlight,
+        Begun::Mismatch => Begin::Mismatch,
+    })
+}
+
+impl<P: Parts> Guard<P> {
+    /// Forgets the key now, so a repeat runs again (a non-final answer or a
+    /// server-side failure is not remembered).
+    pub async fn forget(mut self) {
+        self.armed = false;
+        if let Err(e) = self
+            .app
+            .parts()
+            .claims()
+            .idem_forget(&self.principal, &self.key, &self.runner)
+            .await
+        {
+            tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
         }
     }
 
-    /// Keys are scoped to the principal: two callers never share one.
-    pub fn begin(&self, principal: &str, key: &str, body: &[u8]) -> Begin {
-        let payload: [u8; 32] = Sha256::digest(body).into();
-        let id = (principal.to_owned(), key.to_owned());
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        match map.entries.get(&id) {
-            Some(Entry::Running { payload: p }) | Some(Entry::Done { payload: p, .. })
-                if *p != payload =>
+    /// Remembers the response for repeats, if it fits the byte budget; one
+    /// that cannot fit is not remembered (the key is forgotten): a repeat
+    /// then runs again, which the operation key makes safe. Older answers
+    /// past the retention or the count and byte caps are purged after.
+    /// A store failure here only loses the memory, never the answer.
+    pub async fn finish(mut self, response: Stored) {
+        self.armed = false;
+        let settings = self.app.settings();
+        let bounds = Bounds {
+            retention_ms: RETENTION_MS,
+            capacity: settings.idempotency_capacity.max(1) as u64,
+            max_bytes: settings.idempotency_max_bytes as u64,
+        };
+        let claims = self.app.parts().claims();
+        let outcome = if cost(&self.principal, &self.key, response.body.len()) > bounds.max_bytes {
+            claims
+                .idem_forget(&self.principal, &self.key, &self.runner)
+                .await
+        } else {
+            let answer = Remembered {
+                status: response.status.as_u16(),
+                content_type: response.content_type.to_owned(),
+                outcome: response.outcome.map(|o| o.as_str().to_owned()),
+                body: response.body,
+            };
+            let now = crate::clock::now_millis();
+            match claims
+                .idem_finish(&self.principal, &self.key, &self.runner, answer, now)
+                .await
             {
-                return Begin::Mismatch;
+                Ok(()) => claims.idem_purge(now, bounds).await,
+                Err(e) => Err(e),
             }
-            Some(Entry::Running { .. }) => return Begin::InFlight,
-            Some(Entry::Done { response, .. }) => return Begin::Replay(response.clone()),
-            None => {}
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(error = %e, "the Idempotency-Key memory could not be updated");
         }
-        // Make room by count; the bytes are counted when the answer is
-        // known (`finish`). Running keys are bounded by the requests in
-        // progress, so one is admitted even when all others are running.
-        map.make_room(1, 0);
-        map.entries.insert(id.clone(), Entry::Running { payload });
-        map.order.push_back(id.clone());
-        Begin::Fresh(Guard {
-            map: Arc::clone(&self.map),
-            id: Some(id),
-            payload,
-        })
     }
 }
 
-impl Guard {
-    /// Remembers the response for repeats, if it fits the byte budget
-    /// once older answers are forgotten. One that cannot fit is not
-    /// remembered: a repeat then runs again, which the operation key makes
-    /// safe (the header's memory only saves work).
-    pub fn finish(mut self, response: Stored) {
-        let Some(id) = self.id.take() else { return };
-        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-        let bytes = cost(&id, &response);
-        // Out of the way first, so it is not its own eviction candidate.
-        map.remove(&id);
-        if bytes > map.max_bytes || !map.make_room(1, bytes) {
+impl<P: Parts> Drop for Guard<P> {
+    fn drop(&mut self) {
+        if !self.armed {
             return;
         }
-        map.bytes += bytes;
-        map.entries.insert(
-            id.clone(),
-            Entry::Done {
-                payload: self.payload,
-                response,
-            },
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let app = self.app.clone();
+        let (principal, key, runner) = (
+            std::mem::take(&mut self.principal),
+            std::mem::take(&mut self.key),
+            std::mem::take(&mut self.runner),
         );
-        map.order.push_back(id);
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
-            map.remove(&id);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn answer(len: usize) -> Stored {
-        Stored {
-            outcome: None,
-            status: StatusCode::OK,
-            content_type: "application/json",
-            body: vec![b' '; len],
-        }
-    }
-
-    fn remember(cache: &IdempotencyCache, key: &str, len: usize) {
-        match cache.begin("p", key, key.as_bytes()) {
-            Begin::Fresh(g) => g.finish(answer(len)),
-            _ => panic!("{key} was not fresh"),
-        }
-    }
-
-    fn held(cache: &IdempotencyCache) -> (usize, usize) {
-        let map = cache.map.lock().unwrap();
-        (map.entries.len(), map.bytes)
-    }
-
-    #[test]
-    fn the_answers_bytes_stay_within_the_budget_oldest_out_first() {
-        let cache = IdempotencyCache::new(10_000, 100_000);
-        for i in 0..50 {
-            remember(&cache, &format!("k{i}"), 10_000);
-        }
-        let (count, bytes) = held(&cache);
-        assert!(bytes <= 100_000, "{bytes}");
-        assert_eq!(
-            count, 9,
-            "ten bodies of 10 kB and their overhead exceed 100 kB"
-        );
-        // The newest are kept, the oldest gone.
-        assert!(matches!(cache.begin("p", "k49", b"k49"), Begin::Replay(_)));
-        assert!(matches!(cache.begin("p", "k0", b"k0"), Begin::Fresh(_)));
-    }
-
-    #[test]
-    fn an_answer_larger_than_the_budget_is_not_remembered_and_evicts_nothing() {
-        let cache = IdempotencyCache::new(100, 50_000);
-        remember(&cache, "small", 100);
-        remember(&cache, "huge", 60_000);
-        assert!(matches!(
-            cache.begin("p", "small", b"small"),
-            Begin::Replay(_)
-        ));
-        // Forgotten, so the repeat runs again (its guard, dropped at once,
-        // forgets it again).
-        assert!(matches!(cache.begin("p", "huge", b"huge"), Begin::Fresh(_)));
-        let (count, bytes) = held(&cache);
-        assert_eq!(count, 1);
-        assert_eq!(bytes, cost(&("p".into(), "small".into()), &answer(100)));
-    }
-
-    #[test]
-    fn the_count_still_bounds_tiny_answers() {
-        let cache = IdempotencyCache::new(5, usize::MAX);
-        for i in 0..20 {
-            remember(&cache, &format!("k{i}"), 1);
-        }
-        assert_eq!(held(&cache).0, 5);
-    }
-
-    #[test]
-    fn a_dropped_guard_forgets_the_key_and_its_bytes() {
-        let cache = IdempotencyCache::new(10, 10_000);
-        remember(&cache, "a", 100);
-        drop(cache.begin("p", "b", b"b"));
-        let (count, bytes) = held(&cache);
-        assert_eq!(count, 1);
-        assert_eq!(bytes, cost(&("p".into(), "a".into()), &answer(100)));
+        rt.spawn(async move {
+            if let Err(e) = app
+                .parts()
+                .claims()
+                .idem_forget(&principal, &key, &runner)
+                .await
+            {
+                tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
+            }
+        });
     }
 }

@@ -1,5 +1,6 @@
 //! The router's state: the policy, the pluggable parts, the keys, and the
-//! per-process bookkeeping (idempotency keys, the reviewer queue, metrics).
+//! per-process metrics. Review items, reviewer logins and the
+//! `Idempotency-Key` memory are rows in the claim database.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -7,11 +8,11 @@ use std::time::Duration;
 
 use toolgate::claim::ClaimStore;
 use toolgate::contract::Policy;
+use toolgate::idempotency::IdempotencyStore;
 use toolgate::pipeline::{Authorizer, Executor, StateSource};
 use toolgate::review::ReviewStore;
 
 use crate::auth::KeyRing;
-use crate::idempotency::IdempotencyCache;
 use crate::metrics::Metrics;
 
 /// The four pluggable parts of the pipeline, as one type the handlers are
@@ -23,7 +24,7 @@ pub trait Parts: Send + Sync + 'static {
     type State: StateSource + 'static;
     /// Claims, results, audit, and review items (the same database, so a
     /// claim can use an approval in its own transaction).
-    type Claims: ClaimStore + ReviewStore + 'static;
+    type Claims: ClaimStore + ReviewStore + IdempotencyStore + 'static;
     /// The in-process executor (also asked during reconciliation).
     type Exec: Executor + 'static;
 
@@ -53,7 +54,7 @@ impl<A, S, C, E> Parts for Backends<A, S, C, E>
 where
     A: Authorizer + 'static,
     S: StateSource + 'static,
-    C: ClaimStore + ReviewStore + 'static,
+    C: ClaimStore + ReviewStore + IdempotencyStore + 'static,
     E: Executor + 'static,
 {
     type Authz = A;
@@ -132,7 +133,6 @@ pub(crate) struct Inner<P> {
     pub keys: KeyRing,
     pub settings: Settings,
     pub scope_fields: BTreeSet<String>,
-    pub idempotency: IdempotencyCache,
     pub metrics: Metrics,
     /// The review webhook's HTTP client (connection reuse across
     /// announcements).
@@ -167,10 +167,6 @@ impl<P: Parts> AppState<P> {
             .flat_map(|t| t.operation_key().iter().cloned())
             .collect();
         scope_fields.insert("version_seen".to_owned());
-        let idempotency = IdempotencyCache::new(
-            settings.idempotency_capacity,
-            settings.idempotency_max_bytes,
-        );
         let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {
             inner: Arc::new(Inner {
@@ -179,7 +175,6 @@ impl<P: Parts> AppState<P> {
                 keys,
                 settings,
                 scope_fields,
-                idempotency,
                 metrics,
                 webhook_client: reqwest::Client::new(),
                 tasks: Arc::new(tokio::sync::RwLock::new(())),

@@ -87,6 +87,7 @@ mod common;
 pub mod floor;
 #[cfg(feature = "sqlite")]
 mod group_commit;
+mod idempotency;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 mod pooled;

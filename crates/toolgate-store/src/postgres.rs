@@ -213,6 +213,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/postgres/0005_review_sessions.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            6,
+            "idempotency key memory".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0006_idempotency.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m

@@ -590,6 +590,13 @@ fn migrator() -> Migrator {
             include_str!("../migrations/sqlite/0005_review_sessions.sql").into_sql_str(),
             false,
         ),
+        Migration::new(
+            6,
+            "idempotency key memory".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
+            false,
+        ),
     ]);
     m.dangerous_set_table_name("toolgate_migrations");
     m

@@ -17,6 +17,7 @@
 pub mod claim;
 pub mod contract;
 pub mod decode;
+pub mod idempotency;
 pub mod op;
 pub mod pipeline;
 pub mod provider;

@@ -105,17 +105,18 @@ pub async fn post<P: Parts>(
     };
     let guard = match &key {
         None => None,
-        Some(k) => match app.inner.idempotency.begin(caller.principal.id(), k, &body) {
-            Begin::Fresh(g) => Some(g),
-            Begin::Replay(s) => return replay(&app, &caller, &body, s).await,
-            Begin::InFlight => {
+        Some(k) => match crate::idempotency::begin(&app, caller.principal.id(), k, &body).await {
+            Err(e) => return e.into_response(),
+            Ok(Begin::Fresh(g)) => Some(g),
+            Ok(Begin::Replay(s)) => return replay(&app, &caller, &body, s).await,
+            Ok(Begin::InFlight) => {
                 return ApiError::new(
                     ProblemCode::IdempotencyKeyInFlight,
                     "a request with this Idempotency-Key is still being processed; retry later",
                 )
                 .into_response();
             }
-            Begin::Mismatch => {
+            Ok(Begin::Mismatch) => {
                 return ApiError::new(
                     ProblemCode::IdempotencyKeyReused,
                     "this Idempotency-Key was used with a different request body",
@@ -132,7 +133,12 @@ pub async fn post<P: Parts>(
             body: serde_json::to_vec(&response).unwrap_or_default(),
         },
         // A server-side failure is not remembered: the retry should run.
-        Err(e) if e.status().is_server_error() => return e.into_response(),
+        Err(e) if e.status().is_server_error() => {
+            if let Some(g) = guard {
+                g.forget().await;
+            }
+            return e.into_response();
+        }
         Err(e) => Stored {
             outcome: None,
             status: e.status(),
@@ -142,14 +148,16 @@ pub async fn post<P: Parts>(
     };
     // Only final answers are remembered: an `in_flight`, a pending approval
     // or a claim awaiting reconciliation will read differently later, and a
-    // retry must see that (dropping the guard forgets the key).
-    if let Some(g) = guard
-        && !matches!(
+    // retry must see that (the key is forgotten).
+    if let Some(g) = guard {
+        if matches!(
             stored.outcome,
             Some(Outcome::InFlight | Outcome::PendingApproval | Outcome::NeedsReconciliation)
-        )
-    {
-        g.finish(stored.clone());
+        ) {
+            g.forget().await;
+        } else {
+            g.finish(stored.clone()).await;
+        }
     }
     stored_response(stored)
 }

@@ -318,6 +318,56 @@ impl ClaimStore for SwitchStore {
     }
 }
 
+impl toolgate::idempotency::IdempotencyStore for SwitchStore {
+    async fn idem_begin(
+        &self,
+        principal: &str,
+        key: &str,
+        payload: [u8; 32],
+        runner: &str,
+        now: UnixMillis,
+        lease_until: UnixMillis,
+    ) -> Result<toolgate::idempotency::Begun, StoreError> {
+        self.up()?;
+        self.inner
+            .idem_begin(principal, key, payload, runner, now, lease_until)
+            .await
+    }
+
+    async fn idem_finish(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+        answer: toolgate::idempotency::Remembered,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner
+            .idem_finish(principal, key, runner, answer, now)
+            .await
+    }
+
+    async fn idem_forget(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+    ) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.idem_forget(principal, key, runner).await
+    }
+
+    async fn idem_purge(
+        &self,
+        now: UnixMillis,
+        bounds: toolgate::idempotency::Bounds,
+    ) -> Result<(), StoreError> {
+        self.up()?;
+        self.inner.idem_purge(now, bounds).await
+    }
+}
+
 impl toolgate::review::ReviewStore for SwitchStore {
     async fn open_session(
         &self,

@@ -13,6 +13,7 @@ use crate::claim::{
     ClaimStore, Fingerprint, GrantUse, MemoryClaimStore, OperationKey, StoreError, StoreErrorKind,
     UnixMillis,
 };
+use crate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered, cost};
 
 #[derive(Default)]
 struct State {
@@ -23,6 +24,18 @@ struct State {
     live: HashMap<[u8; 32], i64>,
     /// Reviewer logins by their token's digest.
     sessions: HashMap<[u8; 32], ReviewSession>,
+    /// The `Idempotency-Key` memory ([`crate::idempotency`]), by
+    /// (principal, key).
+    idem: HashMap<(String, String), IdemRow>,
+}
+
+/// One `Idempotency-Key` row.
+struct IdemRow {
+    payload: [u8; 32],
+    runner: String,
+    lease_until: UnixMillis,
+    /// When it finished, and its answer.
+    done: Option<(UnixMillis, Remembered)>,
 }
 
 impl State {
@@ -397,5 +410,106 @@ impl ReviewStore for MemoryClaimStore {
             self.append_audit(&entry).await?;
         }
         Ok(closed)
+    }
+}
+
+impl IdempotencyStore for MemoryClaimStore {
+    async fn idem_begin(
+        &self,
+        principal: &str,
+        key: &str,
+        payload: [u8; 32],
+        runner: &str,
+        now: UnixMillis,
+        lease_until: UnixMillis,
+    ) -> Result<Begun, StoreError> {
+        let mut state = self.reviews.lock()?;
+        let id = (principal.to_owned(), key.to_owned());
+        if let Some(row) = state.idem.get_mut(&id) {
+            if row.payload != payload {
+                return Ok(Begun::Mismatch);
+            }
+            match &row.done {
+                Some((_, answer)) => return Ok(Begun::Replay(answer.clone())),
+                None if row.lease_until > now => return Ok(Begun::InFlight),
+                None => {}
+            }
+        }
+        state.idem.insert(
+            id,
+            IdemRow {
+                payload,
+                runner: runner.to_owned(),
+                lease_until,
+                done: None,
+            },
+        );
+        Ok(Begun::Fresh)
+    }
+
+    async fn idem_finish(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+        answer: Remembered,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        let mut state = self.reviews.lock()?;
+        if let Some(row) = state.idem.get_mut(&(principal.to_owned(), key.to_owned()))
+            && row.done.is_none()
+            && row.runner == runner
+        {
+            row.done = Some((now, answer));
+        }
+        Ok(())
+    }
+
+    async fn idem_forget(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+    ) -> Result<(), StoreError> {
+        let mut state = self.reviews.lock()?;
+        let id = (principal.to_owned(), key.to_owned());
+        if state
+            .idem
+            .get(&id)
+            .is_some_and(|r| r.done.is_none() && r.runner == runner)
+        {
+            state.idem.remove(&id);
+        }
+        Ok(())
+    }
+
+    async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
+        let mut state = self.reviews.lock()?;
+        let oldest = now.0.saturating_sub(bounds.retention_ms);
+        state.idem.retain(|_, r| match &r.done {
+            Some((at, _)) => at.0 > oldest,
+            None => r.lease_until > now,
+        });
+        // The finished rows, oldest first, and what they hold.
+        let mut done: Vec<((String, String), i64, u64)> = state
+            .idem
+            .iter()
+            .filter_map(|(id, r)| {
+                let (at, answer) = r.done.as_ref()?;
+                Some((id.clone(), at.0, cost(&id.0, &id.1, answer.body.len())))
+            })
+            .collect();
+        done.sort_by_key(|d| d.1);
+        let mut count = done.len() as u64;
+        let mut bytes: u64 = done.iter().map(|d| d.2).sum();
+        for (id, _, c) in done {
+            if count <= bounds.capacity && bytes <= bounds.max_bytes {
+                break;
+            }
+            state.idem.remove(&id);
+            count -= 1;
+            bytes -= c;
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,275 @@
+//! The `Idempotency-Key` memory as rows in the claim database (issue 14):
+//! a repeat reaching another replica, or arriving after a restart, gets the
+//! first answer; a key racing on two replicas has one runner and the others
+//! get `409 idempotency_key_in_flight` or the answer; a key running
+//! elsewhere is in flight on every replica until its lease passes, when a
+//! retry takes it over; and the purge keeps the count cap. The old memory
+//! lived in one process, so each replica ran the request itself. SQLite
+//! always; PostgreSQL and MariaDB when `TOOLGATE_TEST_POSTGRES_URL` /
+//! `TOOLGATE_TEST_MYSQL_URL` are set (and required with
+//! `TOOLGATE_REQUIRE_DATABASES=1`).
+
+mod support;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use support::*;
+use toolgate::claim::UnixMillis;
+use toolgate::contract::Policy;
+use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
+use toolgate_http::{AppState, Backends, Settings};
+use toolgate_store::AnyClaimStore;
+use tower::ServiceExt;
+
+type StoreParts = Backends<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let parts = Backends {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims: store,
+        executor: desk.clone(),
+    };
+    let state = AppState::new(
+        Policy::load(POLICY).unwrap(),
+        parts,
+        keys(),
+        Settings::default(),
+    );
+    (toolgate_http::router(state.clone()), state)
+}
+
+/// Status, body text and the problem code, if any.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it"
+)]
+async fn propose(app: &Router, idem: &str, body: &str) -> (StatusCode, String, Option<String>) {
+    let req = Request::post("/v1/decisions")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
+        .header("Idempotency-Key", idem)
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let code = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["code"].as_str().map(str::to_owned));
+    (status, text, code)
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn now_ms() -> UnixMillis {
+    UnixMillis(i64::try_from(now_nanos() / 1_000_000).unwrap())
+}
+
+fn digest(body: &str) -> [u8; 32] {
+    Sha256::digest(body.as_bytes()).into()
+}
+
+async fn durable_on(url: &str) {
+    let desk = DeskRef::default();
+    let run = format!("{:x}", u64::from(std::process::id()) ^ now_nanos());
+    let (a, _) = replica(url, &desk).await;
+    let (b, b_state) = replica(url, &desk).await;
+    let ticket = |n: u32| {
+        let t = format!("t{n}-{run}");
+        desk.set_version(&t, "7");
+        t
+    };
+
+    // First on A, repeated on B: the same answer, one credit.
+    let t1 = ticket(1);
+    let body1 = decision_body(credit(500), &t1, "7").to_string();
+    let key1 = format!("k1-{run}");
+    let first = propose(&a, &key1, &body1).await;
+    assert_eq!(first.0, StatusCode::CREATED, "{}", first.1);
+    let again = propose(&b, &key1, &body1).await;
+    assert_eq!((again.0, &again.1), (first.0, &first.1));
+    assert_eq!(desk.credits_for(&t1), 1);
+    // Another body under the key is refused on B.
+    let other = decision_body(credit(600), &t1, "7").to_string();
+    let (s, _, code) = propose(&b, &key1, &other).await;
+    assert_eq!(
+        (s, code.as_deref()),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Some("idempotency_key_reused")
+        )
+    );
+    // A restart keeps it.
+    let (c, _) = replica(url, &desk).await;
+    let after = propose(&c, &key1, &body1).await;
+    assert_eq!((after.0, &after.1), (first.0, &first.1));
+
+    // Twelve requests with one key on both replicas: one runs.
+    let t2 = ticket(2);
+    let body2 = decision_body(credit(300), &t2, "7").to_string();
+    let key2 = format!("k2-{run}");
+    let racing: Vec<_> = (0..12)
+        .map(|i| {
+            let r = if i % 2 == 0 { a.clone() } else { b.clone() };
+            let (key, body) = (key2.clone(), body2.clone());
+            tokio::spawn(async move { propose(&r, &key, &body).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for r in racing {
+        answers.push(r.await.unwrap());
+    }
+    let executed: Vec<_> = answers
+        .iter()
+        .filter(|a| a.0 == StatusCode::CREATED)
+        .collect();
+    assert!(!executed.is_empty(), "{answers:?}");
+    for a in &answers {
+        assert!(
+            (a.0 == StatusCode::CREATED && a.1 == executed[0].1)
+                || (a.0 == StatusCode::CONFLICT
+                    && a.2.as_deref() == Some("idempotency_key_in_flight")),
+            "{a:?}"
+        );
+    }
+    assert_eq!(desk.credits_for(&t2), 1);
+
+    // A key another process holds, lease unexpired: in flight here.
+    let store = &b_state.parts().claims;
+    let t3 = ticket(3);
+    let body3 = decision_body(credit(200), &t3, "7").to_string();
+    let key3 = format!("k3-{run}");
+    let now = now_ms();
+    let held = store
+        .idem_begin(
+            "agent-1",
+            &key3,
+            digest(&body3),
+            "elsewhere",
+            now,
+            UnixMillis(now.0 + 3_600_000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(held, Begun::Fresh);
+    for r in [&a, &b] {
+        let (s, _, code) = propose(r, &key3, &body3).await;
+        assert_eq!(
+            (s, code.as_deref()),
+            (StatusCode::CONFLICT, Some("idempotency_key_in_flight"))
+        );
+    }
+    assert_eq!(desk.credits_for(&t3), 0);
+    // Its runner finishing with a non-matching runner id changes nothing.
+    store
+        .idem_finish(
+            "agent-1",
+            &key3,
+            "not-the-runner",
+            Remembered {
+                status: 200,
+                content_type: "application/json".into(),
+                outcome: Some("answer".into()),
+                body: b"{}".to_vec(),
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let (s, _, _) = propose(&a, &key3, &body3).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+
+    // A key whose runner's lease has passed is taken over by the retry.
+    let t4 = ticket(4);
+    let body4 = decision_body(credit(100), &t4, "7").to_string();
+    let key4 = format!("k4-{run}");
+    let now = now_ms();
+    store
+        .idem_begin(
+            "agent-1",
+            &key4,
+            digest(&body4),
+            "dead",
+            UnixMillis(now.0 - 2),
+            UnixMillis(now.0 - 1),
+        )
+        .await
+        .unwrap();
+    let (s, text, _) = propose(&a, &key4, &body4).await;
+    assert_eq!(s, StatusCode::CREATED, "{text}");
+    assert_eq!(desk.credits_for(&t4), 1);
+    let again = propose(&b, &key4, &body4).await;
+    assert_eq!((again.0, again.1), (s, text));
+
+    // The purge keeps the count cap: with room for one answer, only the
+    // newest finished one stays (key4's), and key1 runs again, answered
+    // `replayed` by the operation key.
+    store
+        .idem_purge(
+            now_ms(),
+            Bounds {
+                retention_ms: 3_600_000,
+                capacity: 1,
+                max_bytes: u64::MAX,
+            },
+        )
+        .await
+        .unwrap();
+    let (s, text, _) = propose(&b, &key1, &body1).await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    assert!(text.contains("\"replayed\""), "{text}");
+    assert_eq!(desk.credits_for(&t1), 1);
+}
+
+#[tokio::test]
+async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_sqlite() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolgate-idem-{}-{}",
+        std::process::id(),
+        now_nanos()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    durable_on(&url).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn database_url(var: &str, what: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("TOOLGATE_REQUIRE_DATABASES").as_deref() != Ok("1"),
+                "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} Idempotency-Key tests cannot run"
+            );
+            eprintln!("SKIPPED: {var} is not set, so this {what} test did not run");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_postgres() {
+    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
+        durable_on(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_mariadb() {
+    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
+        durable_on(&url).await;
+    }
+}

@@ -1,0 +1,230 @@
+//! The `Idempotency-Key` memory as rows in the claim database
+//! (docs/http-api.md): the first request with a key takes a running row
+//! with a lease, its final answer is kept on the row, and a repeat on any
+//! process finds it. This only spares a client from sending the same work
+//! twice; the operation key is what makes retries safe, so a lost or
+//! forgotten row only costs a re-run. It is never an authority (design
+//! invariant 12): the HTTP layer decides what may be remembered and when a
+//! remembered answer may be served.
+//!
+//! The rules every implementation keeps:
+//!
+//! - one row per (principal, key); [`IdempotencyStore::idem_begin`] inserts
+//!   it if absent, so two processes racing one key get one runner and one
+//!   [`Begun::InFlight`];
+//! - a running row whose lease has passed may be taken over by the next
+//!   request with the same payload (its runner died or hung up);
+//! - finishing or forgetting names the runner, so a runner whose row was
+//!   taken over changes nothing;
+//! - [`IdempotencyStore::idem_purge`] removes finished rows older than the
+//!   retention, dead running rows, and the oldest finished rows beyond the
+//!   count and byte caps.
+//!
+//! Time is passed in; nothing here reads a clock.
+
+use std::future::Future;
+
+use crate::claim::{StoreError, UnixMillis};
+
+/// How long a finished answer is kept.
+pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+
+/// A remembered answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Remembered {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its media type.
+    pub content_type: String,
+    /// The decision's outcome code, if the answer was a decision.
+    pub outcome: Option<String>,
+    /// The body, as sent.
+    pub body: Vec<u8>,
+}
+
+/// What [`IdempotencyStore::idem_begin`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Begun {
+    /// This request runs (a new row, or a lapsed one taken over).
+    Fresh,
+    /// Finished with the same payload: this answer.
+    Replay(Remembered),
+    /// Running elsewhere, lease not passed.
+    InFlight,
+    /// The key was used with another payload.
+    Mismatch,
+}
+
+/// The bounds [`IdempotencyStore::idem_purge`] enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Finished answers older than this are removed.
+    pub retention_ms: i64,
+    /// Most finished answers kept.
+    pub capacity: u64,
+    /// Most bytes of finished answers (bodies and keys) kept.
+    pub max_bytes: u64,
+}
+
+/// What a finished row costs against [`Bounds::max_bytes`]: its body and
+/// key texts and a fixed overhead, so tiny answers are not free.
+pub fn cost(principal: &str, key: &str, body_len: usize) -> u64 {
+    (principal.len() + key.len() + body_len + 160) as u64
+}
+
+/// Where the `Idempotency-Key` memory lives.
+pub trait IdempotencyStore: Send + Sync {
+    /// Inserts a running row for (`principal`, `key`) held by `runner`
+    /// until `lease_until`, unless one exists: then a finished row with the
+    /// same payload is a replay, another payload a mismatch, a running one
+    /// in flight, unless its lease has passed at `now`, when `runner`
+    /// takes it over.
+    fn idem_begin(
+        &self,
+        principal: &str,
+        key: &str,
+        payload: [u8; 32],
+        runner: &str,
+        now: UnixMillis,
+        lease_until: UnixMillis,
+    ) -> impl Future<Output = Result<Begun, StoreError>> + Send;
+
+    /// Keeps `answer` on the row `runner` still holds, finished at `now`.
+    fn idem_finish(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+        answer: Remembered,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes the running row `runner` still holds (nothing final to keep).
+    fn idem_forget(
+        &self,
+        principal: &str,
+        key: &str,
+        runner: &str,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Removes finished rows past the retention, running rows whose lease
+    /// has passed, and the oldest finished rows beyond the caps.
+    fn idem_purge(
+        &self,
+        now: UnixMillis,
+        bounds: Bounds,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::MemoryClaimStore;
+
+    /// The memory store's futures are ready at once.
+    fn now_of<T>(f: impl Future<Output = T>) -> T {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("the memory store never waits"),
+        }
+    }
+
+    fn answer(len: usize) -> Remembered {
+        Remembered {
+            status: 200,
+            content_type: "application/json".into(),
+            outcome: Some("answer".into()),
+            body: vec![b' '; len],
+        }
+    }
+
+    /// Key `key` begun and finished at `at`.
+    fn remember(store: &MemoryClaimStore, key: &str, len: usize, at: i64) {
+        let payload = [1; 32];
+        let begun =
+            now_of(store.idem_begin("p", key, payload, "r", UnixMillis(at), UnixMillis(at + 10)));
+        assert_eq!(begun.unwrap(), Begun::Fresh, "{key}");
+        now_of(store.idem_finish("p", key, "r", answer(len), UnixMillis(at))).unwrap();
+    }
+
+    fn begin(store: &MemoryClaimStore, key: &str, at: i64) -> Begun {
+        now_of(store.idem_begin("p", key, [1; 32], "r2", UnixMillis(at), UnixMillis(at + 10)))
+            .unwrap()
+    }
+
+    fn purge(store: &MemoryClaimStore, at: i64, capacity: u64, max_bytes: u64) {
+        let bounds = Bounds {
+            retention_ms: 1_000,
+            capacity,
+            max_bytes,
+        };
+        now_of(store.idem_purge(UnixMillis(at), bounds)).unwrap();
+    }
+
+    #[test]
+    fn the_purge_keeps_the_bytes_within_the_budget_oldest_out_first() {
+        let store = MemoryClaimStore::new();
+        for i in 0..50 {
+            remember(&store, &format!("k{i}"), 10_000, i);
+        }
+        purge(&store, 50, 10_000, 100_000);
+        // Ten bodies of 10 kB and their overhead exceed 100 kB: nine stay,
+        // the newest.
+        assert!(matches!(begin(&store, "k49", 51), Begun::Replay(_)));
+        assert!(matches!(begin(&store, "k41", 51), Begun::Replay(_)));
+        assert_eq!(begin(&store, "k40", 51), Begun::Fresh);
+    }
+
+    #[test]
+    fn the_purge_keeps_the_count_and_the_retention() {
+        let store = MemoryClaimStore::new();
+        for i in 0..20 {
+            remember(&store, &format!("k{i}"), 1, i);
+        }
+        purge(&store, 20, 5, u64::MAX);
+        assert!(matches!(begin(&store, "k15", 21), Begun::Replay(_)));
+        assert_eq!(begin(&store, "k14", 21), Begun::Fresh);
+        // 1 s later every answer is past the retention, and the running
+        // row k14 past its lease.
+        purge(&store, 1_100, 5, u64::MAX);
+        assert_eq!(begin(&store, "k19", 1_101), Begun::Fresh);
+        assert_eq!(begin(&store, "k14", 1_101), Begun::Fresh);
+    }
+
+    #[test]
+    fn only_the_runner_finishes_or_forgets_and_a_lapsed_lease_is_taken_over() {
+        let store = MemoryClaimStore::new();
+        let b = |key, runner, at: i64| {
+            now_of(store.idem_begin(
+                "p",
+                key,
+                [1; 32],
+                runner,
+                UnixMillis(at),
+                UnixMillis(at + 10),
+            ))
+            .unwrap()
+        };
+        assert_eq!(b("k", "r1", 0), Begun::Fresh);
+        assert_eq!(b("k", "r2", 5), Begun::InFlight);
+        now_of(store.idem_forget("p", "k", "r2")).unwrap();
+        now_of(store.idem_finish("p", "k", "r2", answer(1), UnixMillis(5))).unwrap();
+        assert_eq!(b("k", "r2", 9), Begun::InFlight);
+        // Another payload is a mismatch, running or not.
+        let other =
+            now_of(store.idem_begin("p", "k", [2; 32], "r3", UnixMillis(9), UnixMillis(19)));
+        assert_eq!(other.unwrap(), Begun::Mismatch);
+        // Lease passed: r2 takes over, and r1 can no longer finish.
+        assert_eq!(b("k", "r2", 10), Begun::Fresh);
+        now_of(store.idem_finish("p", "k", "r1", answer(1), UnixMillis(11))).unwrap();
+        assert_eq!(b("k", "r3", 12), Begun::InFlight);
+        now_of(store.idem_finish("p", "k", "r2", answer(3), UnixMillis(12))).unwrap();
+        assert_eq!(b("k", "r3", 13), Begun::Replay(answer(3)));
+        // Another principal's same key is its own.
+        let theirs =
+            now_of(store.idem_begin("q", "k", [2; 32], "r", UnixMillis(13), UnixMillis(23)));
+        assert_eq!(theirs.unwrap(), Begun::Fresh);
+    }
+}
