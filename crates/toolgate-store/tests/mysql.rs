@@ -491,3 +491,34 @@ async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed()
     assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
     db.drop().await;
 }
+
+/// A principal may be 256 bytes (`MAX_LABEL_BYTES`); MySQL's VARCHAR
+/// counts characters, and a column one short turned the longest valid
+/// reviewer's sign-in into a store error.
+#[tokio::test]
+async fn a_principal_of_the_longest_valid_length_signs_in() {
+    use toolgate::claim::{MAX_LABEL_BYTES, UnixMillis};
+    use toolgate::review::{ReviewSession, ReviewStore, session_digest};
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let store = db.store().await;
+    let principal = "r".repeat(MAX_LABEL_BYTES);
+    let digest = session_digest("a-session-token");
+    let session = ReviewSession {
+        principal: principal.clone(),
+        csrf: "csrf".to_owned(),
+        expires_at: UnixMillis(2_000),
+    };
+    store
+        .open_session(digest, session, UnixMillis(1_000))
+        .await
+        .expect("open a session");
+    let found = store
+        .session(digest, UnixMillis(1_500))
+        .await
+        .expect("read it")
+        .expect("unexpired");
+    assert_eq!(found.principal, principal);
+    db.drop().await;
+}

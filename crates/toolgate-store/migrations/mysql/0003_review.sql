@@ -47,7 +47,7 @@ CREATE TABLE toolgate_review_items (
 -- A reviewer is a key id, at most 255 characters.
 CREATE TABLE toolgate_review_votes (
     item_id  BIGINT       NOT NULL,
-    reviewer VARCHAR(255) NOT NULL,
+    reviewer VARCHAR(256) NOT NULL,
     verdict  VARCHAR(16)  NOT NULL,
     at       BIGINT       NOT NULL,
     note     TEXT         NULL,

@@ -5,7 +5,7 @@
 -- in. Expired rows are removed whenever a session is opened.
 CREATE TABLE toolgate_review_sessions (
     token_sha256 VARBINARY(32) NOT NULL PRIMARY KEY,
-    principal    VARCHAR(255)  NOT NULL,
+    principal    VARCHAR(256)  NOT NULL,
     csrf         VARCHAR(128)  NOT NULL,
     expires_at   BIGINT        NOT NULL,
     INDEX toolgate_review_sessions_expires (expires_at),

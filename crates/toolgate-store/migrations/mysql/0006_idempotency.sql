@@ -6,7 +6,7 @@
 -- body; `bytes` is what it counts against the byte cap). `payload` is the
 -- SHA-256 of the request body. Never an authority (design invariant 12).
 CREATE TABLE toolgate_idempotency (
-    principal    VARCHAR(255)  NOT NULL,
+    principal    VARCHAR(256)  NOT NULL,
     idem_key     VARCHAR(255)  NOT NULL,
     payload      VARBINARY(32) NOT NULL,
     runner       VARCHAR(64)   NOT NULL,
