@@ -349,11 +349,16 @@ async fn with_no_state_read_a_409_is_state_changed() {
             .map(|v| v.as_str().to_owned()),
         Some("4".to_owned())
     );
-    // Closed as not applied: a retry replays the answer, never re-sends.
+    // Closed as not applied: a retry answers the same true outcome from the
+    // claim (never `replayed`, which would claim a write) and never re-sends.
     let again = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 2)
         .await
         .unwrap();
-    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(
+        (again.outcome, again.reason),
+        (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
+        "{again:?}"
+    );
     assert_eq!(shop.received.lock().unwrap().len(), 1);
 }
 
