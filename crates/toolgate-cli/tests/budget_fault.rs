@@ -172,7 +172,12 @@ fn sqlite_killed_reservation_is_released_once() {
         "sqlite://{}",
         path.display()
     )));
-    let _ = std::fs::remove_file(&path);
+    // The database and the WAL files SQLite keeps beside it.
+    for suffix in ["", "-wal", "-shm"] {
+        let mut file = path.clone().into_os_string();
+        file.push(suffix);
+        let _ = std::fs::remove_file(file);
+    }
 }
 
 #[test]
