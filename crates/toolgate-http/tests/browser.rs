@@ -20,7 +20,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::*;
@@ -193,6 +193,40 @@ impl Driver {
         self.cmd("POST", &format!("/element/{id}/click"), Some(json!({})));
     }
 
+    /// Clicks something that loads a page (a form's button, a link) and
+    /// waits until the new document has loaded. WebDriver's click may
+    /// return before a form's navigation ends, and reading the old page
+    /// then makes the test flaky: the mark set on the old document is gone
+    /// only once the new one replaced it.
+    fn submit(&self, css: &str) {
+        self.script("window.__toolgateOldPage = true; return null;");
+        self.click(css);
+        // A bound on the wait, not a timing assertion: a page that never
+        // loads fails the test with this message instead of hanging it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let loaded = self.script(
+                "return window.__toolgateOldPage === undefined && document.readyState === 'complete';",
+            );
+            if loaded == Value::Bool(true) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "clicking {css} never loaded a new page"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn script(&self, body: &str) -> Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            Some(json!({"script": body, "args": []})),
+        )
+    }
+
     fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css);
         self.cmd(
@@ -276,7 +310,7 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     let base = format!("http://{addr}");
     d.go(&format!("{base}/review"));
     d.type_into("#key", REVIEWER_KEY);
-    d.click("#login");
+    d.submit("#login");
     // The conflict: the prior proposal and its recorded result beside the new one.
     let conflict = d.text(".item.conflict");
     assert!(
@@ -288,7 +322,7 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     assert!(d.text(".item.conflict .prior-result").contains("credit_id"));
     // Approve the pending refund with a real click.
     assert!(d.text(&format!("#item-{item}")).contains("4321"));
-    d.click(&format!("#approve-{item}"));
+    d.submit(&format!("#approve-{item}"));
     let after = d.text(&format!("#item-{item} .status"));
     assert!(after.contains("approved by reviewer-1"), "{after}");
     assert!(
@@ -305,7 +339,7 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
         &format!("#item-{conflict_id} input[name=note]"),
         "paid once, closed",
     );
-    d.click(&format!("#resolve-{conflict_id}"));
+    d.submit(&format!("#resolve-{conflict_id}"));
     let closed = d.text(&format!("#item-{conflict_id} .status"));
     assert!(
         closed.contains("resolved by reviewer-1") && closed.contains("paid once"),
@@ -521,7 +555,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     let base = format!("http://{addr}");
     d.go(&format!("{base}/review"));
     d.type_into("#key", REVIEWER_KEY);
-    d.click("#login");
+    d.submit("#login");
 
     // Every card: its scope, tool and human times; never epoch milliseconds.
     for id in [
@@ -582,7 +616,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     );
 
     // Each action, with the item's status and the audit trail after it.
-    d.click(&format!("#approve-{approve_me}"));
+    d.submit(&format!("#approve-{approve_me}"));
     let s = d.text(&format!("#item-{approve_me} .status"));
     assert!(s.contains("approved by reviewer-1"), "{s}");
     assert_eq!(status_of(approve_me), "approved");
@@ -592,7 +626,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         &format!("#item-{deny_me} input[name=note]"),
         "too large <for> one order",
     );
-    d.click(&format!("#deny-{deny_me}"));
+    d.submit(&format!("#deny-{deny_me}"));
     let s = d.text(&format!("#item-{deny_me} .status"));
     assert!(
         s.contains("denied by reviewer-1") && s.contains("too large <for> one order"),
@@ -605,7 +639,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         &format!("#item-{conflict} input[name=note]"),
         "paid once, closed",
     );
-    d.click(&format!("#resolve-{conflict}"));
+    d.submit(&format!("#resolve-{conflict}"));
     let s = d.text(&format!("#item-{conflict} .status"));
     assert!(
         s.contains("resolved by reviewer-1") && s.contains("paid once"),
@@ -618,7 +652,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         &format!("#item-{stale} input[name=note]"),
         "the model will read again",
     );
-    d.click(&format!("#dismiss-{stale}"));
+    d.submit(&format!("#dismiss-{stale}"));
     let s = d.text(&format!("#item-{stale} .status"));
     assert!(s.contains("dismissed by reviewer-1"), "{s}");
     assert_eq!(status_of(stale), "dismissed");
@@ -626,13 +660,13 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         assert!(audit(&stale_key).contains(&("reviewer-1".into(), "dismissed".into())));
     }
 
-    d.click(&format!("#resolve-{rejected_a}"));
+    d.submit(&format!("#resolve-{rejected_a}"));
     assert!(
         d.text(&format!("#item-{rejected_a} .status"))
             .contains("resolved by reviewer-1")
     );
     assert_eq!(status_of(rejected_a), "resolved");
-    d.click(&format!("#dismiss-{rejected_b}"));
+    d.submit(&format!("#dismiss-{rejected_b}"));
     assert!(
         d.text(&format!("#item-{rejected_b} .status"))
             .contains("dismissed by reviewer-1")
@@ -645,7 +679,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         &format!("#item-{applied} input[name=note]"),
         "credit c-77 is in the ledger",
     );
-    d.click(&format!("#applied-{applied}"));
+    d.submit(&format!("#applied-{applied}"));
     let s = d.text(&format!("#item-{applied} .status"));
     assert!(
         s.contains("resolved by reviewer-1") && s.contains("reconciled as applied: credit c-77"),
@@ -661,7 +695,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         trail.contains(&("reviewer-1".into(), "resolved".into())),
         "{trail:?}"
     );
-    d.click(&format!("#not-applied-{not_applied}"));
+    d.submit(&format!("#not-applied-{not_applied}"));
     let s = d.text(&format!("#item-{not_applied} .status"));
     assert!(s.contains("reconciled as not applied"), "{s}");
     assert_eq!(status_of(not_applied), "resolved");
@@ -682,7 +716,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     // Filtering with the page's GET form.
     d.click("#filter-kind option[value=rejected]");
     d.click("#filter-status option[value=resolved]");
-    d.click("#filter-go");
+    d.submit("#filter-go");
     assert_eq!(card_ids(&d), vec![rejected_a]);
     // Paging: two cards a page, newest first, to the end.
     d.go(&format!("{base}/review?limit=2"));
@@ -697,7 +731,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         {
             break;
         }
-        d.click("#next-page");
+        d.submit("#next-page");
         let page = card_ids(&d);
         assert!(page.len() <= 2 && !page.is_empty());
         // Cards are grouped by kind on a page; pages go strictly older.
