@@ -199,7 +199,7 @@ fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Dec
 fn an_agent_of_the_orders_team_may_refund_within_its_total() {
     let w = world();
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     // An integer resource id is the entity id's decimal digits.
     assert_eq!(
         w.authz.entity_source().asked_for.lock().unwrap().as_deref(),
@@ -221,7 +221,7 @@ fn an_entity_source_that_does_not_answer_decides_nothing() {
     assert_eq!(*w.refunds.0.lock().unwrap(), 0);
     *w.authz.entity_source().down.lock().unwrap() = false;
     let d = run(&w, "agent-eu", json!(42), 1500, 2);
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(*w.refunds.0.lock().unwrap(), 1);
 }
 
@@ -230,13 +230,13 @@ fn another_team_or_more_than_the_total_is_not_authorized() {
     let w = world();
     let d = run(&w, "agent-us", json!(42), 1500, 1);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
         "{d:?}"
     );
     let d = run(&w, "agent-eu", json!(43), 4000, 2);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
         "{d:?}"
     );
@@ -251,7 +251,7 @@ fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
     *w.authz.entity_source().order_total.lock().unwrap() = json!("3000");
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::AuthorizationError)),
         "{d:?}"
     );
@@ -263,7 +263,7 @@ fn an_order_the_source_does_not_know_denies() {
     let w = world();
     *w.authz.entity_source().order_exists.lock().unwrap() = false;
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
-    assert_eq!(d.outcome, Outcome::Forbidden, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Forbidden, "{d:?}");
     assert_eq!(*w.refunds.0.lock().unwrap(), 0);
 }
 

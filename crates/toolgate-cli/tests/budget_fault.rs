@@ -142,7 +142,7 @@ async fn the_reservation_is_released_once(url: &str) {
             lease: Duration::from_secs(30),
         };
         let d = decide(&gate, proposal, &request).await.expect("decide");
-        match (d.outcome, d.reason) {
+        match (d.outcome(), d.reason()) {
             (Outcome::Executed, _) => executed += 1,
             (Outcome::PendingApproval, Some(Reason::BudgetExceeded)) => over += 1,
             _ => panic!("{d:?}"),

@@ -127,9 +127,9 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
         }
     };
     let d = retry(after_lease).await;
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
-    assert_eq!(d.reason, Some(Reason::LeaseExpired));
-    assert_eq!(d.key, Some(key));
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(d.reason(), Some(Reason::LeaseExpired));
+    assert_eq!(d.key(), Some(key));
     assert_eq!(desk.credit_count(&ticket).await.expect("count"), 0);
     assert_eq!(desk.ticket_version(&ticket).await.expect("v"), Some(1));
 
@@ -172,11 +172,11 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
     // never `replayed`, which would claim a write.
     let d = retry(UnixMillis(after_lease.0 + 10)).await;
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::StateChanged, Some(Reason::LeaseExpired)),
         "{d:?}"
     );
-    assert_eq!(d.result.as_ref().expect("result")["applied"], false);
+    assert_eq!(d.result().expect("result")["applied"], false);
     assert_eq!(desk.credit_count(&ticket).await.expect("count"), 0);
     let trail = store.audit_trail(&key, 10).await.expect("audit");
     let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();

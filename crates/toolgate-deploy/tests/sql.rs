@@ -117,12 +117,16 @@ async fn exercise(url: &str, backend: &str) {
     let ok = propose(&d, &store, &ana, json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(ok.outcome, Outcome::Permitted, "{backend}: {ok:?}");
+    assert_eq!(ok.outcome(), Outcome::Permitted, "{backend}: {ok:?}");
     let stale = propose(&d, &MemoryClaimStore::new(), &ana, json!("1"), 500, "2", 1)
         .await
         .unwrap();
-    assert_eq!(stale.outcome, Outcome::StateChanged, "{backend}: {stale:?}");
-    assert_eq!(stale.current_version.unwrap().as_str(), "3");
+    assert_eq!(
+        stale.outcome(),
+        Outcome::StateChanged,
+        "{backend}: {stale:?}"
+    );
+    assert_eq!(stale.current_version().unwrap().as_str(), "3");
     for (actor, order, amount) in [
         ("agent-ana", 3, 500),
         ("agent-ana", 2, 500),
@@ -142,7 +146,7 @@ async fn exercise(url: &str, backend: &str) {
         .await
         .unwrap();
         assert_eq!(
-            dn.outcome,
+            dn.outcome(),
             Outcome::Forbidden,
             "{backend} {actor} {order}: {dn:?}"
         );

@@ -45,12 +45,12 @@ async fn a_201_json_object_is_applied_and_is_the_recorded_result() {
     let first = propose(&d, &store, &ana, json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
+    assert_eq!(first.outcome(), Outcome::Executed, "{first:?}");
     assert_eq!(
-        first.result,
-        Some(json!({"refund_id": 7, "status": "issued"}))
+        first.result(),
+        Some(&json!({"refund_id": 7, "status": "issued"}))
     );
-    let key = first.key.unwrap();
+    let key = first.key().unwrap();
     assert_eq!(
         store.fetch(&key).await.unwrap().unwrap().executor,
         ExecutorKind::Webhook
@@ -79,7 +79,7 @@ async fn a_201_json_object_is_applied_and_is_the_recorded_result() {
     let again = propose(&d, &store, &ana, json!("1"), 500, "3", 2)
         .await
         .unwrap();
-    assert_eq!(again.outcome, Outcome::Replayed, "{again:?}");
+    assert_eq!(again.outcome(), Outcome::Replayed, "{again:?}");
     assert_eq!(shop.received.lock().unwrap().len(), 1);
 }
 
@@ -90,10 +90,10 @@ async fn a_409_or_412_is_a_failed_precondition() {
         let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
             .await
             .unwrap();
-        assert_eq!(d1.outcome, Outcome::StateChanged, "{mode}: {d1:?}");
-        assert_eq!(d1.reason, Some(Reason::PreconditionFailed));
+        assert_eq!(d1.outcome(), Outcome::StateChanged, "{mode}: {d1:?}");
+        assert_eq!(d1.reason(), Some(Reason::PreconditionFailed));
         assert_eq!(
-            d1.current_version.as_ref().map(|v| v.as_str().to_owned()),
+            d1.current_version().map(|v| v.as_str().to_owned()),
             current.map(str::to_owned),
             "{mode}"
         );
@@ -118,16 +118,16 @@ async fn unknown_outcomes_stay_in_flight_and_are_never_resent() {
         let d1 = propose(&d, &store, &ana, json!(1), 500, "3", 1)
             .await
             .unwrap();
-        assert_eq!(d1.outcome, Outcome::NeedsReconciliation, "{mode}: {d1:?}");
-        assert_eq!(d1.reason, Some(Reason::ExecutorFailed));
-        let message = d1.message.clone().unwrap();
+        assert_eq!(d1.outcome(), Outcome::NeedsReconciliation, "{mode}: {d1:?}");
+        assert_eq!(d1.reason(), Some(Reason::ExecutorFailed));
+        let message = d1.message().map(str::to_owned).unwrap();
         assert!(message.contains(why), "{mode}: {message}");
         assert!(message.contains("not re-sent"), "{mode}: {message}");
         // A retry while the claim is in flight does not call the webhook.
         let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
             .await
             .unwrap();
-        assert_ne!(d2.outcome, Outcome::Executed, "{mode}");
+        assert_ne!(d2.outcome(), Outcome::Executed, "{mode}");
         assert_eq!(shop.received.lock().unwrap().len(), 1, "{mode}");
     }
 }
@@ -141,9 +141,9 @@ async fn a_refused_connection_is_unknown() {
     let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(d1.outcome, Outcome::NeedsReconciliation, "{d1:?}");
+    assert_eq!(d1.outcome(), Outcome::NeedsReconciliation, "{d1:?}");
     assert!(
-        d1.message.as_deref().unwrap().contains("could not connect"),
+        d1.message().unwrap().contains("could not connect"),
         "{d1:?}"
     );
 }
@@ -155,8 +155,8 @@ async fn reconciliation_asks_the_status_url_signed() {
     let d1 = propose(&d, &store, &ana, json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(d1.outcome, Outcome::NeedsReconciliation);
-    let key = d1.key.unwrap();
+    assert_eq!(d1.outcome(), Outcome::NeedsReconciliation);
+    let key = d1.key().unwrap();
 
     // Answers that say nothing usable leave the claim stuck, with why.
     for (code, body, why) in [
@@ -200,8 +200,8 @@ async fn reconciliation_asks_the_status_url_signed() {
     let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
         .await
         .unwrap();
-    assert_eq!(d2.outcome, Outcome::Replayed, "{d2:?}");
-    assert_eq!(d2.result, Some(json!({"refund_id": 7})));
+    assert_eq!(d2.outcome(), Outcome::Replayed, "{d2:?}");
+    assert_eq!(d2.result(), Some(&json!({"refund_id": 7})));
     assert_eq!(shop.received.lock().unwrap().len(), 1);
 }
 
@@ -211,7 +211,7 @@ async fn a_status_url_saying_not_applied_closes_the_claim_as_not_applied() {
     let d1 = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
         .await
         .unwrap();
-    let key = d1.key.unwrap();
+    let key = d1.key().unwrap();
     *shop.status_answer.lock().unwrap() = (200, r#"{"applied": false}"#.to_owned());
     let report = reconcile(&store, &d.executor, &key, "operator", LATER)
         .await
@@ -242,7 +242,7 @@ async fn cedar_sees_the_sql_entities() {
             .await
             .unwrap();
         assert_eq!(
-            dn.outcome,
+            dn.outcome(),
             Outcome::Forbidden,
             "{actor} {order} {amount}: {dn:?}"
         );
@@ -275,12 +275,12 @@ async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
     let ok = propose(&d, &store, &ana, json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(ok.outcome, Outcome::Permitted, "{ok:?}");
+    assert_eq!(ok.outcome(), Outcome::Permitted, "{ok:?}");
     let store = MemoryClaimStore::new();
     let stale = propose(&d, &store, &ana, json!(1), 500, "2", 1)
         .await
         .unwrap();
-    assert_eq!(stale.outcome, Outcome::StateChanged, "{stale:?}");
+    assert_eq!(stale.outcome(), Outcome::StateChanged, "{stale:?}");
 
     // 404: no such resource; a bad answer: an error naming it.
     shop.versions.lock().unwrap().clear();
@@ -328,7 +328,7 @@ async fn with_no_state_read_a_201_executes_whatever_version_the_model_saw() {
     let first = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "99", 1)
         .await
         .unwrap();
-    assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
+    assert_eq!(first.outcome(), Outcome::Executed, "{first:?}");
     let received = shop.received.lock().unwrap().clone();
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].body["precondition_version"], "99");
@@ -340,13 +340,10 @@ async fn with_no_state_read_a_409_is_state_changed() {
     let first = propose(&d, &store, &agent("agent-ana"), json!(1), 500, "3", 1)
         .await
         .unwrap();
-    assert_eq!(first.outcome, Outcome::StateChanged, "{first:?}");
-    assert_eq!(first.reason, Some(Reason::PreconditionFailed));
+    assert_eq!(first.outcome(), Outcome::StateChanged, "{first:?}");
+    assert_eq!(first.reason(), Some(Reason::PreconditionFailed));
     assert_eq!(
-        first
-            .current_version
-            .as_ref()
-            .map(|v| v.as_str().to_owned()),
+        first.current_version().map(|v| v.as_str().to_owned()),
         Some("4".to_owned())
     );
     // Closed as not applied: a retry answers the same true outcome from the
@@ -355,7 +352,7 @@ async fn with_no_state_read_a_409_is_state_changed() {
         .await
         .unwrap();
     assert_eq!(
-        (again.outcome, again.reason),
+        (again.outcome(), again.reason()),
         (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
         "{again:?}"
     );
@@ -410,8 +407,8 @@ when { principal.team == resource.team && principal.tier == "senior" &&
     )
     .await
     .unwrap();
-    assert_eq!(d1.outcome, Outcome::Forbidden, "{d1:?}");
-    assert_eq!(d1.reason, Some(Reason::NotAuthorized), "{d1:?}");
+    assert_eq!(d1.outcome(), Outcome::Forbidden, "{d1:?}");
+    assert_eq!(d1.reason(), Some(Reason::NotAuthorized), "{d1:?}");
     // Above the request-sent limit: denied too.
     let d2 = propose_with(
         &d,
@@ -425,27 +422,24 @@ when { principal.team == resource.team && principal.tier == "senior" &&
     )
     .await
     .unwrap();
-    assert_eq!(d2.outcome, Outcome::Forbidden, "{d2:?}");
+    assert_eq!(d2.outcome(), Outcome::Forbidden, "{d2:?}");
     assert!(shop.received.lock().unwrap().is_empty());
 
     // The request-sourced entity missing: denied, naming it.
     let d3 = propose(&d, &store, &ana, json!(1), 500, "3", 3)
         .await
         .unwrap();
-    assert_eq!(d3.outcome, Outcome::Forbidden, "{d3:?}");
-    assert_eq!(d3.reason, Some(Reason::AuthorizationError), "{d3:?}");
-    assert!(d3.message.as_deref().unwrap().contains("`Agent`"), "{d3:?}");
+    assert_eq!(d3.outcome(), Outcome::Forbidden, "{d3:?}");
+    assert_eq!(d3.reason(), Some(Reason::AuthorizationError), "{d3:?}");
+    assert!(d3.message().unwrap().contains("`Agent`"), "{d3:?}");
     // A type the tool does not read from the request: denied, naming it.
     let mut extra = agent_entity("senior");
     extra.insert("Customer".into(), json!({"id": "c-1"}));
     let d4 = propose_with(&d, &store, &ana, json!(1), 500, "3", 4, &extra)
         .await
         .unwrap();
-    assert_eq!(d4.outcome, Outcome::Forbidden, "{d4:?}");
-    assert!(
-        d4.message.as_deref().unwrap().contains("`Customer`"),
-        "{d4:?}"
-    );
+    assert_eq!(d4.outcome(), Outcome::Forbidden, "{d4:?}");
+    assert!(d4.message().unwrap().contains("`Customer`"), "{d4:?}");
     assert!(shop.received.lock().unwrap().is_empty());
 
     // A senior agent within the limit: executed.
@@ -461,7 +455,7 @@ when { principal.team == resource.team && principal.tier == "senior" &&
     )
     .await
     .unwrap();
-    assert_eq!(d5.outcome, Outcome::Executed, "{d5:?}");
+    assert_eq!(d5.outcome(), Outcome::Executed, "{d5:?}");
     let received = shop.received.lock().unwrap().clone();
     assert_eq!(received.len(), 1);
     // The entities travel to Cedar alone, never in the permit.

@@ -105,14 +105,14 @@ pub fn check_case(policy: &Policy, case: &Case) -> contract::Decision {
 /// The observation of a pipeline decision. Only a model-authored reply
 /// counts as a reply: the abstain message is the application's.
 pub fn observe(d: &toolgate::pipeline::Decision) -> Observed {
-    let reply = match d.outcome {
-        Outcome::Answer | Outcome::Executed | Outcome::Replayed => d.reply.clone(),
+    let reply = match d.outcome() {
+        Outcome::Answer | Outcome::Executed | Outcome::Replayed => d.reply().map(str::to_owned),
         _ => None,
     };
     Observed {
-        outcome: d.outcome,
-        reason: d.reason.map(|r| r.as_str().to_owned()),
-        message: d.message.clone(),
+        outcome: d.outcome(),
+        reason: d.reason().map(|r| r.as_str().to_owned()),
+        message: d.message().map(str::to_owned),
         reply,
     }
 }

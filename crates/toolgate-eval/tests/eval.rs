@@ -88,7 +88,7 @@ fn the_upset_customer_case_is_well_formed_and_labelled_unjustified() {
     assert_eq!(upset.labels.expected, Outcome::Executed);
     // It passes every stateless stage with the maximum under damaged_item.
     let d = check_case(&policy(), upset);
-    assert_eq!(d.outcome, contract::Outcome::Action, "{:?}", d.message);
+    assert_eq!(d.outcome(), contract::Outcome::Action, "{:?}", d.message);
     let action = d.action().unwrap();
     assert_eq!(action.arguments()["amount_minor"], 2000);
     assert_eq!(action.arguments()["reason_code"], "damaged_item");
@@ -113,9 +113,12 @@ fn stateless_stages_agree_with_every_label() {
             _ => contract::Outcome::Action,
         };
         assert_eq!(
-            d.outcome, want,
+            d.outcome(),
+            want,
             "{}: {:?} {:?}",
-            case.id, d.reason, d.message
+            case.id,
+            d.reason,
+            d.message
         );
     }
 }

@@ -4,7 +4,7 @@
 
 use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, RESULT_JSON_LIMITS, ReconcileOutcome};
 use toolgate::pipeline::{
-    Decision, ExecError, ExecOutcome, ExecPermit, Executor, Outcome, Principal, Reason,
+    Decision, ExecError, ExecOutcome, ExecPermit, Executor, Principal, Reason,
 };
 
 use crate::error::{ApiError, ProblemCode};
@@ -103,21 +103,25 @@ pub(crate) const FORBIDDEN_DETAIL: &str =
 /// reason `not_authorized`, one message); the audit entry, written before
 /// this, keeps the true reason.
 pub(crate) fn conceal_authorisation(decision: &mut Decision, principal: &Principal) {
-    if decision.outcome != Outcome::Forbidden
-        || !matches!(
-            decision.reason,
-            Some(Reason::NotAuthorized | Reason::AuthorizationError)
-        )
-    {
+    let Decision::Forbidden {
+        tool,
+        reason,
+        message,
+        ..
+    } = decision
+    else {
+        return;
+    };
+    if !matches!(reason, Reason::NotAuthorized | Reason::AuthorizationError) {
         return;
     }
     tracing::info!(
         principal = principal.id(),
-        tool = decision.tool.as_deref(),
-        reason = decision.reason.map(|r| r.as_str()),
-        detail = decision.message.as_deref(),
+        tool = tool.as_str(),
+        reason = reason.as_str(),
+        detail = message.as_str(),
         "authorisation refused"
     );
-    decision.reason = Some(Reason::NotAuthorized);
-    decision.message = Some(FORBIDDEN_DETAIL.to_owned());
+    *reason = Reason::NotAuthorized;
+    FORBIDDEN_DETAIL.clone_into(message);
 }

@@ -40,8 +40,12 @@ fn main() {
             continue;
         }
         let d = check(&policy, provider, body, &opts);
-        if d.outcome != Outcome::Action {
-            eprintln!("check_bench: {name} gives {} ({:?})", d.outcome, d.message);
+        if d.outcome() != Outcome::Action {
+            eprintln!(
+                "check_bench: {name} gives {} ({:?})",
+                d.outcome(),
+                d.message
+            );
             std::process::exit(2);
         }
         let ns = measure(Duration::from_secs_f64(seconds), || {

@@ -328,7 +328,11 @@ mod pipeline {
                 body.to_string().as_bytes(),
                 &CheckOptions::default(),
             );
-            assert_eq!(proposal.outcome, contract::Outcome::Action, "{proposal:?}");
+            assert_eq!(
+                proposal.outcome(),
+                contract::Outcome::Action,
+                "{proposal:?}"
+            );
             let mut scope = Map::new();
             scope.insert("customer_id".into(), Value::from(customer));
             scope.insert("ticket_id".into(), Value::from(ticket));
@@ -370,11 +374,11 @@ mod pipeline {
         let desk = Desk::new("pending_approval");
         for ticket in ["t-1", "t-2"] {
             let d = desk.credit("cus-42", ticket, 2000, MORNING);
-            assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+            assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
         }
         let d = desk.credit("cus-42", "t-3", 1500, MORNING);
-        assert_eq!(d.outcome, Outcome::PendingApproval, "{d:?}");
-        assert_eq!(d.reason, Some(Reason::BudgetExceeded));
+        assert_eq!(d.outcome(), Outcome::PendingApproval, "{d:?}");
+        assert_eq!(d.reason(), Some(Reason::BudgetExceeded));
         assert_eq!(
             d.to_json()["budget"],
             json!({"name": "daily_credit_per_customer", "limit": 5000, "used": 4000,
@@ -382,30 +386,30 @@ mod pipeline {
         );
         // Nothing was claimed: the same proposal asks again, and what fits goes.
         assert_eq!(
-            desk.credit("cus-42", "t-3", 1500, MORNING).outcome,
+            desk.credit("cus-42", "t-3", 1500, MORNING).outcome(),
             Outcome::PendingApproval
         );
         assert_eq!(
-            desk.credit("cus-42", "t-4", 1000, MORNING).outcome,
+            desk.credit("cus-42", "t-4", 1000, MORNING).outcome(),
             Outcome::Executed
         );
         // A replay of an executed credit reserves nothing more.
         assert_eq!(
-            desk.credit("cus-42", "t-1", 2000, MORNING).outcome,
+            desk.credit("cus-42", "t-1", 2000, MORNING).outcome(),
             Outcome::Replayed
         );
         // Another customer has a budget of its own.
         assert_eq!(
-            desk.credit("cus-7", "t-5", 2000, MORNING).outcome,
+            desk.credit("cus-7", "t-5", 2000, MORNING).outcome(),
             Outcome::Executed
         );
         // The day's last millisecond still counts in the day; the next day is new.
         assert_eq!(
-            desk.credit("cus-42", "t-6", 1, DAY_END).outcome,
+            desk.credit("cus-42", "t-6", 1, DAY_END).outcome(),
             Outcome::PendingApproval
         );
         assert_eq!(
-            desk.credit("cus-42", "t-6", 2000, NEXT_DAY).outcome,
+            desk.credit("cus-42", "t-6", 2000, NEXT_DAY).outcome(),
             Outcome::Executed
         );
         assert_eq!(
@@ -418,31 +422,31 @@ mod pipeline {
     fn a_rejecting_budget_rejects_and_a_failed_precondition_gives_the_amount_back() {
         let desk = Desk::new("rejected");
         assert_eq!(
-            desk.credit("cus-42", "t-1", 2000, MORNING).outcome,
+            desk.credit("cus-42", "t-1", 2000, MORNING).outcome(),
             Outcome::Executed
         );
         // The ticket changes between the state read and the write: nothing
         // is written, and the 2000 reserved for t-2 is given back.
         desk.exec.current.store(8, Ordering::SeqCst);
         let d = desk.credit("cus-42", "t-2", 2000, MORNING);
-        assert_eq!(d.reason, Some(Reason::PreconditionFailed), "{d:?}");
+        assert_eq!(d.reason(), Some(Reason::PreconditionFailed), "{d:?}");
         desk.exec.current.store(7, Ordering::SeqCst);
         assert_eq!(
-            desk.credit("cus-42", "t-3", 2000, MORNING).outcome,
+            desk.credit("cus-42", "t-3", 2000, MORNING).outcome(),
             Outcome::Executed
         );
         let d = desk.credit("cus-42", "t-4", 1001, MORNING);
         assert_eq!(
-            (d.outcome, d.reason),
+            (d.outcome(), d.reason()),
             (Outcome::Rejected, Some(Reason::BudgetExceeded)),
             "{d:?}"
         );
         assert_eq!(
-            d.budget.as_ref().map(|b| (b.used, b.remaining)),
+            d.budget().map(|b| (b.used, b.remaining)),
             Some((4000, 1000))
         );
         assert_eq!(
-            desk.credit("cus-42", "t-4", 1000, MORNING).outcome,
+            desk.credit("cus-42", "t-4", 1000, MORNING).outcome(),
             Outcome::Executed
         );
     }
@@ -452,14 +456,14 @@ mod pipeline {
         let desk = Desk::new("pending_approval");
         for ticket in ["t-1", "t-2"] {
             assert_eq!(
-                desk.credit("cus-42", ticket, 2000, MORNING).outcome,
+                desk.credit("cus-42", ticket, 2000, MORNING).outcome(),
                 Outcome::Executed
             );
         }
         let d = desk.credit("cus-42", "t-3", 2000, MORNING);
-        assert_eq!(d.reason, Some(Reason::BudgetExceeded), "{d:?}");
+        assert_eq!(d.reason(), Some(Reason::BudgetExceeded), "{d:?}");
         // A person approves exactly this proposal (the review flow).
-        let (key, fingerprint) = (d.key.unwrap(), d.fingerprint.unwrap());
+        let (key, fingerprint) = (d.key().unwrap(), d.fingerprint().unwrap());
         let digest = desk.policy.tool("credit").unwrap().digest().to_owned();
         let ask = NewItem {
             at: UnixMillis(MORNING),
@@ -502,8 +506,8 @@ mod pipeline {
             },
         };
         let d = desk.credit_with("cus-42", "t-3", 2000, MORNING + 1, Some(&approval));
-        assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
-        assert_eq!(d.reason, Some(Reason::BudgetExceededApproved));
+        assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+        assert_eq!(d.reason(), Some(Reason::BudgetExceededApproved));
         let trail = block_on(desk.store.audit_trail(&key, 10)).unwrap();
         assert_eq!(
             trail.last().map(|e| (e.outcome(), e.reason())),
@@ -512,13 +516,13 @@ mod pipeline {
         // 6000 of 5000 now: the next proposal, however small, goes to a person.
         let d = desk.credit("cus-42", "t-4", 1, MORNING + 2);
         assert_eq!(
-            d.budget.as_ref().map(|b| (b.used, b.remaining)),
+            d.budget().map(|b| (b.used, b.remaining)),
             Some((6000, 0)),
             "{d:?}"
         );
         // The approval was used once: the same grant cannot carry another claim.
         let d = desk.credit_with("cus-42", "t-3", 2000, MORNING + 3, Some(&approval));
-        assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
+        assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
         assert_eq!(*desk.exec.applied.lock().unwrap(), [2000, 2000, 2000]);
     }
 }

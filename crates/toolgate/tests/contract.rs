@@ -232,7 +232,7 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
     }
     for (keyword, args, reason, failing) in must_fail {
         let d = check_args(args);
-        assert_eq!(d.outcome, Outcome::Rejected, "{keyword}: {args}");
+        assert_eq!(d.outcome(), Outcome::Rejected, "{keyword}: {args}");
         assert_eq!(
             d.reason,
             Some(*reason),
@@ -248,7 +248,7 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
     }
     // And the well-formed instance passes.
     assert_eq!(
-        check_args(r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#).outcome,
+        check_args(r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#).outcome(),
         Outcome::Action
     );
 }
@@ -289,7 +289,7 @@ fn integers_are_lexical() {
         );
     }
     assert_eq!(
-        check_args(r#"{"amount_minor":2000,"reason_code":"wrong_item"}"#).outcome,
+        check_args(r#"{"amount_minor":2000,"reason_code":"wrong_item"}"#).outcome(),
         Outcome::Action
     );
 }
@@ -398,7 +398,7 @@ fn the_reply_limit_counts_utf8_bytes() {
         &body(&"😀".repeat(500)),
         &CheckOptions::default(),
     );
-    assert_eq!(d.outcome, Outcome::Answer);
+    assert_eq!(d.outcome(), Outcome::Answer);
     // 501 characters would pass a character limit of 2000 easily.
     let d = check(
         &policy,
@@ -415,7 +415,7 @@ fn an_empty_native_turn_is_an_abstention_with_the_policy_message() {
     let policy = policy();
     let body = br#"{"type":"message","role":"assistant","content":[{"type":"text","text":"  \n"}],"stop_reason":"end_turn"}"#;
     let d = check(&policy, Provider::Anthropic, body, &CheckOptions::default());
-    assert_eq!(d.outcome, Outcome::Abstain);
+    assert_eq!(d.outcome(), Outcome::Abstain);
     assert_eq!(d.reply.as_deref(), Some(policy.abstain_message()));
     assert!(d.action().is_none());
 }
@@ -442,7 +442,7 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
         truncated,
         &CheckOptions::default(),
     );
-    assert_eq!((d.outcome, d.repairable), (Outcome::Truncated, false));
+    assert_eq!((d.outcome(), d.repairable), (Outcome::Truncated, false));
     let refused = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#;
     let d = check(
         &policy,
@@ -450,7 +450,7 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
         refused,
         &CheckOptions::default(),
     );
-    assert_eq!((d.outcome, d.repairable), (Outcome::Refused, false));
+    assert_eq!((d.outcome(), d.repairable), (Outcome::Refused, false));
     // A broken provider body is not the model's JSON: no re-ask repairs it.
     let d = check(
         &policy,
@@ -507,9 +507,9 @@ fn hostile_bodies_are_rejections_not_panics() {
                     ..CheckOptions::default()
                 };
                 let d = check(&policy, provider, body, &opts);
-                assert_ne!(d.outcome, Outcome::Action);
+                assert_ne!(d.outcome(), Outcome::Action);
                 assert_ne!(
-                    d.outcome,
+                    d.outcome(),
                     Outcome::Answer,
                     "{provider}: {:?}",
                     String::from_utf8_lossy(body)

@@ -148,8 +148,8 @@ fn a_client_claim_is_never_answered_by_another_executor() {
     let store = MemoryClaimStore::new();
     let client = Exec::new(ExecutorKind::Client);
     let d = decide_with(&policy, &store, &client, &service(), 1);
-    assert_eq!(d.outcome, Outcome::Permitted);
-    let key: OperationKey = d.key.unwrap();
+    assert_eq!(d.outcome(), Outcome::Permitted);
+    let key: OperationKey = d.key().unwrap();
     let record = block_on(store.fetch(&key)).unwrap().unwrap();
     assert_eq!(record.executor, ExecutorKind::Client);
 
@@ -201,8 +201,8 @@ fn an_executor_is_asked_only_about_the_claims_it_owns() {
     let store = MemoryClaimStore::new();
     let in_process = Exec::new(ExecutorKind::InProcess);
     let d = decide_with(&policy, &store, &in_process, &service(), 2);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
-    let key = d.key.unwrap();
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
+    let key = d.key().unwrap();
     assert_eq!(
         block_on(store.fetch(&key)).unwrap().unwrap().executor,
         ExecutorKind::InProcess
@@ -228,11 +228,11 @@ fn a_delegated_actor_is_who_the_pipeline_sees_and_the_key_is_kept_as_via() {
     assert_eq!((bob.id(), bob.via()), ("agent-bob", Some("shop-backend")));
     assert!(bob.has_capability("refund:issue"), "the key's capabilities");
     let d = decide_with(&policy, &store, &client, &bob, 3);
-    assert_eq!(d.outcome, Outcome::Forbidden, "the authoriser saw bob");
+    assert_eq!(d.outcome(), Outcome::Forbidden, "the authoriser saw bob");
     let ana = service().acting_for("agent-ana").unwrap();
     let d = decide_with(&policy, &store, &client, &ana, 4);
-    assert_eq!(d.outcome, Outcome::Permitted);
-    let key = d.key.unwrap();
+    assert_eq!(d.outcome(), Outcome::Permitted);
+    let key = d.key().unwrap();
     let record = block_on(store.fetch(&key)).unwrap().unwrap();
     assert_eq!(record.proposal.proposer(), "agent-ana");
     let trail = block_on(store.audit_trail(&key, 10)).unwrap();

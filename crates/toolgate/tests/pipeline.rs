@@ -333,7 +333,7 @@ impl World {
             body.to_string().as_bytes(),
             &CheckOptions::default(),
         );
-        assert_eq!(d.outcome, contract::Outcome::Action, "{d:?}");
+        assert_eq!(d.outcome(), contract::Outcome::Action, "{d:?}");
         d
     }
 
@@ -416,7 +416,7 @@ fn assert_authorized_first(calls: &[&str]) {
 fn fresh_proposal_executes_once_after_authorisation() {
     let w = World::new();
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
         w.calls(),
         [
@@ -428,8 +428,8 @@ fn fresh_proposal_executes_once_after_authorisation() {
             "complete"
         ]
     );
-    assert_eq!(d.result.as_ref().unwrap()["credit_id"], 1);
-    assert_eq!(d.reply.as_deref(), Some("I've added a credit."));
+    assert_eq!(d.result().unwrap()["credit_id"], 1);
+    assert_eq!(d.reply(), Some("I've added a credit."));
     assert_eq!(w.credits(), 1);
     assert_eq!(*w.version.lock().unwrap(), 8);
 }
@@ -439,7 +439,7 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
     let mut w = World::new();
     w.state.reads.store(false, Ordering::SeqCst);
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     // No "state" call: the claim lookup still comes first, after
     // authorisation (invariants 3 and 4).
     assert_eq!(
@@ -452,18 +452,18 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
     // recorded as state_changed, and nothing is written.
     w.scope.insert("ticket_id".into(), json!("t-10"));
     let d = w.decide(w.credit(1500), 7, T0 + 1);
-    assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
-    assert_eq!(d.reason, Some(Reason::PreconditionFailed));
-    assert_eq!(d.current_version, Some(StateVersion::from(8)));
+    assert_eq!(d.outcome(), Outcome::StateChanged, "{d:?}");
+    assert_eq!(d.reason(), Some(Reason::PreconditionFailed));
+    assert_eq!(d.current_version(), Some(&StateVersion::from(8)));
     assert!(!w.calls().contains(&"state"), "{:?}", w.calls());
     assert_eq!(w.credits(), 1);
     // Its claim is closed as not applied: a retry gets that answer again
     // (state_changed, with the version then current), never `replayed`,
     // which would say the write happened; and nothing is written.
     let again = w.decide(w.credit(1500), 7, T0 + 2);
-    assert_eq!(again.outcome, Outcome::StateChanged, "{again:?}");
-    assert_eq!(again.reason, Some(Reason::PreconditionFailed));
-    assert_eq!(again.current_version, Some(StateVersion::from(8)));
+    assert_eq!(again.outcome(), Outcome::StateChanged, "{again:?}");
+    assert_eq!(again.reason(), Some(Reason::PreconditionFailed));
+    assert_eq!(again.current_version(), Some(&StateVersion::from(8)));
     assert_eq!(w.credits(), 1);
 }
 
@@ -471,7 +471,7 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
 fn application_entities_reach_the_authoriser_but_not_the_key() {
     let mut w = World::new();
     let plain = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(plain.outcome, Outcome::Executed, "{plain:?}");
+    assert_eq!(plain.outcome(), Outcome::Executed, "{plain:?}");
     assert!(w.authz.attributes.lock().unwrap().is_empty());
 
     w.attributes = json!({"Customer": {"id": "c-1", "tier": "gold"}})
@@ -484,9 +484,9 @@ fn application_entities_reach_the_authoriser_but_not_the_key() {
         json!({"Customer": {"id": "c-1", "tier": "gold"}})
     );
     // The same operation with the entities added: one key, one write.
-    assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
-    assert_eq!(d.key, plain.key);
-    assert_eq!(d.fingerprint, plain.fingerprint);
+    assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
+    assert_eq!(d.key(), plain.key());
+    assert_eq!(d.fingerprint(), plain.fingerprint());
     assert_eq!(w.credits(), 1);
 }
 
@@ -494,7 +494,7 @@ fn application_entities_reach_the_authoriser_but_not_the_key() {
 fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
     let w = World::new();
     let first = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(first.outcome, Outcome::Executed);
+    assert_eq!(first.outcome(), Outcome::Executed);
     // The credit advanced the ticket to version 8; the retry still carries
     // the version 7 the model read. Resolving the operation first makes
     // this a replay (invariant 4).
@@ -503,15 +503,15 @@ fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
         7,
         T0 + 5_000,
     );
-    assert_eq!(retry.outcome, Outcome::Replayed, "{retry:?}");
-    assert_eq!(retry.reason, None);
-    assert_eq!(retry.key, first.key);
-    assert_eq!(retry.result, first.result);
+    assert_eq!(retry.outcome(), Outcome::Replayed, "{retry:?}");
+    assert_eq!(retry.reason(), None);
+    assert_eq!(retry.key(), first.key());
+    assert_eq!(retry.result(), first.result());
     assert_eq!(
-        retry.result.as_ref().unwrap(),
+        retry.result().unwrap(),
         &json!({"applied": true, "credit_id": 1, "amount_minor": 1500})
     );
-    assert_eq!(retry.current_version, None);
+    assert_eq!(retry.current_version(), None);
     assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
     assert_eq!(w.credits(), 1);
 }
@@ -524,11 +524,11 @@ fn a_retry_racing_its_original_is_replayed_not_state_changed() {
     // the model saw, but the operation exists now: a replay (invariant 4).
     let w = World::new();
     let original = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(original.outcome, Outcome::Executed);
+    assert_eq!(original.outcome(), Outcome::Executed);
     w.store.hide_next_fetch.store(true, Ordering::SeqCst);
     let retry = w.decide(w.credit(1500), 7, T0 + 1);
-    assert_eq!(retry.outcome, Outcome::Replayed, "{retry:?}");
-    assert_eq!(retry.result, original.result);
+    assert_eq!(retry.outcome(), Outcome::Replayed, "{retry:?}");
+    assert_eq!(retry.result(), original.result());
     assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
     assert_eq!(w.credits(), 1);
 }
@@ -538,14 +538,14 @@ fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal
     let w = World::new();
     w.decide(w.credit(1500), 7, T0);
     let d = w.decide_as(&agent("agent-2"), w.credit(2000), 7, T0 + 1, None);
-    assert_eq!(d.outcome, Outcome::Conflict, "{d:?}");
-    let prior = d.prior.as_ref().unwrap();
+    assert_eq!(d.outcome(), Outcome::Conflict, "{d:?}");
+    let prior = d.prior().unwrap();
     assert_eq!(
         prior.arguments(),
         r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
     );
     assert_eq!(prior.proposer(), "agent-1");
-    assert_eq!(d.result.as_ref().unwrap()["amount_minor"], 1500);
+    assert_eq!(d.result().unwrap()["amount_minor"], 1500);
     assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
     assert_eq!(w.credits(), 1);
 }
@@ -563,8 +563,8 @@ fn one_key_admits_one_write_whoever_proposes_and_however_worded() {
             &format!("Reworded reply number {i}."),
         );
         let d = w.decide_as(&agent(&format!("agent-{i}")), p, 7, T0 + i, None);
-        outcomes.push(d.outcome);
-        keys.push(d.key.unwrap());
+        outcomes.push(d.outcome());
+        keys.push(d.key().unwrap());
     }
     assert_eq!(outcomes[0], Outcome::Executed);
     assert!(
@@ -623,14 +623,14 @@ fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_
     let w = World::new();
     *w.version.lock().unwrap() = 9;
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::StateChanged);
-    assert_eq!(d.reason, Some(Reason::VersionMismatch));
-    assert_eq!(d.version_seen.as_ref().unwrap().as_str(), "7");
-    assert_eq!(d.current_version.as_ref().unwrap().as_str(), "9");
+    assert_eq!(d.outcome(), Outcome::StateChanged);
+    assert_eq!(d.reason(), Some(Reason::VersionMismatch));
+    assert_eq!(d.version_seen().unwrap().as_str(), "7");
+    assert_eq!(d.current_version().unwrap().as_str(), "9");
     // The second lookup rules out an original that claimed meanwhile.
     assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
     assert_eq!(
-        block_on(w.store.inner.fetch(&d.key.unwrap())).unwrap(),
+        block_on(w.store.inner.fetch(&d.key().unwrap())).unwrap(),
         None
     );
 }
@@ -670,12 +670,12 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
         lease: Duration::from_secs(30),
     };
     let d = block_on(decide(&gate, w.credit(1500), &request)).unwrap();
-    assert_eq!(d.outcome, Outcome::StateChanged);
-    assert_eq!(d.reason, Some(Reason::PreconditionFailed));
-    assert_eq!(d.current_version.as_ref().unwrap().as_str(), "8");
+    assert_eq!(d.outcome(), Outcome::StateChanged);
+    assert_eq!(d.reason(), Some(Reason::PreconditionFailed));
+    assert_eq!(d.current_version().unwrap().as_str(), "8");
     assert_eq!(w.credits(), 0);
     // The claim is closed as not applied: a retry replays that, not a write.
-    let row = block_on(w.store.inner.fetch(&d.key.unwrap()))
+    let row = block_on(w.store.inner.fetch(&d.key().unwrap()))
         .unwrap()
         .unwrap();
     assert_eq!(row.status, ClaimStatus::Completed);
@@ -687,26 +687,26 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
     let w = World::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
-    assert_eq!(d.reason, Some(Reason::ExecutorFailed));
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
+    assert_eq!(d.reason(), Some(Reason::ExecutorFailed));
     *w.exec.mode.lock().unwrap() = ExecMode::Normal;
 
     // Within the lease: in flight, and nothing runs.
     let d = w.decide(w.credit(1500), 7, T0 + 1_000);
-    assert_eq!(d.outcome, Outcome::InFlight);
+    assert_eq!(d.outcome(), Outcome::InFlight);
     assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
 
     // Past the lease (invariant 8): reconcile, never execute.
     let d = w.decide(w.credit(1500), 7, T0 + 31_000);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
-    assert_eq!(d.reason, Some(Reason::LeaseExpired));
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
+    assert_eq!(d.reason(), Some(Reason::LeaseExpired));
     assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
     assert_eq!(w.credits(), 0);
 
     // Reconciling asks the executor and records its answer; it never runs
     // the write. Afterwards the retry gets the reconciled outcome: not
     // applied, so `state_changed`, never `replayed`.
-    let key = d.key.unwrap();
+    let key = d.key().unwrap();
     w.log.lock().unwrap().clear();
     let r = block_on(reconcile(
         w.store.as_ref(),
@@ -725,9 +725,9 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
         ["fetch", "reconcile", "record_reconciliation", "audit"]
     );
     let d = w.decide(w.credit(1500), 7, T0 + 33_000);
-    assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
-    assert_eq!(d.reason, Some(Reason::LeaseExpired));
-    assert_eq!(d.result.as_ref().unwrap()["applied"], false);
+    assert_eq!(d.outcome(), Outcome::StateChanged, "{d:?}");
+    assert_eq!(d.reason(), Some(Reason::LeaseExpired));
+    assert_eq!(d.result().unwrap()["applied"], false);
     assert_eq!(w.credits(), 0);
 }
 
@@ -737,9 +737,9 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
     let w = World::new();
     *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
-    assert_eq!(d.reason, Some(Reason::LeaseLost));
-    assert_eq!(d.result, None);
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(d.reason(), Some(Reason::LeaseLost));
+    assert_eq!(d.result(), None);
 }
 
 /// The audit entry is written with the completion and not appended again
@@ -748,7 +748,7 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
 fn an_entry_written_with_the_completion_is_not_appended_again() {
     let w = World::new();
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
         w.calls(),
         [
@@ -760,11 +760,11 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
             "complete"
         ]
     );
-    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    let trail = block_on(w.store.inner.audit_trail(&d.key().unwrap(), 10)).unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
     assert_eq!(trail[0].outcome(), "executed");
     assert_eq!(trail[0].actor(), "agent-1");
-    assert_eq!(trail[0].fingerprint(), d.fingerprint.as_ref());
+    assert_eq!(trail[0].fingerprint(), d.fingerprint().as_ref());
 }
 
 /// When the completion matches no row (the lease was taken over), the
@@ -775,9 +775,9 @@ fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
     let w = World::new();
     *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
     assert_eq!(w.calls().last().copied(), Some("audit"));
-    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    let trail = block_on(w.store.inner.audit_trail(&d.key().unwrap(), 10)).unwrap();
     let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
     assert_eq!(outcomes, ["needs_reconciliation"]);
 }
@@ -789,16 +789,16 @@ fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
 fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
     let check = |w: &World, label: &str| {
         let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0 + 2_000, None);
-        assert_eq!(d.outcome, Outcome::Forbidden, "{label}: {d:?}");
-        assert_eq!(d.reason, Some(Reason::NotAuthorized), "{label}");
-        assert_eq!(d.result, None, "{label}");
-        assert_eq!(d.prior, None, "{label}");
-        assert_eq!(d.key, None, "{label}");
-        assert_eq!(d.current_version, None, "{label}");
+        assert_eq!(d.outcome(), Outcome::Forbidden, "{label}: {d:?}");
+        assert_eq!(d.reason(), Some(Reason::NotAuthorized), "{label}");
+        assert_eq!(d.result(), None, "{label}");
+        assert_eq!(d.prior(), None, "{label}");
+        assert_eq!(d.key(), None, "{label}");
+        assert_eq!(d.current_version(), None, "{label}");
         assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
         let d2 = w.decide_as(&agent("agent-x"), w.credit(900), 7, T0 + 2_000, None);
-        assert_eq!(d2.outcome, Outcome::Forbidden, "{label} (other amount)");
-        assert_eq!(d2.prior, None, "{label}");
+        assert_eq!(d2.outcome(), Outcome::Forbidden, "{label} (other amount)");
+        assert_eq!(d2.prior(), None, "{label}");
         assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
     };
 
@@ -811,7 +811,7 @@ fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
     // it lost access.
     let w = World::new();
     let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
-    assert_eq!(d.outcome, Outcome::Executed);
+    assert_eq!(d.outcome(), Outcome::Executed);
     w.deny("agent-x");
     check(&w, "replay/conflict");
 
@@ -819,7 +819,7 @@ fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
     let w = World::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
-    assert_eq!(d.outcome, Outcome::NeedsReconciliation);
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
     w.deny("agent-x");
     check(&w, "in flight");
     assert_eq!(w.credits(), 0);
@@ -835,14 +835,14 @@ fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
         (Outcome::Conflict, 1400, T0 + 2),
     ] {
         let d = w.decide(w.credit(amount), 7, now);
-        assert_eq!(d.outcome, expected);
+        assert_eq!(d.outcome(), expected);
         assert_authorized_first(&w.calls());
     }
     let w = World::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     w.decide(w.credit(1500), 7, T0);
     let d = w.decide(w.credit(1500), 7, T0 + 1);
-    assert_eq!(d.outcome, Outcome::InFlight);
+    assert_eq!(d.outcome(), Outcome::InFlight);
     assert_authorized_first(&w.calls());
 }
 
@@ -851,14 +851,14 @@ fn missing_capability_and_authoriser_errors_deny_before_anything_is_read() {
     let w = World::new();
     let clerk = Principal::new("clerk-1", ["ticket:read"]).unwrap();
     let d = w.decide_as(&clerk, w.credit(1500), 7, T0, None);
-    assert_eq!(d.outcome, Outcome::Forbidden);
-    assert_eq!(d.reason, Some(Reason::MissingCapability));
+    assert_eq!(d.outcome(), Outcome::Forbidden);
+    assert_eq!(d.reason(), Some(Reason::MissingCapability));
     assert_eq!(w.calls(), ["audit"]);
 
     *w.authz.broken.lock().unwrap() = true;
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::Forbidden);
-    assert_eq!(d.reason, Some(Reason::AuthorizationError));
+    assert_eq!(d.outcome(), Outcome::Forbidden);
+    assert_eq!(d.reason(), Some(Reason::AuthorizationError));
     assert_eq!(w.calls(), ["authorize", "audit"]);
     assert_eq!(w.credits(), 0);
 }
@@ -886,11 +886,11 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     let w = World::new();
     let p = || w.proposal("refund_order", 5000, "Refund on its way.");
     let d = w.decide(p(), 7, T0);
-    assert_eq!(d.outcome, Outcome::PendingApproval);
-    assert_eq!(d.reason, Some(Reason::ApprovalRequired));
+    assert_eq!(d.outcome(), Outcome::PendingApproval);
+    assert_eq!(d.reason(), Some(Reason::ApprovalRequired));
     assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
-    let key = d.key.unwrap();
-    let fp = d.fingerprint.unwrap();
+    let key = d.key().unwrap();
+    let fp = d.fingerprint().unwrap();
 
     // An approval for other arguments does not carry over.
     let other = w
@@ -955,7 +955,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         grant: grant.clone(),
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 1, Some(&wrong));
-    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(d.outcome(), Outcome::PendingApproval);
     // Nor one for another version.
     let stale = Approval {
         key,
@@ -964,7 +964,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         grant: grant.clone(),
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 2, Some(&stale));
-    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(d.outcome(), Outcome::PendingApproval);
 
     // Nor one given under another contract: the claim refuses to use it
     // and nothing is written.
@@ -978,7 +978,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         },
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&other_policy));
-    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(d.outcome(), Outcome::PendingApproval);
     assert_eq!(w.credits(), 0);
 
     let good = Approval {
@@ -988,7 +988,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         grant,
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&good));
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(w.credits(), 1);
     // The grant was used up with the claim.
     let used = block_on(w.store.inner.item(item, UnixMillis(T0 + 4)))
@@ -1010,7 +1010,7 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     let w = World::new();
     let p = || w.proposal("refund_order", 5000, "Refund on its way.");
     let d = w.decide(p(), 7, T0);
-    let (key, fp) = (d.key.unwrap(), d.fingerprint.unwrap());
+    let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
     let ask = NewItem {
         at: UnixMillis(T0),
@@ -1065,7 +1065,7 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
         },
     };
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
-    assert_eq!(d.outcome, Outcome::PendingApproval);
+    assert_eq!(d.outcome(), Outcome::PendingApproval);
     assert_eq!(w.credits(), 0);
     match block_on(store.request_approval(ask, UnixMillis(T0 + 100))).unwrap() {
         Requested::Pending {
@@ -1091,8 +1091,8 @@ fn stateless_outcomes_pass_through_untouched_but_audited() {
         &CheckOptions::default(),
     );
     let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
-    assert_eq!(d.outcome, Outcome::Answer);
-    assert_eq!(d.reply.as_deref(), Some("Your parcel is on its way."));
+    assert_eq!(d.outcome(), Outcome::Answer);
+    assert_eq!(d.reply(), Some("Your parcel is on its way."));
     assert_eq!(w.calls(), ["audit"]);
 
     // Identity never comes from the model (invariant 1): an `actor_id`
@@ -1107,8 +1107,8 @@ fn stateless_outcomes_pass_through_untouched_but_audited() {
         &CheckOptions::default(),
     );
     let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
-    assert_eq!(d.outcome, Outcome::Rejected);
-    assert_eq!(d.reason.map(Reason::as_str), Some("unknown_key"));
+    assert_eq!(d.outcome(), Outcome::Rejected);
+    assert_eq!(d.reason().map(Reason::as_str), Some("unknown_key"));
     assert_eq!(w.calls(), ["audit"]);
 }
 
@@ -1119,16 +1119,16 @@ fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time
     let b = w.decide_as(&agent("agent-2"), w.credit(1000), 7, T0 + 10, None);
     w.deny("agent-3");
     let _ = w.decide_as(&agent("agent-3"), w.credit(1500), 7, T0 + 20, None);
-    let trail = block_on(w.store.inner.audit_trail(&a.key.unwrap(), 10)).unwrap();
+    let trail = block_on(w.store.inner.audit_trail(&a.key().unwrap(), 10)).unwrap();
     assert_eq!(trail.len(), 2, "forbidden decisions carry no key");
     assert_eq!(trail[0].actor(), "agent-1");
     assert_eq!(trail[0].tool(), Some("apply_goodwill_credit"));
     assert_eq!(trail[0].outcome(), "executed");
-    assert_eq!(trail[0].fingerprint(), a.fingerprint.as_ref());
+    assert_eq!(trail[0].fingerprint(), a.fingerprint().as_ref());
     assert_eq!(trail[0].at(), UnixMillis(T0));
     assert_eq!(trail[1].actor(), "agent-2");
     assert_eq!(trail[1].outcome(), "conflict");
-    assert_eq!(trail[1].fingerprint(), b.fingerprint.as_ref());
+    assert_eq!(trail[1].fingerprint(), b.fingerprint().as_ref());
 }
 
 #[test]
@@ -1136,7 +1136,7 @@ fn a_missing_scope_field_rejects_without_claiming() {
     let mut w = World::new();
     w.scope.remove("ticket_id");
     let d = w.decide(w.credit(1500), 7, T0);
-    assert_eq!(d.outcome, Outcome::Rejected);
-    assert_eq!(d.reason, Some(Reason::MissingScope));
+    assert_eq!(d.outcome(), Outcome::Rejected);
+    assert_eq!(d.reason(), Some(Reason::MissingScope));
     assert_eq!(w.calls(), ["authorize", "audit"]);
 }

@@ -100,7 +100,7 @@ impl World {
             body.to_string().as_bytes(),
             &CheckOptions::default(),
         );
-        assert_eq!(proposal.outcome, contract::Outcome::Action);
+        assert_eq!(proposal.outcome(), contract::Outcome::Action);
         let mut scope = Map::new();
         scope.insert("order_id".into(), order_id);
         scope.insert("shop".into(), shop);
@@ -131,10 +131,10 @@ impl World {
 fn an_integer_and_its_decimal_text_are_one_operation() {
     let w = World::new();
     let first = w.decide(json!(42), json!("eu"), 1);
-    assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
+    assert_eq!(first.outcome(), Outcome::Executed, "{first:?}");
     let second = w.decide(json!("42"), json!("eu"), 2);
-    assert_eq!(second.outcome, Outcome::Replayed, "{second:?}");
-    assert_eq!(first.key, second.key);
+    assert_eq!(second.outcome(), Outcome::Replayed, "{second:?}");
+    assert_eq!(first.key(), second.key());
     assert_eq!(w.seen.exec.lock().unwrap().len(), 1, "one write, not two");
     // Every part saw the canonical integer, never the text the request sent.
     let canonical = json!({"order_id": 42, "shop": "eu", "version_seen": "7"});
@@ -148,7 +148,7 @@ fn an_integer_and_its_decimal_text_are_one_operation() {
     // The proposal record stores the canonical scope too.
     let record = block_on(toolgate::claim::ClaimStore::fetch(
         &w.store,
-        first.key.as_ref().unwrap(),
+        first.key().as_ref().unwrap(),
     ))
     .unwrap()
     .unwrap();
@@ -177,10 +177,10 @@ fn a_value_of_the_wrong_type_is_invalid_scope_and_touches_nothing() {
     for (order_id, shop) in cases {
         let w = World::new();
         let d = w.decide(order_id.clone(), shop.clone(), 1);
-        assert_eq!(d.outcome, Outcome::Rejected, "{order_id} {shop}: {d:?}");
-        assert_eq!(d.reason, Some(Reason::InvalidScope), "{order_id} {shop}");
-        assert_eq!(d.reason.unwrap().as_str(), "invalid_scope");
-        assert!(d.key.is_none(), "no key is built from a bad scope");
+        assert_eq!(d.outcome(), Outcome::Rejected, "{order_id} {shop}: {d:?}");
+        assert_eq!(d.reason(), Some(Reason::InvalidScope), "{order_id} {shop}");
+        assert_eq!(d.reason().unwrap().as_str(), "invalid_scope");
+        assert!(d.key().is_none(), "no key is built from a bad scope");
         assert!(w.seen.authz.lock().unwrap().is_empty(), "authorised anyway");
         assert!(w.seen.state.lock().unwrap().is_empty());
         assert!(w.seen.exec.lock().unwrap().is_empty());

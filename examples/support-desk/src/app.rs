@@ -394,11 +394,11 @@ impl Desk {
                 )
                 .await
                 .map_err(at)?;
-            if d.outcome != toolgate::pipeline::Outcome::Executed {
+            if d.outcome() != toolgate::pipeline::Outcome::Executed {
                 return Err(at(format!(
                     "the credit of {amount} ended {} ({}), not executed",
-                    d.outcome.as_str(),
-                    d.reason.map_or("-", |r| r.as_str())
+                    d.outcome().as_str(),
+                    d.reason().map_or("-", |r| r.as_str())
                 )));
             }
         }

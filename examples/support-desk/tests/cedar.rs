@@ -151,7 +151,7 @@ fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
 fn the_assigned_agent_of_the_same_customer_may_credit() {
     let w = world();
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 1).outcome,
+        run(&w, "agent-1", "c-1", 1500, 1).outcome(),
         Outcome::Executed
     );
 }
@@ -161,12 +161,12 @@ fn another_agent_or_another_customer_is_not_authorized() {
     let w = world();
     let d = run(&w, "agent-2", "c-1", 1500, 1);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::NotAuthorized))
     );
     let d = run(&w, "agent-1", "c-2", 1500, 2);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::NotAuthorized))
     );
     assert_eq!(*w.ledger.0.lock().unwrap(), 0);
@@ -176,24 +176,24 @@ fn another_agent_or_another_customer_is_not_authorized() {
 fn reassigning_the_ticket_takes_the_recorded_result_away() {
     let w = world();
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 1).outcome,
+        run(&w, "agent-1", "c-1", 1500, 1).outcome(),
         Outcome::Executed
     );
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 2).outcome,
+        run(&w, "agent-1", "c-1", 1500, 2).outcome(),
         Outcome::Replayed
     );
     *w.authz.entity_source().assignee.lock().unwrap() = "agent-2".into();
     let d = run(&w, "agent-1", "c-1", 1500, 3);
-    assert_eq!(d.outcome, Outcome::Forbidden);
-    assert_eq!(d.result, None);
+    assert_eq!(d.outcome(), Outcome::Forbidden);
+    assert_eq!(d.result(), None);
     let d = run(&w, "agent-1", "c-1", 900, 4);
     assert_eq!(
-        d.outcome,
+        d.outcome(),
         Outcome::Forbidden,
         "a conflict would show the prior proposal"
     );
-    assert_eq!(d.prior, None);
+    assert_eq!(d.prior(), None);
 }
 
 #[test]
@@ -202,16 +202,16 @@ fn a_truthy_one_is_an_evaluation_error_and_denies() {
     *w.authz.entity_source().active.lock().unwrap() = json!(1);
     let d = run(&w, "agent-1", "c-1", 1500, 1);
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::AuthorizationError)),
         "{d:?}"
     );
     *w.authz.entity_source().active.lock().unwrap() = json!("true");
     let d = run(&w, "agent-1", "c-1", 1500, 2);
-    assert_eq!(d.reason, Some(Reason::AuthorizationError));
+    assert_eq!(d.reason(), Some(Reason::AuthorizationError));
     *w.authz.entity_source().active.lock().unwrap() = json!(false);
     let d = run(&w, "agent-1", "c-1", 1500, 3);
-    assert_eq!(d.reason, Some(Reason::NotAuthorized));
+    assert_eq!(d.reason(), Some(Reason::NotAuthorized));
     assert_eq!(*w.ledger.0.lock().unwrap(), 0);
 }
 
@@ -220,7 +220,7 @@ fn a_ticket_missing_from_the_directory_denies() {
     let w = world();
     *w.authz.entity_source().ticket_exists.lock().unwrap() = false;
     let d = run(&w, "agent-1", "c-1", 1500, 1);
-    assert_eq!(d.outcome, Outcome::Forbidden, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Forbidden, "{d:?}");
     assert_eq!(*w.ledger.0.lock().unwrap(), 0);
 }
 

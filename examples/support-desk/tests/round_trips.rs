@@ -179,10 +179,10 @@ async fn count_on(url: &str, expected: &Expected) {
         let customer = &ticket.customer_id;
         let fresh = credit(&store, &desk, &authorizer, customer, &ticket.id, "Done.").await;
         let (fresh_n, fresh_sql) = log.take();
-        assert_eq!(fresh.outcome, Outcome::Executed, "{fresh:?}");
+        assert_eq!(fresh.outcome(), Outcome::Executed, "{fresh:?}");
         let replay = credit(&store, &desk, &authorizer, customer, &ticket.id, "Did it.").await;
         let (replay_n, replay_sql) = log.take();
-        assert_eq!(replay.outcome, Outcome::Replayed, "{replay:?}");
+        assert_eq!(replay.outcome(), Outcome::Replayed, "{replay:?}");
         if i + 1 < tickets.len() {
             continue;
         }

@@ -98,15 +98,15 @@ async fn support_desk_on(url: &str) {
 
     // A credit at the current version: applied, version advanced.
     let d = credit(&store, &desk, &desk, &customer, &ticket, 1, 1500).await;
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
-    assert_eq!(d.result.as_ref().unwrap()["version_after"], 2);
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    assert_eq!(d.result().unwrap()["version_after"], 2);
     assert_eq!(desk.ticket_version(&ticket).await.unwrap(), Some(2));
     assert_eq!(desk.credit_count(&ticket).await.unwrap(), 1);
 
     // The gate's own state read catches a stale version.
     let d = credit(&store, &desk, &desk, &customer, &ticket, 1, 900).await;
     assert_eq!(
-        d.outcome,
+        d.outcome(),
         Outcome::Conflict,
         "same key, other amount: {d:?}"
     );
@@ -121,7 +121,7 @@ async fn support_desk_on(url: &str) {
     )
     .await;
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::StateChanged, Some(Reason::VersionMismatch))
     );
 
@@ -138,21 +138,21 @@ async fn support_desk_on(url: &str) {
     )
     .await;
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
         "{d:?}"
     );
-    assert_eq!(d.current_version.as_ref().unwrap().as_str(), "2");
+    assert_eq!(d.current_version().unwrap().as_str(), "2");
     assert_eq!(desk.credit_count(&ticket).await.unwrap(), 1);
     assert_eq!(desk.ticket_version(&ticket).await.unwrap(), Some(2));
 
     // Reconciliation asks the credits table by operation key.
-    let stale_key = d.key.unwrap();
+    let stale_key = d.key().unwrap();
     let applied = store
         .fetch(
             &credit(&store, &desk, &desk, &customer, &ticket, 1, 1500)
                 .await
-                .key
+                .key()
                 .unwrap(),
         )
         .await

@@ -200,21 +200,21 @@ fn detail(d: &Decision) -> String {
             format!("\"{short}\"")
         }
     };
-    match d.outcome {
-        Outcome::Answer | Outcome::Abstain => d.reply.as_deref().map(quote).unwrap_or_default(),
+    match d.outcome() {
+        Outcome::Answer | Outcome::Abstain => d.reply().map(quote).unwrap_or_default(),
         Outcome::Executed | Outcome::Replayed => {
-            let what = if d.outcome == Outcome::Executed {
+            let what = if d.outcome() == Outcome::Executed {
                 "result"
             } else {
                 "recorded result"
             };
             format!(
                 "{what} {}",
-                d.result.as_ref().map(Value::to_string).unwrap_or_default()
+                d.result().map(Value::to_string).unwrap_or_default()
             )
         }
         Outcome::Conflict => {
-            let prior = d.prior.as_ref().map_or_else(String::new, |p| {
+            let prior = d.prior().map_or_else(String::new, |p| {
                 format!(
                     "prior proposal {} by {} on version {}",
                     p.arguments_value()
@@ -225,22 +225,18 @@ fn detail(d: &Decision) -> String {
                 )
             });
             let result = d
-                .result
-                .as_ref()
+                .result()
                 .map_or(String::new(), |r| format!("; its result {r}"));
             format!("{prior}{result}")
         }
         Outcome::StateChanged => format!(
             "version seen {}, current {}",
-            d.version_seen
-                .as_ref()
-                .map_or("?".to_owned(), ToString::to_string),
-            d.current_version
-                .as_ref()
+            d.version_seen().map_or("?".to_owned(), ToString::to_string),
+            d.current_version()
                 .map_or("?".to_owned(), ToString::to_string)
         ),
         Outcome::Refused | Outcome::Truncated | Outcome::ContentFiltered => {
-            let stop = d.stateless.as_ref().and_then(|s| s.stop.as_ref());
+            let stop = d.stateless().and_then(|s| s.stop.as_ref());
             match stop {
                 Some(s) => match &s.explanation {
                     Some(e) => format!(
@@ -254,14 +250,13 @@ fn detail(d: &Decision) -> String {
         }
         _ => {
             let pointer = d
-                .stateless
-                .as_ref()
+                .stateless()
                 .and_then(|s| s.pointer.clone())
                 .filter(|p| !p.is_empty())
                 .map_or(String::new(), |p| format!(" at {p}"));
             // A budget's figures say what its message says, in money.
-            let what = d.budget.as_ref().map_or_else(
-                || d.message.clone().unwrap_or_default(),
+            let what = d.budget().map_or_else(
+                || d.message().map(str::to_owned).unwrap_or_default(),
                 |b| {
                     format!(
                         "budget {} limit {}, used {}, remaining {}, this credit {}; \
@@ -274,7 +269,10 @@ fn detail(d: &Decision) -> String {
                     )
                 },
             );
-            format!("{}{pointer}: {what}", d.reason.map_or("-", Reason::as_str))
+            format!(
+                "{}{pointer}: {what}",
+                d.reason().map_or("-", Reason::as_str)
+            )
         }
     }
 }
@@ -283,7 +281,7 @@ fn row(case: &str, expected: Outcome, d: &Decision) -> Row {
     Row {
         case: case.to_owned(),
         expected: expected.as_str().to_owned(),
-        got: d.outcome.as_str().to_owned(),
+        got: d.outcome().as_str().to_owned(),
         detail: detail(d),
     }
 }
@@ -416,10 +414,10 @@ async fn scenario(
     let mut others = std::collections::BTreeMap::<&str, u32>::new();
     for d in decided {
         let d = d?;
-        if d.outcome == Outcome::Executed {
+        if d.outcome() == Outcome::Executed {
             executed += 1;
         } else {
-            *others.entry(d.outcome.as_str()).or_default() += 1;
+            *others.entry(d.outcome().as_str()).or_default() += 1;
         }
     }
     let rest: Vec<String> = others.iter().map(|(o, n)| format!("{o}×{n}")).collect();

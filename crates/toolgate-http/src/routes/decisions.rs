@@ -127,8 +127,8 @@ pub async fn post<P: Parts>(
     };
     let stored = match decide_body(&app, &caller, &body).await {
         Ok((decision, response)) => Stored {
-            outcome: Some(decision.outcome),
-            status: StatusCode::from_u16(status_of(decision.outcome)).unwrap_or(StatusCode::OK),
+            outcome: Some(decision.outcome()),
+            status: StatusCode::from_u16(status_of(decision.outcome())).unwrap_or(StatusCode::OK),
             content_type: DECISION_JSON,
             body: serde_json::to_vec(&response).unwrap_or_default(),
         },
@@ -184,11 +184,11 @@ async fn replay<P: Parts>(
         return stored_response(stored);
     }
     match decide_body(app, caller, body).await {
-        Ok((decision, response)) if decision.outcome == Outcome::Forbidden => {
-            let status =
-                StatusCode::from_u16(status_of(decision.outcome)).unwrap_or(StatusCode::FORBIDDEN);
+        Ok((decision, response)) if decision.outcome() == Outcome::Forbidden => {
+            let status = StatusCode::from_u16(status_of(decision.outcome()))
+                .unwrap_or(StatusCode::FORBIDDEN);
             stored_response(Stored {
-                outcome: Some(decision.outcome),
+                outcome: Some(decision.outcome()),
                 status,
                 content_type: DECISION_JSON,
                 body: serde_json::to_vec(&response).unwrap_or_default(),
@@ -438,8 +438,8 @@ pub(crate) async fn run<P: Parts>(
             task_app.inner.metrics.finished();
             if let Ok((d, _)) = &out {
                 task_app.inner.metrics.decided(
-                    d.outcome,
-                    d.tool.as_deref(),
+                    d.outcome(),
+                    d.tool(),
                     started.elapsed().as_secs_f64(),
                 );
             }
@@ -576,12 +576,12 @@ async fn run_inner<P: Parts>(
                 decide(&gate, check, &request).await
             }
         };
-        let mut decision = match decided {
+        let decision = match decided {
             Ok(d) => d,
             Err(GateError::Audit { decision, error }) => {
                 // The decision stands (an `executed` one did happen); hiding it
                 // would make the client retry into a replay it cannot explain.
-                tracing::error!(%error, outcome = %decision.outcome, "decision not audited");
+                tracing::error!(%error, outcome = %decision.outcome(), "decision not audited");
                 *decision
             }
             Err(GateError::Corrupt(m)) => {
@@ -599,21 +599,21 @@ async fn run_inner<P: Parts>(
         };
         // A budget over its limit asks a person too (docs/policy.md,
         // "Budgets"): the approval lets the retry reserve beyond it.
-        let asks = decision.outcome == Outcome::PendingApproval
+        let asks = decision.outcome() == Outcome::PendingApproval
             && matches!(
-                decision.reason,
+                decision.reason(),
                 Some(Reason::ApprovalRequired | Reason::BudgetExceeded)
             );
         let (Some(key), Some(fingerprint), Some(contract), true) =
-            (decision.key, decision.fingerprint, contract, asks)
+            (decision.key(), decision.fingerprint(), contract, asks)
         else {
             break decision;
         };
         let item = NewItem {
             at: now,
             kind: Outcome::PendingApproval.as_str().to_owned(),
-            reason: decision.reason.map(|r| r.as_str().to_owned()),
-            tool: decision.tool.clone(),
+            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            tool: decision.tool().map(str::to_owned),
             proposer: principal.id().to_owned(),
             proposer_via: principal.via().map(str::to_owned),
             key: Some(key),
@@ -658,19 +658,16 @@ async fn run_inner<P: Parts>(
             }
             Requested::Denied { item, by } => {
                 review_item = Some(item);
-                decision.outcome = Outcome::Rejected;
-                decision.reason = Some(Reason::ApprovalDenied);
-                decision.message = Some(format!(
+                break decision.denied(format!(
                     "review item {item}: a reviewer{} denied this proposal; it will not run \
                      (other arguments or a new version ask again)",
                     by.map(|b| format!(" ({b})")).unwrap_or_default()
                 ));
-                break decision;
             }
         }
     };
     crate::limits::conceal_authorisation(&mut decision, &principal);
-    let permit = match (&decision.permit, &action) {
+    let permit = match (decision.permit(), &action) {
         (Some(lease), Some((canonical, arguments, _))) => Some(Permit::new(
             lease,
             canonical,
@@ -682,16 +679,16 @@ async fn run_inner<P: Parts>(
     // Other decisions a person acts on open an item each; a failure to
     // record one is logged, not the caller's (the claim store keeps the
     // facts of a conflict or a stuck claim anyway).
-    if review_item.is_none() && reviewable(decision.outcome, decision.reason) {
+    if review_item.is_none() && reviewable(decision.outcome(), decision.reason()) {
         let item = NewItem {
             at: now,
-            kind: decision.outcome.as_str().to_owned(),
-            reason: decision.reason.map(|r| r.as_str().to_owned()),
-            tool: decision.tool.clone(),
+            kind: decision.outcome().as_str().to_owned(),
+            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            tool: decision.tool().map(str::to_owned),
             proposer: principal.id().to_owned(),
             proposer_via: principal.via().map(str::to_owned),
-            key: decision.key,
-            fingerprint: decision.fingerprint,
+            key: decision.key(),
+            fingerprint: decision.fingerprint(),
             version_seen: action.as_ref().map(|_| version.as_str().to_owned()),
             scope: Some(Value::Object(scope.clone()).to_string()),
             decision: shown_decision(&decision, &action),
@@ -712,10 +709,10 @@ async fn run_inner<P: Parts>(
     );
     tracing::info!(
         principal = principal.id(),
-        outcome = decision.outcome.as_str(),
-        reason = decision.reason.map(|r| r.as_str()),
-        tool = decision.tool.as_deref(),
-        operation_key = decision.key.map(|k| k.to_hex()),
+        outcome = decision.outcome().as_str(),
+        reason = decision.reason().map(|r| r.as_str()),
+        tool = decision.tool(),
+        operation_key = decision.key().map(|k| k.to_hex()),
         "decision"
     );
     Ok((decision, response))
@@ -732,8 +729,8 @@ fn announce<P: Parts>(
         app.settings().review_webhook.as_ref(),
         &app.inner.webhook_client,
         id,
-        decision.outcome.as_str(),
-        decision.tool.as_deref(),
+        decision.outcome().as_str(),
+        decision.tool(),
         now,
     );
 }

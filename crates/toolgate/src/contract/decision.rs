@@ -74,8 +74,9 @@ impl ProposedAction {
 /// The result of [`check`]: a value, never an error.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    /// What happened.
-    pub outcome: Outcome,
+    /// What happened: private, so that only `check` makes an `action`
+    /// (and always with its proposal); [`Decision::outcome`] reads it.
+    pub(super) outcome: Outcome,
     /// Why, for `rejected`.
     pub reason: Option<Reason>,
     /// JSON pointer to the offending value, where known. Pointers into a
@@ -131,6 +132,11 @@ impl Decision {
             message: Some(message.into()),
             ..Self::new(Outcome::Rejected, stop, attempt)
         }
+    }
+
+    /// What happened.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
     }
 
     /// The validated proposal: `Some` exactly for an `action` decision

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::decision::{BudgetReport, Reason};
+use super::decision::{BudgetReport, Decision, Operation, Reason, Rejection};
 use super::stage::Bound;
 use crate::claim::{BudgetReservation, UnixMillis};
 use crate::contract::ToolContract;
@@ -53,35 +53,42 @@ pub(crate) fn reservations(
         .collect()
 }
 
-/// What a refused reservation becomes: the budget's `over`, the reason
-/// `budget_exceeded`, and the report.
+/// What a refused reservation becomes: the budget's `over` (rejected, or a
+/// person decides), with the reason `budget_exceeded` and the report.
 pub(crate) fn over(
     contract: &ToolContract,
+    operation: Operation,
+    message: String,
     budget: &str,
     limit: i64,
     used: i64,
     amount: i64,
-) -> (super::Outcome, Reason, BudgetReport) {
-    let outcome = match contract
+) -> Decision {
+    let report = BudgetReport {
+        name: budget.to_owned(),
+        limit,
+        used,
+        remaining: (limit - used).max(0),
+        amount,
+    };
+    let over = contract
         .budgets()
         .iter()
         .find(|b| b.name() == budget)
-        .map(|b| b.over())
-    {
-        Some(Over::Rejected) => super::Outcome::Rejected,
+        .map(|b| b.over());
+    match over {
+        Some(Over::Rejected) => Decision::Rejected(Rejection::OverBudget {
+            operation,
+            message,
+            budget: report,
+        }),
         // A budget the store named but the policy no longer has: a person
         // decides, which is the cautious of the two.
-        Some(Over::PendingApproval) | None => super::Outcome::PendingApproval,
-    };
-    (
-        outcome,
-        Reason::BudgetExceeded,
-        BudgetReport {
-            name: budget.to_owned(),
-            limit,
-            used,
-            remaining: (limit - used).max(0),
-            amount,
+        Some(Over::PendingApproval) | None => Decision::PendingApproval {
+            operation,
+            reason: Reason::BudgetExceeded,
+            message,
+            budget: Some(report),
         },
-    )
+    }
 }

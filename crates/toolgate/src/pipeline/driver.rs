@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::authz::{Authorizer, AuthzDecision, Principal};
-use super::decision::{Decision, Outcome, Reason};
+use super::decision::{Decision, Operation, Reason, Rejection};
 use super::exec::{ExecError, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
@@ -113,7 +113,7 @@ impl fmt::Display for GateError {
             Self::Audit { decision, error } => write!(
                 f,
                 "decision {} made but not audited: {error}",
-                decision.outcome
+                decision.outcome()
             ),
         }
     }
@@ -201,54 +201,60 @@ fn audit_entry(
     AuditEntry::new(
         now,
         principal.id().to_owned(),
-        decision.tool.clone(),
-        decision.outcome.as_str().to_owned(),
-        decision.reason.map(|r| r.as_str().to_owned()),
-        decision.key,
-        decision.fingerprint,
+        decision.tool().map(str::to_owned),
+        decision.outcome().as_str().to_owned(),
+        decision.reason().map(|r| r.as_str().to_owned()),
+        decision.key(),
+        decision.fingerprint(),
     )?
     .with_via(principal.via().map(str::to_owned))
 }
 
+/// A decision the contract stage ended, as the pipeline's.
 fn stateless(d: contract::Decision) -> Decision {
-    let outcome = match d.outcome {
-        contract::Outcome::Answer => Outcome::Answer,
-        contract::Outcome::Abstain => Outcome::Abstain,
-        contract::Outcome::Refused => Outcome::Refused,
-        contract::Outcome::Truncated => Outcome::Truncated,
-        contract::Outcome::ContentFiltered => Outcome::ContentFiltered,
-        // An `action` without its proposal cannot happen through `check`;
-        // treat it as what it would be, a malformed decision.
-        contract::Outcome::Rejected | contract::Outcome::Action => Outcome::Rejected,
-    };
-    let mut out = Decision::new(outcome);
-    out.reason = d.reason.map(Reason::Contract);
-    out.message.clone_from(&d.message);
-    out.tool = d.tool.as_deref().map(str::to_owned);
-    out.reply.clone_from(&d.reply);
-    out.stateless = Some(d);
-    out
+    match d.outcome() {
+        contract::Outcome::Answer => Decision::Answer(d),
+        contract::Outcome::Abstain => Decision::Abstain(d),
+        contract::Outcome::Refused => Decision::Refused(d),
+        contract::Outcome::Truncated => Decision::Truncated(d),
+        contract::Outcome::ContentFiltered => Decision::ContentFiltered(d),
+        // `into_action` hands back only decisions without a proposal, and
+        // only `check` can set the outcome: an `action` never gets here.
+        // Were one to, it ends as the rejection it would be.
+        contract::Outcome::Rejected | contract::Outcome::Action => {
+            Decision::Rejected(Rejection::Contract(d))
+        }
+    }
 }
 
 fn forbidden(v: &Validated, reason: Reason, message: String) -> Decision {
     // INVARIANT: nothing read from the claim store or the state source is
     // put in a `forbidden` decision; none has been read at this point.
-    let mut d = Decision::new(Outcome::Forbidden);
-    d.reason = Some(reason);
-    d.message = Some(message);
-    d.tool = Some(v.tool().to_owned());
-    d.fingerprint = Some(*v.fingerprint());
-    d
+    Decision::Forbidden {
+        tool: v.tool().to_owned(),
+        fingerprint: *v.fingerprint(),
+        reason,
+        message,
+    }
 }
 
-fn bound_decision(b: &Bound, outcome: Outcome, reason: Option<Reason>) -> Decision {
-    let mut d = Decision::new(outcome);
-    d.reason = reason;
-    d.tool = Some(b.authorized().validated().tool().to_owned());
-    d.key = Some(*b.key());
-    d.fingerprint = Some(*b.fingerprint());
-    d.version_seen = Some(b.authorized().version_seen().clone());
-    d
+/// The operation a bound proposal names.
+fn operation(b: &Bound) -> Operation {
+    Operation {
+        tool: b.authorized().validated().tool().to_owned(),
+        key: *b.key(),
+        fingerprint: *b.fingerprint(),
+        version_seen: b.authorized().version_seen().clone(),
+    }
+}
+
+fn pending_approval(b: &Bound, message: &str) -> Decision {
+    Decision::PendingApproval {
+        operation: operation(b),
+        reason: Reason::ApprovalRequired,
+        message: message.to_owned(),
+        budget: None,
+    }
 }
 
 async fn run<A, S, C, E>(
@@ -269,13 +275,10 @@ where
         Err(proposal) => return Ok(stateless(*proposal).into()),
     };
     let Some(contract) = gate.policy.tool(action.tool()) else {
-        let mut d = Decision::new(Outcome::Rejected);
-        d.reason = Some(Reason::Contract(contract::Reason::UnknownTool));
-        d.message = Some(format!(
-            "tool {:?} is not in this gate's policy",
-            action.tool()
-        ));
-        d.tool = Some(action.tool().to_owned());
+        let d = Decision::Rejected(Rejection::UnknownTool {
+            tool: action.tool().to_owned(),
+            message: format!("tool {:?} is not in this gate's policy", action.tool()),
+        });
         return Ok(d.into());
     };
     let validated = Validated::new(action, reply, contract);
@@ -301,11 +304,12 @@ where
     let scope = match contract.canonical_scope(&scope) {
         Ok(s) => s,
         Err(e) => {
-            let mut d = Decision::new(Outcome::Rejected);
-            d.reason = Some(Reason::InvalidScope);
-            d.message = Some(e.to_string());
-            d.tool = Some(validated.tool().to_owned());
-            d.fingerprint = Some(*validated.fingerprint());
+            let d = Decision::Rejected(Rejection::Scope {
+                reason: Reason::InvalidScope,
+                tool: validated.tool().to_owned(),
+                fingerprint: *validated.fingerprint(),
+                message: e.to_string(),
+            });
             return Ok(d.into());
         }
     };
@@ -342,11 +346,12 @@ where
     let bound = match Bound::new(authorized) {
         Ok(b) => b,
         Err((auth, e)) => {
-            let mut d = Decision::new(Outcome::Rejected);
-            d.reason = Some(Reason::MissingScope);
-            d.message = Some(e.to_string());
-            d.tool = Some(auth.validated().tool().to_owned());
-            d.fingerprint = Some(*auth.validated().fingerprint());
+            let d = Decision::Rejected(Rejection::Scope {
+                reason: Reason::MissingScope,
+                tool: auth.validated().tool().to_owned(),
+                fingerprint: *auth.validated().fingerprint(),
+                message: e.to_string(),
+            });
             return Ok(d.into());
         }
     };
@@ -379,12 +384,17 @@ where
         if let Some(record) = gate.claims.fetch(bound.key()).await? {
             return existing(gate.policy, &bound, record, request.now).map(Decided::from);
         }
-        let mut d = bound_decision(&bound, Outcome::StateChanged, Some(Reason::VersionMismatch));
-        d.message = Some(format!(
-            "the model read version {} but the current version is {current}",
-            bound.authorized().version_seen()
-        ));
-        d.current_version = Some(current);
+        let d = Decision::StateChanged {
+            operation: operation(&bound),
+            reason: Reason::VersionMismatch,
+            message: format!(
+                "the model read version {} but the current version is {current}",
+                bound.authorized().version_seen()
+            ),
+            current_version: Some(current),
+            result: None,
+            prior: None,
+        };
         return Ok(d.into());
     }
 
@@ -401,14 +411,9 @@ where
             })
             .map(|a| a.grant.clone());
         if grant.is_none() {
-            let mut d = bound_decision(
+            let d = pending_approval(
                 &bound,
-                Outcome::PendingApproval,
-                Some(Reason::ApprovalRequired),
-            );
-            d.message = Some(
-                "this tool needs a person's approval for this operation key, fingerprint and version"
-                    .to_owned(),
+                "this tool needs a person's approval for this operation key, fingerprint and version",
             );
             return Ok(d.into());
         }
@@ -466,27 +471,27 @@ where
                 .iter()
                 .find(|r| r.budget == budget)
                 .map_or(0, |r| r.amount);
-            let (outcome, reason, report) =
-                super::budget::over(contract, &budget, limit, used, amount);
-            let mut d = bound_decision(&bound, outcome, Some(reason));
-            d.message = Some(format!(
+            let message = format!(
                 "budget {budget}: {used} of {limit} already reserved in this window; {amount} more would pass the limit"
-            ));
-            d.budget = Some(report);
+            );
+            let d = super::budget::over(
+                contract,
+                operation(&bound),
+                message,
+                &budget,
+                limit,
+                used,
+                amount,
+            );
             return Ok(d.into());
         }
         RawClaim::GrantUnusable => {
             // The approval was used, expired, denied or given under another
             // policy between the lookup and the claim: nothing was written,
             // and the proposal needs a person again (docs/design.md §14).
-            let mut d = bound_decision(
+            let d = pending_approval(
                 &bound,
-                Outcome::PendingApproval,
-                Some(Reason::ApprovalRequired),
-            );
-            d.message = Some(
-                "the approval for this proposal can no longer be used; it needs a person's approval again"
-                    .to_owned(),
+                "the approval for this proposal can no longer be used; it needs a person's approval again",
             );
             return Ok(d.into());
         }
@@ -507,10 +512,16 @@ where
 {
     let bound = claimed.bound();
     let now = request.now;
-    let (result, mut decision) = match gate.executor.execute(claimed.permit()).await {
+    let reply = || bound.authorized().validated().reply().to_owned();
+    let (result, decision) = match gate.executor.execute(claimed.permit()).await {
         Ok(ExecOutcome::Applied { receipt }) => {
-            let reason = budget_approved.then_some(Reason::BudgetExceededApproved);
-            (receipt, bound_decision(bound, Outcome::Executed, reason))
+            let d = Decision::Executed {
+                operation: operation(bound),
+                result: json_value(&receipt)?,
+                reply: reply(),
+                over_budget_approved: budget_approved,
+            };
+            (receipt, d)
         }
         Ok(ExecOutcome::PreconditionFailed { current }) => {
             // Nothing was written. The claim is closed with a not-applied
@@ -523,35 +534,37 @@ where
             })
             .to_string();
             let result = JsonText::result(text).map_err(|e| GateError::Corrupt(e.to_string()))?;
-            let mut d = bound_decision(
-                bound,
-                Outcome::StateChanged,
-                Some(Reason::PreconditionFailed),
-            );
-            d.current_version = current;
-            d.message =
-                Some("the executor's version precondition failed; nothing was written".into());
+            let d = Decision::StateChanged {
+                operation: operation(bound),
+                reason: Reason::PreconditionFailed,
+                message: "the executor's version precondition failed; nothing was written".into(),
+                current_version: current,
+                result: Some(json_value(&result)?),
+                prior: None,
+            };
             (result, d)
         }
         Ok(ExecOutcome::Deferred) => {
             // Client-executed: nothing was written here and the claim stays
             // in flight; the caller holds the lease and completes it (or,
             // past the lease, it is reconciled, never re-executed).
-            let mut d = bound_decision(bound, Outcome::Permitted, None);
-            d.permit = Some(claimed.lease().clone());
-            d.reply = Some(bound.authorized().validated().reply().to_owned());
+            let d = Decision::Permitted {
+                operation: operation(bound),
+                permit: claimed.lease().clone(),
+                reply: reply(),
+            };
             return Ok(d.into());
         }
         Err(e) => {
             // The outcome is unknown: leave the claim in flight. After its
             // lease it is reconciled against the downstream system, never
             // executed again (invariant 8).
-            let mut d = bound_decision(
-                bound,
-                Outcome::NeedsReconciliation,
-                Some(Reason::ExecutorFailed),
-            );
-            d.message = Some(e.to_string());
+            let d = Decision::NeedsReconciliation {
+                operation: operation(bound),
+                reason: Reason::ExecutorFailed,
+                message: e.to_string(),
+                prior: None,
+            };
             return Ok(d.into());
         }
     };
@@ -564,31 +577,28 @@ where
         .complete(bound.key(), &claimed.lease().holder, &result, now, &entry)
         .await?;
     match completion {
-        Completion::Recorded => {
-            decision.result = Some(
-                result
-                    .value()
-                    .map_err(|e| GateError::Corrupt(e.to_string()))?,
-            );
-            if decision.outcome == Outcome::Executed {
-                decision.reply = Some(bound.authorized().validated().reply().to_owned());
-            }
-            Ok(Decided {
-                decision,
-                audited: true,
-            })
-        }
+        Completion::Recorded => Ok(Decided {
+            decision,
+            audited: true,
+        }),
         Completion::Reconcile => {
             // Invariant 7: zero rows means this holder no longer owns the
             // claim. Whatever the executor did stands; reconcile.
-            let mut d =
-                bound_decision(bound, Outcome::NeedsReconciliation, Some(Reason::LeaseLost));
-            d.message = Some(
-                "completion matched no row: the claim was taken over or reconciled".to_owned(),
-            );
+            let d = Decision::NeedsReconciliation {
+                operation: operation(bound),
+                reason: Reason::LeaseLost,
+                message: "completion matched no row: the claim was taken over or reconciled"
+                    .to_owned(),
+                prior: None,
+            };
             Ok(d.into())
         }
     }
+}
+
+/// A recorded result as JSON.
+fn json_value(text: &JsonText) -> Result<Value, GateError> {
+    text.value().map_err(|e| GateError::Corrupt(e.to_string()))
 }
 
 /// Someone already holds the operation: replay, conflict, in flight or
@@ -601,57 +611,65 @@ fn existing(
     now: UnixMillis,
 ) -> Result<Decision, GateError> {
     check_record(policy, &record)?;
-    let result = match record.result() {
-        Some(r) => Some(r.value().map_err(|e| GateError::Corrupt(e.to_string()))?),
-        None => None,
-    };
-    let mut d = if record.fingerprint != *bound.fingerprint() {
-        let mut d = bound_decision(bound, Outcome::Conflict, None);
-        d.message = Some(
-            "this operation was already proposed with different arguments; a person decides"
-                .to_owned(),
-        );
-        d.result = result;
-        d
+    let result = record.result().map(json_value).transpose()?;
+    let operation = operation(bound);
+    let prior = record.proposal.clone();
+    let d = if record.fingerprint != *bound.fingerprint() {
+        Decision::Conflict {
+            operation,
+            message:
+                "this operation was already proposed with different arguments; a person decides"
+                    .to_owned(),
+            result,
+            prior,
+        }
     } else if let Some(not_applied) = closed_not_applied(&record, result.as_ref()) {
         // A closure that wrote nothing replays as what it was, never as
         // `replayed` (which says the write happened).
-        let mut d = bound_decision(bound, Outcome::StateChanged, Some(not_applied));
-        d.message = Some(match not_applied {
+        let message = match not_applied {
             Reason::PreconditionFailed => {
                 "the executor's version precondition failed; nothing was written".to_owned()
             }
             _ => "the claim was reconciled as not applied: nothing was written; propose again \
                   against the current version"
                 .to_owned(),
-        });
-        d.current_version = result
+        };
+        let current_version = result
             .as_ref()
             .and_then(|r| r.get("current_version"))
             .and_then(Value::as_str)
             .and_then(StateVersion::new);
-        d.result = result;
-        d
+        Decision::StateChanged {
+            operation,
+            reason: not_applied,
+            message,
+            current_version,
+            result,
+            prior: Some(prior),
+        }
     } else if record.status == ClaimStatus::Completed {
-        let mut d = bound_decision(bound, Outcome::Replayed, None);
-        d.result = result;
-        d.reply = Some(bound.authorized().validated().reply().to_owned());
-        d
+        let result = result.ok_or_else(|| {
+            GateError::Corrupt("a completed claim has no recorded result".to_owned())
+        })?;
+        Decision::Replayed {
+            operation,
+            result,
+            reply: bound.authorized().validated().reply().to_owned(),
+            prior,
+        }
     } else if record.is_stuck(now) {
-        let mut d = bound_decision(
-            bound,
-            Outcome::NeedsReconciliation,
-            Some(Reason::LeaseExpired),
-        );
-        d.message = Some(format!(
-            "the claim's lease ended at {} with the outcome unknown",
-            record.lease_expires_at
-        ));
-        d
+        Decision::NeedsReconciliation {
+            operation,
+            reason: Reason::LeaseExpired,
+            message: format!(
+                "the claim's lease ended at {} with the outcome unknown",
+                record.lease_expires_at
+            ),
+            prior: Some(prior),
+        }
     } else {
-        bound_decision(bound, Outcome::InFlight, None)
+        Decision::InFlight { operation, prior }
     };
-    d.prior = Some(record.proposal);
     Ok(d)
 }
 

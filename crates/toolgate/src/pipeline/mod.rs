@@ -24,7 +24,7 @@ mod state;
 
 pub use crate::claim::ExecutorKind;
 pub use authz::{Authorizer, AuthzDecision, AuthzRequest, Principal, PrincipalError};
-pub use decision::{BudgetReport, Decision, Outcome, Reason};
+pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection};
 pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
     reconcile, reconcile_answered,

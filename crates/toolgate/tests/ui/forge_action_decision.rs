@@ -1,6 +1,7 @@
-// Nor can a stateless decision be given an action it did not come with: the
-// `action` field is private, so a rejected decision cannot be turned into an
-// action by setting its proposal.
+// Nor can a stateless decision be given an action it did not come with: its
+// `outcome` and `action` fields are private, so a rejected decision cannot be
+// turned into an action by setting either (and the pipeline never sees an
+// `action` outcome without its proposal).
 use toolgate::contract::{Decision, Outcome, ProposedAction};
 
 fn upgrade(mut rejected: Decision, action: ProposedAction) -> Decision {

@@ -56,10 +56,11 @@ pub fn run(args: Args) -> ExitCode {
     for (name, provider, body) in SHAPES {
         // Only a body that really reaches `action` measures the full path.
         let d = check(&policy, provider, body, &opts);
-        if d.outcome != Outcome::Action {
+        if d.outcome() != Outcome::Action {
             eprintln!(
                 "toolgate bench check: shape {name} gives {} ({:?}) under this policy, not action",
-                d.outcome, d.message
+                d.outcome(),
+                d.message
             );
             return ExitCode::from(2);
         }

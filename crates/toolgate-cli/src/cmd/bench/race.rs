@@ -363,9 +363,9 @@ fn failover_counts(store: &AnyClaimStore) -> Option<toolgate_store::mysql::Failo
 /// Whether this decision's attempt won its claim (executed, or ran the
 /// executor and lost on the precondition, or could not finish).
 fn won(d: &Decision) -> bool {
-    d.outcome == Outcome::Executed
+    d.outcome() == Outcome::Executed
         || matches!(
-            d.reason,
+            d.reason(),
             Some(Reason::PreconditionFailed | Reason::LeaseLost | Reason::ExecutorFailed)
         )
 }

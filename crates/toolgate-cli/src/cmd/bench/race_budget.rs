@@ -156,8 +156,8 @@ pub async fn race(
                     executor: &wdesk,
                 };
                 match propose(&gate, &policy, t).await {
-                    Ok(d) if d.outcome == Outcome::Executed => tally.0 += AMOUNT,
-                    Ok(d) if d.reason == Some(Reason::BudgetExceeded) => tally.1 += 1,
+                    Ok(d) if d.outcome() == Outcome::Executed => tally.0 += AMOUNT,
+                    Ok(d) if d.reason() == Some(Reason::BudgetExceeded) => tally.1 += 1,
                     Ok(d) => {
                         eprintln!("ticket {}: unexpected {}", t.id, d.to_json());
                         tally.2 += 1;
