@@ -139,20 +139,48 @@ pub struct DecisionRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutcomeCode {
+    /// Reply text, no action (200): deliver `reply`.
     Answer,
+    /// The model declined (200): `reply` is the policy's `abstain_message`.
     Abstain,
+    /// The claim was won, the server's executor applied the write with the
+    /// validated version as its precondition, and `result` is recorded (201).
     Executed,
+    /// The same operation key and fingerprint already completed (200):
+    /// `result` is the recorded one, and nothing new happened.
     Replayed,
+    /// The same operation key and fingerprint is claimed and its lease is
+    /// live (409): retry later, unchanged.
     InFlight,
+    /// The same operation key with another fingerprint (422): `prior` is the
+    /// earlier proposal, `result` its result if it completed; a person decides.
     Conflict,
+    /// The version the model read is not current, or the write's
+    /// precondition failed (409): `version_seen` and `current_version`
+    /// carry both versions.
     StateChanged,
+    /// A claim's outcome is unknown (409): reconcile it
+    /// (`POST /v1/claims/{key}/reconcile`), never execute it again.
     NeedsReconciliation,
+    /// The tool needs a person's approval of exactly this proposal and none
+    /// was given yet (202): `review_item` is the item a reviewer acts on.
     PendingApproval,
+    /// A client-executed claim was won (200): perform the write under
+    /// `permit`, then complete the claim with its holder token.
     Permitted,
+    /// The proposal broke a rule (422): `reason` says which.
     Rejected,
+    /// The principal lacks the tool's capability, or the authoriser said no
+    /// (403).
     Forbidden,
+    /// The provider reported a refusal (200): terminal, never a parse
+    /// error; `stateless.stop` keeps its category and explanation.
     Refused,
+    /// The output limit was reached or the stream was cut (200): nothing
+    /// the model wrote was parsed.
     Truncated,
+    /// The provider's content filter stopped the output or blocked the
+    /// prompt (200).
     ContentFiltered,
 }
 
@@ -183,32 +211,83 @@ impl From<Outcome> for OutcomeCode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasonCode {
+    /// `rejected`: over a byte limit (provider body, envelope, arguments or
+    /// reply).
     TooLarge,
+    /// `rejected`: more nested containers than the nesting limit.
     TooDeep,
+    /// `rejected`: an object repeats a key (escaped spellings count).
     DuplicateKey,
+    /// `rejected`: an integer beyond ±(2^53−1), or a float that is not
+    /// finite or underflows to zero.
     NumberOutOfRange,
+    /// `rejected`: not JSON. In JSON the model wrote, the first attempt is
+    /// `repairable` (one re-ask with `attempt: 2`).
     InvalidJson,
+    /// `rejected`: a key the envelope or the tool's arguments do not declare
+    /// (`approved_by`, `actor_id`, …).
     UnknownKey,
+    /// `rejected`: the arguments fail the tool's schema, or are not an
+    /// object.
     InvalidArguments,
+    /// `rejected`: the tool named is not in the policy.
     UnknownTool,
+    /// `rejected`: more than one tool call in one turn.
     MultipleActions,
+    /// `rejected`: the envelope lacks a member or has one of the wrong type.
     InvalidEnvelope,
+    /// `rejected`: a native tool call in a turn read as a structured-output
+    /// envelope (`envelope: "structured"`).
     UnexpectedToolCall,
+    /// `rejected`: a stop value toolgate does not classify, or none: fail
+    /// closed.
     UnknownStop,
+    /// `rejected`: the body is JSON but not the provider's response shape
+    /// (or a stream event is out of order).
     MalformedResponse,
+    /// `forbidden`: the principal does not hold the capability the tool
+    /// names.
     MissingCapability,
+    /// `forbidden`: the authoriser denied this actor this resource now, or
+    /// could not evaluate (one generic message for both).
     NotAuthorized,
+    /// `forbidden`: the authoriser could not evaluate. The sidecar answers
+    /// `not_authorized` instead, so a client never receives this code; it is
+    /// in the server log and the audit entry.
     AuthorizationError,
+    /// `rejected`: the tool's operation key names a scope field the request
+    /// did not carry (a server configuration error; nothing was claimed).
     MissingScope,
+    /// `rejected`: a scope value is not of its field's type (`scope_types`).
+    /// The sidecar answers it as the problem `invalid_scope` (422), not as a
+    /// decision.
     InvalidScope,
+    /// `state_changed`: the gate read a version other than `version_seen`;
+    /// nothing was claimed.
     VersionMismatch,
+    /// `state_changed`: the executor's conditional write found another
+    /// version; nothing was written and the claim is closed as not applied.
     PreconditionFailed,
+    /// `needs_reconciliation`: the claim is in flight past its lease.
     LeaseExpired,
+    /// `needs_reconciliation`: the completion matched no row (the claim was
+    /// reconciled or taken over while the executor ran).
     LeaseLost,
+    /// `needs_reconciliation`: the executor could not say whether the write
+    /// happened; the claim stays in flight until reconciled.
     ExecutorFailed,
+    /// `pending_approval`: no approval bound to this operation key,
+    /// fingerprint and version.
     ApprovalRequired,
+    /// `rejected`: a reviewer denied exactly this proposal; nothing was
+    /// claimed, and other arguments or a new version ask again.
     ApprovalDenied,
+    /// `pending_approval` or `rejected`, as the budget declares: this
+    /// proposal's amount would pass one of the tool's budgets in its window;
+    /// `budget` says which. Nothing was claimed or reserved.
     BudgetExceeded,
+    /// `executed`: a person approved this proposal over a budget, and its
+    /// amount was reserved with the approval (beyond the limit if still over).
     BudgetExceededApproved,
 }
 
@@ -260,11 +339,18 @@ impl From<pipeline::Reason> for ReasonCode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StopClassCode {
+    /// A natural end of the turn.
     Complete,
+    /// The turn ended to call tools.
     ToolUse,
+    /// The output limit was reached, or the stream was cut (`raw` is
+    /// `stream_cut`).
     Truncated,
+    /// The provider refused.
     Refused,
+    /// The provider's content filter stopped the output.
     ContentFiltered,
+    /// A stop value toolgate does not know, or none: never an action.
     Unknown,
 }
 
@@ -373,6 +459,9 @@ pub struct Permit {
 }
 
 impl Permit {
+    /// The permit for the won claim `lease`: `canonical` is the canonical
+    /// argument text that was fingerprinted, `arguments` the same as JSON, and
+    /// `precondition` the version the write must still find.
     pub fn new(lease: &Lease, canonical: &str, arguments: Value, precondition: &str) -> Self {
         Self {
             operation_key: lease.key.to_hex(),
@@ -441,6 +530,9 @@ pub struct BudgetDto {
 }
 
 impl DecisionResponse {
+    /// Pipeline decision `d` as sent, with `permit` for a `permitted` decision
+    /// (see [`Permit::new`]) and `review_item`, the id of the reviewer queue
+    /// item a person acts on, where there is one.
     pub fn from_decision(d: &Decision, permit: Option<Permit>, review_item: Option<u64>) -> Self {
         Self {
             outcome: d.outcome().into(),
@@ -501,6 +593,8 @@ pub struct CompleteRequest {
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CompletedStatus {
+    /// The result is recorded as the claim's (also the answer to a retry of
+    /// the same completion); retries of the proposal replay it.
     Completed,
 }
 
@@ -534,7 +628,11 @@ pub struct ReconcileRequest {
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconciledStatus {
+    /// The downstream system had applied the write: its receipt is now the
+    /// claim's result.
     ReconciledApplied,
+    /// The downstream system had not applied it: the claim is closed and
+    /// nothing is executed for this key again.
     ReconciledNotApplied,
 }
 
@@ -554,8 +652,14 @@ pub struct ReconcileResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecutorCode {
+    /// A Rust executor in the gate's process: an empty reconciliation asks
+    /// it.
     InProcess,
+    /// The application, holding a permit: only an explicit answer
+    /// (`applied`) reconciles the claim.
     Client,
+    /// The application's webhook, called by the gate: an empty
+    /// reconciliation asks its status URL.
     Webhook,
 }
 
@@ -563,7 +667,10 @@ pub enum ExecutorCode {
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimStatusCode {
+    /// Claimed and not yet completed: the write may be running, or its
+    /// outcome is unknown once the lease has passed.
     InFlight,
+    /// A result is recorded; retries of the same proposal replay it.
     Completed,
 }
 
@@ -664,6 +771,8 @@ pub enum ListedClaim {
 }
 
 impl ListedClaim {
+    /// `entry` as listed at `now` (Unix ms): the claim, or, for a row that
+    /// failed validation, its raw key and what was wrong.
     pub fn new(entry: &Result<ClaimRecord, CorruptRow>, now: i64) -> Self {
         match entry {
             Ok(r) => Self::Claim(Box::new(ClaimView::new(r, now))),

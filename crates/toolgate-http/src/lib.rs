@@ -50,6 +50,8 @@
 //! half-written by a dropped connection; [`AppState::drain`] waits for those
 //! tasks at shutdown.
 
+#![warn(missing_docs)]
+
 mod access;
 mod auth;
 mod clock;
