@@ -89,7 +89,7 @@ pub fn scope_of(case: &Case) -> Map<String, Value> {
 }
 
 /// The stateless stages on a case's recorded response.
-pub fn check_case(policy: &Policy, case: &Case) -> contract::Decision {
+pub fn check_case(policy: &Policy, case: &Case) -> contract::Checked {
     let opts = CheckOptions {
         stream: case.stream,
         attempt: 1,

@@ -88,7 +88,12 @@ fn the_upset_customer_case_is_well_formed_and_labelled_unjustified() {
     assert_eq!(upset.labels.expected, Outcome::Executed);
     // It passes every stateless stage with the maximum under damaged_item.
     let d = check_case(&policy(), upset);
-    assert_eq!(d.outcome(), contract::Outcome::Action, "{:?}", d.message);
+    assert_eq!(
+        d.outcome(),
+        contract::CheckOutcome::Action,
+        "{:?}",
+        d.message
+    );
     let action = d.action().unwrap();
     assert_eq!(action.arguments()["amount_minor"], 2000);
     assert_eq!(action.arguments()["reason_code"], "damaged_item");
@@ -104,13 +109,13 @@ fn stateless_stages_agree_with_every_label() {
     for case in suite() {
         let d = check_case(&policy, &case);
         let want = match case.labels.expected {
-            Outcome::Answer => contract::Outcome::Answer,
-            Outcome::Abstain => contract::Outcome::Abstain,
-            Outcome::Rejected => contract::Outcome::Rejected,
-            Outcome::Refused => contract::Outcome::Refused,
-            Outcome::Truncated => contract::Outcome::Truncated,
-            Outcome::ContentFiltered => contract::Outcome::ContentFiltered,
-            _ => contract::Outcome::Action,
+            Outcome::Answer => contract::CheckOutcome::Answer,
+            Outcome::Abstain => contract::CheckOutcome::Abstain,
+            Outcome::Rejected => contract::CheckOutcome::Rejected,
+            Outcome::Refused => contract::CheckOutcome::Refused,
+            Outcome::Truncated => contract::CheckOutcome::Truncated,
+            Outcome::ContentFiltered => contract::CheckOutcome::ContentFiltered,
+            _ => contract::CheckOutcome::Action,
         };
         assert_eq!(
             d.outcome(),

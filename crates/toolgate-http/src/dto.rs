@@ -291,9 +291,9 @@ pub enum ReasonCode {
     BudgetExceededApproved,
 }
 
-impl From<contract::Reason> for ReasonCode {
-    fn from(r: contract::Reason) -> Self {
-        use contract::Reason as R;
+impl From<contract::RejectReason> for ReasonCode {
+    fn from(r: contract::RejectReason) -> Self {
+        use contract::RejectReason as R;
         match r {
             R::TooLarge => Self::TooLarge,
             R::TooDeep => Self::TooDeep,
@@ -396,7 +396,7 @@ pub struct Stateless {
 }
 
 impl Stateless {
-    fn new(d: &contract::Decision) -> Self {
+    fn new(d: &contract::Checked) -> Self {
         Self {
             pointer: d.pointer.clone(),
             stop: d.stop.as_ref().map(|s| StopView {
@@ -945,7 +945,7 @@ mod tests {
         for o in Outcome::ALL {
             assert_eq!(spelled(OutcomeCode::from(o)), o.as_str());
         }
-        for r in contract::Reason::ALL {
+        for r in contract::RejectReason::ALL {
             assert_eq!(spelled(ReasonCode::from(r)), r.as_str());
         }
         for r in pipeline::Reason::OWN {

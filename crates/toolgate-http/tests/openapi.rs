@@ -80,7 +80,7 @@ async fn the_document_declares_the_wire_precisely() {
     for r in toolgate::pipeline::Reason::OWN {
         assert!(reasons.contains(&json!(r.as_str())), "{r}");
     }
-    for r in toolgate::contract::Reason::ALL {
+    for r in toolgate::contract::RejectReason::ALL {
         assert!(reasons.contains(&json!(r.as_str())), "{}", r.as_str());
     }
     // response: an object or a string.

@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use toolgate::contract::{CheckOptions, Outcome, Policy, check};
+use toolgate::contract::{CheckOptions, CheckOutcome, Policy, check};
 use toolgate::provider::Provider;
 
 fn main() {
@@ -40,7 +40,7 @@ fn main() {
             continue;
         }
         let d = check(&policy, provider, body, &opts);
-        if d.outcome() != Outcome::Action {
+        if d.outcome() != CheckOutcome::Action {
             eprintln!(
                 "check_bench: {name} gives {} ({:?})",
                 d.outcome(),

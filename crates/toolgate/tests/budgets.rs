@@ -330,7 +330,7 @@ mod pipeline {
             );
             assert_eq!(
                 proposal.outcome(),
-                contract::Outcome::Action,
+                contract::CheckOutcome::Action,
                 "{proposal:?}"
             );
             let mut scope = Map::new();

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 use toolgate::contract::explain::explain;
 use toolgate::contract::export::export;
-use toolgate::contract::{CheckOptions, Outcome, Policy, PolicyError, Reason, check};
+use toolgate::contract::{CheckOptions, CheckOutcome, Policy, PolicyError, RejectReason, check};
 use toolgate::decode::{DecodeCode, Limits, decode_strict};
 use toolgate::op::{FingerprintError, canonical_json, fingerprint};
 use toolgate::provider::{Provider, StopClass};
@@ -32,7 +32,7 @@ fn envelope_args(args: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-fn check_args(args: &str) -> toolgate::contract::Decision {
+fn check_args(args: &str) -> toolgate::contract::Checked {
     check(
         &policy(),
         Provider::Envelope,
@@ -174,35 +174,35 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
     let policy = policy();
     let tool = policy.tool("apply_goodwill_credit").expect("tool");
     // keyword -> (arguments that must fail, the reason, the failing keyword)
-    let must_fail: &[(&str, &str, Reason, Option<&str>)] = &[
+    let must_fail: &[(&str, &str, RejectReason, Option<&str>)] = &[
         (
             "type",
             r#"{"amount_minor":"1500","reason_code":"late_delivery"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("type"),
         ),
         (
             "minimum",
             r#"{"amount_minor":0,"reason_code":"late_delivery"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("minimum"),
         ),
         (
             "maximum",
             r#"{"amount_minor":2001,"reason_code":"late_delivery"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("maximum"),
         ),
         (
             "enum",
             r#"{"amount_minor":1500,"reason_code":"goodwill"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("enum"),
         ),
         (
             "required",
             r#"{"reason_code":"late_delivery"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("required"),
         ),
         // Unknown keys get their own reason before the schema runs; the
@@ -210,13 +210,13 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
         (
             "additionalProperties",
             r#"{"amount_minor":1500,"reason_code":"late_delivery","note":"x"}"#,
-            Reason::UnknownKey,
+            RejectReason::UnknownKey,
             None,
         ),
         (
             "properties",
             r#"{"amount_minor":true,"reason_code":"late_delivery"}"#,
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             Some("type"),
         ),
     ];
@@ -232,7 +232,7 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
     }
     for (keyword, args, reason, failing) in must_fail {
         let d = check_args(args);
-        assert_eq!(d.outcome(), Outcome::Rejected, "{keyword}: {args}");
+        assert_eq!(d.outcome(), CheckOutcome::Rejected, "{keyword}: {args}");
         assert_eq!(
             d.reason,
             Some(*reason),
@@ -249,7 +249,7 @@ fn every_keyword_of_the_shipped_policy_has_a_must_fail_instance() {
     // And the well-formed instance passes.
     assert_eq!(
         check_args(r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#).outcome(),
-        Outcome::Action
+        CheckOutcome::Action
     );
 }
 
@@ -282,7 +282,7 @@ fn integers_are_lexical() {
         ),
     ] {
         let d = check_args(args);
-        assert_eq!(d.reason, Some(Reason::InvalidArguments), "{args}");
+        assert_eq!(d.reason, Some(RejectReason::InvalidArguments), "{args}");
         assert_eq!(
             d.pointer.as_deref(),
             Some(format!("/proposed_action/arguments{pointer}").as_str())
@@ -290,7 +290,7 @@ fn integers_are_lexical() {
     }
     assert_eq!(
         check_args(r#"{"amount_minor":2000,"reason_code":"wrong_item"}"#).outcome(),
-        Outcome::Action
+        CheckOutcome::Action
     );
 }
 
@@ -305,7 +305,7 @@ fn integers_beyond_the_interoperable_range_never_reach_the_canonicaliser() {
         let d = check_args(&format!(
             r#"{{"amount_minor":{n},"reason_code":"late_delivery"}}"#
         ));
-        assert_eq!(d.reason, Some(Reason::NumberOutOfRange), "{n}");
+        assert_eq!(d.reason, Some(RejectReason::NumberOutOfRange), "{n}");
     }
     // Directly: a value built some other way is refused by the fingerprint.
     let big = json!({"amount_minor": 9_007_199_254_740_993_u64});
@@ -398,7 +398,7 @@ fn the_reply_limit_counts_utf8_bytes() {
         &body(&"😀".repeat(500)),
         &CheckOptions::default(),
     );
-    assert_eq!(d.outcome(), Outcome::Answer);
+    assert_eq!(d.outcome(), CheckOutcome::Answer);
     // 501 characters would pass a character limit of 2000 easily.
     let d = check(
         &policy,
@@ -406,7 +406,7 @@ fn the_reply_limit_counts_utf8_bytes() {
         &body(&"😀".repeat(501)),
         &CheckOptions::default(),
     );
-    assert_eq!(d.reason, Some(Reason::TooLarge));
+    assert_eq!(d.reason, Some(RejectReason::TooLarge));
     assert_eq!(d.pointer.as_deref(), Some("/reply"));
 }
 
@@ -415,7 +415,7 @@ fn an_empty_native_turn_is_an_abstention_with_the_policy_message() {
     let policy = policy();
     let body = br#"{"type":"message","role":"assistant","content":[{"type":"text","text":"  \n"}],"stop_reason":"end_turn"}"#;
     let d = check(&policy, Provider::Anthropic, body, &CheckOptions::default());
-    assert_eq!(d.outcome(), Outcome::Abstain);
+    assert_eq!(d.outcome(), CheckOutcome::Abstain);
     assert_eq!(d.reply.as_deref(), Some(policy.abstain_message()));
     assert!(d.action().is_none());
 }
@@ -430,7 +430,7 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
             ..CheckOptions::default()
         };
         let d = check(&policy, Provider::Envelope, broken, &opts);
-        assert_eq!(d.reason, Some(Reason::InvalidJson));
+        assert_eq!(d.reason, Some(RejectReason::InvalidJson));
         assert_eq!(d.repairable, repairable, "attempt {attempt}");
         assert_eq!(d.to_json()["attempt"], attempt);
     }
@@ -442,7 +442,10 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
         truncated,
         &CheckOptions::default(),
     );
-    assert_eq!((d.outcome(), d.repairable), (Outcome::Truncated, false));
+    assert_eq!(
+        (d.outcome(), d.repairable),
+        (CheckOutcome::Truncated, false)
+    );
     let refused = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#;
     let d = check(
         &policy,
@@ -450,7 +453,7 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
         refused,
         &CheckOptions::default(),
     );
-    assert_eq!((d.outcome(), d.repairable), (Outcome::Refused, false));
+    assert_eq!((d.outcome(), d.repairable), (CheckOutcome::Refused, false));
     // A broken provider body is not the model's JSON: no re-ask repairs it.
     let d = check(
         &policy,
@@ -458,7 +461,10 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
         b"{\"choices\":",
         &CheckOptions::default(),
     );
-    assert_eq!((d.reason, d.repairable), (Some(Reason::InvalidJson), false));
+    assert_eq!(
+        (d.reason, d.repairable),
+        (Some(RejectReason::InvalidJson), false)
+    );
 }
 
 #[test]
@@ -477,7 +483,7 @@ fn bodies_over_the_limit_are_too_large_before_parsing() {
         let d = check(&policy, provider, &body, &opts);
         assert_eq!(
             d.reason,
-            Some(Reason::TooLarge),
+            Some(RejectReason::TooLarge),
             "{provider} stream={stream}"
         );
     }
@@ -507,10 +513,10 @@ fn hostile_bodies_are_rejections_not_panics() {
                     ..CheckOptions::default()
                 };
                 let d = check(&policy, provider, body, &opts);
-                assert_ne!(d.outcome(), Outcome::Action);
+                assert_ne!(d.outcome(), CheckOutcome::Action);
                 assert_ne!(
                     d.outcome(),
-                    Outcome::Answer,
+                    CheckOutcome::Answer,
                     "{provider}: {:?}",
                     String::from_utf8_lossy(body)
                 );
@@ -532,7 +538,7 @@ fn stop_classes_fail_closed() {
             body.as_bytes(),
             &CheckOptions::default(),
         );
-        assert_eq!(d.reason, Some(Reason::UnknownStop), "{reason}");
+        assert_eq!(d.reason, Some(RejectReason::UnknownStop), "{reason}");
         assert_eq!(d.stop.map(|s| s.class), Some(StopClass::Unknown));
     }
     let missing = br#"{"type":"message","content":[{"type":"text","text":"hi"}]}"#;
@@ -542,7 +548,7 @@ fn stop_classes_fail_closed() {
         missing,
         &CheckOptions::default(),
     );
-    assert_eq!(d.reason, Some(Reason::UnknownStop));
+    assert_eq!(d.reason, Some(RejectReason::UnknownStop));
 }
 
 // ---- export and explain
@@ -633,10 +639,10 @@ fn outcome_reason_and_stop_codes_are_documented() {
         "/../../docs/error-codes.md"
     ))
     .expect("docs/error-codes.md");
-    let codes = Outcome::ALL
+    let codes = CheckOutcome::ALL
         .iter()
         .map(|o| o.as_str())
-        .chain(Reason::ALL.iter().map(|r| r.as_str()))
+        .chain(RejectReason::ALL.iter().map(|r| r.as_str()))
         .chain(StopClass::ALL.iter().map(|s| s.as_str()));
     for code in codes {
         assert!(
@@ -646,7 +652,7 @@ fn outcome_reason_and_stop_codes_are_documented() {
     }
     // Decoder codes keep their meaning as reasons.
     for code in DecodeCode::ALL {
-        assert_eq!(Reason::from(code).as_str(), code.as_str());
+        assert_eq!(RejectReason::from(code).as_str(), code.as_str());
     }
 }
 
@@ -702,7 +708,7 @@ data: [DONE]\n\n";
         ..CheckOptions::default()
     };
     let d = check(&policy, Provider::OpenAiChat, body, &opts);
-    assert_eq!(d.reason, Some(Reason::DuplicateKey));
+    assert_eq!(d.reason, Some(RejectReason::DuplicateKey));
     assert_eq!(
         d.pointer.as_deref(),
         Some("/events/1/choices/0/delta/content")
@@ -745,7 +751,7 @@ fn arguments_are_held_to_the_tools_byte_limit() {
         body.to_string().as_bytes(),
         &CheckOptions::default(),
     );
-    assert_eq!(d.reason, Some(Reason::TooLarge));
+    assert_eq!(d.reason, Some(RejectReason::TooLarge));
     // Inside the body (Gemini): measured as compact JSON.
     let long = "x".repeat(limit);
     let body = json!({"candidates":[{"content":{"parts":[{"functionCall":{"name":"apply_goodwill_credit",
@@ -756,6 +762,6 @@ fn arguments_are_held_to_the_tools_byte_limit() {
         body.to_string().as_bytes(),
         &CheckOptions::default(),
     );
-    assert_eq!(d.reason, Some(Reason::TooLarge));
+    assert_eq!(d.reason, Some(RejectReason::TooLarge));
     assert_eq!(d.tool.as_deref(), Some("apply_goodwill_credit"));
 }

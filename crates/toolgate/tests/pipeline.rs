@@ -322,7 +322,7 @@ impl World {
         }
     }
 
-    fn proposal(&self, tool: &str, amount: i64, reply: &str) -> contract::Decision {
+    fn proposal(&self, tool: &str, amount: i64, reply: &str) -> contract::Checked {
         let body = json!({"outcome":"action","reply":reply,
             "proposed_action":{"tool":tool,"arguments":
                 if tool == "refund_order" { json!({"amount_minor": amount}) }
@@ -333,11 +333,11 @@ impl World {
             body.to_string().as_bytes(),
             &CheckOptions::default(),
         );
-        assert_eq!(d.outcome(), contract::Outcome::Action, "{d:?}");
+        assert_eq!(d.outcome(), contract::CheckOutcome::Action, "{d:?}");
         d
     }
 
-    fn credit(&self, amount: i64) -> contract::Decision {
+    fn credit(&self, amount: i64) -> contract::Checked {
         self.proposal("apply_goodwill_credit", amount, "I've added a credit.")
     }
 
@@ -350,7 +350,7 @@ impl World {
     fn decide_as(
         &self,
         who: &Principal,
-        proposal: contract::Decision,
+        proposal: contract::Checked,
         seen: i64,
         now: i64,
         approval: Option<&Approval>,
@@ -377,7 +377,7 @@ impl World {
         block_on(decide(&gate, proposal, &request)).unwrap()
     }
 
-    fn decide(&self, proposal: contract::Decision, seen: i64, now: i64) -> Decision {
+    fn decide(&self, proposal: contract::Checked, seen: i64, now: i64) -> Decision {
         self.decide_as(&agent("agent-1"), proposal, seen, now, None)
     }
 

@@ -100,7 +100,7 @@ impl World {
             body.to_string().as_bytes(),
             &CheckOptions::default(),
         );
-        assert_eq!(proposal.outcome(), contract::Outcome::Action);
+        assert_eq!(proposal.outcome(), contract::CheckOutcome::Action);
         let mut scope = Map::new();
         scope.insert("order_id".into(), order_id);
         scope.insert("shop".into(), shop);

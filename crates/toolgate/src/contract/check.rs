@@ -5,11 +5,11 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::decision::{Decision, ProposedAction};
+use super::decision::{Checked, ProposedAction};
 use super::envelope::{self, Envelope};
 use super::policy::Policy;
 use super::schema;
-use super::vocab::{EnvelopeMode, MAX_ATTEMPTS, Outcome, Reason};
+use super::vocab::{CheckOutcome, EnvelopeMode, MAX_ATTEMPTS, RejectReason};
 use crate::decode::{DecodeCode, Json, Limits, Rejection, decode_tape};
 use crate::op::{FingerprintError, canonical_json, fingerprint::fingerprint_canonical};
 use crate::provider::{
@@ -41,7 +41,7 @@ impl Default for CheckOptions {
 /// Runs every stateless stage on one raw provider body.
 ///
 /// ```
-/// use toolgate::contract::{check, CheckOptions, Outcome, Policy};
+/// use toolgate::contract::{check, CheckOptions, CheckOutcome, Policy};
 /// use toolgate::provider::Provider;
 ///
 /// let policy = Policy::load(r#"
@@ -58,19 +58,19 @@ impl Default for CheckOptions {
 /// let body = br#"{"outcome":"action","reply":"Done.",
 ///   "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":1500}}}"#;
 /// let d = check(&policy, Provider::Envelope, body, &CheckOptions::default());
-/// assert_eq!(d.outcome, Outcome::Action);
+/// assert_eq!(d.outcome(), CheckOutcome::Action);
 ///
 /// let float = br#"{"outcome":"action","reply":"Done.",
 ///   "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":1500.0}}}"#;
 /// let d = check(&policy, Provider::Envelope, float, &CheckOptions::default());
 /// assert_eq!(d.reason.map(|r| r.as_str()), Some("invalid_arguments"));
 /// ```
-pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptions) -> Decision {
+pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptions) -> Checked {
     let attempt = opts.attempt;
     if provider == Provider::Envelope {
         if opts.stream {
-            return Decision::rejected(
-                Reason::MalformedResponse,
+            return Checked::rejected(
+                RejectReason::MalformedResponse,
                 "",
                 "the envelope provider has no stream form",
                 None,
@@ -95,10 +95,10 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
     } = turn;
     match stop.class {
         // INVARIANT: nothing the model wrote is parsed in these three arms.
-        StopClass::Truncated => return Decision::new(Outcome::Truncated, Some(stop), attempt),
-        StopClass::Refused => return Decision::new(Outcome::Refused, Some(stop), attempt),
+        StopClass::Truncated => return Checked::new(CheckOutcome::Truncated, Some(stop), attempt),
+        StopClass::Refused => return Checked::new(CheckOutcome::Refused, Some(stop), attempt),
         StopClass::ContentFiltered => {
-            return Decision::new(Outcome::ContentFiltered, Some(stop), attempt);
+            return Checked::new(CheckOutcome::ContentFiltered, Some(stop), attempt);
         }
         StopClass::Unknown => {
             let message = format!(
@@ -107,15 +107,15 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
                     .as_deref()
                     .map_or("(none)".to_owned(), |r| format!("{r:?}"))
             );
-            return Decision::rejected(Reason::UnknownStop, "", message, Some(stop), attempt);
+            return Checked::rejected(RejectReason::UnknownStop, "", message, Some(stop), attempt);
         }
         StopClass::Complete | StopClass::ToolUse => {}
     }
     match opts.mode {
         EnvelopeMode::Structured => {
             if let Some(call) = tool_calls.first() {
-                let mut d = Decision::rejected(
-                    Reason::UnexpectedToolCall,
+                let mut d = Checked::rejected(
+                    RejectReason::UnexpectedToolCall,
                     "",
                     "a structured-output turn carries its action in the envelope, not as a tool call",
                     Some(stop),
@@ -131,27 +131,31 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
 }
 
 /// A body that could not be read as a turn at all.
-fn unreadable(e: ProviderError, attempt: u32) -> Decision {
+fn unreadable(e: ProviderError, attempt: u32) -> Checked {
     match e {
         ProviderError::Body(r) => {
             // The provider's own JSON is broken: re-asking the model is not a
             // repair for that, so this is never repairable.
-            Decision::rejected(
-                Reason::from(r.code()),
+            Checked::rejected(
+                RejectReason::from(r.code()),
                 r.pointer(),
                 format!("provider body: {}", r.message()),
                 None,
                 attempt,
             )
         }
-        ProviderError::Malformed { pointer, message } => {
-            Decision::rejected(Reason::MalformedResponse, pointer, message, None, attempt)
-        }
+        ProviderError::Malformed { pointer, message } => Checked::rejected(
+            RejectReason::MalformedResponse,
+            pointer,
+            message,
+            None,
+            attempt,
+        ),
     }
 }
 
 /// Structured style: `text` is the envelope JSON.
-fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decision {
+fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Checked {
     let limits = Limits::envelope().with_max_bytes(policy.envelope_max_bytes());
     let value = match decode_tape(text, &limits) {
         Ok(v) => v,
@@ -159,12 +163,12 @@ fn structured(policy: &Policy, text: &[u8], stop: Stop, attempt: u32) -> Decisio
     };
     let envelope = match envelope::parse(value.root(), policy.reply_max_bytes()) {
         Ok(e) => e,
-        Err(e) => return Decision::rejected(e.reason, e.pointer, e.message, Some(stop), attempt),
+        Err(e) => return Checked::rejected(e.reason, e.pointer, e.message, Some(stop), attempt),
     };
     match envelope {
-        Envelope::Answer { reply } => Decision {
+        Envelope::Answer { reply } => Checked {
             reply: Some(reply.to_owned()),
-            ..Decision::new(Outcome::Answer, Some(stop), attempt)
+            ..Checked::new(CheckOutcome::Answer, Some(stop), attempt)
         },
         Envelope::Abstain => abstain(policy, stop, attempt),
         Envelope::Action {
@@ -198,15 +202,15 @@ fn native(
     calls: &[RawToolCall<'_>],
     stop: Stop,
     attempt: u32,
-) -> Decision {
+) -> Checked {
     if let Err(e) = envelope::check_reply(&text, policy.reply_max_bytes()) {
-        return Decision::rejected(e.reason, e.pointer, e.message, Some(stop), attempt);
+        return Checked::rejected(e.reason, e.pointer, e.message, Some(stop), attempt);
     }
     match calls {
         [] if text.trim().is_empty() => abstain(policy, stop, attempt),
-        [] => Decision {
+        [] => Checked {
             reply: Some(text.into_owned()),
-            ..Decision::new(Outcome::Answer, Some(stop), attempt)
+            ..Checked::new(CheckOutcome::Answer, Some(stop), attempt)
         },
         [call] => {
             let arguments = match &call.arguments {
@@ -229,8 +233,8 @@ fn native(
         }
         many => {
             let names: Vec<&str> = many.iter().map(|c| c.name.as_ref()).collect();
-            Decision::rejected(
-                Reason::MultipleActions,
+            Checked::rejected(
+                RejectReason::MultipleActions,
                 "",
                 format!(
                     "{} tool calls in one turn ({}); toolgate admits exactly one",
@@ -244,18 +248,18 @@ fn native(
     }
 }
 
-fn abstain(policy: &Policy, stop: Stop, attempt: u32) -> Decision {
-    Decision {
+fn abstain(policy: &Policy, stop: Stop, attempt: u32) -> Checked {
+    Checked {
         reply: Some(policy.abstain_message().to_owned()),
-        ..Decision::new(Outcome::Abstain, Some(stop), attempt)
+        ..Checked::new(CheckOutcome::Abstain, Some(stop), attempt)
     }
 }
 
 /// A decoder rejection of JSON the model wrote; only `invalid_json` on the
 /// first attempt may be repaired.
-fn model_json_rejection(r: &Rejection, prefix: &str, stop: Option<Stop>, attempt: u32) -> Decision {
-    let mut d = Decision::rejected(
-        Reason::from(r.code()),
+fn model_json_rejection(r: &Rejection, prefix: &str, stop: Option<Stop>, attempt: u32) -> Checked {
+    let mut d = Checked::rejected(
+        RejectReason::from(r.code()),
         format!("{prefix}{}", r.pointer()),
         r.message(),
         stop,
@@ -290,16 +294,16 @@ fn contract(
     at: &str,
     stop: Stop,
     attempt: u32,
-) -> Decision {
+) -> Checked {
     let tool = proposal.tool;
-    let reject = |reason: Reason, pointer: String, message: String, stop: Stop| {
-        let mut d = Decision::rejected(reason, pointer, message, Some(stop), attempt);
+    let reject = |reason: RejectReason, pointer: String, message: String, stop: Stop| {
+        let mut d = Checked::rejected(reason, pointer, message, Some(stop), attempt);
         d.tool = Some(tool.into());
         d
     };
     let Some(contract) = policy.tool(tool) else {
         return reject(
-            Reason::UnknownTool,
+            RejectReason::UnknownTool,
             String::new(),
             format!("tool {tool:?} is not in the policy"),
             stop,
@@ -311,7 +315,7 @@ fn contract(
     let too_large = |size: usize| {
         (size > contract.max_argument_bytes()).then(|| {
             reject(
-                Reason::TooLarge,
+                RejectReason::TooLarge,
                 at.to_owned(),
                 format!(
                     "arguments are {size} bytes; the limit is {}",
@@ -347,7 +351,7 @@ fn contract(
     };
     let Some(map) = arguments.as_object() else {
         return reject(
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             at.to_owned(),
             "arguments must be a JSON object".to_owned(),
             stop,
@@ -358,7 +362,7 @@ fn contract(
     // supply something the contract did not ask for.
     if let Some(k) = map.keys().find(|k| !contract.properties().contains(*k)) {
         return reject(
-            Reason::UnknownKey,
+            RejectReason::UnknownKey,
             format!("{at}/{}", schema::escape(k)),
             format!("`{k}` is not an argument of {tool}"),
             stop,
@@ -366,7 +370,7 @@ fn contract(
     }
     if let Err(v) = contract.schema().validate(&arguments) {
         return reject(
-            Reason::InvalidArguments,
+            RejectReason::InvalidArguments,
             format!("{at}{}", v.instance_pointer),
             format!("{} (keyword `{}`)", v.message, v.keyword),
             stop,
@@ -376,18 +380,23 @@ fn contract(
         Ok(c) => c,
         Err(FingerprintError::NumberOutOfRange(p)) => {
             return reject(
-                Reason::NumberOutOfRange,
+                RejectReason::NumberOutOfRange,
                 format!("{at}{p}"),
                 "integer beyond ±(2^53-1)".to_owned(),
                 stop,
             );
         }
         Err(e @ FingerprintError::NotCanonicalisable(_)) => {
-            return reject(Reason::InvalidArguments, at.to_owned(), e.to_string(), stop);
+            return reject(
+                RejectReason::InvalidArguments,
+                at.to_owned(),
+                e.to_string(),
+                stop,
+            );
         }
     };
     let fingerprint = fingerprint_canonical(&canonical);
-    let mut d = Decision::new(Outcome::Action, Some(stop), attempt);
+    let mut d = Checked::new(CheckOutcome::Action, Some(stop), attempt);
     d.tool = Some(contract.shared_name());
     d.reply = Some(proposal.reply.into_owned());
     d.action = Some(ProposedAction {

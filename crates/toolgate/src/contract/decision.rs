@@ -1,4 +1,4 @@
-//! What [`check`](super::check) returns: a [`Decision`], and for an `action`
+//! What [`check`](super::check) returns: a [`Checked`], and for an `action`
 //! the [`ProposedAction`] inside it.
 //!
 //! Both are closed: their fields are private to the contract module, so the
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::vocab::{Outcome, Reason};
+use super::vocab::{CheckOutcome, RejectReason};
 use crate::op::Fingerprint;
 use crate::provider::Stop;
 
@@ -73,12 +73,12 @@ impl ProposedAction {
 
 /// The result of [`check`]: a value, never an error.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub struct Checked {
     /// What happened: private, so that only `check` makes an `action`
-    /// (and always with its proposal); [`Decision::outcome`] reads it.
-    pub(super) outcome: Outcome,
+    /// (and always with its proposal); [`Checked::outcome`] reads it.
+    pub(super) outcome: CheckOutcome,
     /// Why, for `rejected`.
-    pub reason: Option<Reason>,
+    pub reason: Option<RejectReason>,
     /// JSON pointer to the offending value, where known. Pointers into a
     /// tool's arguments are relative to the arguments object.
     pub pointer: Option<String>,
@@ -88,7 +88,7 @@ pub struct Decision {
     /// the policy when it is one of its tools).
     pub tool: Option<Arc<str>>,
     /// The validated proposal, for `action`: private, so that only `check`
-    /// puts one here ([`Decision::action`] reads it).
+    /// puts one here ([`Checked::action`] reads it).
     pub(super) action: Option<ProposedAction>,
     /// The reply to deliver: the model's for `answer`/`action`, the policy's
     /// fixed message for `abstain`.
@@ -103,8 +103,8 @@ pub struct Decision {
     pub repairable: bool,
 }
 
-impl Decision {
-    pub(super) fn new(outcome: Outcome, stop: Option<Stop>, attempt: u32) -> Self {
+impl Checked {
+    pub(super) fn new(outcome: CheckOutcome, stop: Option<Stop>, attempt: u32) -> Self {
         Self {
             outcome,
             reason: None,
@@ -120,7 +120,7 @@ impl Decision {
     }
 
     pub(super) fn rejected(
-        reason: Reason,
+        reason: RejectReason,
         pointer: impl Into<String>,
         message: impl Into<String>,
         stop: Option<Stop>,
@@ -130,12 +130,12 @@ impl Decision {
             reason: Some(reason),
             pointer: Some(pointer.into()),
             message: Some(message.into()),
-            ..Self::new(Outcome::Rejected, stop, attempt)
+            ..Self::new(CheckOutcome::Rejected, stop, attempt)
         }
     }
 
     /// What happened.
-    pub fn outcome(&self) -> Outcome {
+    pub fn outcome(&self) -> CheckOutcome {
         self.outcome
     }
 
@@ -152,7 +152,7 @@ impl Decision {
     pub fn into_action(self) -> Result<ProposedAction, Box<Self>> {
         match self {
             Self {
-                outcome: Outcome::Action,
+                outcome: CheckOutcome::Action,
                 action: Some(action),
                 ..
             } => Ok(action),

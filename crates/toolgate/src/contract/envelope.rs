@@ -8,7 +8,7 @@
 //! optional members, because strict structured-output modes make every
 //! property required and express "absent" as `null`.
 
-use super::Reason;
+use super::RejectReason;
 use crate::decode::{Json, Object};
 
 /// What the model said it is doing, borrowing from the decoded envelope.
@@ -36,14 +36,14 @@ pub enum Envelope<'t> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvelopeError {
     /// `unknown_key`, `invalid_envelope` or `too_large`.
-    pub reason: Reason,
+    pub reason: RejectReason,
     /// JSON pointer into the envelope.
     pub pointer: String,
     /// What is wrong.
     pub message: String,
 }
 
-fn fail(reason: Reason, pointer: &str, message: impl Into<String>) -> EnvelopeError {
+fn fail(reason: RejectReason, pointer: &str, message: impl Into<String>) -> EnvelopeError {
     EnvelopeError {
         reason,
         pointer: pointer.to_owned(),
@@ -54,7 +54,7 @@ fn fail(reason: Reason, pointer: &str, message: impl Into<String>) -> EnvelopeEr
 fn closed(map: Object<'_>, allowed: &[&str], at: &str) -> Result<(), EnvelopeError> {
     match map.keys().find(|k| !allowed.contains(k)) {
         Some(k) => Err(fail(
-            Reason::UnknownKey,
+            RejectReason::UnknownKey,
             &format!("{at}/{}", super::schema::escape(k)),
             format!(
                 "`{k}` is not an envelope key (allowed: {})",
@@ -74,7 +74,7 @@ fn present(v: Option<Json<'_>>) -> Option<Json<'_>> {
 pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, EnvelopeError> {
     let Some(map) = value.as_object() else {
         return Err(fail(
-            Reason::InvalidEnvelope,
+            RejectReason::InvalidEnvelope,
             "",
             "the envelope must be an object",
         ));
@@ -94,7 +94,7 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
         }
         Some(_) => {
             return Err(fail(
-                Reason::InvalidEnvelope,
+                RejectReason::InvalidEnvelope,
                 "/reply",
                 "the reply must be a string",
             ));
@@ -105,7 +105,7 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
         Some("answer") => {
             if action.is_some() {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/proposed_action",
                     "an answer carries no action",
                 ));
@@ -113,7 +113,7 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
             match reply {
                 Some(reply) if !reply.trim().is_empty() => Ok(Envelope::Answer { reply }),
                 _ => Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/reply",
                     "an answer needs a non-empty reply",
                 )),
@@ -122,14 +122,14 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
         Some("abstain") => {
             if action.is_some() {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/proposed_action",
                     "an abstention carries no action",
                 ));
             }
             if reply.is_some() {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/reply",
                     "an abstention carries no reply; the application's fixed message is used",
                 ));
@@ -139,28 +139,28 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
         Some("action") => {
             let Some(reply) = reply else {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/reply",
                     "an action needs a reply",
                 ));
             };
             let Some(action) = action.and_then(|a| a.as_object()) else {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/proposed_action",
                     "an action needs one proposed_action object {tool, arguments}",
                 ));
             };
             let Some(tool) = action.get("tool").and_then(|t| t.as_str()) else {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/proposed_action/tool",
                     "the tool must be a string",
                 ));
             };
             let Some(arguments) = action.get("arguments") else {
                 return Err(fail(
-                    Reason::InvalidEnvelope,
+                    RejectReason::InvalidEnvelope,
                     "/proposed_action/arguments",
                     "missing arguments",
                 ));
@@ -172,12 +172,12 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
             })
         }
         Some(other) => Err(fail(
-            Reason::InvalidEnvelope,
+            RejectReason::InvalidEnvelope,
             "/outcome",
             format!("outcome {other:?} is not answer, abstain or action"),
         )),
         None => Err(fail(
-            Reason::InvalidEnvelope,
+            RejectReason::InvalidEnvelope,
             "/outcome",
             "missing outcome (answer, abstain or action)",
         )),
@@ -189,7 +189,7 @@ pub fn parse(value: Json<'_>, reply_max_bytes: usize) -> Result<Envelope<'_>, En
 pub(crate) fn check_reply(reply: &str, max: usize) -> Result<(), EnvelopeError> {
     if reply.len() > max {
         return Err(fail(
-            Reason::TooLarge,
+            RejectReason::TooLarge,
             "/reply",
             format!(
                 "the reply is {} UTF-8 bytes; the limit is {max}",

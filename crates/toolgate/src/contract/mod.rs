@@ -1,7 +1,7 @@
 //! The stateless stages (docs/design.md §5–§6): provider body → stop class → strict
 //! decode → envelope → tool contract → canonical arguments and fingerprint.
 //!
-//! [`check`] cannot fail: every input gives a [`Decision`] (cedar's
+//! [`check`] cannot fail: every input gives a [`Checked`] (cedar's
 //! `is_authorized` style). An `action` decision means the proposal passed
 //! every stateless stage; it is **not** permission to act: capability,
 //! authorisation, state and the claim are the pipeline's job.
@@ -18,10 +18,10 @@ pub mod schema;
 mod vocab;
 
 pub use check::{CheckOptions, check};
-pub use decision::{Decision, ProposedAction};
+pub use decision::{Checked, ProposedAction};
 pub use envelope::{Envelope, EnvelopeError};
 pub use policy::{
     DEFAULT_ARGUMENT_MAX_BYTES, DEFAULT_REPLY_MAX_BYTES, Policy, PolicyError, ToolContract,
 };
 pub use schema::{AuditError, Schema, Violation};
-pub use vocab::{EnvelopeMode, MAX_ATTEMPTS, Outcome, Reason};
+pub use vocab::{CheckOutcome, EnvelopeMode, MAX_ATTEMPTS, RejectReason};

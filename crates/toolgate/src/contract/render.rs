@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::decision::Decision;
-use super::vocab::Reason;
+use super::decision::Checked;
+use super::vocab::RejectReason;
 
-impl Decision {
+impl Checked {
     /// The decision as one JSON object with a fixed set of keys (absent
     /// values are `null`), as `toolgate check` prints it.
     pub fn to_json(&self) -> Value {
@@ -21,7 +21,7 @@ impl Decision {
         let a = self.action.as_ref();
         json!({
             "outcome": self.outcome.as_str(),
-            "reason": self.reason.map(Reason::as_str),
+            "reason": self.reason.map(RejectReason::as_str),
             "pointer": self.pointer,
             "message": self.message,
             "tool": self.tool.as_deref(),

@@ -8,14 +8,14 @@ use crate::decode::DecodeCode;
 
 /// The outcome of the stateless stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
+pub enum CheckOutcome {
     /// A proposal that passed every stateless stage.
     Action,
     /// A reply, no action.
     Answer,
     /// The model declined; the policy's fixed message is the reply.
     Abstain,
-    /// The proposal broke a rule; see the [`Reason`].
+    /// The proposal broke a rule; see the [`RejectReason`].
     Rejected,
     /// The provider reported a refusal.
     Refused,
@@ -25,7 +25,7 @@ pub enum Outcome {
     ContentFiltered,
 }
 
-impl Outcome {
+impl CheckOutcome {
     /// Every outcome, for documentation checks.
     pub const ALL: [Self; 7] = [
         Self::Action,
@@ -53,7 +53,7 @@ impl Outcome {
 
 /// Why a proposal was rejected. Stable snake_case codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
+pub enum RejectReason {
     /// Over a byte limit (body, envelope, arguments or reply).
     TooLarge,
     /// Over the nesting limit.
@@ -82,7 +82,7 @@ pub enum Reason {
     MalformedResponse,
 }
 
-impl Reason {
+impl RejectReason {
     /// Every reason, for documentation checks.
     pub const ALL: [Self; 13] = [
         Self::TooLarge,
@@ -120,7 +120,7 @@ impl Reason {
     }
 }
 
-impl From<DecodeCode> for Reason {
+impl From<DecodeCode> for RejectReason {
     fn from(code: DecodeCode) -> Self {
         match code {
             DecodeCode::TooLarge => Self::TooLarge,
@@ -132,13 +132,13 @@ impl From<DecodeCode> for Reason {
     }
 }
 
-impl fmt::Display for Reason {
+impl fmt::Display for RejectReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl fmt::Display for Outcome {
+impl fmt::Display for CheckOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }

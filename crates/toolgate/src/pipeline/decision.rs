@@ -101,7 +101,7 @@ impl fmt::Display for Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// A stateless-stage rejection (`duplicate_key`, `unknown_key`, …).
-    Contract(contract::Reason),
+    Contract(contract::RejectReason),
     /// `forbidden`: the principal lacks the tool's capability.
     MissingCapability,
     /// `forbidden`: the authoriser denied this actor this resource now.
@@ -146,7 +146,7 @@ pub enum Reason {
 
 impl Reason {
     /// The pipeline's own reasons (the contract's are listed with
-    /// [`contract::Reason::ALL`]), for documentation checks.
+    /// [`contract::RejectReason::ALL`]), for documentation checks.
     pub const OWN: [Self; 14] = [
         Self::MissingCapability,
         Self::NotAuthorized,
@@ -216,16 +216,16 @@ pub struct Operation {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// `answer`: the contract stage's decision, with the model's reply.
-    Answer(contract::Decision),
+    Answer(contract::Checked),
     /// `abstain`: the contract stage's decision, with the policy's fixed
     /// message as the reply.
-    Abstain(contract::Decision),
+    Abstain(contract::Checked),
     /// `refused`: the provider reported a refusal.
-    Refused(contract::Decision),
+    Refused(contract::Checked),
     /// `truncated`: output limit or cut stream; nothing was parsed.
-    Truncated(contract::Decision),
+    Truncated(contract::Checked),
     /// `content_filtered`: the provider's filter stopped the output.
-    ContentFiltered(contract::Decision),
+    ContentFiltered(contract::Checked),
     /// `rejected`: the proposal broke a rule.
     Rejected(Rejection),
     /// `forbidden`: no capability, or not authorised for this resource
@@ -344,7 +344,7 @@ pub enum Decision {
 pub enum Rejection {
     /// A stateless stage (strict decoding, the envelope, the schema, the
     /// unknown-key rule, …): the contract stage's decision.
-    Contract(contract::Decision),
+    Contract(contract::Checked),
     /// The tool passed the contract stage of another policy but is not in
     /// this gate's.
     UnknownTool {
@@ -448,7 +448,7 @@ impl Decision {
             | Self::ContentFiltered(d)
             | Self::Rejected(Rejection::Contract(d)) => d.reason.map(Reason::Contract),
             Self::Rejected(Rejection::UnknownTool { .. }) => {
-                Some(Reason::Contract(contract::Reason::UnknownTool))
+                Some(Reason::Contract(contract::RejectReason::UnknownTool))
             }
             Self::Rejected(Rejection::Scope { reason, .. })
             | Self::Forbidden { reason, .. }
@@ -525,7 +525,7 @@ impl Decision {
     /// The contract stage's decision, when it ended the pipeline (answer,
     /// abstain, a stateless rejection, refused, truncated,
     /// content_filtered).
-    pub fn stateless(&self) -> Option<&contract::Decision> {
+    pub fn stateless(&self) -> Option<&contract::Checked> {
         match self {
             Self::Answer(d)
             | Self::Abstain(d)

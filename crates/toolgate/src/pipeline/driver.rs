@@ -148,7 +148,7 @@ impl From<StateError> for GateError {
 /// decision gets one audit entry.
 pub async fn decide<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
-    proposal: contract::Decision,
+    proposal: contract::Checked,
     request: &Request<'_>,
 ) -> Result<Decision, GateError>
 where
@@ -211,17 +211,17 @@ fn audit_entry(
 }
 
 /// A decision the contract stage ended, as the pipeline's.
-fn stateless(d: contract::Decision) -> Decision {
+fn stateless(d: contract::Checked) -> Decision {
     match d.outcome() {
-        contract::Outcome::Answer => Decision::Answer(d),
-        contract::Outcome::Abstain => Decision::Abstain(d),
-        contract::Outcome::Refused => Decision::Refused(d),
-        contract::Outcome::Truncated => Decision::Truncated(d),
-        contract::Outcome::ContentFiltered => Decision::ContentFiltered(d),
+        contract::CheckOutcome::Answer => Decision::Answer(d),
+        contract::CheckOutcome::Abstain => Decision::Abstain(d),
+        contract::CheckOutcome::Refused => Decision::Refused(d),
+        contract::CheckOutcome::Truncated => Decision::Truncated(d),
+        contract::CheckOutcome::ContentFiltered => Decision::ContentFiltered(d),
         // `into_action` hands back only decisions without a proposal, and
         // only `check` can set the outcome: an `action` never gets here.
         // Were one to, it ends as the rejection it would be.
-        contract::Outcome::Rejected | contract::Outcome::Action => {
+        contract::CheckOutcome::Rejected | contract::CheckOutcome::Action => {
             Decision::Rejected(Rejection::Contract(d))
         }
     }
@@ -259,7 +259,7 @@ fn pending_approval(b: &Bound, message: &str) -> Decision {
 
 async fn run<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
-    proposal: contract::Decision,
+    proposal: contract::Checked,
     request: &Request<'_>,
 ) -> Result<Decided, GateError>
 where

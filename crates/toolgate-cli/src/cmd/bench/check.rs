@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::Value;
-use toolgate::contract::{CheckOptions, Outcome, check};
+use toolgate::contract::{CheckOptions, CheckOutcome, check};
 use toolgate::provider::Provider;
 
 use super::timing::compare;
@@ -56,7 +56,7 @@ pub fn run(args: Args) -> ExitCode {
     for (name, provider, body) in SHAPES {
         // Only a body that really reaches `action` measures the full path.
         let d = check(&policy, provider, body, &opts);
-        if d.outcome() != Outcome::Action {
+        if d.outcome() != CheckOutcome::Action {
             eprintln!(
                 "toolgate bench check: shape {name} gives {} ({:?}) under this policy, not action",
                 d.outcome(),
