@@ -86,6 +86,9 @@ struct SpyState {
     version: Arc<Mutex<i64>>,
     /// `false`: a source that reads nothing (`state = { source = "none" }`).
     reads: AtomicBool,
+    /// The next read answers this version, as a read that ran just before
+    /// a concurrent write would.
+    stale_next: Mutex<Option<i64>>,
 }
 
 impl StateSource for SpyState {
@@ -94,7 +97,13 @@ impl StateSource for SpyState {
         _scope: StateScope<'_>,
     ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
         push(&self.log, "state");
-        std::future::ready(Ok(StateVersion::from(*self.version.lock().unwrap())))
+        let read = self
+            .stale_next
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or(*self.version.lock().unwrap());
+        std::future::ready(Ok(StateVersion::from(read)))
     }
 
     fn reads_state(&self, _tool: &str) -> bool {
@@ -106,9 +115,6 @@ impl StateSource for SpyState {
 struct SpyStore {
     log: Log,
     inner: MemoryClaimStore,
-    /// The next `fetch` finds nothing, as a lookup that ran just before a
-    /// concurrent original claimed would.
-    hide_next_fetch: AtomicBool,
 }
 
 impl ClaimStore for SpyStore {
@@ -135,12 +141,7 @@ impl ClaimStore for SpyStore {
         key: &OperationKey,
     ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
         push(&self.log, "fetch");
-        let hidden = self.hide_next_fetch.swap(false, Ordering::SeqCst);
-        let found = self.inner.fetch(key);
-        async move {
-            let found = found.await?;
-            Ok(if hidden { None } else { found })
-        }
+        self.inner.fetch(key)
     }
     fn list_stuck(
         &self,
@@ -288,7 +289,6 @@ impl World {
         let store = Arc::new(SpyStore {
             log: log.clone(),
             inner: MemoryClaimStore::new(),
-            hide_next_fetch: AtomicBool::new(false),
         });
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!("c-1"));
@@ -304,6 +304,7 @@ impl World {
                 log: log.clone(),
                 version: version.clone(),
                 reads: AtomicBool::new(true),
+                stale_next: Mutex::default(),
             },
             exec: SpyExecutor {
                 log: log.clone(),
@@ -419,14 +420,7 @@ fn fresh_proposal_executes_once_after_authorisation() {
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
         w.calls(),
-        [
-            "authorize",
-            "fetch",
-            "state",
-            "claim",
-            "execute",
-            "complete"
-        ]
+        ["authorize", "state", "claim", "execute", "complete"]
     );
     assert_eq!(d.result().unwrap()["credit_id"], 1);
     assert_eq!(d.reply(), Some("I've added a credit."));
@@ -440,12 +434,9 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
     w.state.reads.store(false, Ordering::SeqCst);
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
-    // No "state" call: the claim lookup still comes first, after
-    // authorisation (invariants 3 and 4).
-    assert_eq!(
-        w.calls(),
-        ["authorize", "fetch", "claim", "execute", "complete"]
-    );
+    // No "state" call, and no lookup before the claim: the claim itself
+    // resolves the operation, after authorisation (invariants 3 and 4).
+    assert_eq!(w.calls(), ["authorize", "claim", "execute", "complete"]);
     assert_eq!(w.credits(), 1);
 
     // A stale version_seen is caught by the executor's precondition alone,
@@ -512,24 +503,26 @@ fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
         &json!({"applied": true, "credit_id": 1, "amount_minor": 1500})
     );
     assert_eq!(retry.current_version(), None);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
     assert_eq!(w.credits(), 1);
 }
 
 #[test]
 fn a_retry_racing_its_original_is_replayed_not_state_changed() {
-    // The retry's claim lookup runs just before its original claims; the
-    // original then claims, writes (version 7 -> 8) and completes before
-    // the retry reads the state. The state read disagrees with the version
-    // the model saw, but the operation exists now: a replay (invariant 4).
+    // The retry reads the state just before its original writes (version
+    // 7 -> 8) and completes: the read agrees with the version the model
+    // saw, so nothing answers from it, and the retry's claim reads back the
+    // original's completed row: a replay, never a second write and never
+    // `state_changed` (invariant 4). (An original that completed before the
+    // retry's state read: retry_of_a_completed_credit_is_replayed_….)
     let w = World::new();
     let original = w.decide(w.credit(1500), 7, T0);
     assert_eq!(original.outcome(), Outcome::Executed);
-    w.store.hide_next_fetch.store(true, Ordering::SeqCst);
+    *w.state.stale_next.lock().unwrap() = Some(7);
     let retry = w.decide(w.credit(1500), 7, T0 + 1);
     assert_eq!(retry.outcome(), Outcome::Replayed, "{retry:?}");
     assert_eq!(retry.result(), original.result());
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "claim", "audit"]);
     assert_eq!(w.credits(), 1);
 }
 
@@ -546,7 +539,7 @@ fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal
     );
     assert_eq!(prior.proposer(), "agent-1");
     assert_eq!(d.result().unwrap()["amount_minor"], 1500);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
     assert_eq!(w.credits(), 1);
 }
 
@@ -628,7 +621,7 @@ fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_
     assert_eq!(d.version_seen().unwrap().as_str(), "7");
     assert_eq!(d.current_version().unwrap().as_str(), "9");
     // The second lookup rules out an original that claimed meanwhile.
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
     assert_eq!(
         block_on(w.store.inner.fetch(&d.key().unwrap())).unwrap(),
         None
@@ -694,13 +687,13 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
     // Within the lease: in flight, and nothing runs.
     let d = w.decide(w.credit(1500), 7, T0 + 1_000);
     assert_eq!(d.outcome(), Outcome::InFlight);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "claim", "audit"]);
 
     // Past the lease (invariant 8): reconcile, never execute.
     let d = w.decide(w.credit(1500), 7, T0 + 31_000);
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
     assert_eq!(d.reason(), Some(Reason::LeaseExpired));
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "claim", "audit"]);
     assert_eq!(w.credits(), 0);
 
     // Reconciling asks the executor and records its answer; it never runs
@@ -751,14 +744,7 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
         w.calls(),
-        [
-            "authorize",
-            "fetch",
-            "state",
-            "claim",
-            "execute",
-            "complete"
-        ]
+        ["authorize", "state", "claim", "execute", "complete"]
     );
     let trail = block_on(w.store.inner.audit_trail(&d.key().unwrap(), 10)).unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
@@ -888,7 +874,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     let d = w.decide(p(), 7, T0);
     assert_eq!(d.outcome(), Outcome::PendingApproval);
     assert_eq!(d.reason(), Some(Reason::ApprovalRequired));
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
     let key = d.key().unwrap();
     let fp = d.fingerprint().unwrap();
 

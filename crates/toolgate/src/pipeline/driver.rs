@@ -136,16 +136,17 @@ impl From<StateError> for GateError {
 /// Decides one proposal: the stateless decision from [`contract::check`]
 /// plus the server-fixed request, in docs/design.md §1's order:
 ///
-/// capability → authorisation → operation key + fingerprint → claim lookup
-/// → (no claim) state read: version seen == current → approval → claim →
-/// execute(precondition) → complete.
+/// capability → authorisation → operation key + fingerprint → state read:
+/// version seen == current → approval → claim (which resolves an existing
+/// operation) → execute(precondition) → complete.
 ///
 /// Capability and authorisation run on every path before any state read or
 /// claim-store call, so a principal who lost access gets `forbidden` and
-/// never a recorded result or a prior proposal (invariant 3). The claim is
-/// looked up before the state is read, so a retry of a completed operation
-/// is `replayed` although the version has moved on (invariant 4). Every
-/// decision gets one audit entry.
+/// never a recorded result or a prior proposal (invariant 3). No answer
+/// rests on the state read or the approval before the operation is
+/// resolved: a stale version or a missing approval looks the claim up
+/// first, so a retry of a completed operation is `replayed` although the
+/// version has moved on (invariant 4). Every decision gets one audit entry.
 pub async fn decide<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
     proposal: contract::Checked,
@@ -356,14 +357,16 @@ where
         }
     };
 
-    // Resolve the operation before validating state (invariant 4).
-    if let Some(record) = gate.claims.fetch(bound.key()).await? {
-        return existing(gate.policy, &bound, record, request.now).map(Decided::from);
-    }
-
-    // No claim: is the version the model read still current? A filter,
-    // not a lock: the executor applies it again as a precondition. A tool
-    // whose state source reads nothing leaves it to that precondition.
+    // No separate claim lookup on the way to a write: the claim reads its
+    // row back and resolves an existing operation to it (replay, in
+    // flight, conflict), so a fresh decision saves a round trip. Every
+    // answer that would end the decision before the claim (a stale
+    // version, a missing approval) resolves the operation first instead
+    // (invariant 4).
+    //
+    // Is the version the model read still current? A filter, not a lock:
+    // the executor applies it again as a precondition. A tool whose state
+    // source reads nothing leaves it to that precondition.
     let current = if gate
         .state
         .reads_state(bound.authorized().validated().tool())
@@ -377,9 +380,9 @@ where
         None
     };
     if let Some(current) = current.filter(|c| c != bound.authorized().version_seen()) {
-        // A retry racing its original: the lookup above found nothing, then
-        // the original claimed, wrote and moved the version. Its claim was
-        // committed before its write, so it is there now; the retry is a
+        // A retry of a completed operation: the write moved the version.
+        // Its claim was committed before its write, so it is there now
+        // (also when the original is racing this retry); the retry is a
         // replay (or in flight), never `state_changed` (invariant 4).
         if let Some(record) = gate.claims.fetch(bound.key()).await? {
             return existing(gate.policy, &bound, record, request.now).map(Decided::from);
@@ -411,6 +414,11 @@ where
             })
             .map(|a| a.grant.clone());
         if grant.is_none() {
+            // A retry of an approved operation that was written replays it
+            // without asking a person again (invariant 4).
+            if let Some(record) = gate.claims.fetch(bound.key()).await? {
+                return existing(gate.policy, &bound, record, request.now).map(Decided::from);
+            }
             let d = pending_approval(
                 &bound,
                 "this tool needs a person's approval for this operation key, fingerprint and version",
@@ -487,7 +495,7 @@ where
         }
         RawClaim::GrantUnusable => {
             // The approval was used, expired, denied or given under another
-            // policy between the lookup and the claim: nothing was written,
+            // policy since the request found it: nothing was written,
             // and the proposal needs a person again (docs/design.md §14).
             let d = pending_approval(
                 &bound,

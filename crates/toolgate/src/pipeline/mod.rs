@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! contract::check ─▶ capability ─▶ authorisation ─▶ operation key + fingerprint
-//!   ─▶ claim lookup ─▶ (no claim) state read: version seen == current?
-//!   ─▶ approval ─▶ claim ─▶ execute(precondition) ─▶ complete ─▶ audit
+//!   ─▶ state read: version seen == current? ─▶ approval
+//!   ─▶ claim (resolves an existing operation) ─▶ execute(precondition) ─▶ complete ─▶ audit
 //! ```
 //!
 //! The order is in the types ([`stage`]): only [`Authorized`] can name a
