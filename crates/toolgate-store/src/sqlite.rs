@@ -500,7 +500,7 @@ impl ClaimStore for SqliteClaimStore {
         pooled::audit_trail(&self.pool, key, limit).await
     }
 
-    /// The claim lookup every decision starts with (a key that cannot
+    /// The claim lookup a stale version or a missing approval makes (a key that cannot
     /// exist), the writer thread every write goes through, and the pool
     /// the listings and the audit trail use.
     async fn ready(&self) -> Result<(), StoreError> {

@@ -380,7 +380,7 @@ async fn scenario(
     rows.push(row("agent without credit:issue", Outcome::Forbidden, &d));
 
     // The ticket moves to another agent; the first agent retries the
-    // completed credit. Authorisation runs before the claim lookup, so the
+    // completed credit. Authorisation runs before the claim store is read, so the
     // recorded result is not handed back (invariant 3).
     desk.assign(TICKET, CHO).await?;
     let d = desk

@@ -153,7 +153,7 @@ pub trait ClaimStore: Send + Sync {
     /// Whether the store answers now: a readiness probe (`GET /readyz`).
     /// Cheap and side-effect free. The default reads a claim that cannot
     /// exist (the all-zero key), which goes through the same connections a
-    /// decision's claim lookup does; a backend with more moving parts (a
+    /// decision's claim lookups do; a backend with more moving parts (a
     /// writer thread, say) checks those too.
     fn ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
         let probe = OperationKey::from_bytes([0; OperationKey::LEN]);

@@ -37,7 +37,7 @@ const AGENT: &str = "race-agent";
 /// freshly seeded tickets, proposes apply_goodwill_credit against the
 /// ticket's current version with its own amount and its own wording of the
 /// reply. Every proposal goes through contract check, capability, Cedar
-/// authorisation, operation key, claim lookup, state read, claim, executor
+/// authorisation, operation key, state read, claim (which is also the lookup), executor
 /// (a conditional write: UPDATE tickets ... WHERE id = ? AND version = ?)
 /// and completion. Prints one line:
 ///   tickets=M winners=<claims won> credits=<credit rows>

@@ -8,7 +8,7 @@
 //! five an answer (no state), two in five a fresh credit on its own ticket
 //! (claim, execute, complete), two in five a reworded replay of the credit
 //! proposed 4 × concurrency fresh credits earlier, long enough ago that it
-//! has usually completed (claim lookup only). Tickets are seeded with a per-run prefix, so runs
+//! has usually completed (state read, then the claim reads back the completed row). Tickets are seeded with a per-run prefix, so runs
 //! can repeat on the same database.
 //!
 //! Prints one line:
