@@ -186,6 +186,17 @@ impl<S: EntitySource> CedarAuthorizer<S> {
         &self.entities
     }
 
+    /// These policies and this mapping over another entity source, for as
+    /// long as both are borrowed: for an application that builds a source
+    /// per decision (one that keeps what it read for a later stage of the
+    /// same decision, say) without parsing the policies again for each.
+    pub fn with_entities<'a, T: EntitySource>(&'a self, entities: &'a T) -> WithEntities<'a, S, T> {
+        WithEntities {
+            cedar: self,
+            entities,
+        }
+    }
+
     fn request(&self, r: &AuthzRequest<'_>) -> Result<Request, String> {
         let principal = EntityUid::from_type_name_and_id(
             self.principal_type.clone(),
@@ -217,12 +228,12 @@ impl<S: EntitySource> CedarAuthorizer<S> {
         Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())
     }
 
-    async fn decide(&self, r: &AuthzRequest<'_>) -> AuthzDecision {
+    async fn decide<T: EntitySource>(&self, source: &T, r: &AuthzRequest<'_>) -> AuthzDecision {
         let request = match self.request(r) {
             Ok(q) => q,
             Err(message) => return AuthzDecision::Error { message },
         };
-        let entities = match self.entities.entities(r).await {
+        let entities = match source.entities(r).await {
             Ok(v) => v,
             Err(EntityError::Invalid(message)) => {
                 return AuthzDecision::Error {
@@ -346,6 +357,20 @@ fn restricted_map(map: &Map<String, Value>) -> Result<RestrictedExpression, Stri
 
 impl<S: EntitySource> Authorizer for CedarAuthorizer<S> {
     fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
-        self.decide(request)
+        self.decide(&self.entities, request)
+    }
+}
+
+/// A [`CedarAuthorizer`]'s policies and mapping over a borrowed entity
+/// source ([`CedarAuthorizer::with_entities`]); the authoriser's own source
+/// is not asked.
+pub struct WithEntities<'a, S, T> {
+    cedar: &'a CedarAuthorizer<S>,
+    entities: &'a T,
+}
+
+impl<S: EntitySource, T: EntitySource> Authorizer for WithEntities<'_, S, T> {
+    fn authorize(&self, request: &AuthzRequest<'_>) -> impl Future<Output = AuthzDecision> + Send {
+        self.cedar.decide(self.entities, request)
     }
 }

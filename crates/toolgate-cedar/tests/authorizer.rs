@@ -16,8 +16,9 @@ use toolgate::claim::{
 };
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{
-    AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate, GateError, Outcome,
-    Principal, Reason, Request, StateError, StateScope, StateSource, StateVersion, decide,
+    Authorizer, AuthzRequest, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
+    GateError, Outcome, Principal, Reason, Request, StateError, StateScope, StateSource,
+    StateVersion, decide,
 };
 use toolgate::provider::Provider;
 use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
@@ -163,6 +164,17 @@ fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
 }
 
 fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Decision, GateError> {
+    try_run_with(w, &w.authz, who, order, amount, n)
+}
+
+fn try_run_with<A: Authorizer>(
+    w: &World,
+    authz: &A,
+    who: &str,
+    order: Value,
+    amount: i64,
+    n: u8,
+) -> Result<Decision, GateError> {
     let body = json!({"outcome":"action","reply":"Refunded.","proposed_action":{
         "tool":"refund_order","arguments":{"amount_minor":amount}}});
     let proposal = contract::check(
@@ -173,7 +185,7 @@ fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Dec
     );
     let gate = Gate {
         policy: &w.policy,
-        authorizer: &w.authz,
+        authorizer: authz,
         state: &Fixed,
         claims: &w.store,
         executor: &w.refunds,
@@ -265,6 +277,50 @@ fn an_order_the_source_does_not_know_denies() {
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
     assert_eq!(d.outcome(), Outcome::Forbidden, "{d:?}");
     assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+}
+
+/// `with_entities` evaluates the same policies over the borrowed source
+/// alone: the authoriser's own source is not asked.
+#[test]
+fn a_borrowed_entity_source_replaces_the_own_one() {
+    let w = world();
+    *w.authz.entity_source().order_exists.lock().unwrap() = false;
+    let borrowed = Shop {
+        order_team: Mutex::new(json!("eu")),
+        order_total: Mutex::new(json!(3000)),
+        order_exists: Mutex::new(true),
+        asked_for: Mutex::new(None),
+        down: Mutex::new(false),
+    };
+    let d = try_run_with(
+        &w,
+        &w.authz.with_entities(&borrowed),
+        "agent-eu",
+        json!(42),
+        1500,
+        1,
+    )
+    .unwrap();
+    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(borrowed.asked_for.lock().unwrap().as_deref(), Some("42"));
+    assert_eq!(*w.authz.entity_source().asked_for.lock().unwrap(), None);
+    // The same policies deny over a borrowed source that says so.
+    *borrowed.order_team.lock().unwrap() = json!("us");
+    let d = try_run_with(
+        &w,
+        &w.authz.with_entities(&borrowed),
+        "agent-eu",
+        json!(43),
+        1500,
+        2,
+    )
+    .unwrap();
+    assert_eq!(
+        (d.outcome, d.reason),
+        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
+        "{d:?}"
+    );
+    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
 }
 
 #[test]

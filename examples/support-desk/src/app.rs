@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 use sqlx::Row;
 use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::{CheckOptions, Policy, check};
-use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion, decide};
+use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion};
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
@@ -22,6 +22,7 @@ use toolgate_eval::runner::{Edge, PipelineGate, World};
 use toolgate_store::AnyClaimStore;
 
 use crate::cedar::{self, DeskEntities};
+use crate::reads::decide_reading_once;
 use crate::store::{SeedTicket, SupportDesk};
 
 /// How long a won claim may run before it counts as stuck.
@@ -196,7 +197,10 @@ impl Desk {
         }
     }
 
-    /// The gate `toolgate eval` runs cases through.
+    /// The gate `toolgate eval` runs cases through. It is one gate for
+    /// every case, so its state read is the desk's own query: a version
+    /// read with the entities belongs to one decision
+    /// ([`crate::reads`]).
     pub fn gate<'a>(
         &'a self,
         policy: &'a Policy,
@@ -217,7 +221,9 @@ impl Desk {
         }
     }
 
-    /// Decides one proposal through the whole pipeline.
+    /// Decides one proposal through the whole pipeline, reading the
+    /// entities and the ticket's version in one statement
+    /// ([`decide_reading_once`]).
     pub async fn decide(&self, policy: &Policy, p: &Proposal<'_>) -> Result<Decision, String> {
         let principal =
             Principal::new(p.actor, p.capabilities.iter().copied()).map_err(|e| e.to_string())?;
@@ -236,7 +242,7 @@ impl Desk {
             lease: LEASE,
         };
         let proposal = check(policy, p.provider, p.body, &CheckOptions::default());
-        decide(&self.parts(policy), proposal, &request)
+        decide_reading_once(&self.parts(policy), proposal, &request)
             .await
             .map_err(|e| e.to_string())
     }

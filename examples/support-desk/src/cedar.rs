@@ -6,7 +6,7 @@ use serde_json::Value;
 use toolgate::pipeline::AuthzRequest;
 use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
 
-use crate::store::SupportDesk;
+use crate::store::{Directory, SupportDesk};
 
 /// The desk's Cedar policies (`examples/support-desk/policy.cedar`).
 pub const POLICIES: &str = include_str!("../policy.cedar");
@@ -54,27 +54,35 @@ pub struct DeskEntities(pub SupportDesk);
 
 impl EntitySource for DeskEntities {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let ticket = match r.scope().get("ticket_id") {
-            Some(Value::String(t)) => t.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => {
-                return Err(EntityError::Invalid(
-                    "the scope has no ticket_id".to_owned(),
-                ));
-            }
-        };
-        let agent = r.principal().id();
-        // A failed read is the database not answering, not a "no".
-        let found = self
-            .0
-            .directory(agent, &ticket)
-            .await
-            .map_err(|e| EntityError::Unavailable(e.to_string()))?;
+        let (ticket, found) = read_directory(&self.0, r).await?;
         Ok(entities(
-            agent,
+            r.principal().id(),
             found.agent_active,
             &ticket,
             found.ticket.map(|t| (t.customer_id, t.assignee)),
         ))
     }
+}
+
+/// The ticket a request names, and the directory's answer for it and the
+/// acting agent (one statement).
+pub(crate) async fn read_directory(
+    desk: &SupportDesk,
+    r: &AuthzRequest<'_>,
+) -> Result<(String, Directory), EntityError> {
+    let ticket = match r.scope().get("ticket_id") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(EntityError::Invalid(
+                "the scope has no ticket_id".to_owned(),
+            ));
+        }
+    };
+    // A failed read is the database not answering, not a "no".
+    let found = desk
+        .directory(r.principal().id(), &ticket)
+        .await
+        .map_err(|e| EntityError::Unavailable(e.to_string()))?;
+    Ok((ticket, found))
 }

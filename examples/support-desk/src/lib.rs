@@ -10,7 +10,8 @@
 //!   `credits`; [`store`]), its state source (a ticket's version) and its
 //!   executor (a credit as a conditional write, on SQLite one unit of the
 //!   store's group commit);
-//! - its Cedar policies and the entities they read ([`cedar`]);
+//! - its Cedar policies and the entities they read ([`cedar`]), read in
+//!   one statement with the ticket's version ([`reads`]);
 //! - its tool policy ([`POLICY`]), its evaluation cases (`eval/`) and its
 //!   demo data ([`demo`], [`demo_tickets`], `demo/`);
 //! - the pipeline assembled on embedded SQLite for the demo and the
@@ -22,10 +23,12 @@
 pub mod app;
 pub mod cedar;
 pub mod demo;
+pub mod reads;
 pub mod store;
 
 pub use app::{Desk, Proposal, SystemEdge, TicketCredits};
 pub use cedar::DeskEntities;
+pub use reads::decide_reading_once;
 pub use store::{Directory, SeedTicket, SupportDesk, TicketFacts, TicketOwner};
 
 /// The desk's tool policy (`examples/support-desk/policy.toml`).

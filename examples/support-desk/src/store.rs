@@ -81,13 +81,15 @@ const TICKET_FACTS: Sql = Sql {
          JOIN agents a ON a.id = t.assignee WHERE t.id = $1",
 };
 /// What authorisation needs in one round trip: the acting agent's `active`
-/// and the ticket's customer and assignee, each NULL when missing.
+/// and the ticket's customer and assignee, each NULL when missing; and the
+/// ticket's version, which the same decision's state read may use
+/// (`crate::reads`).
 const DIRECTORY: Sql = Sql {
-    qm: "SELECT ag.active, t.customer_id, t.assignee \
+    qm: "SELECT ag.active, t.customer_id, t.assignee, t.version \
          FROM (SELECT ? AS agent_id, ? AS ticket_id) q \
          LEFT JOIN agents ag ON ag.id = q.agent_id \
          LEFT JOIN tickets t ON t.id = q.ticket_id",
-    pg: "SELECT ag.active, t.customer_id, t.assignee \
+    pg: "SELECT ag.active, t.customer_id, t.assignee, t.version \
          FROM (SELECT $1::text AS agent_id, $2::text AS ticket_id) q \
          LEFT JOIN agents ag ON ag.id = q.agent_id \
          LEFT JOIN tickets t ON t.id = q.ticket_id",
@@ -175,13 +177,15 @@ pub struct Directory {
     pub ticket: Option<TicketOwner>,
 }
 
-/// Whose a ticket is.
+/// Whose a ticket is, and its version when read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TicketOwner {
     /// The ticket's customer.
     pub customer_id: String,
     /// The assigned agent.
     pub assignee: String,
+    /// The ticket's version, read in the same statement.
+    pub version: i64,
 }
 
 /// What a ticket's directory entry says, for authorisation.
@@ -365,23 +369,9 @@ impl SupportDesk {
         })
     }
 
-    /// What authorising `agent` on `ticket` needs, read live in one query.
+    /// What authorising `agent` on `ticket` needs, and the ticket's
+    /// version, read live in one query.
     pub async fn directory(&self, agent: &str, ticket: &str) -> Result<Directory, StoreError> {
-        let (agent_active, ticket) = self.directory_row(agent, ticket).await?;
-        Ok(Directory {
-            agent_active,
-            ticket: ticket.map(|(customer_id, assignee)| TicketOwner {
-                customer_id,
-                assignee,
-            }),
-        })
-    }
-
-    async fn directory_row(
-        &self,
-        agent: &str,
-        ticket: &str,
-    ) -> Result<(Option<bool>, Option<(String, String)>), StoreError> {
         on_pool!(self, p, s => {
             let row = sqlx::query(s(&DIRECTORY))
                 .bind(agent)
@@ -390,10 +380,22 @@ impl SupportDesk {
                 .await
                 .map_err(|e| db("reading the directory", e))?;
             let get = |e| db("reading the directory", e);
-            let active: Option<bool> = row.try_get(0).map_err(get)?;
+            let agent_active: Option<bool> = row.try_get(0).map_err(get)?;
             let customer: Option<String> = row.try_get(1).map_err(get)?;
             let assignee: Option<String> = row.try_get(2).map_err(get)?;
-            Ok((active, customer.zip(assignee)))
+            let version: Option<i64> = row.try_get(3).map_err(get)?;
+            let ticket = match (customer, assignee, version) {
+                (Some(customer_id), Some(assignee), Some(version)) => Some(TicketOwner {
+                    customer_id,
+                    assignee,
+                    version,
+                }),
+                _ => None,
+            };
+            Ok(Directory {
+                agent_active,
+                ticket,
+            })
         })
     }
 

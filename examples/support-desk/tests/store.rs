@@ -170,7 +170,8 @@ async fn support_desk_on(url: &str) {
         ReconcileOutcome::NotApplied { .. }
     ));
 
-    // The directory, as the authoriser reads it.
+    // The directory, as the authoriser reads it, with the version the
+    // credit moved the ticket to.
     assert_eq!(
         desk.directory("agent-1", &ticket).await.unwrap(),
         Directory {
@@ -178,6 +179,7 @@ async fn support_desk_on(url: &str) {
             ticket: Some(TicketOwner {
                 customer_id: customer.clone(),
                 assignee: "agent-1".into(),
+                version: 2,
             }),
         }
     );

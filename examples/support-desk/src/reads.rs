@@ -1,0 +1,121 @@
+//! One read for the entities and the ticket's version (issue 15, item 3).
+//!
+//! Authorisation reads the acting agent and the ticket in one statement
+//! ([`SupportDesk::directory`]); the ticket's version comes with it. The
+//! pipeline reads the version again after the claim lookup, for a fresh
+//! operation only. [`decide_reading_once`] gives that state read the
+//! version authorisation read, so a fresh decision sends one statement
+//! fewer and a replay the same number.
+//!
+//! Why that is safe:
+//!
+//! - The version check is a filter, not a lock (docs/design.md invariant
+//!   9): the credit applies `version_seen` again as its write precondition.
+//!   A version read a little earlier can only let a proposal through that
+//!   the precondition then stops (`state_changed` / `precondition_failed`,
+//!   nothing written), as a read racing a write could already.
+//! - Invariant 4 (a retry of a completed operation is `replayed`, never
+//!   `state_changed`) holds: the version is read *before* the claim
+//!   lookup, and a credit's claim is committed before its write. If the
+//!   read saw the original's write, the lookup after it finds the
+//!   original's claim. If the lookup finds none, the original had not
+//!   written when the version was read, so the read is not moved by it;
+//!   the claim step then finds the original's claim if it has one by
+//!   then, and the driver looks the claim up again whenever the versions
+//!   differ, as before.
+//! - The version lives in a value built for one decision and dropped with
+//!   it, taken by the first state read and only for the ticket it was read
+//!   for: no version reaches another decision, and with none kept the
+//!   state read queries as before.
+//!
+//! A gate that serves every decision (toolgate-http's `Backends`,
+//! toolgate-eval's `PipelineGate`) has one state source for all of them,
+//! so it keeps [`SupportDesk`]'s own query for the version.
+
+use std::sync::{Mutex, PoisonError};
+
+use toolgate::claim::ClaimStore;
+use toolgate::contract;
+use toolgate::pipeline::{
+    AuthzRequest, Decision, Executor, Gate, GateError, Request, StateError, StateScope,
+    StateSource, StateVersion, decide,
+};
+use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
+
+use crate::cedar;
+use crate::store::SupportDesk;
+
+/// Decides one proposal as [`toolgate::pipeline::decide`] does on `gate`,
+/// with the Cedar entities and the ticket's version read in one statement.
+/// The gate's authoriser lends its policies; its own entity source is not
+/// asked.
+pub async fn decide_reading_once<S, C, E>(
+    gate: &Gate<'_, CedarAuthorizer<S>, SupportDesk, C, E>,
+    proposal: contract::Decision,
+    request: &Request<'_>,
+) -> Result<Decision, GateError>
+where
+    S: EntitySource,
+    C: ClaimStore,
+    E: Executor,
+{
+    // Built here and dropped on return: one decision's reads only.
+    let reads = DecisionReads {
+        desk: gate.state,
+        version: Mutex::new(None),
+    };
+    let authorizer = gate.authorizer.with_entities(&reads);
+    let once = Gate {
+        policy: gate.policy,
+        authorizer: &authorizer,
+        state: &reads,
+        claims: gate.claims,
+        executor: gate.executor,
+    };
+    decide(&once, proposal, request).await
+}
+
+/// The entities and state source of one decision.
+struct DecisionReads<'a> {
+    desk: &'a SupportDesk,
+    /// The ticket and the version authorisation read, until the state read
+    /// takes it.
+    version: Mutex<Option<(String, i64)>>,
+}
+
+impl DecisionReads<'_> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(String, i64)>> {
+        // Nothing can panic while the slot is held; a poisoned one holds
+        // a whole value.
+        self.version.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl EntitySource for DecisionReads<'_> {
+    async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
+        let (ticket, found) = cedar::read_directory(self.desk, r).await?;
+        *self.slot() = found.ticket.as_ref().map(|t| (ticket.clone(), t.version));
+        Ok(cedar::entities(
+            r.principal().id(),
+            found.agent_active,
+            &ticket,
+            found.ticket.map(|t| (t.customer_id, t.assignee)),
+        ))
+    }
+}
+
+impl StateSource for DecisionReads<'_> {
+    async fn current_version(&self, scope: StateScope<'_>) -> Result<StateVersion, StateError> {
+        let read = self.slot().take();
+        match (read, scope.field("ticket_id")) {
+            (Some((read_for, version)), Some(ticket)) if read_for == ticket => {
+                Ok(StateVersion::from(version))
+            }
+            _ => self.desk.current_version(scope).await,
+        }
+    }
+
+    fn reads_state(&self, tool: &str) -> bool {
+        self.desk.reads_state(tool)
+    }
+}

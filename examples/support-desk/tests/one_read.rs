@@ -1,0 +1,360 @@
+//! One read for the entities and the ticket's version
+//! (`decide_reading_once`), on SQLite, PostgreSQL and MariaDB: the version
+//! read with a decision's entities answers that decision's state read and
+//! no other's, and a retry of a completed credit is `replayed` however the
+//! version moved (docs/design.md invariant 4).
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+};
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{Decision, Gate, Outcome, Principal, Reason, Request, StateVersion};
+use toolgate::provider::Provider;
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk, decide_reading_once};
+
+const AGENT: &str = "one-read-agent";
+
+struct Desk {
+    store: AnyClaimStore,
+    desk: SupportDesk,
+    authorizer: CedarAuthorizer<DeskEntities>,
+    policy: Policy,
+}
+
+async fn open(url: &str) -> Desk {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let desk = SupportDesk::on_store(&store).await.unwrap();
+    let authorizer = CedarAuthorizer::new(
+        desk_cedar::POLICIES,
+        &desk_cedar::mapping(),
+        DeskEntities(desk.clone()),
+    )
+    .unwrap();
+    Desk {
+        store,
+        desk,
+        authorizer,
+        policy: Policy::load(POLICY).unwrap(),
+    }
+}
+
+/// A fresh ticket at version 1, with a customer of its own (the daily
+/// budget per customer then holds every credit here).
+async fn ticket(d: &Desk, name: &str) -> SeedTicket {
+    let run = support::hex(&support::random16());
+    let t = SeedTicket {
+        id: format!("or-{name}-{run}"),
+        customer_id: format!("c-or-{name}-{run}"),
+        assignee: AGENT.into(),
+        version: 1,
+    };
+    d.desk.seed(std::slice::from_ref(&t)).await.unwrap();
+    t
+}
+
+/// A credit of `amount` on `t` by the assigned agent, proposed at
+/// version `seen`, decided through `claims`.
+async fn credit<C: ClaimStore>(
+    d: &Desk,
+    claims: &C,
+    t: &SeedTicket,
+    seen: i64,
+    amount: i64,
+    reply: &str,
+) -> Decision {
+    let body = json!({"outcome":"action","reply":reply,"proposed_action":{
+        "tool":"apply_goodwill_credit","arguments":{"amount_minor":amount,"reason_code":"late_delivery"}}});
+    let proposal = contract::check(
+        &d.policy,
+        Provider::Envelope,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    let gate = Gate {
+        policy: &d.policy,
+        authorizer: &d.authorizer,
+        state: &d.desk,
+        claims,
+        executor: &d.desk,
+    };
+    let principal = Principal::new(AGENT, ["credit:issue"]).unwrap();
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!(t.customer_id));
+    scope.insert("ticket_id".into(), json!(t.id));
+    let seen = StateVersion::from(seen);
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        attributes: &Map::new(),
+        approval: None,
+        now: toolgate_store::now_millis(),
+        holder: fresh_holder().unwrap(),
+        lease: Duration::from_secs(30),
+    };
+    decide_reading_once(&gate, proposal, &request)
+        .await
+        .unwrap()
+}
+
+/// A person edits the ticket outside the gate: its version moves on.
+async fn edit(d: &Desk, ticket: &str) {
+    let done = match &d.store {
+        AnyClaimStore::Sqlite(s) => {
+            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = ?")
+                .bind(ticket)
+                .execute(s.pool())
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+        AnyClaimStore::Postgres(s) => {
+            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = $1")
+                .bind(ticket)
+                .execute(s.pool())
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+        AnyClaimStore::MySql(s) => {
+            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = ?")
+                .bind(ticket)
+                .execute(s.pool())
+                .await
+                .unwrap()
+                .rows_affected()
+        }
+    };
+    assert_eq!(done, 1);
+}
+
+fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {
+    (d.outcome, d.reason)
+}
+
+/// One after another on one ticket: each decision compares `version_seen`
+/// with the version its own authorisation read.
+async fn each_decision_reads_its_own_version(url: &str) {
+    let d = open(url).await;
+    let t = ticket(&d, "seq").await;
+
+    let first = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+    assert_eq!(outcome(&first), (Outcome::Executed, None), "{first:?}");
+    assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
+
+    // The retry after the version moved: the claim lookup answers first.
+    let retry = credit(&d, &d.store, &t, 1, 1500, "Did it.").await;
+    assert_eq!(outcome(&retry), (Outcome::Replayed, None), "{retry:?}");
+
+    // A new proposal at version 2 passes on its own read (the first
+    // decision's read, version 1, would have stopped it).
+    let second = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+    assert_eq!(outcome(&second), (Outcome::Executed, None), "{second:?}");
+    // Its retry reads version 3 with the entities and, a replay, never
+    // asks for it: that read dies with the decision.
+    let again = credit(&d, &d.store, &t, 2, 900, "Did it.").await;
+    assert_eq!(outcome(&again), (Outcome::Replayed, None), "{again:?}");
+
+    // The ticket moves to 4 outside the gate. A proposal at version 3 is
+    // stale: state_changed before any claim, with the version this
+    // decision read. Had the replay's unused 3 reached it, it would have
+    // passed the filter and been claimed, and the executor's precondition
+    // would have closed that claim as precondition_failed.
+    edit(&d, &t.id).await;
+    let stale = credit(&d, &d.store, &t, 3, 500, "Done.").await;
+    assert_eq!(
+        outcome(&stale),
+        (Outcome::StateChanged, Some(Reason::VersionMismatch)),
+        "{stale:?}"
+    );
+    assert_eq!(stale.current_version, Some(StateVersion::from(4)));
+    let key = stale.key.expect("a bound decision has its key");
+    assert!(d.store.fetch(&key).await.unwrap().is_none());
+
+    // The first credit, retried once more three versions later.
+    let late = credit(&d, &d.store, &t, 1, 1500, "Did it.").await;
+    assert_eq!(outcome(&late), (Outcome::Replayed, None), "{late:?}");
+
+    assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 2);
+    assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(4));
+}
+
+type Hook<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// The claim store, with `hook` run once, right after the first claim
+/// lookup answered: another decision, between this decision's read of the
+/// entities and the version and its state read.
+struct Between<'a> {
+    inner: &'a AnyClaimStore,
+    hook: Mutex<Option<Hook<'a>>>,
+}
+
+impl<'a> Between<'a> {
+    fn new(inner: &'a AnyClaimStore, hook: impl Future<Output = ()> + Send + 'a) -> Self {
+        Self {
+            inner,
+            hook: Mutex::new(Some(Box::pin(hook))),
+        }
+    }
+
+    fn ran(&self) -> bool {
+        self.hook.lock().unwrap().is_none()
+    }
+}
+
+impl ClaimStore for Between<'_> {
+    fn claim(
+        &self,
+        request: ClaimRequest,
+    ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send {
+        self.inner.claim(request)
+    }
+
+    fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        self.inner.complete(key, holder, result, now, audit)
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        let found = self.inner.fetch(key).await;
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook.await;
+        }
+        found
+    }
+
+    fn list_stuck(
+        &self,
+        now: UnixMillis,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send {
+        self.inner.list_stuck(now, limit)
+    }
+
+    fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
+        self.inner.record_reconciliation(key, outcome, now)
+    }
+
+    fn append_audit(
+        &self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.inner.append_audit(entry)
+    }
+
+    fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        self.inner.audit_trail(key, limit)
+    }
+}
+
+/// Two decisions on one ticket, the second wholly inside the first's
+/// window between its read and its state read.
+async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
+    let d = open(url).await;
+    let t = ticket(&d, "inner").await;
+
+    // The outer proposal is at version 1 and reads version 1. Inside its
+    // window the ticket is edited (2) and a proposal at version 2 reads 2,
+    // passes and is written (3). The outer decision then compares with
+    // its own read: the filter passes on a version already stale, and the
+    // executor's precondition, the check that holds, writes nothing.
+    let between = Between::new(&d.store, async {
+        edit(&d, &t.id).await;
+        let inner = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+        assert_eq!(outcome(&inner), (Outcome::Executed, None), "{inner:?}");
+    });
+    let outer = credit(&d, &between, &t, 1, 1500, "Done.").await;
+    assert!(between.ran());
+    assert_eq!(
+        outcome(&outer),
+        (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
+        "{outer:?}"
+    );
+    assert_eq!(outer.current_version, Some(StateVersion::from(3)));
+    assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 1);
+    assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(3));
+}
+
+/// A retry racing its original (invariant 4): the retry reads the
+/// entities and version 1, its claim lookup finds nothing, and only then
+/// does the original claim, write (version 2) and complete. The retry's
+/// version, read before the original's write, matches its `version_seen`;
+/// the claim step finds the original's claim, and the retry is `replayed`.
+async fn a_retry_racing_its_original_is_replayed(url: &str) {
+    let d = open(url).await;
+    let t = ticket(&d, "race").await;
+
+    let between = Between::new(&d.store, async {
+        let original = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+        assert_eq!(
+            outcome(&original),
+            (Outcome::Executed, None),
+            "{original:?}"
+        );
+    });
+    let retry = credit(&d, &between, &t, 1, 1500, "Did it.").await;
+    assert!(between.ran());
+    assert_eq!(outcome(&retry), (Outcome::Replayed, None), "{retry:?}");
+    assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 1);
+    assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
+}
+
+async fn all_on(url: &str) {
+    each_decision_reads_its_own_version(url).await;
+    an_interleaved_decision_keeps_its_own_read(url).await;
+    a_retry_racing_its_original_is_replayed(url).await;
+}
+
+#[tokio::test]
+async fn one_read_sqlite() {
+    let path = std::env::temp_dir().join(format!(
+        "toolgate-one-read-{}.db",
+        support::hex(&support::random16())
+    ));
+    all_on(&format!("sqlite://{}", path.display())).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+#[tokio::test]
+async fn one_read_postgres() {
+    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
+        all_on(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn one_read_mysql() {
+    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
+        all_on(&url).await;
+    }
+}
