@@ -301,7 +301,7 @@ fn a_borrowed_entity_source_replaces_the_own_one() {
         1,
     )
     .unwrap();
-    assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(borrowed.asked_for.lock().unwrap().as_deref(), Some("42"));
     assert_eq!(*w.authz.entity_source().asked_for.lock().unwrap(), None);
     // The same policies deny over a borrowed source that says so.
@@ -316,7 +316,7 @@ fn a_borrowed_entity_source_replaces_the_own_one() {
     )
     .unwrap();
     assert_eq!(
-        (d.outcome, d.reason),
+        (d.outcome(), d.reason()),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
         "{d:?}"
     );

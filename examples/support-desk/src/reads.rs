@@ -2,10 +2,9 @@
 //!
 //! Authorisation reads the acting agent and the ticket in one statement
 //! ([`SupportDesk::directory`]); the ticket's version comes with it. The
-//! pipeline reads the version again after the claim lookup, for a fresh
-//! operation only. [`decide_reading_once`] gives that state read the
-//! version authorisation read, so a fresh decision sends one statement
-//! fewer and a replay the same number.
+//! pipeline then reads the version for its state check.
+//! [`decide_reading_once`] gives that state read the version authorisation
+//! read, so a decision sends one statement fewer.
 //!
 //! Why that is safe:
 //!
@@ -15,20 +14,17 @@
 //!   the precondition then stops (`state_changed` / `precondition_failed`,
 //!   nothing written), as a read racing a write could already.
 //! - Invariant 4 (a retry of a completed operation is `replayed`, never
-//!   `state_changed`) holds: the version is read *before* the claim
-//!   lookup, and a credit's claim is committed before its write. If the
-//!   read saw the original's write, the lookup after it finds the
-//!   original's claim. If the lookup finds none, the original had not
-//!   written when the version was read, so the read is not moved by it;
-//!   the claim step then finds the original's claim if it has one by
-//!   then, and the driver looks the claim up again whenever the versions
-//!   differ, as before.
+//!   `state_changed`) holds: a credit's claim is committed before its
+//!   write. If the read saw the original's write, the versions differ and
+//!   the driver looks the claim up before answering, and finds the
+//!   original's. If it did not, the versions agree and the retry's claim
+//!   reads back the original's row.
 //! - The version lives in a value built for one decision and dropped with
 //!   it, taken by the first state read and only for the ticket it was read
 //!   for: no version reaches another decision, and with none kept the
 //!   state read queries as before.
 //!
-//! A gate that serves every decision (toolgate-http's `Backends`,
+//! A gate that serves every decision (toolgate-http's shared components,
 //! toolgate-eval's `PipelineGate`) has one state source for all of them,
 //! so it keeps [`SupportDesk`]'s own query for the version.
 
@@ -51,7 +47,7 @@ use crate::store::SupportDesk;
 /// asked.
 pub async fn decide_reading_once<S, C, E>(
     gate: &Gate<'_, CedarAuthorizer<S>, SupportDesk, C, E>,
-    proposal: contract::Decision,
+    proposal: contract::Checked,
     request: &Request<'_>,
 ) -> Result<Decision, GateError>
 where

@@ -141,7 +141,7 @@ async fn edit(d: &Desk, ticket: &str) {
 }
 
 fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {
-    (d.outcome, d.reason)
+    (d.outcome(), d.reason())
 }
 
 /// One after another on one ticket: each decision compares `version_seen`
@@ -154,7 +154,8 @@ async fn each_decision_reads_its_own_version(url: &str) {
     assert_eq!(outcome(&first), (Outcome::Executed, None), "{first:?}");
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
 
-    // The retry after the version moved: the claim lookup answers first.
+    // The retry after the version moved: the stale version looks the
+    // claim up before answering, and finds the credit.
     let retry = credit(&d, &d.store, &t, 1, 1500, "Did it.").await;
     assert_eq!(outcome(&retry), (Outcome::Replayed, None), "{retry:?}");
 
@@ -179,8 +180,8 @@ async fn each_decision_reads_its_own_version(url: &str) {
         (Outcome::StateChanged, Some(Reason::VersionMismatch)),
         "{stale:?}"
     );
-    assert_eq!(stale.current_version, Some(StateVersion::from(4)));
-    let key = stale.key.expect("a bound decision has its key");
+    assert_eq!(stale.current_version(), Some(&StateVersion::from(4)));
+    let key = stale.key().expect("a bound decision has its key");
     assert!(d.store.fetch(&key).await.unwrap().is_none());
 
     // The first credit, retried once more three versions later.
@@ -193,9 +194,9 @@ async fn each_decision_reads_its_own_version(url: &str) {
 
 type Hook<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// The claim store, with `hook` run once, right after the first claim
-/// lookup answered: another decision, between this decision's read of the
-/// entities and the version and its state read.
+/// The claim store, with `hook` run once, just before the first claim:
+/// another decision, between this decision's read of the entities and the
+/// version (which its state read uses) and its claim.
 struct Between<'a> {
     inner: &'a AnyClaimStore,
     hook: Mutex<Option<Hook<'a>>>,
@@ -215,11 +216,12 @@ impl<'a> Between<'a> {
 }
 
 impl ClaimStore for Between<'_> {
-    fn claim(
-        &self,
-        request: ClaimRequest,
-    ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send {
-        self.inner.claim(request)
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook.await;
+        }
+        self.inner.claim(request).await
     }
 
     fn complete(
@@ -233,13 +235,11 @@ impl ClaimStore for Between<'_> {
         self.inner.complete(key, holder, result, now, audit)
     }
 
-    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        let found = self.inner.fetch(key).await;
-        let hook = self.hook.lock().unwrap().take();
-        if let Some(hook) = hook {
-            hook.await;
-        }
-        found
+    fn fetch(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
+        self.inner.fetch(key)
     }
 
     fn list_stuck(
@@ -298,14 +298,14 @@ async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
         (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
         "{outer:?}"
     );
-    assert_eq!(outer.current_version, Some(StateVersion::from(3)));
+    assert_eq!(outer.current_version(), Some(&StateVersion::from(3)));
     assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 1);
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(3));
 }
 
 /// A retry racing its original (invariant 4): the retry reads the
-/// entities and version 1, its claim lookup finds nothing, and only then
-/// does the original claim, write (version 2) and complete. The retry's
+/// entities and version 1, and only then does the original claim, write
+/// (version 2) and complete. The retry's
 /// version, read before the original's write, matches its `version_seen`;
 /// the claim step finds the original's claim, and the retry is `replayed`.
 async fn a_retry_racing_its_original_is_replayed(url: &str) {
