@@ -40,7 +40,7 @@ use toolgate::pipeline::{
 use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
 use crate::case::Case;
-use crate::runner::{Edge, PipelineGate, World};
+use crate::runner::{ClockAndTokens, PipelineGate, World};
 
 /// One tool of the deployment as the evaluation needs it: its Cedar
 /// mapping (`[tools.cedar]`) and the entity types its sources provide
@@ -272,12 +272,12 @@ impl DeploymentWorld {
             .clone()
     }
 
-    /// The pipeline over these parts, `claims` and `edge`.
-    pub fn gate<'a, C: ClaimStore, X: Edge>(
+    /// The pipeline over these components, `claims` and `clock_and_tokens`.
+    pub fn gate<'a, C: ClaimStore, X: ClockAndTokens>(
         &'a self,
         policy: &'a Policy,
         claims: &'a C,
-        edge: &'a X,
+        clock_and_tokens: &'a X,
         lease: Duration,
     ) -> PipelineGate<'a, CaseAuthorizer, CaseState, C, Recorder, Self, X> {
         PipelineGate {
@@ -289,7 +289,7 @@ impl DeploymentWorld {
                 executor: &self.executor,
             },
             world: self,
-            edge,
+            clock_and_tokens,
             lease,
         }
     }

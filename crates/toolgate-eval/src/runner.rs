@@ -61,8 +61,9 @@ pub trait World {
     fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
 
-/// Fresh holder tokens and the clock, from the edge (the core has neither).
-pub trait Edge {
+/// The clock and fresh holder tokens: the core has neither, so whoever runs
+/// the evaluation supplies them.
+pub trait ClockAndTokens {
     /// A fresh, unpredictable holder token.
     fn holder(&self) -> Result<HolderToken, String>;
     /// The time now.
@@ -76,8 +77,8 @@ pub struct PipelineGate<'a, A, S, C, E, W, X> {
     pub gate: Gate<'a, A, S, C, E>,
     /// Seeds each case's world.
     pub world: &'a W,
-    /// Holder tokens and time.
-    pub edge: &'a X,
+    /// The clock and holder tokens.
+    pub clock_and_tokens: &'a X,
     /// How long a won claim may run.
     pub lease: Duration,
 }
@@ -124,7 +125,7 @@ where
     C: ClaimStore,
     E: Executor,
     W: World,
-    X: Edge,
+    X: ClockAndTokens,
 {
     fn name(&self) -> &str {
         "toolgate"
@@ -145,8 +146,8 @@ where
             version_seen: &version_seen,
             attributes: &Map::new(),
             approval: None,
-            now: self.edge.now(),
-            holder: self.edge.holder()?,
+            now: self.clock_and_tokens.now(),
+            holder: self.clock_and_tokens.holder()?,
             lease: self.lease,
         };
         let proposal = check_case(self.gate.policy, case);

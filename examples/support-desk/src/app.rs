@@ -18,7 +18,7 @@ use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion, decid
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
-use toolgate_eval::runner::{Edge, PipelineGate, World};
+use toolgate_eval::runner::{ClockAndTokens, PipelineGate, World};
 use toolgate_store::AnyClaimStore;
 
 use crate::cedar::{self, DeskEntities};
@@ -28,9 +28,9 @@ use crate::store::{SeedTicket, SupportDesk};
 const LEASE: Duration = Duration::from_secs(30);
 
 /// The wall clock and the operating system's random holder tokens.
-pub struct SystemEdge;
+pub struct SystemClockAndTokens;
 
-impl Edge for SystemEdge {
+impl ClockAndTokens for SystemClockAndTokens {
     fn holder(&self) -> Result<HolderToken, String> {
         toolgate_store::fresh_holder().map_err(|e| e.to_string())
     }
@@ -207,12 +207,12 @@ impl Desk {
         AnyClaimStore,
         SupportDesk,
         Desk,
-        SystemEdge,
+        SystemClockAndTokens,
     > {
         PipelineGate {
             gate: self.parts(policy),
             world: self,
-            edge: &SystemEdge,
+            clock_and_tokens: &SystemClockAndTokens,
             lease: LEASE,
         }
     }
@@ -231,8 +231,8 @@ impl Desk {
             version_seen: &version_seen,
             attributes: &Map::new(),
             approval: None,
-            now: SystemEdge.now(),
-            holder: SystemEdge.holder()?,
+            now: SystemClockAndTokens.now(),
+            holder: SystemClockAndTokens.holder()?,
             lease: LEASE,
         };
         let proposal = check(policy, p.provider, p.body, &CheckOptions::default());

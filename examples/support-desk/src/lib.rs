@@ -24,7 +24,7 @@ pub mod cedar;
 pub mod demo;
 pub mod store;
 
-pub use app::{Desk, Proposal, SystemEdge, TicketCredits};
+pub use app::{Desk, Proposal, SystemClockAndTokens, TicketCredits};
 pub use cedar::DeskEntities;
 pub use store::{Directory, SeedTicket, SupportDesk, TicketFacts, TicketOwner};
 
