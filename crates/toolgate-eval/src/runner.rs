@@ -53,10 +53,10 @@ impl GateUnderTest for RefuseAll {
 /// rows the entity source and the state source will read (the actor, the
 /// resource the scope names, its current version), from the case's
 /// context and its [`Case::world`] map.
-pub trait World {
+pub trait CaseSeeder {
     /// Seeds what `case` needs. Each case has its own scope, so its own
     /// resource. `policy` is the policy the case is decided under, for a
-    /// world that puts earlier decisions in place through the same
+    /// seeder that puts earlier decisions in place through the same
     /// pipeline (writes a budget then counts).
     fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
@@ -76,7 +76,7 @@ pub struct PipelineGate<'a, A, S, C, E, W, X> {
     /// The pluggable parts.
     pub gate: Gate<'a, A, S, C, E>,
     /// Seeds each case's world.
-    pub world: &'a W,
+    pub seeder: &'a W,
     /// The clock and holder tokens.
     pub clock_and_tokens: &'a X,
     /// How long a won claim may run.
@@ -124,7 +124,7 @@ where
     S: StateSource,
     C: ClaimStore,
     E: Executor,
-    W: World,
+    W: CaseSeeder,
     X: ClockAndTokens,
 {
     fn name(&self) -> &str {
@@ -132,7 +132,7 @@ where
     }
 
     async fn decide(&self, case: &Case) -> Result<Observed, String> {
-        self.world.prepare(self.gate.policy, case).await?;
+        self.seeder.prepare(self.gate.policy, case).await?;
         let principal = Principal::new(
             case.context.actor.clone(),
             case.capabilities(self.gate.policy),

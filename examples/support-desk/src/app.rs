@@ -18,7 +18,7 @@ use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion, decid
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
-use toolgate_eval::runner::{ClockAndTokens, PipelineGate, World};
+use toolgate_eval::runner::{CaseSeeder, ClockAndTokens, PipelineGate};
 use toolgate_store::AnyClaimStore;
 
 use crate::cedar::{self, DeskEntities};
@@ -211,7 +211,7 @@ impl Desk {
     > {
         PipelineGate {
             gate: self.parts(policy),
-            world: self,
+            seeder: self,
             clock_and_tokens: &SystemClockAndTokens,
             lease: LEASE,
         }
@@ -330,7 +330,7 @@ impl CaseWorld {
     }
 }
 
-impl World for Desk {
+impl CaseSeeder for Desk {
     /// The actor (active or not, as the case says), then the case's own
     /// ticket with its customer, assignee and current version, then the
     /// case's prior credits.

@@ -12,7 +12,7 @@ use toolgate::provider::Provider;
 use toolgate_cedar::Mapping;
 use toolgate_deploy::StateConfig;
 use toolgate_eval::case::Case;
-use toolgate_eval::deployment::{DeploymentWorld, ToolMapping};
+use toolgate_eval::deployment::{DeploymentUnderTest, ToolMapping};
 use toolgate_eval::live::{Client, LiveConfig, request_for};
 use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
 use toolgate_eval::runner::ClockAndTokens;
@@ -307,8 +307,8 @@ async fn with_gate(
             let claims = AnyClaimStore::connect(&url)
                 .await
                 .map_err(|e| format!("opening {url}: {e}"))?;
-            let world = DeploymentWorld::new(cedar, tools)?;
-            let gate = world.gate(policy, &claims, &SystemClockAndTokens, LEASE);
+            let deployment = DeploymentUnderTest::new(cedar, tools)?;
+            let gate = deployment.gate(policy, &claims, &SystemClockAndTokens, LEASE);
             toolgate_eval::run(&gate, cases, each).await
         }
     }
