@@ -135,14 +135,16 @@ impl Executor for Refunds {
     }
 }
 
-struct World {
+/// The refund pipeline under test: Cedar over the shop, an in-memory
+/// claim store and a counting executor.
+struct RefundPipeline {
     policy: Policy,
     authz: CedarAuthorizer<Shop>,
     store: MemoryClaimStore,
     refunds: Refunds,
 }
 
-fn world() -> World {
+fn refund_pipeline() -> RefundPipeline {
     let shop = Shop {
         order_team: Mutex::new(json!("eu")),
         order_total: Mutex::new(json!(3000)),
@@ -150,7 +152,7 @@ fn world() -> World {
         asked_for: Mutex::new(None),
         down: Mutex::new(false),
     };
-    World {
+    RefundPipeline {
         policy: Policy::load(POLICY).unwrap(),
         authz: CedarAuthorizer::new(CEDAR, &mapping(), shop).unwrap(),
         store: MemoryClaimStore::new(),
@@ -158,25 +160,31 @@ fn world() -> World {
     }
 }
 
-fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
-    try_run(w, who, order, amount, n).unwrap()
+fn run(pipeline: &RefundPipeline, who: &str, order: Value, amount: i64, n: u8) -> Decision {
+    try_run(pipeline, who, order, amount, n).unwrap()
 }
 
-fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Decision, GateError> {
+fn try_run(
+    pipeline: &RefundPipeline,
+    who: &str,
+    order: Value,
+    amount: i64,
+    n: u8,
+) -> Result<Decision, GateError> {
     let body = json!({"outcome":"action","reply":"Refunded.","proposed_action":{
         "tool":"refund_order","arguments":{"amount_minor":amount}}});
     let proposal = contract::check(
-        &w.policy,
+        &pipeline.policy,
         Provider::Envelope,
         body.to_string().as_bytes(),
         &CheckOptions::default(),
     );
     let gate = Gate {
-        policy: &w.policy,
-        authorizer: &w.authz,
+        policy: &pipeline.policy,
+        authorizer: &pipeline.authz,
         state: &Fixed,
-        claims: &w.store,
-        executor: &w.refunds,
+        claims: &pipeline.store,
+        executor: &pipeline.refunds,
     };
     let principal = Principal::new(who, ["refund:issue"]).unwrap();
     let mut scope = Map::new();
@@ -197,15 +205,21 @@ fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Dec
 
 #[test]
 fn an_agent_of_the_orders_team_may_refund_within_its_total() {
-    let w = world();
-    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    let pipeline = refund_pipeline();
+    let d = run(&pipeline, "agent-eu", json!(42), 1500, 1);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     // An integer resource id is the entity id's decimal digits.
     assert_eq!(
-        w.authz.entity_source().asked_for.lock().unwrap().as_deref(),
+        pipeline
+            .authz
+            .entity_source()
+            .asked_for
+            .lock()
+            .unwrap()
+            .as_deref(),
         Some("42")
     );
-    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 1);
 }
 
 /// A directory that does not answer is not a "no": a denial would be final
@@ -214,57 +228,57 @@ fn an_agent_of_the_orders_team_may_refund_within_its_total() {
 /// once the directory is back.
 #[test]
 fn an_entity_source_that_does_not_answer_decides_nothing() {
-    let w = world();
-    *w.authz.entity_source().down.lock().unwrap() = true;
-    let err = try_run(&w, "agent-eu", json!(42), 1500, 1).unwrap_err();
+    let pipeline = refund_pipeline();
+    *pipeline.authz.entity_source().down.lock().unwrap() = true;
+    let err = try_run(&pipeline, "agent-eu", json!(42), 1500, 1).unwrap_err();
     assert!(matches!(err, GateError::Authorizer(_)), "{err:?}");
-    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
-    *w.authz.entity_source().down.lock().unwrap() = false;
-    let d = run(&w, "agent-eu", json!(42), 1500, 2);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 0);
+    *pipeline.authz.entity_source().down.lock().unwrap() = false;
+    let d = run(&pipeline, "agent-eu", json!(42), 1500, 2);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
-    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 1);
 }
 
 #[test]
 fn another_team_or_more_than_the_total_is_not_authorized() {
-    let w = world();
-    let d = run(&w, "agent-us", json!(42), 1500, 1);
+    let pipeline = refund_pipeline();
+    let d = run(&pipeline, "agent-us", json!(42), 1500, 1);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
         "{d:?}"
     );
-    let d = run(&w, "agent-eu", json!(43), 4000, 2);
+    let d = run(&pipeline, "agent-eu", json!(43), 4000, 2);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
         "{d:?}"
     );
-    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 0);
 }
 
 #[test]
 fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
-    let w = world();
+    let pipeline = refund_pipeline();
     // A total stored as text: `<=` on a string is a type error in Cedar,
     // not a false comparison, and any evaluation error denies.
-    *w.authz.entity_source().order_total.lock().unwrap() = json!("3000");
-    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    *pipeline.authz.entity_source().order_total.lock().unwrap() = json!("3000");
+    let d = run(&pipeline, "agent-eu", json!(42), 1500, 1);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::AuthorizationError)),
         "{d:?}"
     );
-    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 0);
 }
 
 #[test]
 fn an_order_the_source_does_not_know_denies() {
-    let w = world();
-    *w.authz.entity_source().order_exists.lock().unwrap() = false;
-    let d = run(&w, "agent-eu", json!(42), 1500, 1);
+    let pipeline = refund_pipeline();
+    *pipeline.authz.entity_source().order_exists.lock().unwrap() = false;
+    let d = run(&pipeline, "agent-eu", json!(42), 1500, 1);
     assert_eq!(d.outcome, Outcome::Forbidden, "{d:?}");
-    assert_eq!(*w.refunds.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.refunds.0.lock().unwrap(), 0);
 }
 
 #[test]

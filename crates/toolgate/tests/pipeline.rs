@@ -262,7 +262,9 @@ schema = '''{"type":"object","additionalProperties":false,"required":["amount_mi
              "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":100000}}}'''
 "#;
 
-struct World {
+/// The pipeline with a spy for every part, all logging to one call log,
+/// over one ticket's scope.
+struct SpyPipeline {
     log: Log,
     policy: Policy,
     authz: SpyAuthorizer,
@@ -275,7 +277,7 @@ struct World {
     holder_counter: Mutex<u8>,
 }
 
-impl World {
+impl SpyPipeline {
     fn new() -> Self {
         let log: Log = Arc::default();
         let text = std::fs::read_to_string(concat!(
@@ -293,7 +295,7 @@ impl World {
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!("c-1"));
         scope.insert("ticket_id".into(), json!("t-9"));
-        World {
+        SpyPipeline {
             authz: SpyAuthorizer {
                 log: log.clone(),
                 denied: Mutex::default(),
@@ -414,11 +416,11 @@ fn assert_authorized_first(calls: &[&str]) {
 
 #[test]
 fn fresh_proposal_executes_once_after_authorisation() {
-    let w = World::new();
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(
-        w.calls(),
+        pipeline.calls(),
         [
             "authorize",
             "fetch",
@@ -430,76 +432,80 @@ fn fresh_proposal_executes_once_after_authorisation() {
     );
     assert_eq!(d.result.as_ref().unwrap()["credit_id"], 1);
     assert_eq!(d.reply.as_deref(), Some("I've added a credit."));
-    assert_eq!(w.credits(), 1);
-    assert_eq!(*w.version.lock().unwrap(), 8);
+    assert_eq!(pipeline.credits(), 1);
+    assert_eq!(*pipeline.version.lock().unwrap(), 8);
 }
 
 #[test]
 fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
-    let mut w = World::new();
-    w.state.reads.store(false, Ordering::SeqCst);
-    let d = w.decide(w.credit(1500), 7, T0);
+    let mut pipeline = SpyPipeline::new();
+    pipeline.state.reads.store(false, Ordering::SeqCst);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     // No "state" call: the claim lookup still comes first, after
     // authorisation (invariants 3 and 4).
     assert_eq!(
-        w.calls(),
+        pipeline.calls(),
         ["authorize", "fetch", "claim", "execute", "complete"]
     );
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.credits(), 1);
 
     // A stale version_seen is caught by the executor's precondition alone,
     // recorded as state_changed, and nothing is written.
-    w.scope.insert("ticket_id".into(), json!("t-10"));
-    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    pipeline.scope.insert("ticket_id".into(), json!("t-10"));
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 1);
     assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
     assert_eq!(d.reason, Some(Reason::PreconditionFailed));
     assert_eq!(d.current_version, Some(StateVersion::from(8)));
-    assert!(!w.calls().contains(&"state"), "{:?}", w.calls());
-    assert_eq!(w.credits(), 1);
+    assert!(
+        !pipeline.calls().contains(&"state"),
+        "{:?}",
+        pipeline.calls()
+    );
+    assert_eq!(pipeline.credits(), 1);
     // Its claim is closed as not applied: a retry gets that answer again
     // (state_changed, with the version then current), never `replayed`,
     // which would say the write happened; and nothing is written.
-    let again = w.decide(w.credit(1500), 7, T0 + 2);
+    let again = pipeline.decide(pipeline.credit(1500), 7, T0 + 2);
     assert_eq!(again.outcome, Outcome::StateChanged, "{again:?}");
     assert_eq!(again.reason, Some(Reason::PreconditionFailed));
     assert_eq!(again.current_version, Some(StateVersion::from(8)));
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
 fn application_entities_reach_the_authoriser_but_not_the_key() {
-    let mut w = World::new();
-    let plain = w.decide(w.credit(1500), 7, T0);
+    let mut pipeline = SpyPipeline::new();
+    let plain = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(plain.outcome, Outcome::Executed, "{plain:?}");
-    assert!(w.authz.attributes.lock().unwrap().is_empty());
+    assert!(pipeline.authz.attributes.lock().unwrap().is_empty());
 
-    w.attributes = json!({"Customer": {"id": "c-1", "tier": "gold"}})
+    pipeline.attributes = json!({"Customer": {"id": "c-1", "tier": "gold"}})
         .as_object()
         .unwrap()
         .clone();
-    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 1);
     assert_eq!(
-        Value::Object(w.authz.attributes.lock().unwrap().clone()),
+        Value::Object(pipeline.authz.attributes.lock().unwrap().clone()),
         json!({"Customer": {"id": "c-1", "tier": "gold"}})
     );
     // The same operation with the entities added: one key, one write.
     assert_eq!(d.outcome, Outcome::Replayed, "{d:?}");
     assert_eq!(d.key, plain.key);
     assert_eq!(d.fingerprint, plain.fingerprint);
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
 fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
-    let w = World::new();
-    let first = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let first = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(first.outcome, Outcome::Executed);
     // The credit advanced the ticket to version 8; the retry still carries
     // the version 7 the model read. Resolving the operation first makes
     // this a replay (invariant 4).
-    let retry = w.decide(
-        w.proposal("apply_goodwill_credit", 1500, "Done — credit applied!"),
+    let retry = pipeline.decide(
+        pipeline.proposal("apply_goodwill_credit", 1500, "Done — credit applied!"),
         7,
         T0 + 5_000,
     );
@@ -512,8 +518,8 @@ fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
         &json!({"applied": true, "credit_id": 1, "amount_minor": 1500})
     );
     assert_eq!(retry.current_version, None);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
@@ -522,22 +528,25 @@ fn a_retry_racing_its_original_is_replayed_not_state_changed() {
     // original then claims, writes (version 7 -> 8) and completes before
     // the retry reads the state. The state read disagrees with the version
     // the model saw, but the operation exists now: a replay (invariant 4).
-    let w = World::new();
-    let original = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let original = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(original.outcome, Outcome::Executed);
-    w.store.hide_next_fetch.store(true, Ordering::SeqCst);
-    let retry = w.decide(w.credit(1500), 7, T0 + 1);
+    pipeline.store.hide_next_fetch.store(true, Ordering::SeqCst);
+    let retry = pipeline.decide(pipeline.credit(1500), 7, T0 + 1);
     assert_eq!(retry.outcome, Outcome::Replayed, "{retry:?}");
     assert_eq!(retry.result, original.result);
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
-    assert_eq!(w.credits(), 1);
+    assert_eq!(
+        pipeline.calls(),
+        ["authorize", "fetch", "state", "fetch", "audit"]
+    );
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
 fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal() {
-    let w = World::new();
-    w.decide(w.credit(1500), 7, T0);
-    let d = w.decide_as(&agent("agent-2"), w.credit(2000), 7, T0 + 1, None);
+    let pipeline = SpyPipeline::new();
+    pipeline.decide(pipeline.credit(1500), 7, T0);
+    let d = pipeline.decide_as(&agent("agent-2"), pipeline.credit(2000), 7, T0 + 1, None);
     assert_eq!(d.outcome, Outcome::Conflict, "{d:?}");
     let prior = d.prior.as_ref().unwrap();
     assert_eq!(
@@ -546,23 +555,23 @@ fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal
     );
     assert_eq!(prior.proposer(), "agent-1");
     assert_eq!(d.result.as_ref().unwrap()["amount_minor"], 1500);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
 fn one_key_admits_one_write_whoever_proposes_and_however_worded() {
     // Invariant 5: twelve agents, twelve amounts, twelve replies; one key.
-    let w = World::new();
+    let pipeline = SpyPipeline::new();
     let mut outcomes = Vec::new();
     let mut keys = Vec::new();
     for i in 0..12 {
-        let p = w.proposal(
+        let p = pipeline.proposal(
             "apply_goodwill_credit",
             100 + i,
             &format!("Reworded reply number {i}."),
         );
-        let d = w.decide_as(&agent(&format!("agent-{i}")), p, 7, T0 + i, None);
+        let d = pipeline.decide_as(&agent(&format!("agent-{i}")), p, 7, T0 + i, None);
         outcomes.push(d.outcome);
         keys.push(d.key.unwrap());
     }
@@ -572,7 +581,7 @@ fn one_key_admits_one_write_whoever_proposes_and_however_worded() {
         "{outcomes:?}"
     );
     assert!(keys.iter().all(|k| *k == keys[0]));
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.credits(), 1);
 }
 
 #[test]
@@ -620,17 +629,20 @@ fn the_key_is_the_tool_and_the_named_scope_fields_only() {
 
 #[test]
 fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_nothing() {
-    let w = World::new();
-    *w.version.lock().unwrap() = 9;
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    *pipeline.version.lock().unwrap() = 9;
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::StateChanged);
     assert_eq!(d.reason, Some(Reason::VersionMismatch));
     assert_eq!(d.version_seen.as_ref().unwrap().as_str(), "7");
     assert_eq!(d.current_version.as_ref().unwrap().as_str(), "9");
     // The second lookup rules out an original that claimed meanwhile.
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "fetch", "audit"]);
     assert_eq!(
-        block_on(w.store.inner.fetch(&d.key.unwrap())).unwrap(),
+        pipeline.calls(),
+        ["authorize", "fetch", "state", "fetch", "audit"]
+    );
+    assert_eq!(
+        block_on(pipeline.store.inner.fetch(&d.key.unwrap())).unwrap(),
         None
     );
 }
@@ -648,34 +660,34 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
             std::future::ready(Ok(StateVersion::from(7)))
         }
     }
-    let w = World::new();
-    *w.version.lock().unwrap() = 8;
+    let pipeline = SpyPipeline::new();
+    *pipeline.version.lock().unwrap() = 8;
     let gate = Gate {
-        policy: &w.policy,
-        authorizer: &w.authz,
+        policy: &pipeline.policy,
+        authorizer: &pipeline.authz,
         state: &LaggingState,
-        claims: w.store.as_ref(),
-        executor: &w.exec,
+        claims: pipeline.store.as_ref(),
+        executor: &pipeline.exec,
     };
     let p = agent("agent-1");
     let seen = StateVersion::from(7);
     let request = Request {
         principal: &p,
-        scope: &w.scope,
+        scope: &pipeline.scope,
         version_seen: &seen,
         attributes: &Map::new(),
         approval: None,
         now: UnixMillis(T0),
-        holder: w.holder(),
+        holder: pipeline.holder(),
         lease: Duration::from_secs(30),
     };
-    let d = block_on(decide(&gate, w.credit(1500), &request)).unwrap();
+    let d = block_on(decide(&gate, pipeline.credit(1500), &request)).unwrap();
     assert_eq!(d.outcome, Outcome::StateChanged);
     assert_eq!(d.reason, Some(Reason::PreconditionFailed));
     assert_eq!(d.current_version.as_ref().unwrap().as_str(), "8");
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.credits(), 0);
     // The claim is closed as not applied: a retry replays that, not a write.
-    let row = block_on(w.store.inner.fetch(&d.key.unwrap()))
+    let row = block_on(pipeline.store.inner.fetch(&d.key.unwrap()))
         .unwrap()
         .unwrap();
     assert_eq!(row.status, ClaimStatus::Completed);
@@ -684,33 +696,33 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
 
 #[test]
 fn in_flight_then_needs_reconciliation_never_a_second_execution() {
-    let w = World::new();
-    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::Fail;
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation);
     assert_eq!(d.reason, Some(Reason::ExecutorFailed));
-    *w.exec.mode.lock().unwrap() = ExecMode::Normal;
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::Normal;
 
     // Within the lease: in flight, and nothing runs.
-    let d = w.decide(w.credit(1500), 7, T0 + 1_000);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 1_000);
     assert_eq!(d.outcome, Outcome::InFlight);
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(pipeline.calls(), ["authorize", "fetch", "audit"]);
 
     // Past the lease (invariant 8): reconcile, never execute.
-    let d = w.decide(w.credit(1500), 7, T0 + 31_000);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 31_000);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation);
     assert_eq!(d.reason, Some(Reason::LeaseExpired));
-    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(pipeline.credits(), 0);
 
     // Reconciling asks the executor and records its answer; it never runs
     // the write. Afterwards the retry gets the reconciled outcome: not
     // applied, so `state_changed`, never `replayed`.
     let key = d.key.unwrap();
-    w.log.lock().unwrap().clear();
+    pipeline.log.lock().unwrap().clear();
     let r = block_on(reconcile(
-        w.store.as_ref(),
-        &w.exec,
+        pipeline.store.as_ref(),
+        &pipeline.exec,
         &key,
         "operator:ops-1",
         UnixMillis(T0 + 32_000),
@@ -721,22 +733,22 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
         ReconcileReport::Recorded(ReconcileOutcome::NotApplied { .. })
     ));
     assert_eq!(
-        w.calls(),
+        pipeline.calls(),
         ["fetch", "reconcile", "record_reconciliation", "audit"]
     );
-    let d = w.decide(w.credit(1500), 7, T0 + 33_000);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 33_000);
     assert_eq!(d.outcome, Outcome::StateChanged, "{d:?}");
     assert_eq!(d.reason, Some(Reason::LeaseExpired));
     assert_eq!(d.result.as_ref().unwrap()["applied"], false);
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.credits(), 0);
 }
 
 #[test]
 fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
     // Invariant 7: completion is ownership-checked; zero rows → reconcile.
-    let w = World::new();
-    *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::LoseLease;
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
     assert_eq!(d.reason, Some(Reason::LeaseLost));
     assert_eq!(d.result, None);
@@ -746,11 +758,11 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
 /// by the driver: one decision, one entry, in one write.
 #[test]
 fn an_entry_written_with_the_completion_is_not_appended_again() {
-    let w = World::new();
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
     assert_eq!(
-        w.calls(),
+        pipeline.calls(),
         [
             "authorize",
             "fetch",
@@ -760,7 +772,7 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
             "complete"
         ]
     );
-    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    let trail = block_on(pipeline.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
     assert_eq!(trail[0].outcome(), "executed");
     assert_eq!(trail[0].actor(), "agent-1");
@@ -772,12 +784,12 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
 /// decision it did make: `needs_reconciliation`, once.
 #[test]
 fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
-    let w = World::new();
-    *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
-    let d = w.decide(w.credit(1500), 7, T0);
+    let pipeline = SpyPipeline::new();
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::LoseLease;
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation, "{d:?}");
-    assert_eq!(w.calls().last().copied(), Some("audit"));
-    let trail = block_on(w.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
+    assert_eq!(pipeline.calls().last().copied(), Some("audit"));
+    let trail = block_on(pipeline.store.inner.audit_trail(&d.key.unwrap(), 10)).unwrap();
     let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
     assert_eq!(outcomes, ["needs_reconciliation"]);
 }
@@ -787,80 +799,86 @@ fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
 /// other than the audit append after the decision.
 #[test]
 fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
-    let check = |w: &World, label: &str| {
-        let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0 + 2_000, None);
+    let check = |pipeline: &SpyPipeline, label: &str| {
+        let d = pipeline.decide_as(
+            &agent("agent-x"),
+            pipeline.credit(1500),
+            7,
+            T0 + 2_000,
+            None,
+        );
         assert_eq!(d.outcome, Outcome::Forbidden, "{label}: {d:?}");
         assert_eq!(d.reason, Some(Reason::NotAuthorized), "{label}");
         assert_eq!(d.result, None, "{label}");
         assert_eq!(d.prior, None, "{label}");
         assert_eq!(d.key, None, "{label}");
         assert_eq!(d.current_version, None, "{label}");
-        assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
-        let d2 = w.decide_as(&agent("agent-x"), w.credit(900), 7, T0 + 2_000, None);
+        assert_eq!(pipeline.calls(), ["authorize", "audit"], "{label}");
+        let d2 = pipeline.decide_as(&agent("agent-x"), pipeline.credit(900), 7, T0 + 2_000, None);
         assert_eq!(d2.outcome, Outcome::Forbidden, "{label} (other amount)");
         assert_eq!(d2.prior, None, "{label}");
-        assert_eq!(w.calls(), ["authorize", "audit"], "{label}");
+        assert_eq!(pipeline.calls(), ["authorize", "audit"], "{label}");
     };
 
     // Fresh: no claim yet.
-    let w = World::new();
-    w.deny("agent-x");
-    check(&w, "fresh");
+    let pipeline = SpyPipeline::new();
+    pipeline.deny("agent-x");
+    check(&pipeline, "fresh");
 
     // Replay and conflict: agent-x had access, its credit completed, then
     // it lost access.
-    let w = World::new();
-    let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
+    let pipeline = SpyPipeline::new();
+    let d = pipeline.decide_as(&agent("agent-x"), pipeline.credit(1500), 7, T0, None);
     assert_eq!(d.outcome, Outcome::Executed);
-    w.deny("agent-x");
-    check(&w, "replay/conflict");
+    pipeline.deny("agent-x");
+    check(&pipeline, "replay/conflict");
 
     // In flight.
-    let w = World::new();
-    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
-    let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
+    let pipeline = SpyPipeline::new();
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::Fail;
+    let d = pipeline.decide_as(&agent("agent-x"), pipeline.credit(1500), 7, T0, None);
     assert_eq!(d.outcome, Outcome::NeedsReconciliation);
-    w.deny("agent-x");
-    check(&w, "in flight");
-    assert_eq!(w.credits(), 0);
+    pipeline.deny("agent-x");
+    check(&pipeline, "in flight");
+    assert_eq!(pipeline.credits(), 0);
 }
 
 #[test]
 fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
     // Each decide clears the log first, so the log is this path's calls.
-    let w = World::new();
+    let pipeline = SpyPipeline::new();
     for (expected, amount, now) in [
         (Outcome::Executed, 1500, T0),
         (Outcome::Replayed, 1500, T0 + 1),
         (Outcome::Conflict, 1400, T0 + 2),
     ] {
-        let d = w.decide(w.credit(amount), 7, now);
+        let d = pipeline.decide(pipeline.credit(amount), 7, now);
         assert_eq!(d.outcome, expected);
-        assert_authorized_first(&w.calls());
+        assert_authorized_first(&pipeline.calls());
     }
-    let w = World::new();
-    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
-    w.decide(w.credit(1500), 7, T0);
-    let d = w.decide(w.credit(1500), 7, T0 + 1);
+    let pipeline = SpyPipeline::new();
+    *pipeline.exec.mode.lock().unwrap() = ExecMode::Fail;
+    pipeline.decide(pipeline.credit(1500), 7, T0);
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0 + 1);
     assert_eq!(d.outcome, Outcome::InFlight);
-    assert_authorized_first(&w.calls());
+    assert_authorized_first(&pipeline.calls());
 }
 
 #[test]
 fn missing_capability_and_authoriser_errors_deny_before_anything_is_read() {
-    let w = World::new();
+    let pipeline = SpyPipeline::new();
     let clerk = Principal::new("clerk-1", ["ticket:read"]).unwrap();
-    let d = w.decide_as(&clerk, w.credit(1500), 7, T0, None);
+    let d = pipeline.decide_as(&clerk, pipeline.credit(1500), 7, T0, None);
     assert_eq!(d.outcome, Outcome::Forbidden);
     assert_eq!(d.reason, Some(Reason::MissingCapability));
-    assert_eq!(w.calls(), ["audit"]);
+    assert_eq!(pipeline.calls(), ["audit"]);
 
-    *w.authz.broken.lock().unwrap() = true;
-    let d = w.decide(w.credit(1500), 7, T0);
+    *pipeline.authz.broken.lock().unwrap() = true;
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Forbidden);
     assert_eq!(d.reason, Some(Reason::AuthorizationError));
-    assert_eq!(w.calls(), ["authorize", "audit"]);
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.calls(), ["authorize", "audit"]);
+    assert_eq!(pipeline.credits(), 0);
 }
 
 #[test]
@@ -883,24 +901,29 @@ fn a_truthy_one_is_not_a_capability() {
 
 #[test]
 fn approval_is_bound_to_key_fingerprint_and_version() {
-    let w = World::new();
-    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
-    let d = w.decide(p(), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let p = || pipeline.proposal("refund_order", 5000, "Refund on its way.");
+    let d = pipeline.decide(p(), 7, T0);
     assert_eq!(d.outcome, Outcome::PendingApproval);
     assert_eq!(d.reason, Some(Reason::ApprovalRequired));
-    assert_eq!(w.calls(), ["authorize", "fetch", "state", "audit"]);
+    assert_eq!(pipeline.calls(), ["authorize", "fetch", "state", "audit"]);
     let key = d.key.unwrap();
     let fp = d.fingerprint.unwrap();
 
     // An approval for other arguments does not carry over.
-    let other = w
+    let other = pipeline
         .proposal("refund_order", 9000, "x")
         .action()
         .map(|a| *a.fingerprint())
         .unwrap();
     // A reviewer other than the proposer approves the proposal's item;
     // the grant is bound to the tool contract's digest.
-    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let digest = pipeline
+        .policy
+        .tool("refund_order")
+        .unwrap()
+        .digest()
+        .to_owned();
     let ask = NewItem {
         at: UnixMillis(T0),
         kind: "pending_approval".into(),
@@ -922,22 +945,31 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     let Requested::Pending {
         item,
         created: true,
-    } = block_on(w.store.inner.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+    } = block_on(
+        pipeline
+            .store
+            .inner
+            .request_approval(ask.clone(), UnixMillis(T0)),
+    )
+    .unwrap()
     else {
         panic!("a first request opens an item")
     };
     assert_eq!(
-        block_on(
-            w.store
-                .inner
-                .vote(item, "agent-1", Verdict::Approve, None, UnixMillis(T0))
-        )
+        block_on(pipeline.store.inner.vote(
+            item,
+            "agent-1",
+            Verdict::Approve,
+            None,
+            UnixMillis(T0)
+        ))
         .unwrap(),
         Voted::SelfApproval
     );
     assert_eq!(
         block_on(
-            w.store
+            pipeline
+                .store
                 .inner
                 .vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))
         )
@@ -954,7 +986,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         version: StateVersion::from(7),
         grant: grant.clone(),
     };
-    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 1, Some(&wrong));
+    let d = pipeline.decide_as(&agent("agent-1"), p(), 7, T0 + 1, Some(&wrong));
     assert_eq!(d.outcome, Outcome::PendingApproval);
     // Nor one for another version.
     let stale = Approval {
@@ -963,7 +995,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         version: StateVersion::from(6),
         grant: grant.clone(),
     };
-    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 2, Some(&stale));
+    let d = pipeline.decide_as(&agent("agent-1"), p(), 7, T0 + 2, Some(&stale));
     assert_eq!(d.outcome, Outcome::PendingApproval);
 
     // Nor one given under another contract: the claim refuses to use it
@@ -977,9 +1009,9 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
             policy_digest: "another".into(),
         },
     };
-    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&other_policy));
+    let d = pipeline.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&other_policy));
     assert_eq!(d.outcome, Outcome::PendingApproval);
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.credits(), 0);
 
     let good = Approval {
         key,
@@ -987,16 +1019,16 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         version: StateVersion::from(7),
         grant,
     };
-    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&good));
+    let d = pipeline.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&good));
     assert_eq!(d.outcome, Outcome::Executed, "{d:?}");
-    assert_eq!(w.credits(), 1);
+    assert_eq!(pipeline.credits(), 1);
     // The grant was used up with the claim.
-    let used = block_on(w.store.inner.item(item, UnixMillis(T0 + 4)))
+    let used = block_on(pipeline.store.inner.item(item, UnixMillis(T0 + 4)))
         .unwrap()
         .unwrap();
     assert_eq!(used.consumed_at, Some(UnixMillis(T0 + 3)));
     // The reviewer's vote is an audit entry naming them.
-    let trail = block_on(w.store.inner.audit_trail(&key, 100)).unwrap();
+    let trail = block_on(pipeline.store.inner.audit_trail(&key, 100)).unwrap();
     assert!(
         trail
             .iter()
@@ -1007,11 +1039,16 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
 
 #[test]
 fn an_expired_approval_is_not_used_and_a_new_request_opens() {
-    let w = World::new();
-    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
-    let d = w.decide(p(), 7, T0);
+    let pipeline = SpyPipeline::new();
+    let p = || pipeline.proposal("refund_order", 5000, "Refund on its way.");
+    let d = pipeline.decide(p(), 7, T0);
     let (key, fp) = (d.key.unwrap(), d.fingerprint.unwrap());
-    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let digest = pipeline
+        .policy
+        .tool("refund_order")
+        .unwrap()
+        .digest()
+        .to_owned();
     let ask = NewItem {
         at: UnixMillis(T0),
         kind: "pending_approval".into(),
@@ -1030,7 +1067,7 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
             expires_at: UnixMillis(T0 + 100),
         }),
     };
-    let store = &w.store.inner;
+    let store = &pipeline.store.inner;
     let Requested::Pending { item, .. } =
         block_on(store.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
     else {
@@ -1064,9 +1101,9 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
             policy_digest: digest,
         },
     };
-    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
+    let d = pipeline.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
     assert_eq!(d.outcome, Outcome::PendingApproval);
-    assert_eq!(w.credits(), 0);
+    assert_eq!(pipeline.credits(), 0);
     match block_on(store.request_approval(ask, UnixMillis(T0 + 100))).unwrap() {
         Requested::Pending {
             item: again,
@@ -1082,18 +1119,18 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
 
 #[test]
 fn stateless_outcomes_pass_through_untouched_but_audited() {
-    let w = World::new();
+    let pipeline = SpyPipeline::new();
     let body = br#"{"outcome":"answer","reply":"Your parcel is on its way."}"#;
     let d = contract::check(
-        &w.policy,
+        &pipeline.policy,
         Provider::Envelope,
         body,
         &CheckOptions::default(),
     );
-    let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
+    let d = pipeline.decide_as(&agent("agent-1"), d, 7, T0, None);
     assert_eq!(d.outcome, Outcome::Answer);
     assert_eq!(d.reply.as_deref(), Some("Your parcel is on its way."));
-    assert_eq!(w.calls(), ["audit"]);
+    assert_eq!(pipeline.calls(), ["audit"]);
 
     // Identity never comes from the model (invariant 1): an `actor_id`
     // argument rejects the proposal before anything else runs.
@@ -1101,25 +1138,25 @@ fn stateless_outcomes_pass_through_untouched_but_audited() {
         br#"{"outcome":"action","reply":"ok","proposed_action":{"tool":"apply_goodwill_credit",
         "arguments":{"amount_minor":1500,"reason_code":"late_delivery","actor_id":"admin"}}}"#;
     let d = contract::check(
-        &w.policy,
+        &pipeline.policy,
         Provider::Envelope,
         body,
         &CheckOptions::default(),
     );
-    let d = w.decide_as(&agent("agent-1"), d, 7, T0, None);
+    let d = pipeline.decide_as(&agent("agent-1"), d, 7, T0, None);
     assert_eq!(d.outcome, Outcome::Rejected);
     assert_eq!(d.reason.map(Reason::as_str), Some("unknown_key"));
-    assert_eq!(w.calls(), ["audit"]);
+    assert_eq!(pipeline.calls(), ["audit"]);
 }
 
 #[test]
 fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time() {
-    let w = World::new();
-    let a = w.decide(w.credit(1500), 7, T0);
-    let b = w.decide_as(&agent("agent-2"), w.credit(1000), 7, T0 + 10, None);
-    w.deny("agent-3");
-    let _ = w.decide_as(&agent("agent-3"), w.credit(1500), 7, T0 + 20, None);
-    let trail = block_on(w.store.inner.audit_trail(&a.key.unwrap(), 10)).unwrap();
+    let pipeline = SpyPipeline::new();
+    let a = pipeline.decide(pipeline.credit(1500), 7, T0);
+    let b = pipeline.decide_as(&agent("agent-2"), pipeline.credit(1000), 7, T0 + 10, None);
+    pipeline.deny("agent-3");
+    let _ = pipeline.decide_as(&agent("agent-3"), pipeline.credit(1500), 7, T0 + 20, None);
+    let trail = block_on(pipeline.store.inner.audit_trail(&a.key.unwrap(), 10)).unwrap();
     assert_eq!(trail.len(), 2, "forbidden decisions carry no key");
     assert_eq!(trail[0].actor(), "agent-1");
     assert_eq!(trail[0].tool(), Some("apply_goodwill_credit"));
@@ -1133,10 +1170,10 @@ fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time
 
 #[test]
 fn a_missing_scope_field_rejects_without_claiming() {
-    let mut w = World::new();
-    w.scope.remove("ticket_id");
-    let d = w.decide(w.credit(1500), 7, T0);
+    let mut pipeline = SpyPipeline::new();
+    pipeline.scope.remove("ticket_id");
+    let d = pipeline.decide(pipeline.credit(1500), 7, T0);
     assert_eq!(d.outcome, Outcome::Rejected);
     assert_eq!(d.reason, Some(Reason::MissingScope));
-    assert_eq!(w.calls(), ["authorize", "audit"]);
+    assert_eq!(pipeline.calls(), ["authorize", "audit"]);
 }

@@ -76,13 +76,15 @@ impl Executor for Seen {
     }
 }
 
-struct World {
+/// A refund pipeline whose authoriser, state source and executor record
+/// the scope each was shown.
+struct ScopeRecordingPipeline {
     policy: Policy,
     seen: Seen,
     store: MemoryClaimStore,
 }
 
-impl World {
+impl ScopeRecordingPipeline {
     fn new() -> Self {
         Self {
             policy: Policy::load(POLICY).unwrap(),
@@ -129,25 +131,29 @@ impl World {
 
 #[test]
 fn an_integer_and_its_decimal_text_are_one_operation() {
-    let w = World::new();
-    let first = w.decide(json!(42), json!("eu"), 1);
+    let pipeline = ScopeRecordingPipeline::new();
+    let first = pipeline.decide(json!(42), json!("eu"), 1);
     assert_eq!(first.outcome, Outcome::Executed, "{first:?}");
-    let second = w.decide(json!("42"), json!("eu"), 2);
+    let second = pipeline.decide(json!("42"), json!("eu"), 2);
     assert_eq!(second.outcome, Outcome::Replayed, "{second:?}");
     assert_eq!(first.key, second.key);
-    assert_eq!(w.seen.exec.lock().unwrap().len(), 1, "one write, not two");
+    assert_eq!(
+        pipeline.seen.exec.lock().unwrap().len(),
+        1,
+        "one write, not two"
+    );
     // Every part saw the canonical integer, never the text the request sent.
     let canonical = json!({"order_id": 42, "shop": "eu", "version_seen": "7"});
-    for scope in w.seen.authz.lock().unwrap().iter() {
+    for scope in pipeline.seen.authz.lock().unwrap().iter() {
         assert_eq!(Value::Object(scope.clone()), canonical);
     }
-    let state = w.seen.state.lock().unwrap();
+    let state = pipeline.seen.state.lock().unwrap();
     assert_eq!(Value::Object(state[0].clone()), canonical);
-    let exec = w.seen.exec.lock().unwrap();
+    let exec = pipeline.seen.exec.lock().unwrap();
     assert_eq!(Value::Object(exec[0].clone()), canonical);
     // The proposal record stores the canonical scope too.
     let record = block_on(toolgate::claim::ClaimStore::fetch(
-        &w.store,
+        &pipeline.store,
         first.key.as_ref().unwrap(),
     ))
     .unwrap()
@@ -175,17 +181,20 @@ fn a_value_of_the_wrong_type_is_invalid_scope_and_touches_nothing() {
         (json!(42), json!("")),
     ];
     for (order_id, shop) in cases {
-        let w = World::new();
-        let d = w.decide(order_id.clone(), shop.clone(), 1);
+        let pipeline = ScopeRecordingPipeline::new();
+        let d = pipeline.decide(order_id.clone(), shop.clone(), 1);
         assert_eq!(d.outcome, Outcome::Rejected, "{order_id} {shop}: {d:?}");
         assert_eq!(d.reason, Some(Reason::InvalidScope), "{order_id} {shop}");
         assert_eq!(d.reason.unwrap().as_str(), "invalid_scope");
         assert!(d.key.is_none(), "no key is built from a bad scope");
-        assert!(w.seen.authz.lock().unwrap().is_empty(), "authorised anyway");
-        assert!(w.seen.state.lock().unwrap().is_empty());
-        assert!(w.seen.exec.lock().unwrap().is_empty());
+        assert!(
+            pipeline.seen.authz.lock().unwrap().is_empty(),
+            "authorised anyway"
+        );
+        assert!(pipeline.seen.state.lock().unwrap().is_empty());
+        assert!(pipeline.seen.exec.lock().unwrap().is_empty());
         let trail = block_on(toolgate::claim::ClaimStore::list_stuck(
-            &w.store,
+            &pipeline.store,
             UnixMillis(i64::MAX),
             10,
         ))

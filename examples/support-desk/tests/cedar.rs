@@ -90,14 +90,16 @@ impl Executor for Ledger {
     }
 }
 
-struct World {
+/// The desk's credit pipeline under test: Cedar over the directory, an
+/// in-memory claim store and a counting ledger.
+struct CreditPipeline {
     policy: Policy,
     authz: CedarAuthorizer<Directory>,
     store: MemoryClaimStore,
     ledger: Ledger,
 }
 
-fn world() -> World {
+fn credit_pipeline() -> CreditPipeline {
     let text = toolgate_support_desk::POLICY;
     let dir = Directory {
         assignee: Mutex::new("agent-1".into()),
@@ -105,7 +107,7 @@ fn world() -> World {
         active: Mutex::new(json!(true)),
         ticket_exists: Mutex::new(true),
     };
-    World {
+    CreditPipeline {
         policy: Policy::load(text).unwrap(),
         authz: CedarAuthorizer::new(POLICIES, &mapping(), dir).unwrap(),
         store: MemoryClaimStore::new(),
@@ -113,21 +115,21 @@ fn world() -> World {
     }
 }
 
-fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
+fn run(pipeline: &CreditPipeline, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
     let body = json!({"outcome":"action","reply":"Credit applied.","proposed_action":{
         "tool":"apply_goodwill_credit","arguments":{"amount_minor":amount,"reason_code":"late_delivery"}}});
     let proposal = contract::check(
-        &w.policy,
+        &pipeline.policy,
         Provider::Envelope,
         body.to_string().as_bytes(),
         &CheckOptions::default(),
     );
     let gate = Gate {
-        policy: &w.policy,
-        authorizer: &w.authz,
+        policy: &pipeline.policy,
+        authorizer: &pipeline.authz,
         state: &Fixed,
-        claims: &w.store,
-        executor: &w.ledger,
+        claims: &pipeline.store,
+        executor: &pipeline.ledger,
     };
     let principal = Principal::new(who, ["credit:issue"]).unwrap();
     let mut scope = Map::new();
@@ -149,45 +151,45 @@ fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
 
 #[test]
 fn the_assigned_agent_of_the_same_customer_may_credit() {
-    let w = world();
+    let pipeline = credit_pipeline();
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 1).outcome,
+        run(&pipeline, "agent-1", "c-1", 1500, 1).outcome,
         Outcome::Executed
     );
 }
 
 #[test]
 fn another_agent_or_another_customer_is_not_authorized() {
-    let w = world();
-    let d = run(&w, "agent-2", "c-1", 1500, 1);
+    let pipeline = credit_pipeline();
+    let d = run(&pipeline, "agent-2", "c-1", 1500, 1);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::NotAuthorized))
     );
-    let d = run(&w, "agent-1", "c-2", 1500, 2);
+    let d = run(&pipeline, "agent-1", "c-2", 1500, 2);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::NotAuthorized))
     );
-    assert_eq!(*w.ledger.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.ledger.0.lock().unwrap(), 0);
 }
 
 #[test]
 fn reassigning_the_ticket_takes_the_recorded_result_away() {
-    let w = world();
+    let pipeline = credit_pipeline();
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 1).outcome,
+        run(&pipeline, "agent-1", "c-1", 1500, 1).outcome,
         Outcome::Executed
     );
     assert_eq!(
-        run(&w, "agent-1", "c-1", 1500, 2).outcome,
+        run(&pipeline, "agent-1", "c-1", 1500, 2).outcome,
         Outcome::Replayed
     );
-    *w.authz.entity_source().assignee.lock().unwrap() = "agent-2".into();
-    let d = run(&w, "agent-1", "c-1", 1500, 3);
+    *pipeline.authz.entity_source().assignee.lock().unwrap() = "agent-2".into();
+    let d = run(&pipeline, "agent-1", "c-1", 1500, 3);
     assert_eq!(d.outcome, Outcome::Forbidden);
     assert_eq!(d.result, None);
-    let d = run(&w, "agent-1", "c-1", 900, 4);
+    let d = run(&pipeline, "agent-1", "c-1", 900, 4);
     assert_eq!(
         d.outcome,
         Outcome::Forbidden,
@@ -198,30 +200,30 @@ fn reassigning_the_ticket_takes_the_recorded_result_away() {
 
 #[test]
 fn a_truthy_one_is_an_evaluation_error_and_denies() {
-    let w = world();
-    *w.authz.entity_source().active.lock().unwrap() = json!(1);
-    let d = run(&w, "agent-1", "c-1", 1500, 1);
+    let pipeline = credit_pipeline();
+    *pipeline.authz.entity_source().active.lock().unwrap() = json!(1);
+    let d = run(&pipeline, "agent-1", "c-1", 1500, 1);
     assert_eq!(
         (d.outcome, d.reason),
         (Outcome::Forbidden, Some(Reason::AuthorizationError)),
         "{d:?}"
     );
-    *w.authz.entity_source().active.lock().unwrap() = json!("true");
-    let d = run(&w, "agent-1", "c-1", 1500, 2);
+    *pipeline.authz.entity_source().active.lock().unwrap() = json!("true");
+    let d = run(&pipeline, "agent-1", "c-1", 1500, 2);
     assert_eq!(d.reason, Some(Reason::AuthorizationError));
-    *w.authz.entity_source().active.lock().unwrap() = json!(false);
-    let d = run(&w, "agent-1", "c-1", 1500, 3);
+    *pipeline.authz.entity_source().active.lock().unwrap() = json!(false);
+    let d = run(&pipeline, "agent-1", "c-1", 1500, 3);
     assert_eq!(d.reason, Some(Reason::NotAuthorized));
-    assert_eq!(*w.ledger.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.ledger.0.lock().unwrap(), 0);
 }
 
 #[test]
 fn a_ticket_missing_from_the_directory_denies() {
-    let w = world();
-    *w.authz.entity_source().ticket_exists.lock().unwrap() = false;
-    let d = run(&w, "agent-1", "c-1", 1500, 1);
+    let pipeline = credit_pipeline();
+    *pipeline.authz.entity_source().ticket_exists.lock().unwrap() = false;
+    let d = run(&pipeline, "agent-1", "c-1", 1500, 1);
     assert_eq!(d.outcome, Outcome::Forbidden, "{d:?}");
-    assert_eq!(*w.ledger.0.lock().unwrap(), 0);
+    assert_eq!(*pipeline.ledger.0.lock().unwrap(), 0);
 }
 
 #[test]
