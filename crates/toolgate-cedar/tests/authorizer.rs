@@ -136,14 +136,16 @@ impl Executor for Refunds {
     }
 }
 
-struct World {
+/// The refund pipeline under test: Cedar over the shop, an in-memory
+/// claim store and a counting executor.
+struct RefundPipeline {
     policy: Policy,
     authz: CedarAuthorizer<Shop>,
     store: MemoryClaimStore,
     refunds: Refunds,
 }
 
-fn world() -> World {
+fn refund_pipeline() -> RefundPipeline {
     let shop = Shop {
         order_team: Mutex::new(json!("eu")),
         order_total: Mutex::new(json!(3000)),
@@ -151,7 +153,7 @@ fn world() -> World {
         asked_for: Mutex::new(None),
         down: Mutex::new(false),
     };
-    World {
+    RefundPipeline {
         policy: Policy::load(POLICY).unwrap(),
         authz: CedarAuthorizer::new(CEDAR, &mapping(), shop).unwrap(),
         store: MemoryClaimStore::new(),
@@ -159,16 +161,22 @@ fn world() -> World {
     }
 }
 
-fn run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Decision {
+fn run(w: &RefundPipeline, who: &str, order: Value, amount: i64, n: u8) -> Decision {
     try_run(w, who, order, amount, n).unwrap()
 }
 
-fn try_run(w: &World, who: &str, order: Value, amount: i64, n: u8) -> Result<Decision, GateError> {
+fn try_run(
+    w: &RefundPipeline,
+    who: &str,
+    order: Value,
+    amount: i64,
+    n: u8,
+) -> Result<Decision, GateError> {
     try_run_with(w, &w.authz, who, order, amount, n)
 }
 
 fn try_run_with<A: Authorizer>(
-    w: &World,
+    w: &RefundPipeline,
     authz: &A,
     who: &str,
     order: Value,
@@ -209,7 +217,7 @@ fn try_run_with<A: Authorizer>(
 
 #[test]
 fn an_agent_of_the_orders_team_may_refund_within_its_total() {
-    let w = world();
+    let w = refund_pipeline();
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     // An integer resource id is the entity id's decimal digits.
@@ -226,7 +234,7 @@ fn an_agent_of_the_orders_team_may_refund_within_its_total() {
 /// once the directory is back.
 #[test]
 fn an_entity_source_that_does_not_answer_decides_nothing() {
-    let w = world();
+    let w = refund_pipeline();
     *w.authz.entity_source().down.lock().unwrap() = true;
     let err = try_run(&w, "agent-eu", json!(42), 1500, 1).unwrap_err();
     assert!(matches!(err, GateError::Authorizer(_)), "{err:?}");
@@ -239,7 +247,7 @@ fn an_entity_source_that_does_not_answer_decides_nothing() {
 
 #[test]
 fn another_team_or_more_than_the_total_is_not_authorized() {
-    let w = world();
+    let w = refund_pipeline();
     let d = run(&w, "agent-us", json!(42), 1500, 1);
     assert_eq!(
         (d.outcome(), d.reason()),
@@ -257,7 +265,7 @@ fn another_team_or_more_than_the_total_is_not_authorized() {
 
 #[test]
 fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
-    let w = world();
+    let w = refund_pipeline();
     // A total stored as text: `<=` on a string is a type error in Cedar,
     // not a false comparison, and any evaluation error denies.
     *w.authz.entity_source().order_total.lock().unwrap() = json!("3000");
@@ -272,7 +280,7 @@ fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
 
 #[test]
 fn an_order_the_source_does_not_know_denies() {
-    let w = world();
+    let w = refund_pipeline();
     *w.authz.entity_source().order_exists.lock().unwrap() = false;
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
     assert_eq!(d.outcome(), Outcome::Forbidden, "{d:?}");
@@ -283,7 +291,7 @@ fn an_order_the_source_does_not_know_denies() {
 /// alone: the authoriser's own source is not asked.
 #[test]
 fn a_borrowed_entity_source_replaces_the_own_one() {
-    let w = world();
+    let w = refund_pipeline();
     *w.authz.entity_source().order_exists.lock().unwrap() = false;
     let borrowed = Shop {
         order_team: Mutex::new(json!("eu")),

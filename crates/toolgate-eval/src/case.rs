@@ -41,11 +41,11 @@ pub struct Case {
     /// The server-fixed facts of the request.
     pub context: Context,
     /// What the application's data holds when the case runs, beyond what
-    /// the context implies: read by the application's [`World`] (entity
+    /// the context implies: read by the application's [`CaseSeeder`] (entity
     /// attributes, the resource's current version). Empty: the data agrees
     /// with the context.
     ///
-    /// [`World`]: crate::runner::World
+    /// [`CaseSeeder`]: crate::runner::CaseSeeder
     pub world: Map<String, Value>,
     /// What a person judged.
     pub labels: Labels,

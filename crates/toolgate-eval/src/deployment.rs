@@ -40,7 +40,7 @@ use toolgate::pipeline::{
 use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
 use crate::case::Case;
-use crate::runner::{Edge, PipelineGate, World};
+use crate::runner::{CaseSeeder, ClockAndTokens, PipelineGate};
 
 /// One tool of the deployment as the evaluation needs it: its Cedar
 /// mapping (`[tools.cedar]`) and the entity types its sources provide
@@ -69,7 +69,7 @@ struct Facts {
 }
 
 /// The facts of the case being decided now. Cases are decided one at a
-/// time ([`crate::runner::run`]), and [`World::prepare`] replaces them
+/// time ([`crate::runner::run`]), and [`CaseSeeder::prepare`] replaces them
 /// before each.
 #[derive(Debug, Default)]
 struct Current(Mutex<Option<Facts>>);
@@ -213,9 +213,10 @@ impl Executor for Recorder {
     }
 }
 
-/// The parts a deployment's cases are decided with.
+/// The deployment under evaluation: its Cedar policies and tool mappings
+/// over the current case's facts, its writes kept in memory.
 #[derive(Debug)]
-pub struct DeploymentWorld {
+pub struct DeploymentUnderTest {
     /// Cedar over the case's rows.
     pub authorizer: CaseAuthorizer,
     /// The case's current version.
@@ -226,7 +227,7 @@ pub struct DeploymentWorld {
     current: Arc<Current>,
 }
 
-impl DeploymentWorld {
+impl DeploymentUnderTest {
     /// Parses `cedar_policies` once per tool with its mapping.
     pub fn new(cedar_policies: &str, tools: &[ToolMapping]) -> Result<Self, String> {
         let current = Arc::new(Current::default());
@@ -272,12 +273,12 @@ impl DeploymentWorld {
             .clone()
     }
 
-    /// The pipeline over these parts, `claims` and `edge`.
-    pub fn gate<'a, C: ClaimStore, X: Edge>(
+    /// The pipeline over these components, `claims` and `clock_and_tokens`.
+    pub fn gate<'a, C: ClaimStore, X: ClockAndTokens>(
         &'a self,
         policy: &'a Policy,
         claims: &'a C,
-        edge: &'a X,
+        clock_and_tokens: &'a X,
         lease: Duration,
     ) -> PipelineGate<'a, CaseAuthorizer, CaseState, C, Recorder, Self, X> {
         PipelineGate {
@@ -288,8 +289,8 @@ impl DeploymentWorld {
                 claims,
                 executor: &self.executor,
             },
-            world: self,
-            edge,
+            seeder: self,
+            clock_and_tokens,
             lease,
         }
     }
@@ -343,7 +344,7 @@ impl DeploymentWorld {
     }
 }
 
-impl World for DeploymentWorld {
+impl CaseSeeder for DeploymentUnderTest {
     async fn prepare(&self, _policy: &Policy, case: &Case) -> Result<(), String> {
         let facts = self.facts(case)?;
         self.current.set(facts);

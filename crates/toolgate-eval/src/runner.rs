@@ -53,16 +53,17 @@ impl GateUnderTest for RefuseAll {
 /// rows the entity source and the state source will read (the actor, the
 /// resource the scope names, its current version), from the case's
 /// context and its [`Case::world`] map.
-pub trait World {
+pub trait CaseSeeder {
     /// Seeds what `case` needs. Each case has its own scope, so its own
     /// resource. `policy` is the policy the case is decided under, for a
-    /// world that puts earlier decisions in place through the same
+    /// seeder that puts earlier decisions in place through the same
     /// pipeline (writes a budget then counts).
     fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
 }
 
-/// Fresh holder tokens and the clock, from the edge (the core has neither).
-pub trait Edge {
+/// The clock and fresh holder tokens: the core has neither, so whoever runs
+/// the evaluation supplies them.
+pub trait ClockAndTokens {
     /// A fresh, unpredictable holder token.
     fn holder(&self) -> Result<HolderToken, String>;
     /// The time now.
@@ -75,9 +76,9 @@ pub struct PipelineGate<'a, A, S, C, E, W, X> {
     /// The pluggable parts.
     pub gate: Gate<'a, A, S, C, E>,
     /// Seeds each case's world.
-    pub world: &'a W,
-    /// Holder tokens and time.
-    pub edge: &'a X,
+    pub seeder: &'a W,
+    /// The clock and holder tokens.
+    pub clock_and_tokens: &'a X,
     /// How long a won claim may run.
     pub lease: Duration,
 }
@@ -123,15 +124,15 @@ where
     S: StateSource,
     C: ClaimStore,
     E: Executor,
-    W: World,
-    X: Edge,
+    W: CaseSeeder,
+    X: ClockAndTokens,
 {
     fn name(&self) -> &str {
         "toolgate"
     }
 
     async fn decide(&self, case: &Case) -> Result<Observed, String> {
-        self.world.prepare(self.gate.policy, case).await?;
+        self.seeder.prepare(self.gate.policy, case).await?;
         let principal = Principal::new(
             case.context.actor.clone(),
             case.capabilities(self.gate.policy),
@@ -145,8 +146,8 @@ where
             version_seen: &version_seen,
             attributes: &Map::new(),
             approval: None,
-            now: self.edge.now(),
-            holder: self.edge.holder()?,
+            now: self.clock_and_tokens.now(),
+            holder: self.clock_and_tokens.holder()?,
             lease: self.lease,
         };
         let proposal = check_case(self.gate.policy, case);

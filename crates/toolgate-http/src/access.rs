@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// The header a request id travels in, both ways.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -100,7 +100,7 @@ fn fresh_request_id() -> String {
 /// The middleware: assigns the request id, reads the trace context, runs
 /// the request inside a span carrying both, then writes the access-log line
 /// and the HTTP metrics, and echoes the request id on the response.
-pub async fn layer<P: Parts>(
+pub async fn layer<P: GateComponents>(
     State(app): State<AppState<P>>,
     mut req: Request,
     next: Next,

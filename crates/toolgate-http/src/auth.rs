@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use toolgate::pipeline::Principal;
 
 use crate::error::ApiError;
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// The capability that opens the reviewer page and the approval endpoints.
 pub const REVIEW_CAPABILITY: &str = "toolgate:review";
@@ -169,7 +169,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-impl<P: Parts> FromRequestParts<AppState<P>> for Caller {
+impl<P: GateComponents> FromRequestParts<AppState<P>> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(

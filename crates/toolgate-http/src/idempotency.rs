@@ -23,7 +23,7 @@ use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, RETENTION_MS, Remem
 use toolgate::pipeline::Outcome;
 
 use crate::error::{ApiError, PROBLEM_JSON, ProblemCode};
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// A remembered response.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ const DECISION_JSON: &str = "application/json";
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// What a request with a key should do.
-pub enum Begin<P: Parts> {
+pub enum Begin<P: GateComponents> {
     /// First use: process it, then [`Guard::finish`].
     Fresh(Guard<P>),
     /// Same key, same payload, finished: send this again.
@@ -59,7 +59,7 @@ pub enum Begin<P: Parts> {
 /// failed before a final response existed, or was abandoned), the key is
 /// forgotten so a retry can run; should that not happen (the process
 /// died), the lease lets a retry take it over.
-pub struct Guard<P: Parts> {
+pub struct Guard<P: GateComponents> {
     app: AppState<P>,
     principal: String,
     key: String,
@@ -105,7 +105,7 @@ fn stored_of(r: Remembered) -> Result<Stored, ApiError> {
 }
 
 /// Keys are scoped to the principal: two callers never share one.
-pub async fn begin<P: Parts>(
+pub async fn begin<P: GateComponents>(
     app: &AppState<P>,
     principal: &str,
     key: &str,
@@ -119,7 +119,7 @@ pub async fn begin<P: Parts>(
     let hold = (app.settings().request_timeout + LEASE_MARGIN).as_millis();
     let lease_until = now.plus_millis(i64::try_from(hold).unwrap_or(i64::MAX));
     let begun = app
-        .parts()
+        .components()
         .claims()
         .idem_begin(principal, key, payload, &runner, now, lease_until)
         .await
@@ -138,14 +138,14 @@ pub async fn begin<P: Parts>(
     })
 }
 
-impl<P: Parts> Guard<P> {
+impl<P: GateComponents> Guard<P> {
     /// Forgets the key now, so a repeat runs again (a non-final answer or a
     /// server-side failure is not remembered).
     pub async fn forget(mut self) {
         self.armed = false;
         if let Err(e) = self
             .app
-            .parts()
+            .components()
             .claims()
             .idem_forget(&self.principal, &self.key, &self.runner)
             .await
@@ -167,7 +167,7 @@ impl<P: Parts> Guard<P> {
             capacity: settings.idempotency_capacity.max(1) as u64,
             max_bytes: settings.idempotency_max_bytes as u64,
         };
-        let claims = self.app.parts().claims();
+        let claims = self.app.components().claims();
         let outcome = if cost(&self.principal, &self.key, response.body.len()) > bounds.max_bytes {
             claims
                 .idem_forget(&self.principal, &self.key, &self.runner)
@@ -194,7 +194,7 @@ impl<P: Parts> Guard<P> {
     }
 }
 
-impl<P: Parts> Drop for Guard<P> {
+impl<P: GateComponents> Drop for Guard<P> {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -210,7 +210,7 @@ impl<P: Parts> Drop for Guard<P> {
         );
         rt.spawn(async move {
             if let Err(e) = app
-                .parts()
+                .components()
                 .claims()
                 .idem_forget(&principal, &key, &runner)
                 .await

@@ -73,7 +73,7 @@ pub use auth::{
 };
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
 pub use openapi::{openapi_document, pretty as openapi_text};
-pub use state::{AppState, Backends, Parts, Settings};
+pub use state::{AppState, Components, GateComponents, Settings};
 pub use webhook::{ReviewWebhook, SIGNATURE_HEADER, signature as review_webhook_signature};
 
 use std::sync::Arc;
@@ -93,7 +93,7 @@ use tower_http::timeout::TimeoutLayer;
 
 /// The sidecar's routes with their body limit, deadline and request
 /// logging. Embeddable: nest it under a prefix of an application's router.
-pub fn router<P: Parts>(state: AppState<P>) -> Router {
+pub fn router<P: GateComponents>(state: AppState<P>) -> Router {
     let settings = state.settings().clone();
     let access_state = state.clone();
     let limits = error::Limits {
@@ -154,7 +154,7 @@ fn every(period: Duration, f: impl Fn() + Send + 'static) -> tokio::task::JoinHa
 /// half-open clients (slowloris) therefore hold a bounded number of sockets
 /// for a bounded time, and each connection's buffers are bounded by the
 /// body limit.
-pub async fn serve<P: Parts>(
+pub async fn serve<P: GateComponents>(
     listener: tokio::net::TcpListener,
     state: AppState<P>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -15,7 +15,7 @@ use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::{PROBLEM_JSON, Problem, ProblemCode};
-use crate::state::Parts;
+use crate::state::GateComponents;
 
 /// The document's frame: everything but the paths and the schemas they
 /// reference, which the router collects from the handlers.
@@ -129,8 +129,8 @@ pub fn pretty(doc: &Value) -> String {
 }
 
 /// The OpenAPI document of the router over `P` (the same for every `P`:
-/// the parts change what is decided, not the wire).
-pub fn openapi_document<P: Parts>() -> Value {
+/// the components change what is decided, not the wire).
+pub fn openapi_document<P: GateComponents>() -> Value {
     let (_, api) = crate::routes::routes::<P>().split_for_parts();
     finish(api)
 }

@@ -1,5 +1,5 @@
-//! The router's state: the policy, the pluggable parts, the keys, and the
-//! per-process metrics. Review items, reviewer logins and the
+//! The router's state: the policy, the pluggable components, the keys, and
+//! the per-process metrics. Review items, reviewer logins and the
 //! `Idempotency-Key` memory are rows in the claim database.
 
 use std::collections::BTreeSet;
@@ -15,9 +15,10 @@ use toolgate::review::ReviewStore;
 use crate::auth::KeyRing;
 use crate::metrics::Metrics;
 
-/// The four pluggable parts of the pipeline, as one type the handlers are
-/// generic over.
-pub trait Parts: Send + Sync + 'static {
+/// The four pluggable components of the pipeline, as one type the handlers
+/// are generic over: what a [`Gate`](toolgate::pipeline::Gate) borrows for
+/// one decision, owned for the life of the sidecar.
+pub trait GateComponents: Send + Sync + 'static {
     /// Live authorisation.
     type Authz: Authorizer + 'static;
     /// Current resource versions.
@@ -38,8 +39,8 @@ pub trait Parts: Send + Sync + 'static {
     fn executor(&self) -> &Self::Exec;
 }
 
-/// The parts as plain fields.
-pub struct Backends<A, S, C, E> {
+/// The four components as plain fields: the one [`GateComponents`].
+pub struct Components<A, S, C, E> {
     /// Live authorisation.
     pub authorizer: A,
     /// Current resource versions.
@@ -50,7 +51,7 @@ pub struct Backends<A, S, C, E> {
     pub executor: E,
 }
 
-impl<A, S, C, E> Parts for Backends<A, S, C, E>
+impl<A, S, C, E> GateComponents for Components<A, S, C, E>
 where
     A: Authorizer + 'static,
     S: StateSource + 'static,
@@ -129,7 +130,7 @@ impl Default for Settings {
 
 pub(crate) struct Inner<P> {
     pub policy: Policy,
-    pub parts: P,
+    pub components: P,
     pub keys: KeyRing,
     pub settings: Settings,
     pub scope_fields: BTreeSet<String>,
@@ -155,9 +156,9 @@ impl<P> Clone for AppState<P> {
     }
 }
 
-impl<P: Parts> AppState<P> {
-    /// A sidecar for `policy` with `parts` and `keys`.
-    pub fn new(policy: Policy, parts: P, keys: KeyRing, settings: Settings) -> Self {
+impl<P: GateComponents> AppState<P> {
+    /// A sidecar for `policy` with `components` and `keys`.
+    pub fn new(policy: Policy, components: P, keys: KeyRing, settings: Settings) -> Self {
         // The scope fields a request may carry: the ones some tool's
         // operation key names, plus the version. Anything else in a scope
         // (an `actor_id`, say) is refused: identity never comes from a body.
@@ -171,7 +172,7 @@ impl<P: Parts> AppState<P> {
         Self {
             inner: Arc::new(Inner {
                 policy,
-                parts,
+                components,
                 keys,
                 settings,
                 scope_fields,
@@ -187,9 +188,9 @@ impl<P: Parts> AppState<P> {
         &self.inner.settings
     }
 
-    /// The pluggable parts.
-    pub fn parts(&self) -> &P {
-        &self.inner.parts
+    /// The pluggable components.
+    pub fn components(&self) -> &P {
+        &self.inner.components
     }
 
     /// The policy.

@@ -472,7 +472,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     let audit = |key: &str| -> Vec<(String, String)> {
         let key = OperationKey::from_str(key).unwrap();
         runtime
-            .block_on(store.parts().claims.audit_trail(&key, 100))
+            .block_on(store.components().claims.audit_trail(&key, 100))
             .unwrap()
             .iter()
             .map(|e| (e.actor().to_owned(), e.outcome().to_owned()))

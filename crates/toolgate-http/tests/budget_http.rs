@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use tower::ServiceExt;
 
 #[expect(
@@ -57,13 +57,13 @@ async fn over_budget_goes_to_a_reviewer_and_the_approved_retry_executes() {
     for t in ["t-1", "t-2", "t-3"] {
         desk.set_version(t, "7");
     }
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
         executor: desk.clone(),
     };
-    let state = AppState::new(budget_policy(), parts, keys(), Settings::default());
+    let state = AppState::new(budget_policy(), components, keys(), Settings::default());
     let app = toolgate_http::router(state);
     for t in ["t-1", "t-2"] {
         let (s, j) = send(

@@ -15,7 +15,7 @@ use support::{
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use tower::ServiceExt;
 
 #[expect(
@@ -254,7 +254,7 @@ async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alik
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-404", "7");
-    let parts = Backends {
+    let components = Components {
         authorizer: Wordy,
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -262,7 +262,7 @@ async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alik
     };
     let state = AppState::new(
         Policy::load(POLICY).unwrap(),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );

@@ -21,15 +21,15 @@ use support::*;
 use toolgate::claim::UnixMillis;
 use toolgate::contract::Policy;
 use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
-type StoreParts = Backends<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
 
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
     let store = AnyClaimStore::connect(url).await.unwrap();
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: store,
@@ -37,7 +37,7 @@ async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
     };
     let state = AppState::new(
         Policy::load(POLICY).unwrap(),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );
@@ -147,7 +147,7 @@ async fn durable_on(url: &str) {
     assert_eq!(desk.credits_for(&t2), 1);
 
     // A key another process holds, lease unexpired: in flight here.
-    let store = &b_state.parts().claims;
+    let store = &b_state.components().claims;
     let t3 = ticket(3);
     let body3 = decision_body(credit(200), &t3, "7").to_string();
     let key3 = format!("k3-{run}");

@@ -16,7 +16,7 @@ use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use tower::ServiceExt;
 
 /// Reads `Customer` entities from the request for the credit tool, records
@@ -46,7 +46,7 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let authz = TierAuthz::default();
-    let parts = Backends {
+    let components = Components {
         authorizer: authz.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -54,7 +54,7 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
     };
     let state = AppState::new(
         Policy::load(POLICY).unwrap(),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );

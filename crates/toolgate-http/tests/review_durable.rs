@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
@@ -123,7 +123,12 @@ async fn the_proposer_cannot_approve_and_each_vote_is_an_audit_row_naming_the_re
     );
     assert_eq!(desk.credits_for("t-1"), 1);
     let key = key_of(&r);
-    let trail = state.parts().claims.audit_trail(&key, 100).await.unwrap();
+    let trail = state
+        .components()
+        .claims
+        .audit_trail(&key, 100)
+        .await
+        .unwrap();
     assert!(
         trail
             .iter()
@@ -172,7 +177,7 @@ async fn in_client_mode_only_the_proposers_retry_receives_the_permit() {
 async fn a_tool_may_need_two_distinct_approvers() {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -180,7 +185,7 @@ async fn a_tool_may_need_two_distinct_approvers() {
     };
     let state = AppState::new(
         policy_with("approvers = 2"),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );
@@ -259,17 +264,17 @@ async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
     );
 }
 
-type StoreParts = Backends<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
 
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
     let store = AnyClaimStore::connect(url).await.unwrap();
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: store,
         executor: desk.clone(),
     };
-    let state = AppState::new(policy_with(""), parts, keys(), Settings::default());
+    let state = AppState::new(policy_with(""), components, keys(), Settings::default());
     (toolgate_http::router(state.clone()), state)
 }
 
@@ -389,7 +394,12 @@ async fn durable_on(url: &str) {
     assert!(p["review_item"].as_u64().unwrap() > stale_item, "{p}");
     // The reviewers' actions are audit rows naming them.
     let key = key_of(&r);
-    let trail = state.parts().claims.audit_trail(&key, 100).await.unwrap();
+    let trail = state
+        .components()
+        .claims
+        .audit_trail(&key, 100)
+        .await
+        .unwrap();
     assert!(
         trail
             .iter()
@@ -499,7 +509,7 @@ async fn a_new_item_is_announced_on_the_signed_webhook() {
     });
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -513,7 +523,8 @@ async fn a_new_item_is_announced_on_the_signed_webhook() {
         }),
         ..Settings::default()
     };
-    let router = toolgate_http::router(AppState::new(policy_with(""), parts, keys(), settings));
+    let router =
+        toolgate_http::router(AppState::new(policy_with(""), components, keys(), settings));
     let (_, p) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
     let item = p["review_item"].as_u64().unwrap();
     // The same proposal again opens no new item, so announces nothing; a

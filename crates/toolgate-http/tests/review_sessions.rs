@@ -18,15 +18,15 @@ use support::*;
 use toolgate::claim::UnixMillis;
 use toolgate::contract::Policy;
 use toolgate::review::{ReviewSession, ReviewStore, session_digest};
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
-type StoreParts = Backends<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
 
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
     let store = AnyClaimStore::connect(url).await.unwrap();
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: store,
@@ -34,7 +34,7 @@ async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreParts>) {
     };
     let state = AppState::new(
         Policy::load(POLICY).unwrap(),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );
@@ -179,7 +179,7 @@ async fn sessions_on(url: &str) {
     assert_eq!(csrf_of(&html), csrf);
 
     // The row is stored under the token's digest, not the token.
-    let claims = &c_state.parts().claims;
+    let claims = &c_state.components().claims;
     let now = UnixMillis(i64::try_from(now_nanos() / 1_000_000).unwrap());
     assert!(
         claims

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Backends, Settings};
+use toolgate_http::{AppState, Components, Settings};
 use tower::ServiceExt;
 
 #[expect(
@@ -54,7 +54,7 @@ needs_approval = false"#,
     assert_ne!(text, POLICY, "the test policy's credit tool has changed");
     let desk = DeskRef::default();
     desk.set_version("42", "7");
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -62,7 +62,7 @@ needs_approval = false"#,
     };
     let state = AppState::new(
         Policy::load(&text).unwrap(),
-        parts,
+        components,
         keys(),
         Settings::default(),
     );
@@ -164,13 +164,13 @@ const DELEGATING_CLIENT_KEY: &str = "tg_test_delegating_client_key";
 
 /// The test desk with, besides the usual keys, a service key that may act
 /// for its users (in-process and client mode), and a lease of `lease`.
-fn delegating_app(lease: std::time::Duration) -> (AppState<TestParts>, DeskRef) {
+fn delegating_app(lease: std::time::Duration) -> (AppState<TestComponents>, DeskRef) {
     use toolgate::pipeline::Principal;
     use toolgate_http::{ApiKey, ExecutionMode, KeyRing};
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
@@ -221,7 +221,7 @@ fn delegating_app(lease: std::time::Duration) -> (AppState<TestParts>, DeskRef) 
     };
     let state = AppState::new(
         Policy::load(POLICY).unwrap(),
-        parts,
+        components,
         KeyRing::new(all).unwrap(),
         settings,
     );
@@ -233,10 +233,18 @@ fn as_actor(mut body: Value, actor: &str) -> Value {
     body
 }
 
-async fn trail(state: &AppState<TestParts>, key_hex: &str) -> Vec<toolgate::claim::AuditEntry> {
+async fn trail(
+    state: &AppState<TestComponents>,
+    key_hex: &str,
+) -> Vec<toolgate::claim::AuditEntry> {
     use toolgate::claim::ClaimStore;
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    state.parts().claims.audit_trail(&key, 100).await.unwrap()
+    state
+        .components()
+        .claims
+        .audit_trail(&key, 100)
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -276,7 +284,13 @@ async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_th
     let key_hex = j["operation_key"].as_str().unwrap();
     // The claim's proposer is the actor; the audit entry keeps the key as `via`.
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state.parts().claims.fetch(&key).await.unwrap().unwrap();
+    let record = state
+        .components()
+        .claims
+        .fetch(&key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.proposal.proposer(), "agent-ana");
     let entries = trail(&state, key_hex).await;
     let executed = entries.iter().find(|e| e.outcome() == "executed").unwrap();
@@ -368,7 +382,13 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     );
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state.parts().claims.fetch(&key).await.unwrap().unwrap();
+    let record = state
+        .components()
+        .claims
+        .fetch(&key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.executor, ExecutorKind::Client);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
 
@@ -384,7 +404,13 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     assert_eq!(s, StatusCode::CONFLICT, "{j}");
     assert_eq!(j["code"], "explicit_answer_required", "{j}");
     assert_eq!(j["claim"]["executor"], "client", "{j}");
-    let record = state.parts().claims.fetch(&key).await.unwrap().unwrap();
+    let record = state
+        .components()
+        .claims
+        .fetch(&key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         record.status,
         ClaimStatus::InFlight,
@@ -434,7 +460,13 @@ async fn a_stuck_in_process_claim_is_asked_of_its_executor() {
     );
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state.parts().claims.fetch(&key).await.unwrap().unwrap();
+    let record = state
+        .components()
+        .claims
+        .fetch(&key)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(record.executor, ExecutorKind::InProcess);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let empty = Request::post(format!("/v1/claims/{key_hex}/reconcile"))

@@ -10,9 +10,11 @@ use toolgate::claim::{StoreError, StoreErrorKind};
 /// found no row, before giving up with [`StoreErrorKind::Contention`].
 pub(crate) const MAX_CLAIM_ATTEMPTS: u32 = 32;
 
-/// Where a fault hook may run (see `fault`); a no-op without the feature.
+/// A point in the claim transaction where a fault hook may run (see
+/// `fault`, whose public `FaultPoint` mirrors it); a no-op without the
+/// feature.
 #[derive(Clone, Copy)]
-pub(crate) enum Point {
+pub(crate) enum ClaimTxPoint {
     AfterInsert,
     BeforeCommit,
     #[cfg_attr(
@@ -30,12 +32,12 @@ pub(crate) type Hook = crate::fault::FaultHook;
 pub(crate) enum Hook {}
 
 #[cfg(feature = "fault-injection")]
-impl From<Point> for crate::fault::FaultPoint {
-    fn from(p: Point) -> Self {
+impl From<ClaimTxPoint> for crate::fault::FaultPoint {
+    fn from(p: ClaimTxPoint) -> Self {
         match p {
-            Point::AfterInsert => Self::AfterInsert,
-            Point::BeforeCommit => Self::BeforeCommit,
-            Point::AfterCommit => Self::AfterCommit,
+            ClaimTxPoint::AfterInsert => Self::AfterInsert,
+            ClaimTxPoint::BeforeCommit => Self::BeforeCommit,
+            ClaimTxPoint::AfterCommit => Self::AfterCommit,
         }
     }
 }

@@ -7,7 +7,7 @@ use toolgate::claim::{
     GrantUse, HolderToken, JsonText, OperationKey, Resolution, StoreError, StuckEntry, UnixMillis,
 };
 
-use crate::common::{Point, map_err};
+use crate::common::{ClaimTxPoint, map_err};
 use crate::protocol::{Answer, End, Held, Statements, TxFail, Unit, run_unit};
 use crate::rows::{self, SqlxRow};
 
@@ -280,7 +280,7 @@ where
             .map(drop)
     }
 
-    async fn fault(&mut self, point: Point) {
+    async fn fault(&mut self, point: ClaimTxPoint) {
         #[cfg(feature = "fault-injection")]
         if let Some(hook) = self.hook {
             let row = sqlx::query(DB::CONNECTION_ID)

@@ -96,7 +96,7 @@ impl ClaimBackend for PgClaimStore {
     #[cfg(feature = "fault-injection")]
     async fn fault_after_commit(&self) -> bool {
         match &self.hook {
-            Some(hook) => hook(crate::common::Point::AfterCommit.into(), -1).await,
+            Some(hook) => hook(crate::common::ClaimTxPoint::AfterCommit.into(), -1).await,
             None => false,
         }
     }

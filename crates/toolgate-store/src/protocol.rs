@@ -24,7 +24,7 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
 
-use crate::common::{MAX_CLAIM_ATTEMPTS, Point, backoff};
+use crate::common::{ClaimTxPoint, MAX_CLAIM_ATTEMPTS, backoff};
 
 /// One transaction's work, owned so that a backend may run it on another
 /// thread (SQLite's writer).
@@ -209,7 +209,7 @@ pub(crate) trait Statements {
 
     /// A fault hook's chance to act inside the claim transaction (tests
     /// only; a no-op without the feature).
-    async fn fault(&mut self, point: Point) {
+    async fn fault(&mut self, point: ClaimTxPoint) {
         let _ = point;
     }
 }
@@ -352,7 +352,7 @@ async fn claim_unit<S: Statements>(
     // REPEATABLE READ a read would fix the snapshot before the winner
     // commits, and the read-back would then find no row.
     s.insert_claim(request, attempt).await?;
-    s.fault(Point::AfterInsert).await;
+    s.fault(ClaimTxPoint::AfterInsert).await;
     let row = match s.read_claim(request.key()).await? {
         // The insert changed nothing and the winner's row is not visible
         // to us (an old snapshot). Never a win.
@@ -398,16 +398,16 @@ async fn claim_unit<S: Statements>(
         };
         s.budget_ledger_insert(request.key(), r, state).await?;
     }
-    s.fault(Point::BeforeCommit).await;
+    s.fault(ClaimTxPoint::BeforeCommit).await;
     Ok((Verdict::Ours(lease), End::Commit))
 }
 
-/// What one pass of the claim decided.
+/// What one attempt of the claim decided: an answer, a retry, or an error.
 #[expect(
     clippy::large_enum_variant,
     reason = "one value per attempt, consumed at once; boxing buys nothing"
 )]
-enum Step {
+enum AttemptOutcome {
     Done(RawClaim),
     Retry,
     Fail(StoreError),
@@ -427,7 +427,7 @@ pub(crate) async fn claim<B: ClaimBackend>(
             attempt,
             clock,
         };
-        let step = match backend.transaction(unit).await {
+        let outcome = match backend.transaction(unit).await {
             Ok(Answer::Claim(verdict)) => match verdict {
                 Verdict::Ours(lease) => {
                     if backend.fault_after_commit().await {
@@ -436,34 +436,34 @@ pub(crate) async fn claim<B: ClaimBackend>(
                             .await
                     } else {
                         // Our token read back AND the commit succeeded.
-                        Step::Done(RawClaim::Acquired(lease))
+                        AttemptOutcome::Done(RawClaim::Acquired(lease))
                     }
                 }
-                Verdict::Theirs(raw) => Step::Done(raw),
-                Verdict::Retry => Step::Retry,
-                Verdict::GrantUnusable => Step::Done(RawClaim::GrantUnusable),
+                Verdict::Theirs(raw) => AttemptOutcome::Done(raw),
+                Verdict::Retry => AttemptOutcome::Retry,
+                Verdict::GrantUnusable => AttemptOutcome::Done(RawClaim::GrantUnusable),
                 Verdict::OverBudget {
                     budget,
                     limit,
                     used,
-                } => Step::Done(RawClaim::OverBudget {
+                } => AttemptOutcome::Done(RawClaim::OverBudget {
                     budget,
                     limit,
                     used,
                 }),
-                Verdict::Corrupt(problem) => Step::Fail(StoreError::corrupt(&problem)),
+                Verdict::Corrupt(problem) => AttemptOutcome::Fail(StoreError::corrupt(&problem)),
             },
-            Ok(other) => Step::Fail(mismatched(&other)),
-            Err(TxFail::LostRace) => Step::Retry,
-            Err(TxFail::Failed(e)) => Step::Fail(e),
+            Ok(other) => AttemptOutcome::Fail(mismatched(&other)),
+            Err(TxFail::LostRace) => AttemptOutcome::Retry,
+            Err(TxFail::Failed(e)) => AttemptOutcome::Fail(e),
             Err(TxFail::Unknown(e)) => {
                 after_failed_commit(backend, &request, read_time(backend, &attempt), e).await
             }
         };
-        match step {
-            Step::Done(raw) => return Ok(raw),
-            Step::Fail(e) => return Err(e),
-            Step::Retry => backoff(n).await,
+        match outcome {
+            AttemptOutcome::Done(raw) => return Ok(raw),
+            AttemptOutcome::Fail(e) => return Err(e),
+            AttemptOutcome::Retry => backoff(n).await,
         }
     }
     Err(StoreError::new(
@@ -485,25 +485,25 @@ async fn after_failed_commit<B: ClaimBackend>(
     request: &ClaimRequest,
     now: UnixMillis,
     commit_error: impl std::fmt::Display,
-) -> Step {
+) -> AttemptOutcome {
     let read = backend.read_claim(request.key()).await;
     backend.read_back_settled(read.is_ok());
     match read {
         // The commit did not take effect and nobody else's did.
-        Ok(None) => Step::Retry,
+        Ok(None) => AttemptOutcome::Retry,
         Ok(Some(row)) => match request.judge(row, now) {
-            ReadBack::Ours(lease) => Step::Done(RawClaim::Acquired(lease)),
-            ReadBack::Theirs(raw) => Step::Done(raw),
+            ReadBack::Ours(lease) => AttemptOutcome::Done(RawClaim::Acquired(lease)),
+            ReadBack::Theirs(raw) => AttemptOutcome::Done(raw),
             // Ours, committed, but its lease is over by now: the write may
             // not start, and the claim is reconciled like any stuck one.
-            ReadBack::Lapsed => Step::Fail(StoreError::new(
+            ReadBack::Lapsed => AttemptOutcome::Fail(StoreError::new(
                 StoreErrorKind::OutcomeUnknown,
                 format!(
                     "COMMIT failed ({commit_error}); the claim was ours but its lease has ended"
                 ),
             )),
         },
-        Err(e) => Step::Fail(StoreError::new(
+        Err(e) => AttemptOutcome::Fail(StoreError::new(
             StoreErrorKind::OutcomeUnknown,
             format!("COMMIT failed ({commit_error}) and the claim could not be read back ({e})"),
         )),

@@ -19,7 +19,7 @@ use toolgate::claim::{
 };
 
 use crate::StoreOptions;
-use crate::common::{Point, map_err, qmark};
+use crate::common::{ClaimTxPoint, map_err, qmark};
 use crate::group_commit::{GroupCommit, is_busy};
 use crate::pooled::{self, Dialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
@@ -366,7 +366,7 @@ impl Statements for WriterTx<'_> {
 
     // SQLite's claims share one writer connection: nothing to kill per
     // claim, so only `AfterCommit` is offered (`fault_after_commit`).
-    async fn fault(&mut self, _point: Point) {}
+    async fn fault(&mut self, _point: ClaimTxPoint) {}
 }
 
 /// The claim row on `key`, on any `rusqlite` connection.
@@ -445,7 +445,7 @@ impl ClaimBackend for SqliteClaimStore {
     #[cfg(feature = "fault-injection")]
     async fn fault_after_commit(&self) -> bool {
         match &self.hook {
-            Some(hook) => hook(Point::AfterCommit.into(), -1).await,
+            Some(hook) => hook(ClaimTxPoint::AfterCommit.into(), -1).await,
             None => false,
         }
     }

@@ -263,7 +263,9 @@ schema = '''{"type":"object","additionalProperties":false,"required":["amount_mi
              "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":100000}}}'''
 "#;
 
-struct World {
+/// The pipeline with a spy for every part, all logging to one call log,
+/// over one ticket's scope.
+struct SpyPipeline {
     log: Log,
     policy: Policy,
     authz: SpyAuthorizer,
@@ -276,7 +278,7 @@ struct World {
     holder_counter: Mutex<u8>,
 }
 
-impl World {
+impl SpyPipeline {
     fn new() -> Self {
         let log: Log = Arc::default();
         let text = std::fs::read_to_string(concat!(
@@ -293,7 +295,7 @@ impl World {
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!("c-1"));
         scope.insert("ticket_id".into(), json!("t-9"));
-        World {
+        SpyPipeline {
             authz: SpyAuthorizer {
                 log: log.clone(),
                 denied: Mutex::default(),
@@ -415,7 +417,7 @@ fn assert_authorized_first(calls: &[&str]) {
 
 #[test]
 fn fresh_proposal_executes_once_after_authorisation() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
@@ -430,7 +432,7 @@ fn fresh_proposal_executes_once_after_authorisation() {
 
 #[test]
 fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
-    let mut w = World::new();
+    let mut w = SpyPipeline::new();
     w.state.reads.store(false, Ordering::SeqCst);
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
@@ -460,7 +462,7 @@ fn a_tool_without_a_state_read_leaves_the_version_to_the_executor() {
 
 #[test]
 fn application_entities_reach_the_authoriser_but_not_the_key() {
-    let mut w = World::new();
+    let mut w = SpyPipeline::new();
     let plain = w.decide(w.credit(1500), 7, T0);
     assert_eq!(plain.outcome(), Outcome::Executed, "{plain:?}");
     assert!(w.authz.attributes.lock().unwrap().is_empty());
@@ -483,7 +485,7 @@ fn application_entities_reach_the_authoriser_but_not_the_key() {
 
 #[test]
 fn retry_of_a_completed_credit_is_replayed_not_state_changed() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let first = w.decide(w.credit(1500), 7, T0);
     assert_eq!(first.outcome(), Outcome::Executed);
     // The credit advanced the ticket to version 8; the retry still carries
@@ -515,7 +517,7 @@ fn a_retry_racing_its_original_is_replayed_not_state_changed() {
     // original's completed row: a replay, never a second write and never
     // `state_changed` (invariant 4). (An original that completed before the
     // retry's state read: retry_of_a_completed_credit_is_replayed_….)
-    let w = World::new();
+    let w = SpyPipeline::new();
     let original = w.decide(w.credit(1500), 7, T0);
     assert_eq!(original.outcome(), Outcome::Executed);
     *w.state.stale_next.lock().unwrap() = Some(7);
@@ -528,7 +530,7 @@ fn a_retry_racing_its_original_is_replayed_not_state_changed() {
 
 #[test]
 fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     w.decide(w.credit(1500), 7, T0);
     let d = w.decide_as(&agent("agent-2"), w.credit(2000), 7, T0 + 1, None);
     assert_eq!(d.outcome(), Outcome::Conflict, "{d:?}");
@@ -546,7 +548,7 @@ fn different_amount_for_the_same_operation_is_a_conflict_with_the_prior_proposal
 #[test]
 fn one_key_admits_one_write_whoever_proposes_and_however_worded() {
     // Invariant 5: twelve agents, twelve amounts, twelve replies; one key.
-    let w = World::new();
+    let w = SpyPipeline::new();
     let mut outcomes = Vec::new();
     let mut keys = Vec::new();
     for i in 0..12 {
@@ -613,7 +615,7 @@ fn the_key_is_the_tool_and_the_named_scope_fields_only() {
 
 #[test]
 fn stale_version_without_a_claim_is_state_changed_with_both_versions_and_claims_nothing() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.version.lock().unwrap() = 9;
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::StateChanged);
@@ -641,7 +643,7 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
             std::future::ready(Ok(StateVersion::from(7)))
         }
     }
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.version.lock().unwrap() = 8;
     let gate = Gate {
         policy: &w.policy,
@@ -677,7 +679,7 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
 
 #[test]
 fn in_flight_then_needs_reconciliation_never_a_second_execution() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
@@ -727,7 +729,7 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
 #[test]
 fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
     // Invariant 7: completion is ownership-checked; zero rows → reconcile.
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
@@ -739,7 +741,7 @@ fn completion_after_the_lease_was_taken_over_leads_to_reconciliation() {
 /// by the driver: one decision, one entry, in one write.
 #[test]
 fn an_entry_written_with_the_completion_is_not_appended_again() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
     assert_eq!(
@@ -758,7 +760,7 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
 /// decision it did make: `needs_reconciliation`, once.
 #[test]
 fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.exec.mode.lock().unwrap() = ExecMode::LoseLease;
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
@@ -773,7 +775,7 @@ fn a_lost_lease_is_audited_once_as_needs_reconciliation() {
 /// other than the audit append after the decision.
 #[test]
 fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
-    let check = |w: &World, label: &str| {
+    let check = |w: &SpyPipeline, label: &str| {
         let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0 + 2_000, None);
         assert_eq!(d.outcome(), Outcome::Forbidden, "{label}: {d:?}");
         assert_eq!(d.reason(), Some(Reason::NotAuthorized), "{label}");
@@ -789,20 +791,20 @@ fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
     };
 
     // Fresh: no claim yet.
-    let w = World::new();
+    let w = SpyPipeline::new();
     w.deny("agent-x");
     check(&w, "fresh");
 
     // Replay and conflict: agent-x had access, its credit completed, then
     // it lost access.
-    let w = World::new();
+    let w = SpyPipeline::new();
     let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
     assert_eq!(d.outcome(), Outcome::Executed);
     w.deny("agent-x");
     check(&w, "replay/conflict");
 
     // In flight.
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     let d = w.decide_as(&agent("agent-x"), w.credit(1500), 7, T0, None);
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
@@ -814,7 +816,7 @@ fn lost_access_is_forbidden_on_every_path_and_sees_nothing() {
 #[test]
 fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
     // Each decide clears the log first, so the log is this path's calls.
-    let w = World::new();
+    let w = SpyPipeline::new();
     for (expected, amount, now) in [
         (Outcome::Executed, 1500, T0),
         (Outcome::Replayed, 1500, T0 + 1),
@@ -824,7 +826,7 @@ fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
         assert_eq!(d.outcome(), expected);
         assert_authorized_first(&w.calls());
     }
-    let w = World::new();
+    let w = SpyPipeline::new();
     *w.exec.mode.lock().unwrap() = ExecMode::Fail;
     w.decide(w.credit(1500), 7, T0);
     let d = w.decide(w.credit(1500), 7, T0 + 1);
@@ -834,7 +836,7 @@ fn authorisation_runs_before_any_state_or_claim_call_on_every_path() {
 
 #[test]
 fn missing_capability_and_authoriser_errors_deny_before_anything_is_read() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let clerk = Principal::new("clerk-1", ["ticket:read"]).unwrap();
     let d = w.decide_as(&clerk, w.credit(1500), 7, T0, None);
     assert_eq!(d.outcome(), Outcome::Forbidden);
@@ -869,7 +871,7 @@ fn a_truthy_one_is_not_a_capability() {
 
 #[test]
 fn approval_is_bound_to_key_fingerprint_and_version() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let p = || w.proposal("refund_order", 5000, "Refund on its way.");
     let d = w.decide(p(), 7, T0);
     assert_eq!(d.outcome(), Outcome::PendingApproval);
@@ -993,7 +995,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
 
 #[test]
 fn an_expired_approval_is_not_used_and_a_new_request_opens() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let p = || w.proposal("refund_order", 5000, "Refund on its way.");
     let d = w.decide(p(), 7, T0);
     let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
@@ -1068,7 +1070,7 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
 
 #[test]
 fn stateless_outcomes_pass_through_untouched_but_audited() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let body = br#"{"outcome":"answer","reply":"Your parcel is on its way."}"#;
     let d = contract::check(
         &w.policy,
@@ -1100,7 +1102,7 @@ fn stateless_outcomes_pass_through_untouched_but_audited() {
 
 #[test]
 fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time() {
-    let w = World::new();
+    let w = SpyPipeline::new();
     let a = w.decide(w.credit(1500), 7, T0);
     let b = w.decide_as(&agent("agent-2"), w.credit(1000), 7, T0 + 10, None);
     w.deny("agent-3");
@@ -1119,7 +1121,7 @@ fn every_decision_is_audited_with_actor_tool_outcome_reason_key_fingerprint_time
 
 #[test]
 fn a_missing_scope_field_rejects_without_claiming() {
-    let mut w = World::new();
+    let mut w = SpyPipeline::new();
     w.scope.remove("ticket_id");
     let d = w.decide(w.credit(1500), 7, T0);
     assert_eq!(d.outcome(), Outcome::Rejected);

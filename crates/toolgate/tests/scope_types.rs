@@ -76,13 +76,15 @@ impl Executor for Seen {
     }
 }
 
-struct World {
+/// A refund pipeline whose authoriser, state source and executor record
+/// the scope each was shown.
+struct ScopeRecordingPipeline {
     policy: Policy,
     seen: Seen,
     store: MemoryClaimStore,
 }
 
-impl World {
+impl ScopeRecordingPipeline {
     fn new() -> Self {
         Self {
             policy: Policy::load(POLICY).unwrap(),
@@ -129,7 +131,7 @@ impl World {
 
 #[test]
 fn an_integer_and_its_decimal_text_are_one_operation() {
-    let w = World::new();
+    let w = ScopeRecordingPipeline::new();
     let first = w.decide(json!(42), json!("eu"), 1);
     assert_eq!(first.outcome(), Outcome::Executed, "{first:?}");
     let second = w.decide(json!("42"), json!("eu"), 2);
@@ -175,7 +177,7 @@ fn a_value_of_the_wrong_type_is_invalid_scope_and_touches_nothing() {
         (json!(42), json!("")),
     ];
     for (order_id, shop) in cases {
-        let w = World::new();
+        let w = ScopeRecordingPipeline::new();
         let d = w.decide(order_id.clone(), shop.clone(), 1);
         assert_eq!(d.outcome(), Outcome::Rejected, "{order_id} {shop}: {d:?}");
         assert_eq!(d.reason(), Some(Reason::InvalidScope), "{order_id} {shop}");

@@ -18,7 +18,7 @@ use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion};
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
-use toolgate_eval::runner::{Edge, PipelineGate, World};
+use toolgate_eval::runner::{CaseSeeder, ClockAndTokens, PipelineGate};
 use toolgate_store::AnyClaimStore;
 
 use crate::cedar::{self, DeskEntities};
@@ -29,9 +29,9 @@ use crate::store::{SeedTicket, SupportDesk};
 const LEASE: Duration = Duration::from_secs(30);
 
 /// The wall clock and the operating system's random holder tokens.
-pub struct SystemEdge;
+pub struct SystemClockAndTokens;
 
-impl Edge for SystemEdge {
+impl ClockAndTokens for SystemClockAndTokens {
     fn holder(&self) -> Result<HolderToken, String> {
         toolgate_store::fresh_holder().map_err(|e| e.to_string())
     }
@@ -211,12 +211,12 @@ impl Desk {
         AnyClaimStore,
         SupportDesk,
         Desk,
-        SystemEdge,
+        SystemClockAndTokens,
     > {
         PipelineGate {
             gate: self.parts(policy),
-            world: self,
-            edge: &SystemEdge,
+            seeder: self,
+            clock_and_tokens: &SystemClockAndTokens,
             lease: LEASE,
         }
     }
@@ -237,8 +237,8 @@ impl Desk {
             version_seen: &version_seen,
             attributes: &Map::new(),
             approval: None,
-            now: SystemEdge.now(),
-            holder: SystemEdge.holder()?,
+            now: SystemClockAndTokens.now(),
+            holder: SystemClockAndTokens.holder()?,
             lease: LEASE,
         };
         let proposal = check(policy, p.provider, p.body, &CheckOptions::default());
@@ -336,7 +336,7 @@ impl CaseWorld {
     }
 }
 
-impl World for Desk {
+impl CaseSeeder for Desk {
     /// The actor (active or not, as the case says), then the case's own
     /// ticket with its customer, assignee and current version, then the
     /// case's prior credits.

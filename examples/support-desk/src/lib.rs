@@ -26,7 +26,7 @@ pub mod demo;
 pub mod reads;
 pub mod store;
 
-pub use app::{Desk, Proposal, SystemEdge, TicketCredits};
+pub use app::{Desk, Proposal, SystemClockAndTokens, TicketCredits};
 pub use cedar::DeskEntities;
 pub use reads::decide_reading_once;
 pub use store::{Directory, SeedTicket, SupportDesk, TicketFacts, TicketOwner};

@@ -90,14 +90,16 @@ impl Executor for Ledger {
     }
 }
 
-struct World {
+/// The desk's credit pipeline under test: Cedar over the directory, an
+/// in-memory claim store and a counting ledger.
+struct CreditPipeline {
     policy: Policy,
     authz: CedarAuthorizer<Directory>,
     store: MemoryClaimStore,
     ledger: Ledger,
 }
 
-fn world() -> World {
+fn credit_pipeline() -> CreditPipeline {
     let text = toolgate_support_desk::POLICY;
     let dir = Directory {
         assignee: Mutex::new("agent-1".into()),
@@ -105,7 +107,7 @@ fn world() -> World {
         active: Mutex::new(json!(true)),
         ticket_exists: Mutex::new(true),
     };
-    World {
+    CreditPipeline {
         policy: Policy::load(text).unwrap(),
         authz: CedarAuthorizer::new(POLICIES, &mapping(), dir).unwrap(),
         store: MemoryClaimStore::new(),
@@ -113,7 +115,7 @@ fn world() -> World {
     }
 }
 
-fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
+fn run(w: &CreditPipeline, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
     let body = json!({"outcome":"action","reply":"Credit applied.","proposed_action":{
         "tool":"apply_goodwill_credit","arguments":{"amount_minor":amount,"reason_code":"late_delivery"}}});
     let proposal = contract::check(
@@ -149,7 +151,7 @@ fn run(w: &World, who: &str, customer: &str, amount: i64, n: u8) -> Decision {
 
 #[test]
 fn the_assigned_agent_of_the_same_customer_may_credit() {
-    let w = world();
+    let w = credit_pipeline();
     assert_eq!(
         run(&w, "agent-1", "c-1", 1500, 1).outcome(),
         Outcome::Executed
@@ -158,7 +160,7 @@ fn the_assigned_agent_of_the_same_customer_may_credit() {
 
 #[test]
 fn another_agent_or_another_customer_is_not_authorized() {
-    let w = world();
+    let w = credit_pipeline();
     let d = run(&w, "agent-2", "c-1", 1500, 1);
     assert_eq!(
         (d.outcome(), d.reason()),
@@ -174,7 +176,7 @@ fn another_agent_or_another_customer_is_not_authorized() {
 
 #[test]
 fn reassigning_the_ticket_takes_the_recorded_result_away() {
-    let w = world();
+    let w = credit_pipeline();
     assert_eq!(
         run(&w, "agent-1", "c-1", 1500, 1).outcome(),
         Outcome::Executed
@@ -198,7 +200,7 @@ fn reassigning_the_ticket_takes_the_recorded_result_away() {
 
 #[test]
 fn a_truthy_one_is_an_evaluation_error_and_denies() {
-    let w = world();
+    let w = credit_pipeline();
     *w.authz.entity_source().active.lock().unwrap() = json!(1);
     let d = run(&w, "agent-1", "c-1", 1500, 1);
     assert_eq!(
@@ -217,7 +219,7 @@ fn a_truthy_one_is_an_evaluation_error_and_denies() {
 
 #[test]
 fn a_ticket_missing_from_the_directory_denies() {
-    let w = world();
+    let w = credit_pipeline();
     *w.authz.entity_source().ticket_exists.lock().unwrap() = false;
     let d = run(&w, "agent-1", "c-1", 1500, 1);
     assert_eq!(d.outcome(), Outcome::Forbidden, "{d:?}");

@@ -12,10 +12,10 @@ use toolgate::provider::Provider;
 use toolgate_cedar::Mapping;
 use toolgate_deploy::StateConfig;
 use toolgate_eval::case::Case;
-use toolgate_eval::deployment::{DeploymentWorld, ToolMapping};
+use toolgate_eval::deployment::{DeploymentUnderTest, ToolMapping};
 use toolgate_eval::live::{Client, LiveConfig, request_for};
 use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
-use toolgate_eval::runner::Edge;
+use toolgate_eval::runner::ClockAndTokens;
 use toolgate_eval::{GateUnderTest, RefuseAll, render};
 use toolgate_store::AnyClaimStore;
 
@@ -276,9 +276,9 @@ fn deployment(path: &Path) -> Result<(Policy, App), String> {
 const LEASE: Duration = Duration::from_secs(30);
 
 /// Holder tokens and the clock, as the sidecar makes them.
-struct SystemEdge;
+struct SystemClockAndTokens;
 
-impl Edge for SystemEdge {
+impl ClockAndTokens for SystemClockAndTokens {
     fn holder(&self) -> Result<HolderToken, String> {
         toolgate_store::fresh_holder().map_err(|e| e.to_string())
     }
@@ -307,8 +307,8 @@ async fn with_gate(
             let claims = AnyClaimStore::connect(&url)
                 .await
                 .map_err(|e| format!("opening {url}: {e}"))?;
-            let world = DeploymentWorld::new(cedar, tools)?;
-            let gate = world.gate(policy, &claims, &SystemEdge, LEASE);
+            let deployment = DeploymentUnderTest::new(cedar, tools)?;
+            let gate = deployment.gate(policy, &claims, &SystemClockAndTokens, LEASE);
             toolgate_eval::run(&gate, cases, each).await
         }
     }

@@ -12,7 +12,9 @@ use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState};
-use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Parts, Settings};
+use toolgate_http::{
+    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
+};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk};
 
@@ -108,17 +110,17 @@ pub struct Args {
     log_level: Option<tracing::Level>,
 }
 
-/// The sidecar's parts for the support desk.
-pub type DeskParts =
-    Backends<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>;
+/// The sidecar's components for the support desk.
+pub type DeskComponents =
+    Components<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>;
 
-/// The sidecar's parts for a deployment file's [[tools]].
-pub type ToolParts = Backends<DeployAuthorizer, DeployState, AnyClaimStore, DeployExecutor>;
+/// The sidecar's components for a deployment file's [[tools]].
+pub type ToolComponents = Components<DeployAuthorizer, DeployState, AnyClaimStore, DeployExecutor>;
 
 /// A sidecar ready to serve, on one of the two wirings.
 enum Ready {
-    Desk(AppState<DeskParts>),
-    Tools(AppState<ToolParts>),
+    Desk(AppState<DeskComponents>),
+    Tools(AppState<ToolComponents>),
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
@@ -293,7 +295,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
         // before, a ticket keeps the version its credits moved it to.
         for t in tickets {
             let version = state
-                .parts()
+                .components()
                 .state
                 .ticket_version(&t.id)
                 .await
@@ -320,7 +322,7 @@ async fn tools_state(
     cedar: &str,
     keys: KeyRing,
     settings: Settings,
-) -> Result<AppState<ToolParts>, String> {
+) -> Result<AppState<ToolComponents>, String> {
     let base = file.parent().unwrap_or(std::path::Path::new("."));
     let deployment = toolgate_deploy::Deployment::load(section, base, &policy, cedar)
         .await
@@ -342,13 +344,13 @@ async fn tools_state(
     let store = AnyClaimStore::connect_with(db, options)
         .await
         .map_err(|e| format!("connecting to {}: {e}", toolgate_store::redact_url(db)))?;
-    let parts = Backends {
+    let components = Components {
         authorizer: deployment.authorizer,
         state: deployment.state,
         claims: store,
         executor: deployment.executor,
     };
-    Ok(AppState::new(policy, parts, keys, settings))
+    Ok(AppState::new(policy, components, keys, settings))
 }
 
 /// The support-desk sidecar on `db`: claim store, desk tables (seeded with
@@ -361,7 +363,7 @@ pub async fn desk_state(
     keys: KeyRing,
     settings: Settings,
     seed: Option<&[SeedTicket]>,
-) -> Result<AppState<DeskParts>, String> {
+) -> Result<AppState<DeskComponents>, String> {
     let options = StoreOptions {
         // A deployment's mistyped path must fail rather than start empty.
         create_if_missing,
@@ -383,16 +385,16 @@ pub async fn desk_state(
     let authorizer =
         CedarAuthorizer::new(cedar, &desk_cedar::mapping(), DeskEntities(desk.clone()))
             .map_err(|e| format!("Cedar policies: {e}"))?;
-    let parts = Backends {
+    let components = Components {
         authorizer,
         state: desk.clone(),
         claims: store,
         executor: desk,
     };
-    Ok(AppState::new(policy, parts, keys, settings))
+    Ok(AppState::new(policy, components, keys, settings))
 }
 
-async fn serve<P: Parts>(state: AppState<P>, listen: SocketAddr) -> ExitCode {
+async fn serve<P: GateComponents>(state: AppState<P>, listen: SocketAddr) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),

@@ -22,7 +22,7 @@ use crate::dto::{
     ReconcileRequest, ReconcileResponse, ReconciledStatus,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 fn parse_key(text: &str) -> Result<OperationKey, ApiError> {
     OperationKey::from_str(text).map_err(|e| {
@@ -59,7 +59,7 @@ fn store_error(e: impl std::fmt::Display) -> ApiError {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn complete<P: Parts>(
+pub async fn complete<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     Path(key): Path<String>,
@@ -74,7 +74,7 @@ pub async fn complete<P: Parts>(
     crate::limits::check_result(&text, app.settings().max_result_bytes)?;
     let result = JsonText::result(text)
         .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
-    let claims = app.parts().claims();
+    let claims = app.components().claims();
     let now = crate::clock::now_millis();
     // Whoever does not hold the claim (no claim, another holder token,
     // another principal) gets one answer: an operation key is computable
@@ -190,7 +190,7 @@ pub struct ListQuery {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn list<P: Parts>(
+pub async fn list<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
@@ -206,7 +206,7 @@ pub async fn list<P: Parts>(
     let now = crate::clock::now_millis();
     let limit = q.limit.unwrap_or(100).min(1000);
     let entries = app
-        .parts()
+        .components()
         .claims()
         .list_stuck(now, limit)
         .await
@@ -221,19 +221,21 @@ pub async fn list<P: Parts>(
 /// server's executor, which is asked only about a claim recorded with its
 /// kind (a client-executed claim needs an explicit answer; invariant 13).
 /// Never executes (invariant 8).
-pub(super) async fn reconcile_claim<P: Parts>(
+pub(super) async fn reconcile_claim<P: GateComponents>(
     app: &AppState<P>,
     actor: &str,
     key: &OperationKey,
     answer: Option<ReconcileOutcome>,
 ) -> Result<ReconcileResponse, ApiError> {
     let now = crate::clock::now_millis();
-    let claims = app.parts().claims();
+    let claims = app.components().claims();
     let report = match answer {
         Some(o) => toolgate::pipeline::reconcile_answered(claims, o, key, actor, now).await,
         None => {
-            let executor =
-                crate::limits::Capped::new(app.parts().executor(), app.settings().max_result_bytes);
+            let executor = crate::limits::Capped::new(
+                app.components().executor(),
+                app.settings().max_result_bytes,
+            );
             toolgate::pipeline::reconcile(claims, &executor, key, actor, now).await
         }
     }
@@ -296,7 +298,7 @@ pub(super) async fn reconcile_claim<P: Parts>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn reconcile<P: Parts>(
+pub async fn reconcile<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     Path(key): Path<String>,

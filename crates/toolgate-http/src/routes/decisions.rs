@@ -25,7 +25,7 @@ use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, Stored};
 use crate::review::reviewable;
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
 /// and reads it into `T`, whose unknown fields are refused.
@@ -93,7 +93,7 @@ const DECISION_JSON: &str = "application/json";
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn post<P: Parts>(
+pub async fn post<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     headers: HeaderMap,
@@ -170,7 +170,7 @@ pub async fn post<P: Parts>(
 /// lost access gets the fresh `forbidden` instead. Answers that carry none of
 /// these (a rejection, a stale version, a request error) are served as they
 /// were: running those again could write where the first answer did not.
-async fn replay<P: Parts>(
+async fn replay<P: GateComponents>(
     app: &AppState<P>,
     caller: &Caller,
     body: &[u8],
@@ -199,7 +199,7 @@ async fn replay<P: Parts>(
     }
 }
 
-async fn decide_body<P: Parts>(
+async fn decide_body<P: GateComponents>(
     app: &AppState<P>,
     caller: &Caller,
     body: &[u8],
@@ -237,7 +237,10 @@ pub struct Prepared {
     pub entities: serde_json::Map<String, Value>,
 }
 
-fn prepare<P: Parts>(app: &AppState<P>, req: DecisionRequest) -> Result<Prepared, ApiError> {
+fn prepare<P: GateComponents>(
+    app: &AppState<P>,
+    req: DecisionRequest,
+) -> Result<Prepared, ApiError> {
     let provider = Provider::from_name(&req.provider).ok_or_else(|| {
         ApiError::new(
             ProblemCode::UnknownProvider,
@@ -422,7 +425,7 @@ impl Executor for ClientExecutor {
 /// Runs one prepared proposal through the pipeline on its own task (so a
 /// dropped connection or an expired deadline never abandons a claim between
 /// claim and completion), records metrics and reviewer items.
-pub(crate) async fn run<P: Parts>(
+pub(crate) async fn run<P: GateComponents>(
     app: &AppState<P>,
     principal: Principal,
     mode: ExecutionMode,
@@ -458,7 +461,7 @@ pub(crate) async fn run<P: Parts>(
     }
 }
 
-async fn run_inner<P: Parts>(
+async fn run_inner<P: GateComponents>(
     app: &AppState<P>,
     principal: Principal,
     mode: ExecutionMode,
@@ -512,8 +515,11 @@ async fn run_inner<P: Parts>(
     // authoriser declares; with no proposal there is nothing to authorise
     // and they are not read.
     if let Some(action) = check.action()
-        && let Some(ty) =
-            unexpected_entity(app.parts().authorizer(), action.tool(), &prepared.entities)
+        && let Some(ty) = unexpected_entity(
+            app.components().authorizer(),
+            action.tool(),
+            &prepared.entities,
+        )
     {
         return Err(ApiError::new(
             ProblemCode::UnexpectedEntities,
@@ -525,7 +531,7 @@ async fn run_inner<P: Parts>(
         ));
     }
     let now = crate::clock::now_millis();
-    let parts = app.parts();
+    let components = app.components();
     let contract = tool;
     let mut first = Some(check);
     // A tool that needs approval runs twice at most: the first run ends at
@@ -553,13 +559,15 @@ async fn run_inner<P: Parts>(
         let decided = match mode {
             ExecutionMode::InProcess => {
                 // The result cap holds for the server's executor as for a client.
-                let executor =
-                    crate::limits::Capped::new(parts.executor(), app.settings().max_result_bytes);
+                let executor = crate::limits::Capped::new(
+                    components.executor(),
+                    app.settings().max_result_bytes,
+                );
                 let gate = Gate {
                     policy,
-                    authorizer: parts.authorizer(),
-                    state: parts.state(),
-                    claims: parts.claims(),
+                    authorizer: components.authorizer(),
+                    state: components.state(),
+                    claims: components.claims(),
                     executor: &executor,
                 };
                 decide(&gate, check, &request).await
@@ -568,9 +576,9 @@ async fn run_inner<P: Parts>(
                 let executor = ClientExecutor;
                 let gate = Gate {
                     policy,
-                    authorizer: parts.authorizer(),
-                    state: parts.state(),
-                    claims: parts.claims(),
+                    authorizer: components.authorizer(),
+                    state: components.state(),
+                    claims: components.claims(),
                     executor: &executor,
                 };
                 decide(&gate, check, &request).await
@@ -627,7 +635,7 @@ async fn run_inner<P: Parts>(
                 expires_at: now.plus_millis(contract.approval_ttl_ms()),
             }),
         };
-        let requested = parts
+        let requested = components
             .claims()
             .request_approval(item, now)
             .await
@@ -694,7 +702,7 @@ async fn run_inner<P: Parts>(
             decision: shown_decision(&decision, &action),
             approval: None,
         };
-        match parts.claims().open_item(item).await {
+        match components.claims().open_item(item).await {
             Ok(id) => {
                 review_item = Some(id);
                 announce(app, id, &decision, now);
@@ -719,7 +727,7 @@ async fn run_inner<P: Parts>(
 }
 
 /// Announces a new review item on the configured webhook, if any.
-fn announce<P: Parts>(
+fn announce<P: GateComponents>(
     app: &AppState<P>,
     id: i64,
     decision: &Decision,

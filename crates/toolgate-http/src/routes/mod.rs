@@ -16,9 +16,9 @@ use axum::routing::{get, post};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
-pub fn routes<P: Parts>() -> OpenApiRouter<AppState<P>> {
+pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
     use utoipa::OpenApi as _;
     OpenApiRouter::with_openapi(crate::openapi::Frame::openapi())
         .routes(routes!(service::healthz))

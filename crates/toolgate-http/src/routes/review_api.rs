@@ -20,7 +20,7 @@ use crate::dto::{
     ReviewActionRequest, ReviewActionResponse, ReviewItemView, ReviewItems, ReviewVote,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// Default page size of a listing.
 pub const DEFAULT_PAGE: u32 = 50;
@@ -121,12 +121,12 @@ pub fn list_query(p: &ListParams) -> Result<ListQuery, ApiError> {
 }
 
 /// A page of the queue.
-pub async fn list_page<P: Parts>(
+pub async fn list_page<P: GateComponents>(
     app: &AppState<P>,
     query: &ListQuery,
 ) -> Result<ReviewItems, ApiError> {
     let items = app
-        .parts()
+        .components()
         .claims()
         .list_items(query, crate::clock::now_millis())
         .await
@@ -163,7 +163,7 @@ pub(super) fn store_error(e: toolgate::claim::StoreError) -> ApiError {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn list<P: Parts>(
+pub async fn list<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     params: Result<Query<ListParams>, QueryRejection>,
@@ -190,7 +190,7 @@ pub enum Action {
 /// Runs a reviewer's action on item `id` and returns the item after it.
 /// Every action is one transaction with its audit entry naming the
 /// reviewer; none runs a proposal.
-pub async fn act<P: Parts>(
+pub async fn act<P: GateComponents>(
     app: &AppState<P>,
     id: u64,
     reviewer: &str,
@@ -207,7 +207,7 @@ pub async fn act<P: Parts>(
             "note must be at most 2000 bytes",
         ));
     }
-    let store = app.parts().claims();
+    let store = app.components().claims();
     let now = crate::clock::now_millis();
     let conflict = |code, m: String| Err(ApiError::new(code, m).at(item_path(id)));
     match action {
@@ -283,7 +283,7 @@ fn item_id(id: Result<Path<u64>, PathRejection>) -> Result<u64, ApiError> {
 }
 
 /// An optional `{"note": …}` body.
-fn note_of<P: Parts>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
+fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -291,7 +291,7 @@ fn note_of<P: Parts>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, A
     Ok(req.note)
 }
 
-async fn handle<P: Parts>(
+async fn handle<P: GateComponents>(
     app: AppState<P>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
@@ -323,7 +323,7 @@ async fn handle<P: Parts>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn approve<P: Parts>(
+pub async fn approve<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
@@ -348,7 +348,7 @@ pub async fn approve<P: Parts>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn deny<P: Parts>(
+pub async fn deny<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
@@ -374,7 +374,7 @@ pub async fn deny<P: Parts>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn resolve<P: Parts>(
+pub async fn resolve<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,
@@ -399,7 +399,7 @@ pub async fn resolve<P: Parts>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn dismiss<P: Parts>(
+pub async fn dismiss<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
     id: Result<Path<u64>, PathRejection>,

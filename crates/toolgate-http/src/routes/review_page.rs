@@ -23,7 +23,7 @@ use super::review_api::{Action, ListParams, act, item_view, list_query, store_er
 use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::{ReviewItemView, ReviewStatus};
 use crate::review::SESSION_MS;
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 const COOKIE: &str = "toolgate_review";
 
@@ -111,7 +111,7 @@ fn same_token(a: &str, b: &str) -> bool {
 /// The reviewer's id and CSRF token, if the cookie names a live session
 /// (looked up by the token's digest in the claim database, so any replica
 /// knows it); a store failure is the store's error page.
-async fn reviewer<P: Parts>(
+async fn reviewer<P: GateComponents>(
     app: &AppState<P>,
     headers: &HeaderMap,
 ) -> Result<Option<(String, String)>, Box<Response>> {
@@ -119,7 +119,7 @@ async fn reviewer<P: Parts>(
         return Ok(None);
     };
     match app
-        .parts()
+        .components()
         .claims()
         .session(session_digest(&token), crate::clock::now_millis())
         .await
@@ -618,7 +618,7 @@ fn review_page(
     page_shell("toolgate review", &body)
 }
 
-pub async fn page<P: Parts>(
+pub async fn page<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
@@ -646,7 +646,7 @@ pub async fn page<P: Parts>(
         Err(e) => return e.into_response(),
     };
     let now = crate::clock::now_millis();
-    let items = match app.parts().claims().list_items(&query, now).await {
+    let items = match app.components().claims().list_items(&query, now).await {
         Ok(items) => items,
         Err(e) => return store_error(e).into_response(),
     };
@@ -683,7 +683,7 @@ pub struct LoginForm {
     key: String,
 }
 
-pub async fn login<P: Parts>(
+pub async fn login<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Form(form): Form<LoginForm>,
@@ -714,7 +714,7 @@ pub async fn login<P: Parts>(
         expires_at: now.plus_millis(SESSION_MS),
     };
     if let Err(e) = app
-        .parts()
+        .components()
         .claims()
         .open_session(session_digest(&token), session, now)
         .await
@@ -732,9 +732,16 @@ pub async fn login<P: Parts>(
     r
 }
 
-pub async fn logout<P: Parts>(State(app): State<AppState<P>>, headers: HeaderMap) -> Response {
+pub async fn logout<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(t) = session_token(&headers)
-        && let Err(e) = app.parts().claims().close_session(session_digest(&t)).await
+        && let Err(e) = app
+            .components()
+            .claims()
+            .close_session(session_digest(&t))
+            .await
     {
         return store_error(e).into_response();
     }
@@ -754,7 +761,7 @@ pub struct ActionForm {
     note: Option<String>,
 }
 
-async fn checked<P: Parts>(
+async fn checked<P: GateComponents>(
     app: &AppState<P>,
     headers: &HeaderMap,
     form_csrf: &str,
@@ -777,7 +784,7 @@ async fn checked<P: Parts>(
     }
 }
 
-async fn page_action<P: Parts>(
+async fn page_action<P: GateComponents>(
     app: AppState<P>,
     headers: HeaderMap,
     id: u64,
@@ -799,7 +806,7 @@ async fn page_action<P: Parts>(
     }
 }
 
-pub async fn approve<P: Parts>(
+pub async fn approve<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
@@ -808,7 +815,7 @@ pub async fn approve<P: Parts>(
     page_action(app, headers, id, form, Action::Vote(Verdict::Approve)).await
 }
 
-pub async fn deny<P: Parts>(
+pub async fn deny<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
@@ -817,7 +824,7 @@ pub async fn deny<P: Parts>(
     page_action(app, headers, id, form, Action::Vote(Verdict::Deny)).await
 }
 
-pub async fn resolve<P: Parts>(
+pub async fn resolve<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
@@ -826,7 +833,7 @@ pub async fn resolve<P: Parts>(
     page_action(app, headers, id, form, Action::Close(Closing::Resolved)).await
 }
 
-pub async fn dismiss<P: Parts>(
+pub async fn dismiss<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
@@ -850,7 +857,7 @@ const NOTE_PREFIX_BYTES: usize = 64;
 /// `POST /v1/claims/{key}/reconcile` with an explicit answer (a
 /// client-executed claim needs one; these buttons are one), audited under
 /// the reviewer's id; then resolves the item with a note saying which.
-pub async fn reconcile<P: Parts>(
+pub async fn reconcile<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
     Path(id): Path<u64>,
@@ -881,7 +888,7 @@ pub async fn reconcile<P: Parts>(
     let now = crate::clock::now_millis();
     let path = format!("/v1/review/items/{id}");
     let item = match i64::try_from(id) {
-        Ok(n) => app.parts().claims().item(n, now).await,
+        Ok(n) => app.components().claims().item(n, now).await,
         Err(_) => Ok(None),
     };
     let item = match item {

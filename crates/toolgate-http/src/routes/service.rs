@@ -10,7 +10,7 @@ use crate::auth::{Caller, METRICS_CAPABILITY};
 use crate::dto::{Probe, ProbeStatus};
 use crate::error::{ApiError, Problem, ProblemCode};
 use crate::openapi::ServedDocument;
-use crate::state::{AppState, Parts};
+use crate::state::{AppState, GateComponents};
 
 /// Liveness: the process serves requests. Needs no key and touches
 /// nothing, so a slow database never gets a healthy process restarted.
@@ -29,8 +29,10 @@ pub async fn healthz() -> Json<Probe> {
         (status = 200, description = "the claim store answers", body = Probe),
         (status = 503, description = "`not_ready`: the claim store does not answer", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn readyz<P: Parts>(State(app): State<AppState<P>>) -> Result<Json<Probe>, ApiError> {
-    match app.parts().claims().ready().await {
+pub async fn readyz<P: GateComponents>(
+    State(app): State<AppState<P>>,
+) -> Result<Json<Probe>, ApiError> {
+    match app.components().claims().ready().await {
         Ok(()) => Ok(Json(Probe {
             status: ProbeStatus::Ready,
         })),
@@ -53,7 +55,7 @@ pub async fn readyz<P: Parts>(State(app): State<AppState<P>>) -> Result<Json<Pro
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:metrics`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn metrics<P: Parts>(
+pub async fn metrics<P: GateComponents>(
     State(app): State<AppState<P>>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -61,7 +63,7 @@ pub async fn metrics<P: Parts>(
     // The scrape-time gauges: a failed store read leaves the stuck gauge at
     // its last value rather than failing the whole scrape.
     let stuck = app
-        .parts()
+        .components()
         .claims()
         .list_stuck(crate::clock::now_millis(), crate::metrics::STUCK_SCRAPE_CAP)
         .await;
@@ -76,7 +78,7 @@ pub async fn metrics<P: Parts>(
     // Open review items, from the claim database (every replica's).
     let open = {
         use toolgate::review::ReviewStore as _;
-        app.parts()
+        app.components()
             .claims()
             .open_items(crate::clock::now_millis())
             .await
@@ -88,7 +90,7 @@ pub async fn metrics<P: Parts>(
     metrics.observe_queues(stuck, usize::try_from(open).unwrap_or(usize::MAX));
     // Budget reservations held now, per budget of the policy; a failed read
     // leaves the gauges at their last values.
-    match app.parts().claims().budget_reserved().await {
+    match app.components().claims().budget_reserved().await {
         Ok(reserved) => metrics.observe_budgets(
             app.policy()
                 .tools()

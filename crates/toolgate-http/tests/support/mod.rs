@@ -19,7 +19,7 @@ use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     Principal, StateError, StateScope, StateSource, StateVersion,
 };
-use toolgate_http::{ApiKey, AppState, Backends, ExecutionMode, KeyRing, Settings};
+use toolgate_http::{ApiKey, AppState, Components, ExecutionMode, KeyRing, Settings};
 
 pub const POLICY: &str = r#"
 version = 1
@@ -170,7 +170,7 @@ impl Executor for DeskRef {
     }
 }
 
-pub type TestParts = Backends<DeskRef, DeskRef, MemoryClaimStore, DeskRef>;
+pub type TestComponents = Components<DeskRef, DeskRef, MemoryClaimStore, DeskRef>;
 
 fn key(text: &str, id: &str, caps: &[&str], mode: ExecutionMode) -> ApiKey {
     ApiKey {
@@ -230,18 +230,18 @@ pub fn keys() -> KeyRing {
     .unwrap()
 }
 
-pub fn app_with(settings: Settings) -> (AppState<TestParts>, DeskRef) {
+pub fn app_with(settings: Settings) -> (AppState<TestComponents>, DeskRef) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: MemoryClaimStore::new(),
         executor: desk.clone(),
     };
     let policy = Policy::load(POLICY).unwrap();
-    (AppState::new(policy, parts, keys(), settings), desk)
+    (AppState::new(policy, components, keys(), settings), desk)
 }
 
 /// A claim store that can be switched off: while `down` is set every call,
@@ -455,15 +455,15 @@ impl toolgate::review::ReviewStore for SwitchStore {
     }
 }
 
-pub type SwitchParts = Backends<DeskRef, DeskRef, SwitchStore, DeskRef>;
+pub type SwitchComponents = Components<DeskRef, DeskRef, SwitchStore, DeskRef>;
 
 /// A test app on a [`SwitchStore`], with its switch.
-pub fn app_with_switch() -> (AppState<SwitchParts>, DeskRef, Arc<AtomicBool>) {
+pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool>) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let store = SwitchStore::default();
     let down = Arc::clone(&store.down);
-    let parts = Backends {
+    let components = Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: store,
@@ -471,13 +471,13 @@ pub fn app_with_switch() -> (AppState<SwitchParts>, DeskRef, Arc<AtomicBool>) {
     };
     let policy = Policy::load(POLICY).unwrap();
     (
-        AppState::new(policy, parts, keys(), Settings::default()),
+        AppState::new(policy, components, keys(), Settings::default()),
         desk,
         down,
     )
 }
 
-pub fn app() -> (AppState<TestParts>, DeskRef) {
+pub fn app() -> (AppState<TestComponents>, DeskRef) {
     app_with(Settings::default())
 }
 
@@ -516,7 +516,7 @@ pub struct Running {
 /// `grace` for the requests in progress at shutdown.
 pub fn start(
     runtime: &tokio::runtime::Runtime,
-    state: AppState<TestParts>,
+    state: AppState<TestComponents>,
     grace: std::time::Duration,
 ) -> Running {
     let listener = runtime

@@ -15,7 +15,7 @@ pub fn router_with(settings: Settings) -> Router {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
-    let parts = toolgate_http::Backends {
+    let components = toolgate_http::Components {
         authorizer: desk.clone(),
         state: desk.clone(),
         claims: toolgate::claim::MemoryClaimStore::new(),
@@ -24,7 +24,7 @@ pub fn router_with(settings: Settings) -> Router {
     let policy = toolgate::contract::Policy::load(POLICY).unwrap();
     toolgate_http::router(toolgate_http::AppState::new(
         policy,
-        parts,
+        components,
         keys(),
         settings,
     ))

@@ -1,7 +1,8 @@
 //! The conformance suite every [`ClaimStore`] must pass (`testkit`
 //! feature).
 //!
-//! Backends run it against a real database from their own test targets:
+//! Store implementations run it against a real database from their own test
+//! targets:
 //!
 //! ```ignore
 //! let store = Arc::new(MyStore::connect(url).await?);

@@ -13,7 +13,7 @@ use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, ProposalRecord, Unix
 /// pipeline builds it from the value that proves the proposal was decoded,
 /// validated and authorised (docs/design.md invariant 3: nothing touches the claim
 /// store before authorisation), so an application cannot reach a claim
-/// store with a request that skipped a stage. Backends in other crates only
+/// store with a request that skipped a stage. Stores in other crates only
 /// read it through the accessors.
 ///
 /// The `testkit` feature adds `ClaimRequest::for_testing` for the

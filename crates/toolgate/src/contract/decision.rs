@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::vocab::{CheckOutcome, RejectReason};
-use crate::op::Fingerprint;
+use crate::claim::Fingerprint;
 use crate::provider::Stop;
 
 /// A proposal that passed every stateless stage. Only [`check`](super::check)

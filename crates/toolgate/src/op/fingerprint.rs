@@ -20,11 +20,10 @@ use sha2::{Digest, Sha256};
 use crate::decode::Limits;
 use crate::decode::scan::string_stop;
 
-/// A SHA-256 fingerprint of canonical arguments. One type across the
-/// crate: the contract stage computes it, the claim store keeps it, the
-/// pipeline compares it (defined with the other 32-byte identifiers in
-/// [`crate::claim`], which also parse it back from storage).
-pub use crate::claim::Fingerprint;
+// One fingerprint type across the crate, with one public path
+// (`claim::Fingerprint`): the contract stage computes it here, the claim
+// store keeps it, the pipeline compares it.
+use crate::claim::Fingerprint;
 
 /// Why a value has no fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]

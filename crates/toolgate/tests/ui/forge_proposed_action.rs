@@ -3,7 +3,7 @@
 // rule and the fingerprint cannot reach `pipeline::decide`.
 use std::sync::Arc;
 
-use toolgate::op::Fingerprint;
+use toolgate::claim::Fingerprint;
 use toolgate::contract::ProposedAction;
 
 fn forge(fingerprint: Fingerprint) -> ProposedAction {
