@@ -23,7 +23,7 @@ use crate::mysql::MySqlClaimStore;
 #[cfg(feature = "postgres")]
 use crate::postgres::PgClaimStore;
 #[cfg(feature = "sqlite")]
-use crate::sqlite::{SqliteClaimStore, rusqlite, rusqlite_error};
+use crate::sqlite::{SqliteClaimStore, rusqlite};
 
 /// How many times a begin re-reads after losing a race.
 const ATTEMPTS: u32 = 8;
@@ -320,27 +320,6 @@ sqlx_idempotency_store!(PgClaimStore, pg);
 sqlx_idempotency_store!(MySqlClaimStore, qmark);
 
 #[cfg(feature = "sqlite")]
-impl SqliteClaimStore {
-    async fn idem_write<T: Send + 'static>(
-        &self,
-        what: &'static str,
-        work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
-        + Send
-        + 'static,
-    ) -> Result<T, StoreError> {
-        use crate::group_commit::WriteError;
-        match self.writer().write(work).await {
-            Ok(answer) => answer,
-            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
-            Err(e) => Err(StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("{what}: {e}"),
-            )),
-        }
-    }
-}
-
-#[cfg(feature = "sqlite")]
 impl IdempotencyStore for SqliteClaimStore {
     async fn idem_begin(
         &self,
@@ -354,7 +333,7 @@ impl IdempotencyStore for SqliteClaimStore {
         use rusqlite::OptionalExtension as _;
         let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
         // One unit of the writer: nothing else writes meanwhile.
-        self.idem_write("beginning an Idempotency-Key", move |conn| {
+        self.write_unit("beginning an Idempotency-Key", move |conn| {
             let n = conn.execute(
                 qmark::INSERT_SQLITE,
                 rusqlite::params![principal, key, payload.as_slice(), runner, lease_until.0],
@@ -404,7 +383,7 @@ impl IdempotencyStore for SqliteClaimStore {
     ) -> Result<(), StoreError> {
         let bytes = i64::try_from(cost(principal, key, answer.body.len())).unwrap_or(i64::MAX);
         let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
-        self.idem_write("remembering an Idempotency-Key answer", move |conn| {
+        self.write_unit("remembering an Idempotency-Key answer", move |conn| {
             conn.execute(
                 qmark::FINISH,
                 rusqlite::params![
@@ -431,7 +410,7 @@ impl IdempotencyStore for SqliteClaimStore {
         runner: &str,
     ) -> Result<(), StoreError> {
         let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
-        self.idem_write("forgetting an Idempotency-Key", move |conn| {
+        self.write_unit("forgetting an Idempotency-Key", move |conn| {
             conn.execute(qmark::FORGET, rusqlite::params![principal, key, runner])?;
             Ok(Ok(()))
         })
@@ -439,7 +418,7 @@ impl IdempotencyStore for SqliteClaimStore {
     }
 
     async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
-        self.idem_write("purging Idempotency-Key answers", move |conn| {
+        self.write_unit("purging Idempotency-Key answers", move |conn| {
             conn.execute(
                 qmark::PURGE,
                 rusqlite::params![now.0.saturating_sub(bounds.retention_ms), now.0],

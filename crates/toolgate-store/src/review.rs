@@ -34,7 +34,7 @@ use crate::mysql::MySqlClaimStore;
 #[cfg(feature = "postgres")]
 use crate::postgres::PgClaimStore;
 #[cfg(feature = "sqlite")]
-use crate::sqlite::{SqliteClaimStore, rusqlite, rusqlite_error};
+use crate::sqlite::{SqliteClaimStore, rusqlite};
 
 /// How many times a request for approval re-reads after losing a race.
 const REQUEST_ATTEMPTS: u32 = 8;
@@ -1076,39 +1076,6 @@ fn sqlite_audit(conn: &rusqlite::Connection, e: &AuditEntry) -> rusqlite::Result
 }
 
 #[cfg(feature = "sqlite")]
-impl SqliteClaimStore {
-    async fn review_write<T: Send + 'static>(
-        &self,
-        what: &'static str,
-        work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
-        + Send
-        + 'static,
-    ) -> Result<T, StoreError> {
-        use crate::group_commit::WriteError;
-        match self.writer().write(work).await {
-            Ok(answer) => answer,
-            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
-            Err(e) => Err(StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("{what}: {e}"),
-            )),
-        }
-    }
-
-    /// Reads run as units of the writer too: review traffic is light, and
-    /// a unit sees every write before it.
-    async fn review_read<T: Send + 'static>(
-        &self,
-        what: &'static str,
-        read: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
-        + Send
-        + 'static,
-    ) -> Result<T, StoreError> {
-        self.review_write(what, read).await
-    }
-}
-
-#[cfg(feature = "sqlite")]
 impl ReviewStore for SqliteClaimStore {
     async fn open_session(
         &self,
@@ -1116,7 +1083,7 @@ impl ReviewStore for SqliteClaimStore {
         session: ReviewSession,
         now: UnixMillis,
     ) -> Result<(), StoreError> {
-        self.review_write("opening a reviewer session", move |conn| {
+        self.write_unit("opening a reviewer session", move |conn| {
             conn.execute(qmark::SESSION_PURGE, [now.0])?;
             conn.execute(
                 qmark::SESSION_INSERT,
@@ -1138,7 +1105,7 @@ impl ReviewStore for SqliteClaimStore {
         now: UnixMillis,
     ) -> Result<Option<ReviewSession>, StoreError> {
         use rusqlite::OptionalExtension as _;
-        self.review_read("reading a reviewer session", move |conn| {
+        self.write_unit("reading a reviewer session", move |conn| {
             let row = conn
                 .query_row(
                     qmark::SESSION_GET,
@@ -1158,7 +1125,7 @@ impl ReviewStore for SqliteClaimStore {
     }
 
     async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
-        self.review_write("closing a reviewer session", move |conn| {
+        self.write_unit("closing a reviewer session", move |conn| {
             conn.execute(qmark::SESSION_DELETE, [digest.as_slice()])?;
             Ok(Ok(()))
         })
@@ -1167,7 +1134,7 @@ impl ReviewStore for SqliteClaimStore {
 
     async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
         let v = insert_of(item, None);
-        self.review_write("opening a review item", move |conn| {
+        self.write_unit("opening a review item", move |conn| {
             Ok(
                 sqlite_insert(conn, qmark::INSERT_SQLITE, &v)?.ok_or_else(|| {
                     StoreError::new(StoreErrorKind::Database, "no id for a new review item")
@@ -1187,7 +1154,7 @@ impl ReviewStore for SqliteClaimStore {
         let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
         let v = insert_of(item, Some(digest));
         // One unit of the writer: nothing else writes meanwhile.
-        self.review_write("requesting approval", move |conn| {
+        self.write_unit("requesting approval", move |conn| {
             if let Some(live) = sqlite_item(conn, qmark::BY_GRANT, [digest.to_vec()])? {
                 let live = match live {
                     Ok(i) => i,
@@ -1231,12 +1198,12 @@ impl ReviewStore for SqliteClaimStore {
     }
 
     async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
-        self.review_write("expiring a review item", move |conn| {
+        self.write_unit("expiring a review item", move |conn| {
             conn.execute(qmark::EXPIRE_ONE, rusqlite::params![id, now.0])
                 .map(|_| Ok(()))
         })
         .await?;
-        self.review_read("reading a review item", move |conn| {
+        self.write_unit("reading a review item", move |conn| {
             Ok(sqlite_item(conn, qmark::BY_ID, [id])?.transpose())
         })
         .await
@@ -1247,7 +1214,7 @@ impl ReviewStore for SqliteClaimStore {
         query: &ListQuery,
         now: UnixMillis,
     ) -> Result<Vec<ReviewItem>, StoreError> {
-        self.review_write("expiring review items", move |conn| {
+        self.write_unit("expiring review items", move |conn| {
             conn.execute(qmark::EXPIRE_ALL, [now.0]).map(|_| Ok(()))
         })
         .await?;
@@ -1255,7 +1222,7 @@ impl ReviewStore for SqliteClaimStore {
         let kind = query.kind.clone();
         let limit = limit_of(query);
         let before = query.before;
-        self.review_read("listing review items", move |conn| {
+        self.write_unit("listing review items", move |conn| {
             let mut stmt = conn.prepare_cached(qmark::LIST)?;
             let rows = stmt
                 .query_map(
@@ -1284,7 +1251,7 @@ impl ReviewStore for SqliteClaimStore {
     }
 
     async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
-        self.review_read("counting open review items", move |conn| {
+        self.write_unit("counting open review items", move |conn| {
             let n: i64 = conn.query_row(qmark::OPEN_COUNT, [now.0], |r| r.get(0))?;
             Ok(Ok(u64::try_from(n).unwrap_or(0)))
         })
@@ -1302,7 +1269,7 @@ impl ReviewStore for SqliteClaimStore {
         check_reviewer(reviewer, note).map_err(invalid)?;
         let reviewer = reviewer.to_owned();
         let note = note.map(str::to_owned);
-        self.review_write("recording a review vote", move |conn| {
+        self.write_unit("recording a review vote", move |conn| {
             let item = match sqlite_item(conn, qmark::BY_ID, [id])? {
                 None => return Ok(Ok(Voted::NotFound)),
                 Some(Err(e)) => return Ok(Err(e)),
@@ -1347,7 +1314,7 @@ impl ReviewStore for SqliteClaimStore {
         check_reviewer(reviewer, note).map_err(invalid)?;
         let reviewer = reviewer.to_owned();
         let note = note.map(str::to_owned);
-        self.review_write("closing a review item", move |conn| {
+        self.write_unit("closing a review item", move |conn| {
             let item = match sqlite_item(conn, qmark::BY_ID, [id])? {
                 None => return Ok(Ok(Closed::NotFound)),
                 Some(Err(e)) => return Ok(Err(e)),

@@ -535,6 +535,28 @@ impl SqliteClaimStore {
         &self.writer
     }
 
+    /// Runs `work` as one unit of the writer's batches, with its failure
+    /// named by `what`: the review and `Idempotency-Key` stores' writes, and
+    /// their reads too, since their traffic is light and a unit sees every
+    /// write committed before it.
+    pub(crate) async fn write_unit<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<Result<T, StoreError>>
+        + Send
+        + 'static,
+    ) -> Result<T, StoreError> {
+        use crate::group_commit::WriteError;
+        match self.writer.write(work).await {
+            Ok(answer) => answer,
+            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
+            Err(e) => Err(StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("{what}: {e}"),
+            )),
+        }
+    }
+
     /// The store with `clock` as its time source for claim attempts (the
     /// default is the wall clock, [`crate::now_millis`]). An attempt's time
     /// is the clock's reading, never earlier than the request's own time.
