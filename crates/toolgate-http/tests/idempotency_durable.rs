@@ -17,6 +17,7 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use support::databases::{database_url, now_nanos, temp_sqlite};
 use support::*;
 use toolgate::claim::UnixMillis;
 use toolgate::contract::Policy;
@@ -64,13 +65,6 @@ async fn propose(app: &Router, idem: &str, body: &str) -> (StatusCode, String, O
         .ok()
         .and_then(|v| v["code"].as_str().map(str::to_owned));
     (status, text, code)
-}
-
-fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 fn now_ms() -> UnixMillis {
@@ -235,29 +229,9 @@ async fn durable_on(url: &str) {
 
 #[tokio::test]
 async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!(
-        "toolgate-idem-{}-{}",
-        std::process::id(),
-        now_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    let (dir, url) = temp_sqlite("toolgate-idem");
     durable_on(&url).await;
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn database_url(var: &str, what: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("TOOLGATE_REQUIRE_DATABASES").as_deref() != Ok("1"),
-                "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} Idempotency-Key tests cannot run"
-            );
-            eprintln!("SKIPPED: {var} is not set, so this {what} test did not run");
-            None
-        }
-    }
 }
 
 #[tokio::test]

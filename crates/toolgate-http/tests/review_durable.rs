@@ -17,6 +17,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::databases::{database_url, now_nanos, temp_sqlite};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
@@ -283,7 +284,7 @@ async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents
 async fn durable_on(url: &str) {
     let desk = DeskRef::default();
     // Tickets unique to this run: the network databases keep earlier runs.
-    let run = format!("{:x}", u64::from(std::process::id()) ^ now());
+    let run = format!("{:x}", u64::from(std::process::id()) ^ now_nanos());
     let (t1, t2) = (format!("t1-{run}"), format!("t2-{run}"));
     desk.set_version(&t1, "7");
     desk.set_version(&t2, "3");
@@ -417,35 +418,11 @@ fn key_of(decision: &Value) -> OperationKey {
     OperationKey::from_slice(&bytes).unwrap()
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-}
-
 #[tokio::test]
 async fn items_survive_a_restart_and_are_shared_by_replicas_on_sqlite() {
-    let dir =
-        std::env::temp_dir().join(format!("toolgate-review-{}-{}", std::process::id(), now()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    let (dir, url) = temp_sqlite("toolgate-review");
     durable_on(&url).await;
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn database_url(var: &str, what: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("TOOLGATE_REQUIRE_DATABASES").as_deref() != Ok("1"),
-                "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} review tests cannot run"
-            );
-            eprintln!("SKIPPED: {var} is not set, so this {what} test did not run");
-            None
-        }
-    }
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::databases::{database_url, now_nanos, temp_sqlite};
 use support::*;
 use toolgate::claim::UnixMillis;
 use toolgate::contract::Policy;
@@ -110,13 +111,6 @@ async fn item_status(app: &Router, item: u64) -> String {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["items"][0]["id"].as_u64(), Some(item), "{v}");
     v["items"][0]["status"].as_str().unwrap().to_owned()
-}
-
-fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 async fn sessions_on(url: &str) {
@@ -238,29 +232,9 @@ async fn sessions_on(url: &str) {
 
 #[tokio::test]
 async fn sessions_are_shared_and_survive_a_restart_on_sqlite() {
-    let dir = std::env::temp_dir().join(format!(
-        "toolgate-sessions-{}-{}",
-        std::process::id(),
-        now_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    let (dir, url) = temp_sqlite("toolgate-sessions");
     sessions_on(&url).await;
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn database_url(var: &str, what: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("TOOLGATE_REQUIRE_DATABASES").as_deref() != Ok("1"),
-                "TOOLGATE_REQUIRE_DATABASES=1 but {var} is not set: the {what} session tests cannot run"
-            );
-            eprintln!("SKIPPED: {var} is not set, so this {what} test did not run");
-            None
-        }
-    }
 }
 
 #[tokio::test]

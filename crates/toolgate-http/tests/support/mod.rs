@@ -4,6 +4,8 @@
 
 #![allow(dead_code, reason = "each test binary uses part of the support")]
 
+pub mod databases;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
