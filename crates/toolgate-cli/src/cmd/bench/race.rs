@@ -29,7 +29,7 @@ const ARGUMENTS_FIELD: &str = "arguments_fingerprint";
 
 /// The one agent every worker acts for (the ticket's assignee): the race is
 /// about one operation, not about who may perform it.
-const AGENT: &str = "race-agent";
+pub(super) const AGENT: &str = "race-agent";
 
 /// Race N workers per ticket and count winners and credits.
 ///
@@ -387,6 +387,25 @@ where
     let reply = format!(
         "Worker {worker} here: I have applied a goodwill credit of {amount} cents for the late delivery."
     );
+    propose_credit(gate, policy, ticket, amount, &reply, key_includes_arguments).await
+}
+
+/// One agent's goodwill credit of `amount` on `ticket`, at the ticket's
+/// seeded version, through the whole pipeline (`bench race` and
+/// `bench race --budget`).
+pub(super) async fn propose_credit<A, S, E>(
+    gate: &Gate<'_, A, S, AnyClaimStore, E>,
+    policy: &Policy,
+    ticket: &SeedTicket,
+    amount: i64,
+    reply: &str,
+    key_includes_arguments: bool,
+) -> Result<Decision, GateError>
+where
+    A: toolgate::pipeline::Authorizer,
+    S: StateSource,
+    E: toolgate::pipeline::Executor,
+{
     let body = json!({
         "outcome": "action",
         "reply": reply,

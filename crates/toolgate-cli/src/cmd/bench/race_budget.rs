@@ -14,21 +14,23 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, json};
 use tokio::sync::Barrier;
-use toolgate::contract::{self, CheckOptions, Policy};
-use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
-use toolgate::provider::Provider;
+use toolgate::contract::Policy;
+use toolgate::pipeline::{Gate, Outcome, Reason};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder, now_millis};
+use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk};
+
+// The proposing agent, who must be the tickets' assignee to pass Cedar.
+use super::race::{AGENT, propose_credit};
 
 /// The daily limit per customer, in minor units.
 const LIMIT: i64 = 10_000;
 /// Every proposal's amount: divides the limit exactly.
 const AMOUNT: i64 = 1_000;
-const AGENT: &str = "race-agent";
+/// Every agent words the credit the same way: only the ticket differs.
+const REPLY: &str = "I have applied a goodwill credit for the late delivery.";
 
 /// The support-desk policy with its daily budget per customer
 /// (`daily_credit_per_customer`) raised to [`LIMIT`]; a second budget beside
@@ -114,7 +116,7 @@ pub async fn race(
             claims: &setup,
             executor: &hold,
         };
-        let d = propose(&gate, &policy, &seeded[0]).await;
+        let d = propose_credit(&gate, &policy, &seeded[0], AMOUNT, REPLY, false).await;
         return Err(format!("the hold executor returned: {d:?}"));
     }
     let seeded = Arc::new(seeded);
@@ -155,7 +157,7 @@ pub async fn race(
                     claims: &store,
                     executor: &wdesk,
                 };
-                match propose(&gate, &policy, t).await {
+                match propose_credit(&gate, &policy, t, AMOUNT, REPLY, false).await {
                     Ok(d) if d.outcome() == Outcome::Executed => tally.0 += AMOUNT,
                     Ok(d) if d.reason() == Some(Reason::BudgetExceeded) => tally.1 += 1,
                     Ok(d) => {
@@ -196,48 +198,4 @@ pub async fn race(
             ExitCode::from(1)
         },
     )
-}
-
-async fn propose<A, S, E>(
-    gate: &Gate<'_, A, S, AnyClaimStore, E>,
-    policy: &Policy,
-    ticket: &SeedTicket,
-) -> Result<toolgate::pipeline::Decision, toolgate::pipeline::GateError>
-where
-    A: toolgate::pipeline::Authorizer,
-    S: toolgate::pipeline::StateSource,
-    E: toolgate::pipeline::Executor,
-{
-    let body = json!({
-        "outcome": "action",
-        "reply": "I have applied a goodwill credit for the late delivery.",
-        "proposed_action": {
-            "tool": "apply_goodwill_credit",
-            "arguments": {"amount_minor": AMOUNT, "reason_code": "late_delivery"},
-        },
-    })
-    .to_string();
-    let proposal = contract::check(
-        policy,
-        Provider::Envelope,
-        body.as_bytes(),
-        &CheckOptions::default(),
-    );
-    let mut scope = Map::new();
-    scope.insert("customer_id".into(), json!(ticket.customer_id));
-    scope.insert("ticket_id".into(), json!(ticket.id));
-    let principal = Principal::new(AGENT, ["credit:issue"])
-        .map_err(|e| toolgate::pipeline::GateError::Corrupt(e.to_string()))?;
-    let seen = StateVersion::from(ticket.version);
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: now_millis(),
-        holder: fresh_holder().map_err(toolgate::pipeline::GateError::Store)?,
-        lease: Duration::from_secs(30),
-    };
-    decide(gate, proposal, &request).await
 }
