@@ -402,30 +402,32 @@ where
     }
 
     // Approval, bound to (key, fingerprint, version), and consumed by the
-    // claim below.
-    let mut grant = None;
-    if bound.authorized().validated().needs_approval() {
-        grant = request
-            .approval
-            .filter(|a| {
-                a.key == *bound.key()
-                    && a.fingerprint == *bound.fingerprint()
-                    && a.version == *bound.authorized().version_seen()
-            })
-            .map(|a| a.grant.clone());
-        if grant.is_none() {
-            // A retry of an approved operation that was written replays it
-            // without asking a person again (invariant 4).
-            if let Some(record) = gate.claims.fetch(bound.key()).await? {
-                return existing(gate.policy, &bound, record, request.now).map(Decided::from);
-            }
-            let d = pending_approval(
-                &bound,
-                "this tool needs a person's approval for this operation key, fingerprint and version",
-            );
-            return Ok(d.into());
+    // claim below. An approval for other arguments or another version is
+    // not this proposal's.
+    let approval = request
+        .approval
+        .filter(|a| {
+            a.key == *bound.key()
+                && a.fingerprint == *bound.fingerprint()
+                && a.version == *bound.authorized().version_seen()
+        })
+        .map(|a| a.grant.clone());
+    let needs_approval = bound.authorized().validated().needs_approval();
+    if needs_approval && approval.is_none() {
+        // A retry of an approved operation that was written replays it
+        // without asking a person again (invariant 4).
+        if let Some(record) = gate.claims.fetch(bound.key()).await? {
+            return existing(gate.policy, &bound, record, request.now).map(Decided::from);
         }
+        let d = pending_approval(
+            &bound,
+            "this tool needs a person's approval for this operation key, fingerprint and version",
+        );
+        return Ok(d.into());
     }
+    // A tool without needs_approval takes an approval only for a proposal a
+    // budget sent to a person: it lets that claim reserve beyond the limit.
+    let grant = approval.filter(|_| needs_approval || !contract.budgets().is_empty());
 
     // Claim.
     // The claim records who owns the write, so reconciliation can ask that
@@ -435,22 +437,6 @@ where
         .claim_request(request.holder, request.now, request.lease)
         .map_err(|e| GateError::Corrupt(e.to_string()))?
         .with_executor(executor_kind);
-    // A tool without needs_approval takes an approval only for a proposal a
-    // budget sent to a person: it lets that claim reserve beyond the limit.
-    let contract = gate
-        .policy
-        .tool(bound.authorized().validated().tool())
-        .ok_or_else(|| GateError::Corrupt("a validated tool is not in the policy".to_owned()))?;
-    if grant.is_none() && !contract.budgets().is_empty() {
-        grant = request
-            .approval
-            .filter(|a| {
-                a.key == *bound.key()
-                    && a.fingerprint == *bound.fingerprint()
-                    && a.version == *bound.authorized().version_seen()
-            })
-            .map(|a| a.grant.clone());
-    }
     let budgets =
         super::budget::reservations(contract, &bound, request.now).map_err(GateError::Corrupt)?;
     // An approval on a tool that needs none was given over a budget: the
