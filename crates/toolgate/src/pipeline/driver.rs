@@ -520,20 +520,20 @@ where
         Ok(ExecOutcome::PreconditionFailed { current }) => {
             // Nothing was written. The claim is closed with a not-applied
             // result, so a retry replays this answer instead of writing.
-            let text = json!({
+            let detail = json!({
                 "applied": false,
                 "reason": Reason::PreconditionFailed.as_str(),
                 "version_seen": bound.authorized().version_seen().as_str(),
                 "current_version": current.as_ref().map(StateVersion::as_str),
-            })
-            .to_string();
-            let result = JsonText::result(text).map_err(|e| GateError::Corrupt(e.to_string()))?;
+            });
+            let result = JsonText::result(detail.to_string())
+                .map_err(|e| GateError::Corrupt(e.to_string()))?;
             let d = Decision::StateChanged {
                 operation: operation(bound),
                 reason: Reason::PreconditionFailed,
                 message: "the executor's version precondition failed; nothing was written".into(),
                 current_version: current,
-                result: Some(json_value(&result)?),
+                result: Some(detail),
                 prior: None,
             };
             (result, d)
