@@ -991,6 +991,19 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
             .any(|e| e.actor() == "lead" && e.outcome() == "approved"),
         "{trail:?}"
     );
+
+    // A retry without the approval replays the write and never asks a
+    // person again (invariant 4): the refund moved the version, so the
+    // stale read looks the claim up ...
+    let d = w.decide(p(), 7, T0 + 5);
+    assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
+    // ... and where no state is read, the missing approval does.
+    w.state.reads.store(false, Ordering::SeqCst);
+    let d = w.decide(p(), 7, T0 + 6);
+    assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
+    assert_eq!(w.calls(), ["authorize", "fetch", "audit"]);
+    assert_eq!(w.credits(), 1);
 }
 
 #[test]
