@@ -21,9 +21,9 @@ use toolgate::claim::{
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::op::operation_key;
 use toolgate::pipeline::{
-    Approval, Authorizer, AuthzDecision, AuthzRequest, Decision, ExecError, ExecOutcome,
-    ExecPermit, Executor, Gate, Outcome, Principal, Reason, ReconcileReport, Request, StateError,
-    StateScope, StateSource, StateVersion, decide, reconcile,
+    AppliedCompletion, Approval, Authorizer, AuthzDecision, AuthzRequest, Completed, Decision,
+    ExecError, ExecOutcome, ExecPermit, Executor, Gate, Outcome, Principal, Reason,
+    ReconcileReport, Request, StateError, StateScope, StateSource, StateVersion, decide, reconcile,
 };
 use toolgate::provider::Provider;
 use toolgate::review::{
@@ -184,6 +184,13 @@ enum ExecMode {
     Fail,
     /// Apply, but an operator reconciles the claim before completion.
     LoseLease,
+    /// Apply and complete in the write's own transaction
+    /// (`execute_and_complete`), as an executor on the claim store's
+    /// database does.
+    Folded,
+    /// As `Folded`, but an operator reconciles the claim before the
+    /// write: the completion matches no row and the write is undone.
+    FoldedLoseLease,
 }
 
 /// Credits with `UPDATE … WHERE version = precondition` semantics.
@@ -235,6 +242,53 @@ impl Executor for SpyExecutor {
             assert!(matches!(r, Ok(Reconciled::Recorded)));
         }
         std::future::ready(out)
+    }
+
+    async fn execute_and_complete(
+        &self,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> Result<Completed, ExecError> {
+        let mode = *self.mode.lock().unwrap();
+        if !matches!(mode, ExecMode::Folded | ExecMode::FoldedLoseLease) {
+            return self.execute(permit).await.map(Completed::Outcome);
+        }
+        push(&self.log, "execute_and_complete");
+        let store = self.store.lock().unwrap().clone().unwrap();
+        if mode == ExecMode::FoldedLoseLease {
+            let outcome = ReconcileOutcome::NotApplied {
+                detail: JsonText::result("{}".into()).unwrap(),
+            };
+            let r = store
+                .inner
+                .record_reconciliation(permit.key(), &outcome, UnixMillis(i64::MAX))
+                .await;
+            assert!(matches!(r, Ok(Reconciled::Recorded)));
+        }
+        // One "transaction": the write is kept only if the completion is.
+        let version = *self.version.lock().unwrap();
+        if permit.precondition().as_str() != version.to_string() {
+            return Ok(Completed::Outcome(ExecOutcome::PreconditionFailed {
+                current: Some(StateVersion::from(version)),
+            }));
+        }
+        let receipt = JsonText::result(json!({"applied": true, "folded": true}).to_string())
+            .map_err(|e| ExecError::new(e.to_string()))?;
+        let (key, holder) = (completion.key(), completion.holder());
+        let done = store
+            .inner
+            .complete(key, holder, &receipt, completion.now(), completion.audit())
+            .await
+            .map_err(|e| ExecError::new(e.to_string()))?;
+        if done != Completion::Recorded {
+            return Ok(Completed::LeaseLost);
+        }
+        *self.version.lock().unwrap() += 1;
+        self.credits
+            .lock()
+            .unwrap()
+            .push(permit.arguments().clone());
+        Ok(Completed::Recorded { receipt })
     }
 
     fn reconcile(
@@ -753,6 +807,45 @@ fn an_entry_written_with_the_completion_is_not_appended_again() {
     assert_eq!(trail[0].outcome(), "executed");
     assert_eq!(trail[0].actor(), "agent-1");
     assert_eq!(trail[0].fingerprint(), d.fingerprint().as_ref());
+}
+
+/// An executor that completes in its own write's transaction is not
+/// completed again, nor its entry appended again: the pipeline records the
+/// decision it answered, and a retry is replayed from that completion.
+#[test]
+fn a_completion_made_with_the_write_is_not_made_again() {
+    let w = SpyPipeline::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::Folded;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    assert_eq!(d.result().unwrap()["folded"], true);
+    assert_eq!(
+        w.calls(),
+        ["authorize", "state", "claim", "execute_and_complete"]
+    );
+    let trail = block_on(w.store.inner.audit_trail(&d.key().unwrap(), 10)).unwrap();
+    let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
+    assert_eq!(outcomes, ["executed"]);
+    assert_eq!(trail[0].fingerprint(), d.fingerprint().as_ref());
+    let again = w.decide(w.credit(1500), 7, T0 + 1);
+    assert_eq!(again.outcome(), Outcome::Replayed, "{again:?}");
+    assert_eq!(again.result(), d.result());
+    assert_eq!(w.credits(), 1);
+}
+
+/// A folded completion that matches no row undoes its write: the decision
+/// is `needs_reconciliation` (lease lost), audited once by the driver.
+#[test]
+fn a_folded_completion_that_matches_no_row_is_a_lost_lease() {
+    let w = SpyPipeline::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::FoldedLoseLease;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
+    assert_eq!(d.reason(), Some(Reason::LeaseLost));
+    assert_eq!(w.credits(), 0);
+    let trail = block_on(w.store.inner.audit_trail(&d.key().unwrap(), 10)).unwrap();
+    let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
+    assert_eq!(outcomes, ["needs_reconciliation"]);
 }
 
 /// When the completion matches no row (the lease was taken over), the

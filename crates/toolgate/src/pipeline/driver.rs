@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::authz::{Authorizer, AuthzDecision, Principal};
 use super::decision::{Decision, Operation, Reason, Rejection};
-use super::exec::{ExecError, ExecOutcome, Executor};
+use super::exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
@@ -507,15 +507,56 @@ where
     let bound = claimed.bound();
     let now = request.now;
     let reply = || bound.authorized().validated().reply().to_owned();
-    let (result, decision) = match gate.executor.execute(claimed.permit()).await {
+    let executed = |result: Value| Decision::Executed {
+        operation: operation(bound),
+        result,
+        reply: reply(),
+        over_budget_approved: budget_approved,
+    };
+    let lease_lost = |message: &str| {
+        // Invariant 7: zero rows means this holder no longer owns the
+        // claim. Whatever the executor did stands; reconcile.
+        Decided::from(Decision::NeedsReconciliation {
+            operation: operation(bound),
+            reason: Reason::LeaseLost,
+            message: message.to_owned(),
+            prior: None,
+        })
+    };
+    // The `executed` entry does not depend on the receipt: built before the
+    // write, so an executor on the claim store's database can commit it
+    // with the write and the completion.
+    let executed_entry = {
+        let placeholder = executed(Value::Null);
+        audit_entry(&placeholder, request.principal, now)
+            .map_err(|e| GateError::Corrupt(e.to_string()))?
+    };
+    let completion =
+        AppliedCompletion::new(*bound.key(), claimed.lease().holder, now, executed_entry);
+    let outcome = match gate
+        .executor
+        .execute_and_complete(claimed.permit(), &completion)
+        .await
+    {
+        Ok(Completed::Recorded { receipt }) => {
+            return Ok(Decided {
+                decision: executed(json_value(&receipt)?),
+                audited: true,
+            });
+        }
+        Ok(Completed::LeaseLost) => {
+            return Ok(lease_lost(
+                "completion matched no row: the claim was taken over or reconciled; \
+                 the write was rolled back with it",
+            ));
+        }
+        Ok(Completed::Outcome(outcome)) => Ok(outcome),
+        Err(e) => Err(e),
+    };
+    let (result, decision, entry) = match outcome {
         Ok(ExecOutcome::Applied { receipt }) => {
-            let d = Decision::Executed {
-                operation: operation(bound),
-                result: json_value(&receipt)?,
-                reply: reply(),
-                over_budget_approved: budget_approved,
-            };
-            (receipt, d)
+            let d = executed(json_value(&receipt)?);
+            (receipt, d, completion.audit().clone())
         }
         Ok(ExecOutcome::PreconditionFailed { current }) => {
             // Nothing was written. The claim is closed with a not-applied
@@ -536,7 +577,11 @@ where
                 result: Some(detail),
                 prior: None,
             };
-            (result, d)
+            // The entry this decision gets if the completion is recorded:
+            // written with it, in one transaction.
+            let entry = audit_entry(&d, request.principal, now)
+                .map_err(|e| GateError::Corrupt(e.to_string()))?;
+            (result, d, entry)
         }
         Ok(ExecOutcome::Deferred) => {
             // Client-executed: nothing was written here and the claim stays
@@ -562,31 +607,18 @@ where
             return Ok(d.into());
         }
     };
-    // The entry this decision gets if the completion is recorded: written
-    // with it, in one transaction.
-    let entry = audit_entry(&decision, request.principal, now)
-        .map_err(|e| GateError::Corrupt(e.to_string()))?;
-    let completion = gate
+    let recorded = gate
         .claims
         .complete(bound.key(), &claimed.lease().holder, &result, now, &entry)
         .await?;
-    match completion {
+    match recorded {
         Completion::Recorded => Ok(Decided {
             decision,
             audited: true,
         }),
-        Completion::Reconcile => {
-            // Invariant 7: zero rows means this holder no longer owns the
-            // claim. Whatever the executor did stands; reconcile.
-            let d = Decision::NeedsReconciliation {
-                operation: operation(bound),
-                reason: Reason::LeaseLost,
-                message: "completion matched no row: the claim was taken over or reconciled"
-                    .to_owned(),
-                prior: None,
-            };
-            Ok(d.into())
-        }
+        Completion::Reconcile => Ok(lease_lost(
+            "completion matched no row: the claim was taken over or reconciled",
+        )),
     }
 }
 

@@ -8,7 +8,10 @@ use serde_json::{Map, Value};
 use super::authz::Principal;
 use super::stage::Claimed;
 use super::state::StateVersion;
-use crate::claim::{ClaimRecord, ExecutorKind, JsonText, OperationKey, ReconcileOutcome};
+use crate::claim::{
+    AuditEntry, ClaimRecord, ExecutorKind, HolderToken, JsonText, OperationKey, ReconcileOutcome,
+    UnixMillis,
+};
 
 /// Permission to run one write: borrowed from a won claim
 /// ([`Claimed::permit`]), so nothing else can reach an executor.
@@ -117,6 +120,101 @@ impl fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
+/// The completion an applied write is recorded with, for an executor whose
+/// writes live in the claim store's own database
+/// ([`Executor::execute_and_complete`]). The pipeline builds it before the
+/// write: the claim's key and holder, the decision's time, the `executed`
+/// decision's audit entry (which does not depend on the receipt), and the
+/// most receipt bytes the caller accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedCompletion {
+    key: OperationKey,
+    holder: HolderToken,
+    now: UnixMillis,
+    audit: AuditEntry,
+    receipt_cap: Option<usize>,
+}
+
+impl AppliedCompletion {
+    pub(crate) fn new(
+        key: OperationKey,
+        holder: HolderToken,
+        now: UnixMillis,
+        audit: AuditEntry,
+    ) -> Self {
+        Self {
+            key,
+            holder,
+            now,
+            audit,
+            receipt_cap: None,
+        }
+    }
+
+    /// The claim to complete.
+    pub fn key(&self) -> &OperationKey {
+        &self.key
+    }
+
+    /// The holder that won it.
+    pub fn holder(&self) -> &HolderToken {
+        &self.holder
+    }
+
+    /// The decision's time; the lease is checked at the store's clock, never
+    /// earlier.
+    pub fn now(&self) -> UnixMillis {
+        self.now
+    }
+
+    /// The `executed` decision's audit entry, written with the completion.
+    pub fn audit(&self) -> &AuditEntry {
+        &self.audit
+    }
+
+    /// The same completion, accepting receipts of at most `bytes` (the
+    /// smaller cap wins when two are set).
+    #[must_use]
+    pub fn with_receipt_cap(mut self, bytes: usize) -> Self {
+        self.receipt_cap = Some(self.receipt_cap.map_or(bytes, |c| c.min(bytes)));
+        self
+    }
+
+    /// Whether `receipt` may be recorded. A store checks this before it
+    /// writes: a receipt over the cap writes nothing, and the claim stays
+    /// in flight until it is reconciled.
+    pub fn accepts(&self, receipt: &JsonText) -> Result<(), ExecError> {
+        match self.receipt_cap {
+            Some(cap) if receipt.as_str().len() > cap => Err(ExecError::new(format!(
+                "the executor's receipt is {} bytes, over the {cap}-byte cap; \
+                 nothing was written",
+                receipt.as_str().len()
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What [`Executor::execute_and_complete`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum Completed {
+    /// The write's outcome; the pipeline records the completion itself (the
+    /// default, and any outcome but an applied write in the store's own
+    /// transaction).
+    Outcome(ExecOutcome),
+    /// The write applied and the [`AppliedCompletion`] committed with it,
+    /// in one transaction: both or neither.
+    Recorded {
+        /// The downstream system's receipt, now the claim's result.
+        receipt: JsonText,
+    },
+    /// The claim was no longer this holder's, or its lease had ended, when
+    /// the completion ran: the write was rolled back with it, so nothing was
+    /// written, and the claim is reconciled like any stuck one.
+    LeaseLost,
+}
+
 /// Runs writes and answers for them afterwards.
 pub trait Executor: Send + Sync {
     /// Performs the write, with [`ExecPermit::precondition`] as its
@@ -125,6 +223,30 @@ pub trait Executor: Send + Sync {
         &self,
         permit: ExecPermit<'_>,
     ) -> impl Future<Output = Result<ExecOutcome, ExecError>> + Send;
+
+    /// Performs the write and, where the executor's writes live in the claim
+    /// store's own database, records `completion` in the same transaction
+    /// (docs/design.md §8): one commit for both instead of two, and no
+    /// window in which the write is committed and the claim still in
+    /// flight. The pipeline calls this, never [`Executor::execute`]
+    /// directly.
+    ///
+    /// The default runs [`Executor::execute`] and leaves the completion to
+    /// the pipeline. An implementation that folds must keep the order of
+    /// §1: the write with its precondition first, then the completion,
+    /// whose lease and holder check decides whether both commit. A failed
+    /// precondition rolls back whatever the write did and answers
+    /// `Completed::Outcome(ExecOutcome::PreconditionFailed { .. })`; the
+    /// pipeline then records the not-applied result. `Err` means the
+    /// outcome is unknown, as for `execute`.
+    fn execute_and_complete(
+        &self,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> impl Future<Output = Result<Completed, ExecError>> + Send {
+        let _ = completion;
+        async move { self.execute(permit).await.map(Completed::Outcome) }
+    }
 
     /// Which kind of executor performs `tool`'s writes; recorded with every
     /// claim it wins, so reconciliation asks only the owner of a write

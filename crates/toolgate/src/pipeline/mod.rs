@@ -29,6 +29,6 @@ pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
     reconcile, reconcile_answered,
 };
-pub use exec::{ExecError, ExecOutcome, ExecPermit, Executor};
+pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
 pub use stage::{Authorized, Bound, Claimed, Validated};
 pub use state::{StateError, StateScope, StateSource, StateVersion};
