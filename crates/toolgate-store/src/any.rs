@@ -4,11 +4,15 @@
 //! dyn-compatible; an enum that delegates (after sqlx's `Any`) is the
 //! run-time choice.
 
+use std::sync::Arc;
+
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
     OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
     UnixMillis,
 };
+
+use toolgate::pipeline::{AppliedCompletion, ExecError};
 
 use crate::StoreOptions;
 #[cfg(feature = "mysql")]
@@ -17,6 +21,7 @@ use crate::mysql::MySqlClaimStore;
 use crate::postgres::PgClaimStore;
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteClaimStore;
+use crate::write::{StoreWrite, WriteCompleted};
 
 #[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "mysql")))]
 fn unsupported(what: &str) -> StoreError {
@@ -51,6 +56,9 @@ impl Backend {
 }
 
 /// A claim store on whichever backend a URL names.
+///
+/// Cloning gives another handle to the same connections.
+#[derive(Clone)]
 pub enum AnyClaimStore {
     /// SQLite.
     #[cfg(feature = "sqlite")]
@@ -205,6 +213,24 @@ macro_rules! delegate {
             AnyClaimStore::MySql($s) => $call,
         }
     };
+}
+
+impl AnyClaimStore {
+    /// Runs an application's `write` and the claim's completion with
+    /// `receipt` in one transaction, for an executor whose writes live in
+    /// this store's database ([`toolgate::pipeline::Executor::execute_and_complete`],
+    /// [`crate::StoreWrite`]). A receipt `completion` does not accept is
+    /// refused before anything is written.
+    pub async fn write_and_complete(
+        &self,
+        write: Arc<dyn StoreWrite>,
+        receipt: &JsonText,
+        completion: &AppliedCompletion,
+    ) -> Result<WriteCompleted, ExecError> {
+        completion.accepts(receipt)?;
+        let done = delegate!(self, s => s.write_and_complete(write, receipt, completion).await);
+        done.map_err(|e| ExecError::new(e.to_string()))
+    }
 }
 
 impl ClaimStore for AnyClaimStore {

@@ -99,6 +99,7 @@ mod review;
 mod rows;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
+mod write;
 
 #[cfg(feature = "fault-injection")]
 pub mod fault;
@@ -109,6 +110,7 @@ pub use any::{AnyClaimStore, Backend};
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};
+pub use write::{StoreWrite, WriteCompleted, WriteFuture};
 
 /// Options for connecting a store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,6 +10,7 @@ use toolgate::claim::{
 use crate::common::{ClaimTxPoint, map_err};
 use crate::protocol::{Answer, End, Held, Statements, TxFail, Unit, run_unit};
 use crate::rows::{self, SqlxRow};
+use crate::write::{StoreWrite, WriteFuture};
 
 /// A driver's SQL (every statement binds in the same order on every
 /// backend) and its lost-race test.
@@ -57,9 +58,16 @@ pub(crate) struct PooledTx<'h, DB: sqlx::Database> {
     hook: Option<&'h crate::common::Hook>,
 }
 
+/// A driver an application's write ([`StoreWrite`]) runs on: PostgreSQL
+/// and MySQL (SQLite runs every unit on its writer, `sqlite.rs`).
+pub(crate) trait WriteDialect: Dialect {
+    /// Runs `write`'s method for this driver on `conn`.
+    fn app_write<'c>(write: &'c dyn StoreWrite, conn: &'c mut Self::Connection) -> WriteFuture<'c>;
+}
+
 impl<DB> Statements for PooledTx<'_, DB>
 where
-    DB: Dialect,
+    DB: WriteDialect,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB> + sqlx::ColumnIndex<DB::Row>,
@@ -280,6 +288,10 @@ where
             .map(drop)
     }
 
+    async fn app_write(&mut self, write: &dyn StoreWrite) -> Result<bool, sqlx::Error> {
+        DB::app_write(write, &mut *self.tx).await
+    }
+
     async fn fault(&mut self, point: ClaimTxPoint) {
         #[cfg(feature = "fault-injection")]
         if let Some(hook) = self.hook {
@@ -343,6 +355,7 @@ pub(crate) fn unit_what(unit: &Unit) -> &'static str {
     match unit {
         Unit::Claim { .. } => "claiming",
         Unit::Complete { .. } => "completing the claim",
+        Unit::WriteComplete { .. } => "writing and completing the claim",
         Unit::Reconcile { .. } => "recording a reconciliation",
         Unit::Audit(_) => "appending to the audit log",
     }

@@ -1,6 +1,7 @@
 //! PostgreSQL.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -11,12 +12,18 @@ use toolgate::claim::{
     UnixMillis,
 };
 
+use toolgate::pipeline::AppliedCompletion;
+
 use crate::StoreOptions;
 use crate::common::map_err;
-use crate::pooled::{self, Dialect};
+use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
+use crate::write::{StoreWrite, WriteCompleted, WriteFuture};
 
 /// The claims and audit tables on PostgreSQL.
+///
+/// Cloning gives another handle to the same connections.
+#[derive(Clone)]
 pub struct PgClaimStore {
     pool: PgPool,
     clock: Clock,
@@ -64,6 +71,15 @@ impl Dialect for sqlx::Postgres {
 
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
+    }
+}
+
+impl WriteDialect for sqlx::Postgres {
+    fn app_write<'c>(
+        write: &'c dyn StoreWrite,
+        conn: &'c mut sqlx::PgConnection,
+    ) -> WriteFuture<'c> {
+        write.postgres(conn)
     }
 }
 
@@ -153,6 +169,17 @@ impl ClaimStore for PgClaimStore {
 }
 
 impl PgClaimStore {
+    /// Runs `write` and the claim's completion with `receipt` in one
+    /// transaction (`crate::write`).
+    pub async fn write_and_complete(
+        &self,
+        write: Arc<dyn StoreWrite>,
+        receipt: &JsonText,
+        completion: &AppliedCompletion,
+    ) -> Result<WriteCompleted, StoreError> {
+        protocol::write_and_complete(self, write, receipt, completion).await
+    }
+
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &PgPool {
         &self.pool

@@ -17,6 +17,7 @@
 //! ordinary generic code, the same on every backend.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use toolgate::claim::{
     Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, Completion, CorruptRecord,
@@ -24,7 +25,10 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
 
+use toolgate::pipeline::AppliedCompletion;
+
 use crate::common::{ClaimTxPoint, MAX_CLAIM_ATTEMPTS, backoff};
+use crate::write::{StoreWrite, WriteCompleted};
 
 /// One transaction's work, owned so that a backend may run it on another
 /// thread (SQLite's writer).
@@ -46,6 +50,14 @@ pub(crate) enum Unit {
         now: UnixMillis,
         audit: AuditEntry,
     },
+    /// An application's write, then the completion with `receipt` and its
+    /// audit entry (`crate::write`).
+    WriteComplete {
+        write: Arc<dyn StoreWrite>,
+        receipt: JsonText,
+        completion: AppliedCompletion,
+        now: UnixMillis,
+    },
     /// Closing a stuck claim with what the downstream system reported.
     Reconcile {
         key: OperationKey,
@@ -65,6 +77,7 @@ pub(crate) type Clock = fn() -> UnixMillis;
 pub(crate) enum Answer {
     Claim(Verdict),
     Completion(Completion),
+    Written(WriteCompleted),
     Reconciled(Reconciled),
     Appended,
 }
@@ -167,6 +180,10 @@ pub(crate) trait Statements {
 
     /// Appends one audit entry.
     async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), Self::Error>;
+
+    /// Runs an application's write on this transaction's connection;
+    /// whether it applied.
+    async fn app_write(&mut self, write: &dyn StoreWrite) -> Result<bool, Self::Error>;
 
     /// Creates the budget counter `r` adds to, at 0, unless it exists (an
     /// insert that ignores a duplicate; never a read first).
@@ -315,6 +332,25 @@ pub(crate) async fn run_unit<S: Statements>(
                 _ => Completion::Reconcile,
             };
             Ok((Answer::Completion(answer), End::Rollback))
+        }
+        Unit::WriteComplete {
+            write,
+            receipt,
+            completion,
+            now,
+        } => {
+            // docs/design.md §1's order: the write with its precondition,
+            // then the completion; either failing undoes both.
+            if !s.app_write(write.as_ref()).await? {
+                let failed = WriteCompleted::PreconditionFailed;
+                return Ok((Answer::Written(failed), End::Rollback));
+            }
+            let (key, holder) = (completion.key(), completion.holder());
+            if s.complete(key, holder, receipt, *now).await? != 1 {
+                return Ok((Answer::Written(WriteCompleted::LeaseLost), End::Rollback));
+            }
+            s.append_audit(completion.audit()).await?;
+            Ok((Answer::Written(WriteCompleted::Recorded), End::Commit))
         }
         Unit::Reconcile {
             key,
@@ -559,6 +595,60 @@ pub(crate) async fn complete<B: ClaimBackend>(
     Err(StoreError::new(
         StoreErrorKind::Contention,
         format!("completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
+    ))
+}
+
+/// Runs `write` and the completion with `receipt` in one transaction
+/// (`crate::write`). Lost races run again: nothing was committed. An
+/// unknown `COMMIT` is never run again; the claim read back on another
+/// connection says whether it took effect.
+pub(crate) async fn write_and_complete<B: ClaimBackend>(
+    backend: &B,
+    write: Arc<dyn StoreWrite>,
+    receipt: &JsonText,
+    completion: &AppliedCompletion,
+) -> Result<WriteCompleted, StoreError> {
+    let now = completion.now().max((backend.clock())());
+    let unit = Unit::WriteComplete {
+        write,
+        receipt: receipt.clone(),
+        completion: completion.clone(),
+        now,
+    };
+    for n in 1..=MAX_CLAIM_ATTEMPTS {
+        match backend.transaction(unit.clone()).await {
+            Ok(Answer::Written(w)) => return Ok(w),
+            Ok(other) => return Err(mismatched(&other)),
+            Err(TxFail::LostRace) => backoff(n).await,
+            Err(TxFail::Failed(e)) => return Err(e),
+            Err(TxFail::Unknown(e)) => {
+                let read = backend.read_claim(completion.key()).await;
+                backend.read_back_settled(read.is_ok());
+                return match read {
+                    Ok(Some(row)) if row.completed_by(completion.holder(), receipt) => {
+                        Ok(WriteCompleted::Recorded)
+                    }
+                    // Not completed by us as far as this read shows; the
+                    // COMMIT may still land. Reconciliation asks the
+                    // application's rows, never this guess.
+                    Ok(_) => Err(StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!("COMMIT of the write and its completion failed ({e})"),
+                    )),
+                    Err(read) => Err(StoreError::new(
+                        StoreErrorKind::OutcomeUnknown,
+                        format!(
+                            "COMMIT of the write and its completion failed ({e}) and the claim \
+                             could not be read back ({read})"
+                        ),
+                    )),
+                };
+            }
+        }
+    }
+    Err(StoreError::new(
+        StoreErrorKind::Contention,
+        format!("the write and its completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
     ))
 }
 

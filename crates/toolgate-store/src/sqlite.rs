@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::SqlSafeStr;
@@ -18,12 +18,15 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
+use toolgate::pipeline::AppliedCompletion;
+
 use crate::StoreOptions;
 use crate::common::{ClaimTxPoint, map_err, qmark};
 use crate::group_commit::{GroupCommit, is_busy};
 use crate::pooled::{self, Dialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
 use crate::rows::{self, RusqliteRow};
+use crate::write::{StoreWrite, WriteCompleted};
 
 /// The writer an application's own writes to its tables in the same file
 /// go through ([`SqliteClaimStore::writer`]), what it answers, and the
@@ -33,11 +36,12 @@ pub use crate::group_commit::{GroupCommit as Writer, WriteError, rusqlite};
 /// The claims and audit tables on SQLite. Every write goes through one
 /// writer connection with group commit (`group_commit.rs`); the claim
 /// lookups run on the store's own reader connections, the listings on the
-/// pool.
+/// pool. Cloning gives another handle to the same connections and writer.
+#[derive(Clone)]
 pub struct SqliteClaimStore {
     pool: SqlitePool,
     writer: GroupCommit,
-    readers: Readers,
+    readers: Arc<Readers>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -364,6 +368,10 @@ impl Statements for WriterTx<'_> {
             .map(drop)
     }
 
+    async fn app_write(&mut self, write: &dyn StoreWrite) -> Result<bool, rusqlite::Error> {
+        write.sqlite(self.0)
+    }
+
     // SQLite's claims share one writer connection: nothing to kill per
     // claim, so only `AfterCommit` is offered (`fault_after_commit`).
     async fn fault(&mut self, _point: ClaimTxPoint) {}
@@ -520,6 +528,17 @@ impl ClaimStore for SqliteClaimStore {
 }
 
 impl SqliteClaimStore {
+    /// Runs `write` and the claim's completion with `receipt` in one unit
+    /// of the group commit (`crate::write`).
+    pub async fn write_and_complete(
+        &self,
+        write: Arc<dyn StoreWrite>,
+        receipt: &JsonText,
+        completion: &AppliedCompletion,
+    ) -> Result<WriteCompleted, StoreError> {
+        protocol::write_and_complete(self, write, receipt, completion).await
+    }
+
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
@@ -665,7 +684,7 @@ impl SqliteClaimStore {
                 format!("opening the SQLite writer connection: {e}"),
             )
         })?;
-        let readers = Readers::new(connect.get_filename());
+        let readers = Arc::new(Readers::new(connect.get_filename()));
         Ok(Self {
             pool,
             writer,
