@@ -9,8 +9,14 @@
 //! UPDATE tickets SET version = version + 1 WHERE id = ? AND version = ?;
 //! -- 0 rows: precondition failed, roll back, nothing written
 //! INSERT INTO credits (operation_key, ticket_id, …) VALUES (?, ?, …);
+//! -- the claim's completion and its audit entry (toolgate_store::StoreWrite)
 //! COMMIT;
 //! ```
+//!
+//! In the pipeline that transaction is the claim store's: the credit and the
+//! claim's completion commit together ([`Executor::execute_and_complete`]),
+//! so there is never a committed credit behind a claim still in flight
+//! unless the `COMMIT` itself was lost.
 //!
 //! The affected-row count is safe to use *here*, unlike in the claim
 //! protocol: the update always changes the row it matches (the version goes
@@ -21,6 +27,7 @@
 //! credit.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -30,11 +37,12 @@ use toolgate::claim::{
     ClaimRecord, JsonText, OperationKey, ReconcileOutcome, StoreError, StoreErrorKind,
 };
 use toolgate::pipeline::{
-    ExecError, ExecOutcome, ExecPermit, Executor, StateError, StateScope, StateSource, StateVersion,
+    AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor, StateError,
+    StateScope, StateSource, StateVersion,
 };
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
-use toolgate_store::{AnyClaimStore, sqlx_error};
+use toolgate_store::{AnyClaimStore, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
@@ -203,6 +211,9 @@ pub struct TicketFacts {
 #[derive(Clone)]
 pub struct SupportDesk {
     pool: DeskPool,
+    /// The claim store on the same database: a credit commits with its
+    /// claim's completion.
+    claims: AnyClaimStore,
 }
 
 fn db(what: &str, e: sqlx::Error) -> StoreError {
@@ -230,7 +241,10 @@ impl SupportDesk {
             AnyClaimStore::Postgres(s) => DeskPool::Postgres(s.pool().clone()),
             AnyClaimStore::MySql(s) => DeskPool::MySql(s.pool().clone()),
         };
-        let desk = Self { pool };
+        let desk = Self {
+            pool,
+            claims: store.clone(),
+        };
         desk.migrate().await?;
         Ok(desk)
     }
@@ -413,86 +427,72 @@ impl SupportDesk {
         })
     }
 
-    /// The credit: conditional version bump and credit row in one
-    /// transaction.
+    /// The credit as a transaction of its own: conditional version bump and
+    /// credit row. The pipeline uses [`SupportDesk::credit_completing`];
+    /// this serves a caller of [`Executor::execute`] alone.
     async fn credit(&self, c: &Credit) -> Result<ExecOutcome, StoreError> {
-        if let DeskPool::Sqlite(_, writer) = &self.pool {
-            return self.credit_batched(writer, c).await;
-        }
-        on_pool!(self, p, s => {
-            let bump = sqlx::query(s(&BUMP_VERSION)).bind(&c.ticket_id).bind(c.version);
-            let insert = sqlx::query(s(&INSERT_CREDIT))
-                .bind(c.key.as_bytes().to_vec())
-                .bind(&c.ticket_id)
-                .bind(&c.customer_id)
-                .bind(&c.agent_id)
-                .bind(c.amount_minor)
-                .bind(&c.reason_code)
-                .bind(c.version);
-            let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
-            let bumped = bump
-                .execute(&mut *tx)
+        let write = CreditWrite(c.clone());
+        let applied = match &self.pool {
+            DeskPool::Sqlite(_, writer) => writer
+                .write(move |conn| write.sqlite(conn))
                 .await
-                .map_err(|e| db("crediting", e))?
-                .rows_affected();
-            if bumped != 1 {
-                tx.rollback().await.map_err(|e| db("crediting", e))?;
-                let current = self.ticket_version(&c.ticket_id).await?;
-                return Ok(ExecOutcome::PreconditionFailed {
-                    current: current.map(StateVersion::from),
-                });
+                .map_err(|e| match e {
+                    WriteError::Unit(e) => {
+                        StoreError::new(StoreErrorKind::Database, format!("crediting: {e}"))
+                    }
+                    e => StoreError::new(StoreErrorKind::Unavailable, format!("crediting: {e}")),
+                })?,
+            DeskPool::Postgres(p) => {
+                let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
+                let applied = write
+                    .postgres(&mut tx)
+                    .await
+                    .map_err(|e| db("crediting", e))?;
+                end(tx, applied).await?
             }
-            insert
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db("crediting", e))?;
-            tx.commit().await.map_err(|e| db("crediting", e))?;
-            receipt(&c.ticket_id, c.amount_minor, &c.reason_code, c.version)
-                .map(|receipt| ExecOutcome::Applied { receipt })
-        })
+            DeskPool::MySql(p) => {
+                let mut tx = p.begin().await.map_err(|e| db("crediting", e))?;
+                let applied = write.mysql(&mut tx).await.map_err(|e| db("crediting", e))?;
+                end(tx, applied).await?
+            }
+        };
+        if !applied {
+            return self.precondition_failed(&c.ticket_id).await;
+        }
+        c.receipt().map(|receipt| ExecOutcome::Applied { receipt })
     }
 
-    /// The same credit as one unit of SQLite's group commit. The unit
-    /// writes nothing when the version precondition fails; if the insert
-    /// fails after the bump, the whole batch rolls back, bump included.
-    async fn credit_batched(&self, writer: &Writer, c: &Credit) -> Result<ExecOutcome, StoreError> {
-        use rusqlite::params;
-
-        let c2 = c.clone();
-        let applied = writer
-            .write(move |conn| {
-                let bumped = conn
-                    .prepare_cached(BUMP_VERSION.qm)?
-                    .execute(params![c2.ticket_id, c2.version])?;
-                if bumped != 1 {
-                    return Ok(false);
-                }
-                conn.prepare_cached(INSERT_CREDIT.qm)?.execute(params![
-                    c2.key.as_bytes().as_slice(),
-                    c2.ticket_id,
-                    c2.customer_id,
-                    c2.agent_id,
-                    c2.amount_minor,
-                    c2.reason_code,
-                    c2.version,
-                ])?;
-                Ok(true)
-            })
-            .await
-            .map_err(|e| match e {
-                WriteError::Unit(e) => {
-                    StoreError::new(StoreErrorKind::Database, format!("crediting: {e}"))
-                }
-                e => StoreError::new(StoreErrorKind::Unavailable, format!("crediting: {e}")),
-            })?;
-        if !applied {
-            let current = self.ticket_version(&c.ticket_id).await?;
-            return Ok(ExecOutcome::PreconditionFailed {
-                current: current.map(StateVersion::from),
-            });
+    /// The credit and the claim's completion in one transaction of the
+    /// claim store's (`toolgate_store::StoreWrite`): one commit for both.
+    async fn credit_completing(
+        &self,
+        c: Credit,
+        completion: &AppliedCompletion,
+    ) -> Result<Completed, ExecError> {
+        let failed = |e: StoreError| ExecError::new(e.to_string());
+        let receipt = c.receipt().map_err(failed)?;
+        let ticket = c.ticket_id.clone();
+        let written = self
+            .claims
+            .write_and_complete(Arc::new(CreditWrite(c)), &receipt, completion)
+            .await?;
+        match written {
+            WriteCompleted::Recorded => Ok(Completed::Recorded { receipt }),
+            WriteCompleted::LeaseLost => Ok(Completed::LeaseLost),
+            WriteCompleted::PreconditionFailed => self
+                .precondition_failed(&ticket)
+                .await
+                .map(Completed::Outcome)
+                .map_err(failed),
         }
-        receipt(&c.ticket_id, c.amount_minor, &c.reason_code, c.version)
-            .map(|receipt| ExecOutcome::Applied { receipt })
+    }
+
+    /// A failed precondition, with the version the ticket holds now.
+    async fn precondition_failed(&self, ticket: &str) -> Result<ExecOutcome, StoreError> {
+        let current = self.ticket_version(ticket).await?;
+        Ok(ExecOutcome::PreconditionFailed {
+            current: current.map(StateVersion::from),
+        })
     }
 
     async fn credit_for(&self, key: &OperationKey) -> Result<Option<JsonText>, StoreError> {
@@ -530,7 +530,7 @@ fn receipt(ticket: &str, amount: i64, reason: &str, version: i64) -> Result<Json
     JsonText::result(text).map_err(|e| StoreError::corrupt(&e))
 }
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 struct Credit {
     key: OperationKey,
     ticket_id: String,
@@ -541,7 +541,129 @@ struct Credit {
     version: i64,
 }
 
+impl Credit {
+    fn receipt(&self) -> Result<JsonText, StoreError> {
+        receipt(
+            &self.ticket_id,
+            self.amount_minor,
+            &self.reason_code,
+            self.version,
+        )
+    }
+}
+
+/// Commits a credit's own transaction when it applied; rolls it back when
+/// its precondition failed.
+async fn end<DB: sqlx::Database>(
+    tx: sqlx::Transaction<'_, DB>,
+    applied: bool,
+) -> Result<bool, StoreError> {
+    if applied {
+        tx.commit().await.map_err(|e| db("crediting", e))?;
+    } else {
+        tx.rollback().await.map_err(|e| db("crediting", e))?;
+    }
+    Ok(applied)
+}
+
+/// The credit's statements, on whichever connection runs them:
+///
+/// ```sql
+/// UPDATE tickets SET version = version + 1 WHERE id = ? AND version = ?;
+/// -- 0 rows: precondition failed; the caller rolls back
+/// INSERT INTO credits (operation_key, ticket_id, …) VALUES (?, ?, …);
+/// ```
+#[derive(Debug)]
+struct CreditWrite(Credit);
+
+/// The credit's two statements on one sqlx connection, inside a
+/// transaction the caller owns; whether the precondition held. `rows` is
+/// the driver's affected-row count.
+async fn credit_statements<DB>(
+    c: &Credit,
+    conn: &mut DB::Connection,
+    sql: fn(&Sql) -> &'static str,
+    rows: fn(&DB::QueryResult) -> u64,
+) -> Result<bool, sqlx::Error>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
+    let bumped = sqlx::query(sql(&BUMP_VERSION))
+        .bind(c.ticket_id.as_str())
+        .bind(c.version)
+        .execute(&mut *conn)
+        .await?;
+    if rows(&bumped) != 1 {
+        return Ok(false);
+    }
+    sqlx::query(sql(&INSERT_CREDIT))
+        .bind(c.key.as_bytes().as_slice())
+        .bind(c.ticket_id.as_str())
+        .bind(c.customer_id.as_str())
+        .bind(c.agent_id.as_str())
+        .bind(c.amount_minor)
+        .bind(c.reason_code.as_str())
+        .bind(c.version)
+        .execute(&mut *conn)
+        .await?;
+    Ok(true)
+}
+
+impl StoreWrite for CreditWrite {
+    fn postgres<'c>(&'c self, conn: &'c mut sqlx::PgConnection) -> WriteFuture<'c> {
+        Box::pin(credit_statements::<sqlx::Postgres>(
+            &self.0,
+            conn,
+            |q| q.pg,
+            sqlx::postgres::PgQueryResult::rows_affected,
+        ))
+    }
+
+    fn mysql<'c>(&'c self, conn: &'c mut sqlx::MySqlConnection) -> WriteFuture<'c> {
+        // The bump always changes the row it matches, so MySQL's "rows
+        // matched" is the number changed (module docs).
+        Box::pin(credit_statements::<sqlx::MySql>(
+            &self.0,
+            conn,
+            |q| q.qm,
+            sqlx::mysql::MySqlQueryResult::rows_affected,
+        ))
+    }
+
+    fn sqlite(&self, conn: &rusqlite::Connection) -> Result<bool, rusqlite::Error> {
+        let c = &self.0;
+        let bumped = conn
+            .prepare_cached(BUMP_VERSION.qm)?
+            .execute(rusqlite::params![c.ticket_id, c.version])?;
+        if bumped != 1 {
+            return Ok(false);
+        }
+        conn.prepare_cached(INSERT_CREDIT.qm)?
+            .execute(rusqlite::params![
+                c.key.as_bytes().as_slice(),
+                c.ticket_id,
+                c.customer_id,
+                c.agent_id,
+                c.amount_minor,
+                c.reason_code,
+                c.version,
+            ])?;
+        Ok(true)
+    }
+}
+
 fn credit_from(permit: &ExecPermit<'_>) -> Result<Credit, ExecError> {
+    if permit.tool() != "apply_goodwill_credit" {
+        return Err(ExecError::new(format!(
+            "the support desk has no tool {}",
+            permit.tool()
+        )));
+    }
     let field = |name: &str| {
         permit
             .field(name)
@@ -590,16 +712,19 @@ impl StateSource for SupportDesk {
 
 impl Executor for SupportDesk {
     async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
-        if permit.tool() != "apply_goodwill_credit" {
-            return Err(ExecError::new(format!(
-                "the support desk has no tool {}",
-                permit.tool()
-            )));
-        }
         let credit = credit_from(&permit)?;
         self.credit(&credit)
             .await
             .map_err(|e| ExecError::new(e.to_string()))
+    }
+
+    async fn execute_and_complete(
+        &self,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> Result<Completed, ExecError> {
+        let credit = credit_from(&permit)?;
+        self.credit_completing(credit, completion).await
     }
 
     fn reconcile(

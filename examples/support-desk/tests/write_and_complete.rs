@@ -1,0 +1,315 @@
+//! The credit and its claim's completion in one transaction (issue 15,
+//! item 3; `toolgate_store::StoreWrite`), on SQLite, PostgreSQL and
+//! MariaDB, through the real pipeline: both commit, or neither does.
+//!
+//! Each case runs the desk's own executor behind a wrapper that changes
+//! the world just before the write: the claim's lease ends, the ticket is
+//! edited, or the caller's receipt cap is lowered. Then the test reads the
+//! credits, the claim and the audit log back.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use toolgate::claim::{
+    ClaimRecord, ClaimStatus, ClaimStore, OperationKey, ReconcileOutcome, Reconciled, Resolution,
+};
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{
+    AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
+    Outcome, Principal, Reason, Request, StateVersion, decide,
+};
+use toolgate::provider::Provider;
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk};
+
+const AGENT: &str = "wc-agent";
+
+/// What happens between the claim and the desk's write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Before {
+    Nothing,
+    /// The claim's lease ends (as if the write had started too late).
+    LeaseEnds,
+    /// A person edits the ticket: the credit's precondition fails.
+    TicketEdited,
+    /// The caller accepts receipts of at most 10 bytes.
+    SmallReceiptCap,
+}
+
+/// The desk's executor, after `before`.
+struct Wrapped<'a> {
+    desk: &'a SupportDesk,
+    store: &'a AnyClaimStore,
+    ticket: &'a str,
+    before: Before,
+}
+
+impl Executor for Wrapped<'_> {
+    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        self.desk.execute(permit).await
+    }
+
+    async fn execute_and_complete(
+        &self,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> Result<Completed, ExecError> {
+        let mut completion = completion.clone();
+        match self.before {
+            Before::Nothing => {}
+            Before::LeaseEnds => end_lease(self.store, permit.key()).await,
+            Before::TicketEdited => edit(self.store, self.ticket).await,
+            Before::SmallReceiptCap => completion = completion.with_receipt_cap(10),
+        }
+        self.desk.execute_and_complete(permit, &completion).await
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        self.desk.reconcile(claim).await
+    }
+}
+
+/// A statement's one parameter.
+enum Arg {
+    Bytes(Vec<u8>),
+    Text(String),
+}
+
+/// Runs `qm` (`pg` on PostgreSQL) with `arg` on the store's own pool; the
+/// rows it changed.
+async fn exec(store: &AnyClaimStore, qm: &'static str, pg: &'static str, arg: Arg) -> u64 {
+    macro_rules! run {
+        ($sql:expr, $pool:expr) => {
+            match arg {
+                Arg::Bytes(b) => sqlx::query($sql).bind(b).execute($pool).await,
+                Arg::Text(t) => sqlx::query($sql).bind(t).execute($pool).await,
+            }
+            .unwrap()
+            .rows_affected()
+        };
+    }
+    match store {
+        AnyClaimStore::Sqlite(s) => run!(qm, s.pool()),
+        AnyClaimStore::Postgres(s) => run!(pg, s.pool()),
+        AnyClaimStore::MySql(s) => run!(qm, s.pool()),
+    }
+}
+
+/// The claim's lease ends now (its holder keeps it).
+async fn end_lease(store: &AnyClaimStore, key: &OperationKey) {
+    let changed = exec(
+        store,
+        "UPDATE toolgate_claims SET lease_expires_at = 0 WHERE operation_key = ?",
+        "UPDATE toolgate_claims SET lease_expires_at = 0 WHERE operation_key = $1",
+        Arg::Bytes(key.as_bytes().to_vec()),
+    )
+    .await;
+    assert_eq!(changed, 1);
+}
+
+/// A person edits the ticket outside the gate: its version moves on.
+async fn edit(store: &AnyClaimStore, ticket: &str) {
+    let changed = exec(
+        store,
+        "UPDATE tickets SET version = version + 1 WHERE id = ?",
+        "UPDATE tickets SET version = version + 1 WHERE id = $1",
+        Arg::Text(ticket.to_owned()),
+    )
+    .await;
+    assert_eq!(changed, 1);
+}
+
+struct Desk {
+    store: AnyClaimStore,
+    desk: SupportDesk,
+    authorizer: CedarAuthorizer<DeskEntities>,
+    policy: Policy,
+}
+
+async fn open(url: &str) -> Desk {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let desk = SupportDesk::on_store(&store).await.unwrap();
+    let authorizer = CedarAuthorizer::new(
+        desk_cedar::POLICIES,
+        &desk_cedar::mapping(),
+        DeskEntities(desk.clone()),
+    )
+    .unwrap();
+    Desk {
+        store,
+        desk,
+        authorizer,
+        policy: Policy::load(POLICY).unwrap(),
+    }
+}
+
+/// A credit on a fresh ticket (version 1, a customer of its own), with
+/// `before` happening just before the write; the decision and the ticket.
+async fn credit(d: &Desk, before: Before) -> (Decision, String) {
+    let run = support::hex(&support::random16());
+    let t = SeedTicket {
+        id: format!("wc-{run}"),
+        customer_id: format!("c-wc-{run}"),
+        assignee: AGENT.into(),
+        version: 1,
+    };
+    d.desk.seed(std::slice::from_ref(&t)).await.unwrap();
+    let body = json!({"outcome":"action","reply":"Done.","proposed_action":{
+        "tool":"apply_goodwill_credit","arguments":{"amount_minor":500,"reason_code":"late_delivery"}}});
+    let proposal = contract::check(
+        &d.policy,
+        Provider::Envelope,
+        body.to_string().as_bytes(),
+        &CheckOptions::default(),
+    );
+    let executor = Wrapped {
+        desk: &d.desk,
+        store: &d.store,
+        ticket: &t.id,
+        before,
+    };
+    let gate = Gate {
+        policy: &d.policy,
+        authorizer: &d.authorizer,
+        state: &d.desk,
+        claims: &d.store,
+        executor: &executor,
+    };
+    let principal = Principal::new(AGENT, ["credit:issue"]).unwrap();
+    let mut scope = Map::new();
+    scope.insert("customer_id".into(), json!(t.customer_id));
+    scope.insert("ticket_id".into(), json!(t.id));
+    let seen = StateVersion::from(1);
+    let request = Request {
+        principal: &principal,
+        scope: &scope,
+        version_seen: &seen,
+        attributes: &Map::new(),
+        approval: None,
+        now: toolgate_store::now_millis(),
+        holder: fresh_holder().unwrap(),
+        lease: Duration::from_secs(30),
+    };
+    let decision = decide(&gate, proposal, &request).await.unwrap();
+    (decision, t.id)
+}
+
+/// The claim and the audit outcomes recorded for `decision`'s key.
+async fn recorded(d: &Desk, decision: &Decision) -> (ClaimRecord, Vec<String>) {
+    let key = decision.key().expect("an operation key");
+    let claim = d.store.fetch(&key).await.unwrap().expect("the claim");
+    let trail = d.store.audit_trail(&key, 10).await.unwrap();
+    let outcomes = trail.iter().map(|e| e.outcome().to_owned()).collect();
+    (claim, outcomes)
+}
+
+async fn both_commit(d: &Desk) {
+    let (decision, ticket) = credit(d, Before::Nothing).await;
+    assert_eq!(decision.outcome(), Outcome::Executed, "{decision:?}");
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 1);
+    assert_eq!(d.desk.ticket_version(&ticket).await.unwrap(), Some(2));
+    let (claim, audit) = recorded(d, &decision).await;
+    let completion = claim.completion.expect("completed");
+    assert_eq!(completion.resolution, Resolution::Executed);
+    // The recorded result is the receipt the decision shows.
+    let result: serde_json::Value = completion.result.value().unwrap();
+    assert_eq!(Some(&result), decision.result());
+    assert_eq!(result["applied"], json!(true));
+    assert_eq!(audit, ["executed"]);
+}
+
+async fn a_lost_lease_undoes_the_credit(d: &Desk) {
+    let (decision, ticket) = credit(d, Before::LeaseEnds).await;
+    assert_eq!(
+        decision.outcome(),
+        Outcome::NeedsReconciliation,
+        "{decision:?}"
+    );
+    assert_eq!(decision.reason(), Some(Reason::LeaseLost));
+    // The credit rolled back with the completion that matched no row.
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 0);
+    assert_eq!(d.desk.ticket_version(&ticket).await.unwrap(), Some(1));
+    let (claim, audit) = recorded(d, &decision).await;
+    assert_eq!(claim.status, ClaimStatus::InFlight);
+    assert_eq!(audit, ["needs_reconciliation"]);
+    // Reconciliation asks the desk's rows and finds nothing written.
+    let answer = d
+        .store
+        .record_reconciliation(
+            &claim.key,
+            &d.desk.reconcile(&claim).await.unwrap(),
+            toolgate_store::now_millis(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(answer, Reconciled::Recorded), "{answer:?}");
+    let closed = d.store.fetch(&claim.key).await.unwrap().unwrap();
+    let resolution = closed.completion.map(|c| c.resolution);
+    assert_eq!(resolution, Some(Resolution::ReconciledNotApplied));
+}
+
+async fn a_failed_precondition_writes_nothing(d: &Desk) {
+    let (decision, ticket) = credit(d, Before::TicketEdited).await;
+    assert_eq!(decision.outcome(), Outcome::StateChanged, "{decision:?}");
+    assert_eq!(decision.reason(), Some(Reason::PreconditionFailed));
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 0);
+    // The person's edit only.
+    assert_eq!(d.desk.ticket_version(&ticket).await.unwrap(), Some(2));
+    let (claim, audit) = recorded(d, &decision).await;
+    let completion = claim.completion.expect("closed as not applied");
+    let result: serde_json::Value = completion.result.value().unwrap();
+    assert_eq!(result["applied"], json!(false));
+    assert_eq!(result["current_version"], json!("2"));
+    assert_eq!(audit, ["state_changed"]);
+}
+
+async fn a_receipt_over_the_cap_writes_nothing(d: &Desk) {
+    let (decision, ticket) = credit(d, Before::SmallReceiptCap).await;
+    assert_eq!(
+        decision.outcome(),
+        Outcome::NeedsReconciliation,
+        "{decision:?}"
+    );
+    assert_eq!(decision.reason(), Some(Reason::ExecutorFailed));
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 0);
+    let (claim, audit) = recorded(d, &decision).await;
+    assert_eq!(claim.status, ClaimStatus::InFlight);
+    assert_eq!(audit, ["needs_reconciliation"]);
+}
+
+async fn all_on(url: &str) {
+    let d = open(url).await;
+    both_commit(&d).await;
+    a_lost_lease_undoes_the_credit(&d).await;
+    a_failed_precondition_writes_nothing(&d).await;
+    a_receipt_over_the_cap_writes_nothing(&d).await;
+}
+
+#[tokio::test]
+async fn write_and_complete_sqlite() {
+    let dir = std::env::temp_dir().join(format!(
+        "toolgate-wc-{}",
+        support::hex(&support::random16())
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    all_on(&format!("sqlite://{}", dir.join("desk.db").display())).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn write_and_complete_postgres() {
+    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
+        all_on(&url).await;
+    }
+}
+
+#[tokio::test]
+async fn write_and_complete_mysql() {
+    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
+        all_on(&url).await;
+    }
+}
