@@ -4,7 +4,8 @@
 
 use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, RESULT_JSON_LIMITS, ReconcileOutcome};
 use toolgate::pipeline::{
-    Decision, ExecError, ExecOutcome, ExecPermit, Executor, Principal, Reason,
+    AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor,
+    Principal, Reason,
 };
 
 use crate::error::{ApiError, ProblemCode};
@@ -74,6 +75,21 @@ impl<E: Executor> Executor for Capped<'_, E> {
             self.check(receipt)?;
         }
         Ok(outcome)
+    }
+
+    async fn execute_and_complete(
+        &self,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> Result<Completed, ExecError> {
+        // An executor that completes in its own write's transaction checks
+        // the cap before its COMMIT; any other receipt is checked here.
+        let completion = completion.clone().with_receipt_cap(self.cap);
+        let completed = self.inner.execute_and_complete(permit, &completion).await?;
+        if let Completed::Outcome(ExecOutcome::Applied { receipt }) = &completed {
+            self.check(receipt)?;
+        }
+        Ok(completed)
     }
 
     fn kind(&self, tool: &str) -> ExecutorKind {
