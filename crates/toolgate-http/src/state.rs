@@ -3,13 +3,17 @@
 //! `Idempotency-Key` memory are rows in the claim database.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
 use toolgate::claim::ClaimStore;
 use toolgate::contract::Policy;
 use toolgate::idempotency::IdempotencyStore;
-use toolgate::pipeline::{Authorizer, Executor, StateSource};
+
+use toolgate::contract::Checked;
+use toolgate::pipeline::{
+    Authorizer, Decision, Executor, Gate, GateError, Request, StateSource, decide,
+};
 use toolgate::review::ReviewStore;
 
 use crate::auth::KeyRing;
@@ -37,6 +41,33 @@ pub trait GateComponents: Send + Sync + 'static {
     fn claims(&self) -> &Self::Claims;
     /// The executor.
     fn executor(&self) -> &Self::Exec;
+
+    /// Decides one proposal on these components with `executor` (the
+    /// in-process one behind the result cap, or client mode's stand-in).
+    /// The default is [`toolgate::pipeline::decide`] on a [`Gate`] of
+    /// [`GateComponents::authorizer`], [`GateComponents::state`] and
+    /// [`GateComponents::claims`]. Components whose authoriser and state
+    /// source can share one read per decision override it, with sources
+    /// made for that one decision and dropped with it (say, one statement
+    /// for the Cedar entities and the resource's version).
+    fn decide<E: Executor>(
+        &self,
+        policy: &Policy,
+        executor: &E,
+        proposal: Checked,
+        request: &Request<'_>,
+    ) -> impl Future<Output = Result<Decision, GateError>> + Send {
+        async move {
+            let gate = Gate {
+                policy,
+                authorizer: self.authorizer(),
+                state: self.state(),
+                claims: self.claims(),
+                executor,
+            };
+            decide(&gate, proposal, request).await
+        }
+    }
 }
 
 /// The four components as plain fields: the one [`GateComponents`].

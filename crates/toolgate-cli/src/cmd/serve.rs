@@ -8,15 +8,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
-use toolgate::contract::Policy;
-use toolgate::pipeline::Principal;
+use toolgate::contract::{Checked, Policy};
+use toolgate::pipeline::{Decision, Executor, Gate, GateError, Principal, Request};
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState};
 use toolgate_http::{
     ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
 };
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once};
 
 use crate::cmd::config::{Application, DB_URL_ENV, Deployment, resolve_db};
 use toolgate_store::{AnyClaimStore, StoreOptions};
@@ -110,9 +110,49 @@ pub struct Args {
     log_level: Option<tracing::Level>,
 }
 
-/// The sidecar's components for the support desk.
-pub type DeskComponents =
-    Components<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>;
+/// The sidecar's components for the support desk. Each decision reads the
+/// Cedar entities and the ticket's version in one statement, with sources
+/// made for that decision alone ([`decide_reading_once`]).
+pub struct DeskComponents(
+    Components<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>,
+);
+
+impl GateComponents for DeskComponents {
+    type Authz = CedarAuthorizer<DeskEntities>;
+    type State = SupportDesk;
+    type Claims = AnyClaimStore;
+    type Exec = SupportDesk;
+
+    fn authorizer(&self) -> &Self::Authz {
+        &self.0.authorizer
+    }
+    fn state(&self) -> &SupportDesk {
+        &self.0.state
+    }
+    fn claims(&self) -> &AnyClaimStore {
+        &self.0.claims
+    }
+    fn executor(&self) -> &SupportDesk {
+        &self.0.executor
+    }
+
+    async fn decide<E: Executor>(
+        &self,
+        policy: &Policy,
+        executor: &E,
+        proposal: Checked,
+        request: &Request<'_>,
+    ) -> Result<Decision, GateError> {
+        let gate = Gate {
+            policy,
+            authorizer: self.authorizer(),
+            state: self.state(),
+            claims: self.claims(),
+            executor,
+        };
+        decide_reading_once(&gate, proposal, request).await
+    }
+}
 
 /// The sidecar's components for a deployment file's [[tools]].
 pub type ToolComponents = Components<DeployAuthorizer, DeployState, AnyClaimStore, DeployExecutor>;
@@ -296,7 +336,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
         for t in tickets {
             let version = state
                 .components()
-                .state
+                .state()
                 .ticket_version(&t.id)
                 .await
                 .map_err(|e| fail("reading the demo tickets", e))?
@@ -385,12 +425,12 @@ pub async fn desk_state(
     let authorizer =
         CedarAuthorizer::new(cedar, &desk_cedar::mapping(), DeskEntities(desk.clone()))
             .map_err(|e| format!("Cedar policies: {e}"))?;
-    let components = Components {
+    let components = DeskComponents(Components {
         authorizer,
         state: desk.clone(),
         claims: store,
         executor: desk,
-    };
+    });
     Ok(AppState::new(policy, components, keys, settings))
 }
 

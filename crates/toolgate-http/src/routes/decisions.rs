@@ -14,7 +14,7 @@ use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
     Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
-    Gate, GateError, Outcome, Principal, Reason, Request, StateVersion, decide,
+    GateError, Outcome, Principal, Reason, Request, StateVersion,
 };
 use toolgate::provider::Provider;
 use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore};
@@ -563,25 +563,12 @@ async fn run_inner<P: GateComponents>(
                     components.executor(),
                     app.settings().max_result_bytes,
                 );
-                let gate = Gate {
-                    policy,
-                    authorizer: components.authorizer(),
-                    state: components.state(),
-                    claims: components.claims(),
-                    executor: &executor,
-                };
-                decide(&gate, check, &request).await
+                components.decide(policy, &executor, check, &request).await
             }
             ExecutionMode::Client => {
-                let executor = ClientExecutor;
-                let gate = Gate {
-                    policy,
-                    authorizer: components.authorizer(),
-                    state: components.state(),
-                    claims: components.claims(),
-                    executor: &executor,
-                };
-                decide(&gate, check, &request).await
+                components
+                    .decide(policy, &ClientExecutor, check, &request)
+                    .await
             }
         };
         let decision = match decided {
