@@ -617,32 +617,16 @@ pub(crate) async fn write_and_complete<B: ClaimBackend>(
     };
     for n in 1..=MAX_CLAIM_ATTEMPTS {
         match backend.transaction(unit.clone()).await {
+            Ok(Answer::Written(WriteCompleted::Recorded)) if backend.fault_after_commit().await => {
+                let lost = "injected: commit acknowledgement lost";
+                return read_back_write(backend, receipt, completion, lost).await;
+            }
             Ok(Answer::Written(w)) => return Ok(w),
             Ok(other) => return Err(mismatched(&other)),
             Err(TxFail::LostRace) => backoff(n).await,
             Err(TxFail::Failed(e)) => return Err(e),
             Err(TxFail::Unknown(e)) => {
-                let read = backend.read_claim(completion.key()).await;
-                backend.read_back_settled(read.is_ok());
-                return match read {
-                    Ok(Some(row)) if row.completed_by(completion.holder(), receipt) => {
-                        Ok(WriteCompleted::Recorded)
-                    }
-                    // Not completed by us as far as this read shows; the
-                    // COMMIT may still land. Reconciliation asks the
-                    // application's rows, never this guess.
-                    Ok(_) => Err(StoreError::new(
-                        StoreErrorKind::OutcomeUnknown,
-                        format!("COMMIT of the write and its completion failed ({e})"),
-                    )),
-                    Err(read) => Err(StoreError::new(
-                        StoreErrorKind::OutcomeUnknown,
-                        format!(
-                            "COMMIT of the write and its completion failed ({e}) and the claim \
-                             could not be read back ({read})"
-                        ),
-                    )),
-                };
+                return read_back_write(backend, receipt, completion, e).await;
             }
         }
     }
@@ -650,6 +634,38 @@ pub(crate) async fn write_and_complete<B: ClaimBackend>(
         StoreErrorKind::Contention,
         format!("the write and its completion still contended after {MAX_CLAIM_ATTEMPTS} attempts"),
     ))
+}
+
+/// The `COMMIT` of a write and its completion failed with an unknown
+/// outcome: the claim, read back on another connection, says whether both
+/// took effect (they commit together).
+async fn read_back_write<B: ClaimBackend>(
+    backend: &B,
+    receipt: &JsonText,
+    completion: &AppliedCompletion,
+    commit_error: impl std::fmt::Display,
+) -> Result<WriteCompleted, StoreError> {
+    let read = backend.read_claim(completion.key()).await;
+    backend.read_back_settled(read.is_ok());
+    match read {
+        Ok(Some(row)) if row.completed_by(completion.holder(), receipt) => {
+            Ok(WriteCompleted::Recorded)
+        }
+        // Not completed by us as far as this read shows; the COMMIT may
+        // still land. Reconciliation asks the application's rows, never
+        // this guess.
+        Ok(_) => Err(StoreError::new(
+            StoreErrorKind::OutcomeUnknown,
+            format!("COMMIT of the write and its completion failed ({commit_error})"),
+        )),
+        Err(read) => Err(StoreError::new(
+            StoreErrorKind::OutcomeUnknown,
+            format!(
+                "COMMIT of the write and its completion failed ({commit_error}) and the claim \
+                 could not be read back ({read})"
+            ),
+        )),
+    }
 }
 
 /// Closes a stuck claim with what the downstream system reported.

@@ -380,6 +380,17 @@ async fn fault_commit_lost_reads_back_before_deciding() {
 }
 
 #[tokio::test]
+async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
+    let Some(db) = Db::create().await else {
+        return;
+    };
+    let (hook, fired) = support::fail_commit_number(2);
+    let store = toolgate_store::AnyClaimStore::MySql(db.store().await.with_fault_hook(hook));
+    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     let Some(db) = Db::create().await else {
         return;

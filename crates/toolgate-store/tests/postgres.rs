@@ -340,6 +340,17 @@ async fn fault_commit_lost_reads_back_before_deciding() {
 }
 
 #[tokio::test]
+async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let (hook, fired) = support::fail_commit_number(2);
+    let store = toolgate_store::AnyClaimStore::Postgres(schema.store().await.with_fault_hook(hook));
+    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
+    schema.drop().await;
+}
+
+#[tokio::test]
 async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     let Some(schema) = Schema::create().await else {
         return;

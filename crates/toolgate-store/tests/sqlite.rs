@@ -300,6 +300,14 @@ async fn a_bad_url_is_a_config_error() {
 }
 
 #[tokio::test]
+async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
+    let db = TempDb::new();
+    let (hook, fired) = support::fail_commit_number(2);
+    let store = toolgate_store::AnyClaimStore::Sqlite(store(&db).await.with_fault_hook(hook));
+    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
+}
+
+#[tokio::test]
 async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
     let db = TempDb::new();
     let (hook, fired) = support::fail_commit_once();

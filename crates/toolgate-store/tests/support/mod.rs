@@ -134,6 +134,89 @@ pub fn fail_commit_once() -> (toolgate_store::fault::FaultHook, Arc<AtomicBool>)
     (hook, flag)
 }
 
+/// A hook that reports the `n`th successful COMMIT (counting from 1) as
+/// failed.
+pub fn fail_commit_number(n: usize) -> (toolgate_store::fault::FaultHook, Arc<AtomicBool>) {
+    use std::sync::atomic::AtomicUsize;
+    use toolgate_store::fault::FaultPoint;
+    let fired = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&fired);
+    let seen = AtomicUsize::new(0);
+    let hook: toolgate_store::fault::FaultHook = Arc::new(move |at, _| {
+        let fail = at == FaultPoint::AfterCommit && seen.fetch_add(1, Ordering::SeqCst) + 1 == n;
+        if fail {
+            fired.store(true, Ordering::SeqCst);
+        }
+        Box::pin(async move { fail })
+    });
+    (hook, flag)
+}
+
+/// An application write that writes nothing and says it applied.
+#[derive(Debug)]
+struct Applies;
+
+impl toolgate_store::StoreWrite for Applies {
+    fn postgres<'c>(&'c self, _: &'c mut sqlx::PgConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async { Ok(true) })
+    }
+    fn mysql<'c>(&'c self, _: &'c mut sqlx::MySqlConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async { Ok(true) })
+    }
+    fn sqlite(
+        &self,
+        _: &toolgate_store::sqlite::rusqlite::Connection,
+    ) -> Result<bool, toolgate_store::sqlite::rusqlite::Error> {
+        Ok(true)
+    }
+}
+
+/// A write and its completion committed, but the store was told the
+/// COMMIT failed (the hook fails the second COMMIT; the claim's is the
+/// first): it must read the claim back, find its own completion with its
+/// receipt, and answer `Recorded`, with the audit entry there once; never
+/// run the write again.
+pub async fn lost_write_commit_ack_is_read_back(
+    store: &toolgate_store::AnyClaimStore,
+    fired: &AtomicBool,
+) {
+    use toolgate::pipeline::AppliedCompletion;
+    use toolgate_store::WriteCompleted;
+
+    let ns = Namespace::new(random16());
+    let (key, req) = request_for(&ns, 4);
+    let fingerprint = *req.fingerprint();
+    let lease = expect_acquired(store.claim(req).await.expect("claim"));
+    assert!(
+        !fired.load(Ordering::SeqCst),
+        "the claim's COMMIT was failed"
+    );
+    let entry = toolgate::claim::AuditEntry::new(
+        UnixMillis(conformance::T0.0 + 1),
+        "agent-1".into(),
+        Some("apply_credit".into()),
+        "executed".into(),
+        None,
+        Some(key),
+        Some(fingerprint),
+    )
+    .expect("entry");
+    let completion =
+        AppliedCompletion::new(key, lease.holder, UnixMillis(conformance::T0.0 + 1), entry);
+    let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
+    let done = store
+        .write_and_complete(Arc::new(Applies), &receipt, &completion)
+        .await
+        .expect("read back");
+    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+    assert_eq!(done, WriteCompleted::Recorded);
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert!(row.completed_by(&lease.holder, &receipt), "{row:?}");
+    let trail = store.audit_trail(&key, 10).await.expect("trail");
+    let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
+    assert_eq!(outcomes, ["executed"]);
+}
+
 /// The claim committed but the store was told it failed: it must read the
 /// row back with the same holder token, find its own token and report the
 /// win — neither a false loss (the operation would then be stuck with no

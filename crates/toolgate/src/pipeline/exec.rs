@@ -136,12 +136,10 @@ pub struct AppliedCompletion {
 }
 
 impl AppliedCompletion {
-    pub(crate) fn new(
-        key: OperationKey,
-        holder: HolderToken,
-        now: UnixMillis,
-        audit: AuditEntry,
-    ) -> Self {
+    /// The completion of the claim on `key` won by `holder`, at `now`, with
+    /// `audit` written beside it. The pipeline makes one per won claim; a
+    /// store's own tests make them too.
+    pub fn new(key: OperationKey, holder: HolderToken, now: UnixMillis, audit: AuditEntry) -> Self {
         Self {
             key,
             holder,
