@@ -24,8 +24,9 @@
 //!   for: no version reaches another decision, and with none kept the
 //!   state read queries as before.
 //!
-//! A gate that serves every decision (toolgate-http's shared components,
-//! toolgate-eval's `PipelineGate`) has one state source for all of them,
+//! `toolgate serve` decides this way too: its support-desk components
+//! override `toolgate_http::GateComponents::decide` with this function.
+//! toolgate-eval's `PipelineGate` has one state source for all decisions,
 //! so it keeps [`SupportDesk`]'s own query for the version.
 
 use std::sync::{Mutex, PoisonError};
