@@ -42,14 +42,27 @@ pub trait GateComponents: Send + Sync + 'static {
     /// The executor.
     fn executor(&self) -> &Self::Exec;
 
-    /// Decides one proposal on these components with `executor` (the
+    /// The gate of one decision: these components with `executor` (the
     /// in-process one behind the result cap, or client mode's stand-in).
-    /// The default is [`toolgate::pipeline::decide`] on a [`Gate`] of
-    /// [`GateComponents::authorizer`], [`GateComponents::state`] and
-    /// [`GateComponents::claims`]. Components whose authoriser and state
-    /// source can share one read per decision override it, with sources
-    /// made for that one decision and dropped with it (say, one statement
-    /// for the Cedar entities and the resource's version).
+    fn gate<'a, E>(
+        &'a self,
+        policy: &'a Policy,
+        executor: &'a E,
+    ) -> Gate<'a, Self::Authz, Self::State, Self::Claims, E> {
+        Gate {
+            policy,
+            authorizer: self.authorizer(),
+            state: self.state(),
+            claims: self.claims(),
+            executor,
+        }
+    }
+
+    /// Decides one proposal on [`GateComponents::gate`]. The default is
+    /// [`toolgate::pipeline::decide`]. Components whose authoriser and
+    /// state source can share one read per decision override it, with
+    /// sources made for that one decision and dropped with it (say, one
+    /// statement for the Cedar entities and the resource's version).
     fn decide<E: Executor>(
         &self,
         policy: &Policy,
@@ -57,16 +70,7 @@ pub trait GateComponents: Send + Sync + 'static {
         proposal: Checked,
         request: &Request<'_>,
     ) -> impl Future<Output = Result<Decision, GateError>> + Send {
-        async move {
-            let gate = Gate {
-                policy,
-                authorizer: self.authorizer(),
-                state: self.state(),
-                claims: self.claims(),
-                executor,
-            };
-            decide(&gate, proposal, request).await
-        }
+        async move { decide(&self.gate(policy, executor), proposal, request).await }
     }
 }
 

@@ -19,6 +19,7 @@ use crate::StoreOptions;
 use crate::mysql::MySqlClaimStore;
 #[cfg(feature = "postgres")]
 use crate::postgres::PgClaimStore;
+use crate::protocol;
 #[cfg(feature = "sqlite")]
 use crate::sqlite::SqliteClaimStore;
 use crate::write::{StoreWrite, WriteCompleted};
@@ -228,7 +229,8 @@ impl AnyClaimStore {
         completion: &AppliedCompletion,
     ) -> Result<WriteCompleted, ExecError> {
         completion.accepts(receipt)?;
-        let done = delegate!(self, s => s.write_and_complete(write, receipt, completion).await);
+        let done =
+            delegate!(self, s => protocol::write_and_complete(s, write, receipt, completion).await);
         done.map_err(|e| ExecError::new(e.to_string()))
     }
 }

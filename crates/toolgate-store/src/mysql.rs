@@ -49,13 +49,11 @@ use toolgate::claim::{
     UnixMillis,
 };
 
-use toolgate::pipeline::AppliedCompletion;
-
 use crate::StoreOptions;
 use crate::common::{map_err, qmark};
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
-use crate::write::{StoreWrite, WriteCompleted, WriteFuture};
+use crate::write::{StoreWrite, WriteFuture};
 
 /// The claims and audit tables on MySQL or MariaDB: one server, or the
 /// nodes of a Galera cluster with failover between them.
@@ -256,17 +254,6 @@ impl ClaimStore for MySqlClaimStore {
 }
 
 impl MySqlClaimStore {
-    /// Runs `write` and the claim's completion with `receipt` in one
-    /// transaction (`crate::write`).
-    pub async fn write_and_complete(
-        &self,
-        write: Arc<dyn StoreWrite>,
-        receipt: &JsonText,
-        completion: &AppliedCompletion,
-    ) -> Result<WriteCompleted, StoreError> {
-        protocol::write_and_complete(self, write, receipt, completion).await
-    }
-
     /// The pool of the node in use, for operations outside the claim
     /// protocol. With several nodes this follows the failover: ask again
     /// rather than keep it.

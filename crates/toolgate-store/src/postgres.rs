@@ -1,7 +1,6 @@
 //! PostgreSQL.
 
 use std::str::FromStr;
-use std::sync::Arc;
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -12,13 +11,11 @@ use toolgate::claim::{
     UnixMillis,
 };
 
-use toolgate::pipeline::AppliedCompletion;
-
 use crate::StoreOptions;
 use crate::common::map_err;
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
-use crate::write::{StoreWrite, WriteCompleted, WriteFuture};
+use crate::write::{StoreWrite, WriteFuture};
 
 /// The claims and audit tables on PostgreSQL.
 ///
@@ -169,17 +166,6 @@ impl ClaimStore for PgClaimStore {
 }
 
 impl PgClaimStore {
-    /// Runs `write` and the claim's completion with `receipt` in one
-    /// transaction (`crate::write`).
-    pub async fn write_and_complete(
-        &self,
-        write: Arc<dyn StoreWrite>,
-        receipt: &JsonText,
-        completion: &AppliedCompletion,
-    ) -> Result<WriteCompleted, StoreError> {
-        protocol::write_and_complete(self, write, receipt, completion).await
-    }
-
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &PgPool {
         &self.pool

@@ -18,15 +18,13 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
-use toolgate::pipeline::AppliedCompletion;
-
 use crate::StoreOptions;
 use crate::common::{ClaimTxPoint, map_err, qmark};
 use crate::group_commit::{GroupCommit, is_busy};
 use crate::pooled::{self, Dialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
 use crate::rows::{self, RusqliteRow};
-use crate::write::{StoreWrite, WriteCompleted};
+use crate::write::StoreWrite;
 
 /// The writer an application's own writes to its tables in the same file
 /// go through ([`SqliteClaimStore::writer`]), what it answers, and the
@@ -528,17 +526,6 @@ impl ClaimStore for SqliteClaimStore {
 }
 
 impl SqliteClaimStore {
-    /// Runs `write` and the claim's completion with `receipt` in one unit
-    /// of the group commit (`crate::write`).
-    pub async fn write_and_complete(
-        &self,
-        write: Arc<dyn StoreWrite>,
-        receipt: &JsonText,
-        completion: &AppliedCompletion,
-    ) -> Result<WriteCompleted, StoreError> {
-        protocol::write_and_complete(self, write, receipt, completion).await
-    }
-
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &SqlitePool {
         &self.pool

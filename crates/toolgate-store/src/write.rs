@@ -27,7 +27,7 @@ pub type WriteFuture<'c> = Pin<Box<dyn Future<Output = Result<bool, sqlx::Error>
 
 /// An application's write that the claim store runs inside the claim's
 /// completion transaction
-/// ([`crate::AnyClaimStore::execute_and_complete`]). One method per
+/// ([`crate::AnyClaimStore::write_and_complete`]). One method per
 /// backend, each given the transaction's connection; each answers whether
 /// the write applied (`false`: its precondition failed, and whatever it
 /// did is rolled back).
@@ -50,7 +50,7 @@ pub trait StoreWrite: fmt::Debug + Send + Sync + 'static {
     fn sqlite(&self, conn: &rusqlite::Connection) -> Result<bool, rusqlite::Error>;
 }
 
-/// What [`crate::AnyClaimStore::execute_and_complete`] committed.
+/// What [`crate::AnyClaimStore::write_and_complete`] committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
 pub enum WriteCompleted {

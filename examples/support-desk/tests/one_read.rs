@@ -16,43 +16,17 @@ use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
     OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
-use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::contract::{self, CheckOptions};
 use toolgate::pipeline::{Decision, Gate, Outcome, Principal, Reason, Request, StateVersion};
 use toolgate::provider::Provider;
-use toolgate_cedar::CedarAuthorizer;
 use toolgate_store::{AnyClaimStore, fresh_holder};
-use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk, decide_reading_once};
+use toolgate_support_desk::{SeedTicket, decide_reading_once};
 
 const AGENT: &str = "one-read-agent";
 
-struct Desk {
-    store: AnyClaimStore,
-    desk: SupportDesk,
-    authorizer: CedarAuthorizer<DeskEntities>,
-    policy: Policy,
-}
-
-async fn open(url: &str) -> Desk {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let desk = SupportDesk::on_store(&store).await.unwrap();
-    let authorizer = CedarAuthorizer::new(
-        desk_cedar::POLICIES,
-        &desk_cedar::mapping(),
-        DeskEntities(desk.clone()),
-    )
-    .unwrap();
-    Desk {
-        store,
-        desk,
-        authorizer,
-        policy: Policy::load(POLICY).unwrap(),
-    }
-}
-
 /// A fresh ticket at version 1, with a customer of its own (the daily
 /// budget per customer then holds every credit here).
-async fn ticket(d: &Desk, name: &str) -> SeedTicket {
+async fn ticket(d: &support::Desk, name: &str) -> SeedTicket {
     let run = support::hex(&support::random16());
     let t = SeedTicket {
         id: format!("or-{name}-{run}"),
@@ -67,7 +41,7 @@ async fn ticket(d: &Desk, name: &str) -> SeedTicket {
 /// A credit of `amount` on `t` by the assigned agent, proposed at
 /// version `seen`, decided through `claims`.
 async fn credit<C: ClaimStore>(
-    d: &Desk,
+    d: &support::Desk,
     claims: &C,
     t: &SeedTicket,
     seen: i64,
@@ -109,37 +83,6 @@ async fn credit<C: ClaimStore>(
         .unwrap()
 }
 
-/// A person edits the ticket outside the gate: its version moves on.
-async fn edit(d: &Desk, ticket: &str) {
-    let done = match &d.store {
-        AnyClaimStore::Sqlite(s) => {
-            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = ?")
-                .bind(ticket)
-                .execute(s.pool())
-                .await
-                .unwrap()
-                .rows_affected()
-        }
-        AnyClaimStore::Postgres(s) => {
-            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = $1")
-                .bind(ticket)
-                .execute(s.pool())
-                .await
-                .unwrap()
-                .rows_affected()
-        }
-        AnyClaimStore::MySql(s) => {
-            sqlx::query("UPDATE tickets SET version = version + 1 WHERE id = ?")
-                .bind(ticket)
-                .execute(s.pool())
-                .await
-                .unwrap()
-                .rows_affected()
-        }
-    };
-    assert_eq!(done, 1);
-}
-
 fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {
     (d.outcome(), d.reason())
 }
@@ -147,7 +90,7 @@ fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {
 /// One after another on one ticket: each decision compares `version_seen`
 /// with the version its own authorisation read.
 async fn each_decision_reads_its_own_version(url: &str) {
-    let d = open(url).await;
+    let d = support::Desk::open(url).await;
     let t = ticket(&d, "seq").await;
 
     let first = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
@@ -173,7 +116,7 @@ async fn each_decision_reads_its_own_version(url: &str) {
     // decision read. Had the replay's unused 3 reached it, it would have
     // passed the filter and been claimed, and the executor's precondition
     // would have closed that claim as precondition_failed.
-    edit(&d, &t.id).await;
+    support::edit(&d.store, &t.id).await;
     let stale = credit(&d, &d.store, &t, 3, 500, "Done.").await;
     assert_eq!(
         outcome(&stale),
@@ -278,7 +221,7 @@ impl ClaimStore for Between<'_> {
 /// Two decisions on one ticket, the second wholly inside the first's
 /// window between its read and its state read.
 async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
-    let d = open(url).await;
+    let d = support::Desk::open(url).await;
     let t = ticket(&d, "inner").await;
 
     // The outer proposal is at version 1 and reads version 1. Inside its
@@ -287,7 +230,7 @@ async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
     // its own read: the filter passes on a version already stale, and the
     // executor's precondition, the check that holds, writes nothing.
     let between = Between::new(&d.store, async {
-        edit(&d, &t.id).await;
+        support::edit(&d.store, &t.id).await;
         let inner = credit(&d, &d.store, &t, 2, 900, "Done.").await;
         assert_eq!(outcome(&inner), (Outcome::Executed, None), "{inner:?}");
     });
@@ -309,7 +252,7 @@ async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
 /// version, read before the original's write, matches its `version_seen`;
 /// the claim step finds the original's claim, and the retry is `replayed`.
 async fn a_retry_racing_its_original_is_replayed(url: &str) {
-    let d = open(url).await;
+    let d = support::Desk::open(url).await;
     let t = ticket(&d, "race").await;
 
     let between = Between::new(&d.store, async {

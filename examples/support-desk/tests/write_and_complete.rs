@@ -15,16 +15,14 @@ use serde_json::{Map, json};
 use toolgate::claim::{
     ClaimRecord, ClaimStatus, ClaimStore, OperationKey, ReconcileOutcome, Reconciled, Resolution,
 };
-use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::contract::{self, CheckOptions};
 use toolgate::pipeline::{
     AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
     Outcome, Principal, Reason, Request, StateVersion, decide,
 };
 use toolgate::provider::Provider;
-use toolgate_cedar::CedarAuthorizer;
 use toolgate_store::{AnyClaimStore, fresh_holder};
-use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk};
+use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 const AGENT: &str = "wc-agent";
 
@@ -62,7 +60,7 @@ impl Executor for Wrapped<'_> {
         match self.before {
             Before::Nothing => {}
             Before::LeaseEnds => end_lease(self.store, permit.key()).await,
-            Before::TicketEdited => edit(self.store, self.ticket).await,
+            Before::TicketEdited => support::edit(self.store, self.ticket).await,
             Before::SmallReceiptCap => completion = completion.with_receipt_cap(10),
         }
         self.desk.execute_and_complete(permit, &completion).await
@@ -73,83 +71,21 @@ impl Executor for Wrapped<'_> {
     }
 }
 
-/// A statement's one parameter.
-enum Arg {
-    Bytes(Vec<u8>),
-    Text(String),
-}
-
-/// Runs `qm` (`pg` on PostgreSQL) with `arg` on the store's own pool; the
-/// rows it changed.
-async fn exec(store: &AnyClaimStore, qm: &'static str, pg: &'static str, arg: Arg) -> u64 {
-    macro_rules! run {
-        ($sql:expr, $pool:expr) => {
-            match arg {
-                Arg::Bytes(b) => sqlx::query($sql).bind(b).execute($pool).await,
-                Arg::Text(t) => sqlx::query($sql).bind(t).execute($pool).await,
-            }
-            .unwrap()
-            .rows_affected()
-        };
-    }
-    match store {
-        AnyClaimStore::Sqlite(s) => run!(qm, s.pool()),
-        AnyClaimStore::Postgres(s) => run!(pg, s.pool()),
-        AnyClaimStore::MySql(s) => run!(qm, s.pool()),
-    }
-}
-
 /// The claim's lease ends now (its holder keeps it).
 async fn end_lease(store: &AnyClaimStore, key: &OperationKey) {
-    let changed = exec(
+    let changed = support::exec(
         store,
         "UPDATE toolgate_claims SET lease_expires_at = 0 WHERE operation_key = ?",
         "UPDATE toolgate_claims SET lease_expires_at = 0 WHERE operation_key = $1",
-        Arg::Bytes(key.as_bytes().to_vec()),
+        support::Arg::Bytes(key.as_bytes().to_vec()),
     )
     .await;
     assert_eq!(changed, 1);
-}
-
-/// A person edits the ticket outside the gate: its version moves on.
-async fn edit(store: &AnyClaimStore, ticket: &str) {
-    let changed = exec(
-        store,
-        "UPDATE tickets SET version = version + 1 WHERE id = ?",
-        "UPDATE tickets SET version = version + 1 WHERE id = $1",
-        Arg::Text(ticket.to_owned()),
-    )
-    .await;
-    assert_eq!(changed, 1);
-}
-
-struct Desk {
-    store: AnyClaimStore,
-    desk: SupportDesk,
-    authorizer: CedarAuthorizer<DeskEntities>,
-    policy: Policy,
-}
-
-async fn open(url: &str) -> Desk {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let desk = SupportDesk::on_store(&store).await.unwrap();
-    let authorizer = CedarAuthorizer::new(
-        desk_cedar::POLICIES,
-        &desk_cedar::mapping(),
-        DeskEntities(desk.clone()),
-    )
-    .unwrap();
-    Desk {
-        store,
-        desk,
-        authorizer,
-        policy: Policy::load(POLICY).unwrap(),
-    }
 }
 
 /// A credit on a fresh ticket (version 1, a customer of its own), with
 /// `before` happening just before the write; the decision and the ticket.
-async fn credit(d: &Desk, before: Before) -> (Decision, String) {
+async fn credit(d: &support::Desk, before: Before) -> (Decision, String) {
     let run = support::hex(&support::random16());
     let t = SeedTicket {
         id: format!("wc-{run}"),
@@ -199,7 +135,7 @@ async fn credit(d: &Desk, before: Before) -> (Decision, String) {
 }
 
 /// The claim and the audit outcomes recorded for `decision`'s key.
-async fn recorded(d: &Desk, decision: &Decision) -> (ClaimRecord, Vec<String>) {
+async fn recorded(d: &support::Desk, decision: &Decision) -> (ClaimRecord, Vec<String>) {
     let key = decision.key().expect("an operation key");
     let claim = d.store.fetch(&key).await.unwrap().expect("the claim");
     let trail = d.store.audit_trail(&key, 10).await.unwrap();
@@ -207,7 +143,7 @@ async fn recorded(d: &Desk, decision: &Decision) -> (ClaimRecord, Vec<String>) {
     (claim, outcomes)
 }
 
-async fn both_commit(d: &Desk) {
+async fn both_commit(d: &support::Desk) {
     let (decision, ticket) = credit(d, Before::Nothing).await;
     assert_eq!(decision.outcome(), Outcome::Executed, "{decision:?}");
     assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 1);
@@ -222,7 +158,7 @@ async fn both_commit(d: &Desk) {
     assert_eq!(audit, ["executed"]);
 }
 
-async fn a_lost_lease_undoes_the_credit(d: &Desk) {
+async fn a_lost_lease_undoes_the_credit(d: &support::Desk) {
     let (decision, ticket) = credit(d, Before::LeaseEnds).await;
     assert_eq!(
         decision.outcome(),
@@ -252,7 +188,7 @@ async fn a_lost_lease_undoes_the_credit(d: &Desk) {
     assert_eq!(resolution, Some(Resolution::ReconciledNotApplied));
 }
 
-async fn a_failed_precondition_writes_nothing(d: &Desk) {
+async fn a_failed_precondition_writes_nothing(d: &support::Desk) {
     let (decision, ticket) = credit(d, Before::TicketEdited).await;
     assert_eq!(decision.outcome(), Outcome::StateChanged, "{decision:?}");
     assert_eq!(decision.reason(), Some(Reason::PreconditionFailed));
@@ -267,7 +203,7 @@ async fn a_failed_precondition_writes_nothing(d: &Desk) {
     assert_eq!(audit, ["state_changed"]);
 }
 
-async fn a_receipt_over_the_cap_writes_nothing(d: &Desk) {
+async fn a_receipt_over_the_cap_writes_nothing(d: &support::Desk) {
     let (decision, ticket) = credit(d, Before::SmallReceiptCap).await;
     assert_eq!(
         decision.outcome(),
@@ -282,7 +218,7 @@ async fn a_receipt_over_the_cap_writes_nothing(d: &Desk) {
 }
 
 async fn all_on(url: &str) {
-    let d = open(url).await;
+    let d = support::Desk::open(url).await;
     both_commit(&d).await;
     a_lost_lease_undoes_the_credit(&d).await;
     a_failed_precondition_writes_nothing(&d).await;

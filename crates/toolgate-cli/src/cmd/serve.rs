@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use toolgate::contract::{Checked, Policy};
-use toolgate::pipeline::{Decision, Executor, Gate, GateError, Principal, Request};
+use toolgate::pipeline::{Decision, Executor, GateError, Principal, Request};
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState};
 use toolgate_http::{
@@ -143,14 +143,7 @@ impl GateComponents for DeskComponents {
         proposal: Checked,
         request: &Request<'_>,
     ) -> Result<Decision, GateError> {
-        let gate = Gate {
-            policy,
-            authorizer: self.authorizer(),
-            state: self.state(),
-            claims: self.claims(),
-            executor,
-        };
-        decide_reading_once(&gate, proposal, request).await
+        decide_reading_once(&self.gate(policy, executor), proposal, request).await
     }
 }
 

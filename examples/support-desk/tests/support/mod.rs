@@ -5,6 +5,12 @@
 
 use std::io::Write;
 
+use toolgate::contract::Policy;
+use toolgate_cedar::CedarAuthorizer;
+use toolgate_store::AnyClaimStore;
+use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate_support_desk::{POLICY, SupportDesk};
+
 /// Set to `1` (CI does) to turn a missing database into a failure instead
 /// of a skip.
 pub const REQUIRE: &str = "TOOLGATE_REQUIRE_DATABASES";
@@ -39,4 +45,72 @@ pub fn random16() -> [u8; 16] {
 
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The support desk on one database, with its Cedar authoriser and policy.
+pub struct Desk {
+    pub store: AnyClaimStore,
+    pub desk: SupportDesk,
+    pub authorizer: CedarAuthorizer<DeskEntities>,
+    pub policy: Policy,
+}
+
+impl Desk {
+    /// Connects to `url` and migrates the desk's tables.
+    pub async fn open(url: &str) -> Desk {
+        let store = AnyClaimStore::connect(url).await.unwrap();
+        let desk = SupportDesk::on_store(&store).await.unwrap();
+        let authorizer = CedarAuthorizer::new(
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
+            DeskEntities(desk.clone()),
+        )
+        .unwrap();
+        Desk {
+            store,
+            desk,
+            authorizer,
+            policy: Policy::load(POLICY).unwrap(),
+        }
+    }
+}
+
+/// A statement's one parameter.
+pub enum Arg {
+    /// Bytes (a key).
+    Bytes(Vec<u8>),
+    /// Text.
+    Text(String),
+}
+
+/// Runs `qm` (`pg` on PostgreSQL) with `arg` on the store's own pool; the
+/// rows it changed.
+pub async fn exec(store: &AnyClaimStore, qm: &'static str, pg: &'static str, arg: Arg) -> u64 {
+    macro_rules! run {
+        ($sql:expr, $pool:expr) => {
+            match arg {
+                Arg::Bytes(b) => sqlx::query($sql).bind(b).execute($pool).await,
+                Arg::Text(t) => sqlx::query($sql).bind(t).execute($pool).await,
+            }
+            .unwrap()
+            .rows_affected()
+        };
+    }
+    match store {
+        AnyClaimStore::Sqlite(s) => run!(qm, s.pool()),
+        AnyClaimStore::Postgres(s) => run!(pg, s.pool()),
+        AnyClaimStore::MySql(s) => run!(qm, s.pool()),
+    }
+}
+
+/// A person edits the ticket outside the gate: its version moves on.
+pub async fn edit(store: &AnyClaimStore, ticket: &str) {
+    let changed = exec(
+        store,
+        "UPDATE tickets SET version = version + 1 WHERE id = ?",
+        "UPDATE tickets SET version = version + 1 WHERE id = $1",
+        Arg::Text(ticket.to_owned()),
+    )
+    .await;
+    assert_eq!(changed, 1);
 }
