@@ -9,18 +9,14 @@ mod support;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::time::Duration;
 
-use serde_json::{Map, json};
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
     OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
-use toolgate::contract::{self, CheckOptions};
-use toolgate::pipeline::{Decision, Gate, Outcome, Principal, Reason, Request, StateVersion};
-use toolgate::provider::Provider;
-use toolgate_store::{AnyClaimStore, fresh_holder};
-use toolgate_support_desk::{SeedTicket, decide_reading_once};
+use toolgate::pipeline::{Decision, Outcome, Reason, StateVersion};
+use toolgate_store::AnyClaimStore;
+use toolgate_support_desk::SeedTicket;
 
 const AGENT: &str = "one-read-agent";
 
@@ -48,39 +44,17 @@ async fn credit<C: ClaimStore>(
     amount: i64,
     reply: &str,
 ) -> Decision {
-    let body = json!({"outcome":"action","reply":reply,"proposed_action":{
-        "tool":"apply_goodwill_credit","arguments":{"amount_minor":amount,"reason_code":"late_delivery"}}});
-    let proposal = contract::check(
-        &d.policy,
-        Provider::Envelope,
-        body.to_string().as_bytes(),
-        &CheckOptions::default(),
-    );
-    let gate = Gate {
-        policy: &d.policy,
-        authorizer: &d.authorizer,
-        state: &d.desk,
-        claims,
-        executor: &d.desk,
+    let proposal = support::Proposal {
+        agent: AGENT,
+        customer: &t.customer_id,
+        ticket: &t.id,
+        seen,
+        amount,
+        reason: "late_delivery",
+        reply,
     };
-    let principal = Principal::new(AGENT, ["credit:issue"]).unwrap();
-    let mut scope = Map::new();
-    scope.insert("customer_id".into(), json!(t.customer_id));
-    scope.insert("ticket_id".into(), json!(t.id));
-    let seen = StateVersion::from(seen);
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: toolgate_store::now_millis(),
-        holder: fresh_holder().unwrap(),
-        lease: Duration::from_secs(30),
-    };
-    decide_reading_once(&gate, proposal, &request)
+    d.decide(support::Decide::ReadingOnce, claims, &d.desk, &proposal)
         .await
-        .unwrap()
 }
 
 fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {

@@ -13,16 +13,9 @@ mod support;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use serde_json::{Map, json};
-use toolgate::contract::{self, CheckOptions, Policy};
-use toolgate::pipeline::{Decision, Gate, Outcome, Principal, Request, StateVersion};
-use toolgate::provider::Provider;
-use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, fresh_holder};
-use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk, decide_reading_once};
+use toolgate::pipeline::{Decision, Outcome};
+use toolgate_support_desk::SeedTicket;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
@@ -106,59 +99,22 @@ const MYSQL: Expected = Expected {
     replay: 5,
 };
 
-async fn credit(
-    store: &AnyClaimStore,
-    desk: &SupportDesk,
-    authorizer: &CedarAuthorizer<DeskEntities>,
-    customer: &str,
-    ticket: &str,
-    reply: &str,
-) -> Decision {
-    let policy = Policy::load(POLICY).unwrap();
-    let body = json!({"outcome":"action","reply":reply,"proposed_action":{
-        "tool":"apply_goodwill_credit","arguments":{"amount_minor":1500,"reason_code":"damaged_item"}}});
-    let proposal = contract::check(
-        &policy,
-        Provider::Envelope,
-        body.to_string().as_bytes(),
-        &CheckOptions::default(),
-    );
-    let gate = Gate {
-        policy: &policy,
-        authorizer,
-        state: desk,
-        claims: store,
-        executor: desk,
+async fn credit(d: &support::Desk, customer: &str, ticket: &str, reply: &str) -> Decision {
+    let proposal = support::Proposal {
+        agent: "rt-agent",
+        customer,
+        ticket,
+        seen: 1,
+        amount: 1500,
+        reason: "damaged_item",
+        reply,
     };
-    let principal = Principal::new("rt-agent", ["credit:issue"]).unwrap();
-    let mut scope = Map::new();
-    scope.insert("customer_id".into(), json!(customer));
-    scope.insert("ticket_id".into(), json!(ticket));
-    let seen = StateVersion::from(1);
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: toolgate_store::now_millis(),
-        holder: fresh_holder().unwrap(),
-        lease: Duration::from_secs(30),
-    };
-    decide_reading_once(&gate, proposal, &request)
+    d.decide(support::Decide::ReadingOnce, &d.store, &d.desk, &proposal)
         .await
-        .unwrap()
 }
 
 async fn count_on(url: &str, expected: &Expected) {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let desk = SupportDesk::on_store(&store).await.unwrap();
-    let authorizer = CedarAuthorizer::new(
-        desk_cedar::POLICIES,
-        &desk_cedar::mapping(),
-        DeskEntities(desk.clone()),
-    )
-    .unwrap();
+    let d = support::Desk::open(url).await;
     let run = support::hex(&support::random16());
     // A customer per ticket: the desk's daily budget per customer would
     // hold a third 15.00 credit to one customer for a person.
@@ -170,7 +126,7 @@ async fn count_on(url: &str, expected: &Expected) {
             version: 1,
         })
         .collect();
-    desk.seed(&tickets).await.unwrap();
+    d.desk.seed(&tickets).await.unwrap();
 
     let log = Arc::new(StatementLog::default());
     let _guard = tracing::subscriber::set_default(Counter(Arc::clone(&log)));
@@ -180,10 +136,10 @@ async fn count_on(url: &str, expected: &Expected) {
     for (i, ticket) in tickets.iter().enumerate() {
         log.take();
         let customer = &ticket.customer_id;
-        let fresh = credit(&store, &desk, &authorizer, customer, &ticket.id, "Done.").await;
+        let fresh = credit(&d, customer, &ticket.id, "Done.").await;
         let (fresh_n, fresh_sql) = log.take();
         assert_eq!(fresh.outcome(), Outcome::Executed, "{fresh:?}");
-        let replay = credit(&store, &desk, &authorizer, customer, &ticket.id, "Did it.").await;
+        let replay = credit(&d, customer, &ticket.id, "Did it.").await;
         let (replay_n, replay_sql) = log.take();
         assert_eq!(replay.outcome(), Outcome::Replayed, "{replay:?}");
         if i + 1 < tickets.len() {

@@ -9,19 +9,15 @@
 
 mod support;
 
-use std::time::Duration;
-
-use serde_json::{Map, json};
+use serde_json::json;
 use toolgate::claim::{
     ClaimRecord, ClaimStatus, ClaimStore, OperationKey, ReconcileOutcome, Reconciled, Resolution,
 };
-use toolgate::contract::{self, CheckOptions};
 use toolgate::pipeline::{
-    AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
-    Outcome, Principal, Reason, Request, StateVersion, decide,
+    AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Outcome,
+    Reason,
 };
-use toolgate::provider::Provider;
-use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_store::AnyClaimStore;
 use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 const AGENT: &str = "wc-agent";
@@ -94,43 +90,24 @@ async fn credit(d: &support::Desk, before: Before) -> (Decision, String) {
         version: 1,
     };
     d.desk.seed(std::slice::from_ref(&t)).await.unwrap();
-    let body = json!({"outcome":"action","reply":"Done.","proposed_action":{
-        "tool":"apply_goodwill_credit","arguments":{"amount_minor":500,"reason_code":"late_delivery"}}});
-    let proposal = contract::check(
-        &d.policy,
-        Provider::Envelope,
-        body.to_string().as_bytes(),
-        &CheckOptions::default(),
-    );
     let executor = Wrapped {
         desk: &d.desk,
         store: &d.store,
         ticket: &t.id,
         before,
     };
-    let gate = Gate {
-        policy: &d.policy,
-        authorizer: &d.authorizer,
-        state: &d.desk,
-        claims: &d.store,
-        executor: &executor,
+    let proposal = support::Proposal {
+        agent: AGENT,
+        customer: &t.customer_id,
+        ticket: &t.id,
+        seen: 1,
+        amount: 500,
+        reason: "late_delivery",
+        reply: "Done.",
     };
-    let principal = Principal::new(AGENT, ["credit:issue"]).unwrap();
-    let mut scope = Map::new();
-    scope.insert("customer_id".into(), json!(t.customer_id));
-    scope.insert("ticket_id".into(), json!(t.id));
-    let seen = StateVersion::from(1);
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: toolgate_store::now_millis(),
-        holder: fresh_holder().unwrap(),
-        lease: Duration::from_secs(30),
-    };
-    let decision = decide(&gate, proposal, &request).await.unwrap();
+    let decision = d
+        .decide(support::Decide::Plain, &d.store, &executor, &proposal)
+        .await;
     (decision, t.id)
 }
 

@@ -5,11 +5,17 @@
 
 use std::io::Write;
 
-use toolgate::contract::Policy;
+use std::time::Duration;
+
+use serde_json::{Map, json};
+use toolgate::claim::ClaimStore;
+use toolgate::contract::{self, CheckOptions, Policy};
+use toolgate::pipeline::{Decision, Executor, Gate, Principal, Request, StateVersion, decide};
+use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::AnyClaimStore;
+use toolgate_store::{AnyClaimStore, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SupportDesk};
+use toolgate_support_desk::{POLICY, SupportDesk, decide_reading_once};
 
 /// Set to `1` (CI does) to turn a missing database into a failure instead
 /// of a skip.
@@ -72,6 +78,75 @@ impl Desk {
             authorizer,
             policy: Policy::load(POLICY).unwrap(),
         }
+    }
+}
+
+/// A goodwill credit a model proposes, by `agent` on `ticket` of
+/// `customer`, at version `seen`.
+pub struct Proposal<'a> {
+    pub agent: &'a str,
+    pub customer: &'a str,
+    pub ticket: &'a str,
+    pub seen: i64,
+    pub amount: i64,
+    pub reason: &'a str,
+    pub reply: &'a str,
+}
+
+/// How a test decides: the pipeline's `decide`, or the desk's
+/// `decide_reading_once` (the entities and the version in one read).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Decide {
+    Plain,
+    ReadingOnce,
+}
+
+impl Desk {
+    /// Decides `p` through the desk's authoriser and state source, `claims`
+    /// and `executor`, now, with a fresh holder and a 30-second lease.
+    pub async fn decide<C: ClaimStore, E: Executor>(
+        &self,
+        how: Decide,
+        claims: &C,
+        executor: &E,
+        p: &Proposal<'_>,
+    ) -> Decision {
+        let body = json!({"outcome":"action","reply":p.reply,"proposed_action":{
+            "tool":"apply_goodwill_credit",
+            "arguments":{"amount_minor":p.amount,"reason_code":p.reason}}});
+        let proposal = contract::check(
+            &self.policy,
+            Provider::Envelope,
+            body.to_string().as_bytes(),
+            &CheckOptions::default(),
+        );
+        let gate = Gate {
+            policy: &self.policy,
+            authorizer: &self.authorizer,
+            state: &self.desk,
+            claims,
+            executor,
+        };
+        let principal = Principal::new(p.agent, ["credit:issue"]).unwrap();
+        let mut scope = Map::new();
+        scope.insert("customer_id".into(), json!(p.customer));
+        scope.insert("ticket_id".into(), json!(p.ticket));
+        let seen = StateVersion::from(p.seen);
+        let request = Request {
+            principal: &principal,
+            scope: &scope,
+            version_seen: &seen,
+            attributes: &Map::new(),
+            approval: None,
+            now: toolgate_store::now_millis(),
+            holder: fresh_holder().unwrap(),
+            lease: Duration::from_secs(30),
+        };
+        let decided = match how {
+            Decide::Plain => decide(&gate, proposal, &request).await,
+            Decide::ReadingOnce => decide_reading_once(&gate, proposal, &request).await,
+        };
+        decided.unwrap()
     }
 }
 
