@@ -515,7 +515,8 @@ where
     };
     let lease_lost = |message: &str| {
         // Invariant 7: zero rows means this holder no longer owns the
-        // claim. Whatever the executor did stands; reconcile.
+        // claim. Whatever the executor did stands (nothing, when the
+        // completion ran in its write's transaction); reconcile.
         Decided::from(Decision::NeedsReconciliation {
             operation: operation(bound),
             reason: Reason::LeaseLost,
@@ -550,15 +551,26 @@ where
                  the write was rolled back with it",
             ));
         }
-        Ok(Completed::Outcome(outcome)) => Ok(outcome),
-        Err(e) => Err(e),
+        Ok(Completed::Outcome(outcome)) => outcome,
+        Err(e) => {
+            // The outcome is unknown: leave the claim in flight. After its
+            // lease it is reconciled against the downstream system, never
+            // executed again (invariant 8).
+            let d = Decision::NeedsReconciliation {
+                operation: operation(bound),
+                reason: Reason::ExecutorFailed,
+                message: e.to_string(),
+                prior: None,
+            };
+            return Ok(d.into());
+        }
     };
     let (result, decision, entry) = match outcome {
-        Ok(ExecOutcome::Applied { receipt }) => {
+        ExecOutcome::Applied { receipt } => {
             let d = executed(json_value(&receipt)?);
             (receipt, d, completion.audit().clone())
         }
-        Ok(ExecOutcome::PreconditionFailed { current }) => {
+        ExecOutcome::PreconditionFailed { current } => {
             // Nothing was written. The claim is closed with a not-applied
             // result, so a retry replays this answer instead of writing.
             let detail = json!({
@@ -583,7 +595,7 @@ where
                 .map_err(|e| GateError::Corrupt(e.to_string()))?;
             (result, d, entry)
         }
-        Ok(ExecOutcome::Deferred) => {
+        ExecOutcome::Deferred => {
             // Client-executed: nothing was written here and the claim stays
             // in flight; the caller holds the lease and completes it (or,
             // past the lease, it is reconciled, never re-executed).
@@ -591,18 +603,6 @@ where
                 operation: operation(bound),
                 permit: claimed.lease().clone(),
                 reply: reply(),
-            };
-            return Ok(d.into());
-        }
-        Err(e) => {
-            // The outcome is unknown: leave the claim in flight. After its
-            // lease it is reconciled against the downstream system, never
-            // executed again (invariant 8).
-            let d = Decision::NeedsReconciliation {
-                operation: operation(bound),
-                reason: Reason::ExecutorFailed,
-                message: e.to_string(),
-                prior: None,
             };
             return Ok(d.into());
         }
