@@ -2,7 +2,8 @@
 //! items, approvals and reviewer page logins are rows beside the claims, so every replica sees them, they
 //! survive restarts, and a claim uses an approval in its own transaction.
 //!
-//! PostgreSQL and MySQL share one implementation (a macro over their SQL);
+//! PostgreSQL and MySQL share one implementation, generic over the driver
+//! (`PooledReview` over a `ReviewDialect`);
 //! SQLite runs each write as one unit of the group-commit writer, whose
 //! units run one at a time, and reads on the reader connections.
 //!
@@ -15,7 +16,7 @@
 
 #![cfg_attr(
     not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
-    allow(dead_code, unused_imports, unused_macros)
+    allow(dead_code, unused_imports)
 )]
 
 use toolgate::claim::{
@@ -28,9 +29,14 @@ use toolgate::review::{
 };
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+use std::future::Future;
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 use crate::common::map_err;
 #[cfg(feature = "mysql")]
 use crate::mysql::MySqlClaimStore;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use crate::pooled::Dialect;
 #[cfg(feature = "postgres")]
 use crate::postgres::PgClaimStore;
 #[cfg(feature = "sqlite")]
@@ -61,6 +67,45 @@ struct ItemRow {
     closed_at: Option<i64>,
     closed_by: Option<String>,
     note: Option<String>,
+}
+
+/// An item row from an sqlx driver, in `SELECT` order: the one decoder
+/// PostgreSQL and MySQL share.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn sqlx_item_row<R>(r: &R) -> Result<ItemRow, StoreError>
+where
+    R: sqlx::Row,
+    usize: sqlx::ColumnIndex<R>,
+    i64: for<'d> sqlx::Decode<'d, R::Database> + sqlx::Type<R::Database>,
+    i32: for<'d> sqlx::Decode<'d, R::Database> + sqlx::Type<R::Database>,
+    String: for<'d> sqlx::Decode<'d, R::Database> + sqlx::Type<R::Database>,
+    Vec<u8>: for<'d> sqlx::Decode<'d, R::Database> + sqlx::Type<R::Database>,
+{
+    (|| -> Result<ItemRow, sqlx::Error> {
+        Ok(ItemRow {
+            id: r.try_get(0)?,
+            created_at: r.try_get(1)?,
+            kind: r.try_get(2)?,
+            reason: r.try_get(3)?,
+            tool: r.try_get(4)?,
+            proposer: r.try_get(5)?,
+            proposer_via: r.try_get(6)?,
+            key: r.try_get(7)?,
+            fingerprint: r.try_get(8)?,
+            version_seen: r.try_get(9)?,
+            policy_digest: r.try_get(10)?,
+            scope: r.try_get(11)?,
+            decision: r.try_get(12)?,
+            status: r.try_get(13)?,
+            approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
+            expires_at: r.try_get(15)?,
+            consumed_at: r.try_get(16)?,
+            closed_at: r.try_get(17)?,
+            closed_by: r.try_get(18)?,
+            note: r.try_get(19)?,
+        })
+    })()
+    .map_err(|e| map_err("reading a review item", e))
 }
 
 fn corrupt(e: CorruptRecord) -> StoreError {
@@ -402,374 +447,397 @@ fn insert_of(item: NewItem, grant: Option<[u8; 32]>) -> Insert {
     }
 }
 
-/// PostgreSQL and MySQL: one implementation over each one's SQL.
-macro_rules! sqlx_review_store {
-    ($store:ty, $db:ty, $sql:ident, $list:ident, $close:ident, $insert_grant:expr, $insert_id:ident) => {
-        impl $store {
-            async fn review_row<'e, E>(
-                exec: E,
-                sql: &'static str,
-                bind: impl FnOnce(
-                    sqlx::query::Query<'static, $db, <$db as sqlx::Database>::Arguments>,
-                ) -> sqlx::query::Query<
-                    'static,
-                    $db,
-                    <$db as sqlx::Database>::Arguments,
-                >,
-            ) -> Result<Option<ItemRow>, StoreError>
-            where
-                E: sqlx::Executor<'e, Database = $db>,
-            {
-                use sqlx::Row;
-                let row = bind(sqlx::query(sql))
-                    .fetch_optional(exec)
-                    .await
-                    .map_err(|e| map_err("reading a review item", e))?;
-                row.map(|r| -> Result<ItemRow, sqlx::Error> {
-                    Ok(ItemRow {
-                        id: r.try_get(0)?,
-                        created_at: r.try_get(1)?,
-                        kind: r.try_get(2)?,
-                        reason: r.try_get(3)?,
-                        tool: r.try_get(4)?,
-                        proposer: r.try_get(5)?,
-                        proposer_via: r.try_get(6)?,
-                        key: r.try_get(7)?,
-                        fingerprint: r.try_get(8)?,
-                        version_seen: r.try_get(9)?,
-                        policy_digest: r.try_get(10)?,
-                        scope: r.try_get(11)?,
-                        decision: r.try_get(12)?,
-                        status: r.try_get(13)?,
-                        approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
-                        expires_at: r.try_get(15)?,
-                        consumed_at: r.try_get(16)?,
-                        closed_at: r.try_get(17)?,
-                        closed_by: r.try_get(18)?,
-                        note: r.try_get(19)?,
-                    })
-                })
-                .transpose()
-                .map_err(|e| map_err("reading a review item", e))
-            }
+/// The statements of [`ReviewStore`] on a pooled driver, and the three
+/// steps whose form differs between PostgreSQL and MySQL.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+trait ReviewDialect: Dialect {
+    const SESSION_PURGE: &'static str;
+    const SESSION_INSERT: &'static str;
+    const SESSION_GET: &'static str;
+    const SESSION_DELETE: &'static str;
+    const BY_GRANT: &'static str;
+    const BY_ID: &'static str;
+    const BY_ID_LOCKED: &'static str;
+    const DENIED: &'static str;
+    const EXPIRE_ONE: &'static str;
+    const EXPIRE_ALL: &'static str;
+    const VOTES: &'static str;
+    const INSERT_VOTE: &'static str;
+    const COUNT_APPROVALS: &'static str;
+    const OPEN_COUNT: &'static str;
+    const AUDIT: &'static str;
+    /// A request's item: a clash on `open_grant` inserts nothing.
+    const INSERT_GRANT: &'static str;
+    /// An item without a grant, which cannot clash.
+    const INSERT_OPEN: &'static str;
 
-            async fn review_votes<'e, E>(exec: E, id: i64) -> Result<Vec<Vote>, StoreError>
-            where
-                E: sqlx::Executor<'e, Database = $db>,
-            {
-                let rows: Vec<(String, String, i64, Option<String>)> = sqlx::query_as($sql::VOTES)
-                    .bind(id)
-                    .fetch_all(exec)
-                    .await
-                    .map_err(|e| map_err("reading review votes", e))?;
-                rows.into_iter()
-                    .map(|(r, v, at, note)| vote_row(r, &v, at, note))
-                    .collect()
-            }
+    /// One page of items.
+    fn list(
+        pool: &sqlx::Pool<Self>,
+        query: &ListQuery,
+    ) -> impl Future<Output = Result<Vec<ItemRow>, StoreError>> + Send;
 
-            async fn review_full(&self, row: ItemRow) -> Result<ReviewItem, StoreError> {
-                let votes = if row.approvals_needed > 0 {
-                    Self::review_votes(self.pool(), row.id).await?
-                } else {
-                    Vec::new()
-                };
-                row.item(votes)
-            }
+    /// Closes an item inside the caller's transaction.
+    fn close(
+        tx: &mut Self::Connection,
+        status: &str,
+        at: i64,
+        by: &str,
+        note: Option<&str>,
+        id: i64,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-            async fn review_insert(
-                &self,
-                sql: &'static str,
-                v: Insert,
-            ) -> Result<Option<i64>, StoreError> {
-                let q = sqlx::query(sql)
-                    .bind(v.created_at)
-                    .bind(v.kind)
-                    .bind(v.reason)
-                    .bind(v.tool)
-                    .bind(v.proposer)
-                    .bind(v.proposer_via)
-                    .bind(v.key)
-                    .bind(v.fingerprint)
-                    .bind(v.version_seen)
-                    .bind(v.policy_digest)
-                    .bind(v.scope)
-                    .bind(v.decision)
-                    .bind(v.approvals_needed)
-                    .bind(v.expires_at)
-                    .bind(v.open_grant);
-                $insert_id(self.pool(), q).await
-            }
-        }
+    /// Runs an item insert: the new id, or `None` when a clash inserted
+    /// nothing.
+    fn insert_id(
+        pool: &sqlx::Pool<Self>,
+        q: sqlx::query::Query<'static, Self, Self::Arguments>,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+}
 
-        impl ReviewStore for $store {
-            async fn open_session(
-                &self,
-                digest: [u8; 32],
-                session: ReviewSession,
-                now: UnixMillis,
-            ) -> Result<(), StoreError> {
-                sqlx::query($sql::SESSION_PURGE)
-                    .bind(now.0)
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| map_err("purging reviewer sessions", e))?;
-                sqlx::query($sql::SESSION_INSERT)
-                    .bind(digest.to_vec())
-                    .bind(session.principal)
-                    .bind(session.csrf)
-                    .bind(session.expires_at.0)
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| map_err("opening a reviewer session", e))?;
-                Ok(())
-            }
+/// [`ReviewStore`] on a pooled driver: one implementation for PostgreSQL
+/// and MySQL, which their stores delegate to.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+struct PooledReview<'p, DB: sqlx::Database> {
+    pool: &'p sqlx::Pool<DB>,
+}
 
-            async fn session(
-                &self,
-                digest: [u8; 32],
-                now: UnixMillis,
-            ) -> Result<Option<ReviewSession>, StoreError> {
-                let row: Option<(String, String, i64)> = sqlx::query_as($sql::SESSION_GET)
-                    .bind(digest.to_vec())
-                    .bind(now.0)
-                    .fetch_optional(self.pool())
-                    .await
-                    .map_err(|e| map_err("reading a reviewer session", e))?;
-                Ok(row.map(|(principal, csrf, expires_at)| ReviewSession {
-                    principal,
-                    csrf,
-                    expires_at: UnixMillis(expires_at),
-                }))
-            }
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl<DB> PooledReview<'_, DB>
+where
+    DB: ReviewDialect,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    String: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    Option<String>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Vec<u8>: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    Option<Vec<u8>>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    Option<i64>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i32: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'r> (String, String, i64, Option<String>): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64, Option<String>): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
+    async fn review_row<'e, E>(
+        exec: E,
+        sql: &'static str,
+        bind: impl FnOnce(
+            sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>,
+        ) -> sqlx::query::Query<'static, DB, <DB as sqlx::Database>::Arguments>,
+    ) -> Result<Option<ItemRow>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = DB>,
+    {
+        let row = bind(sqlx::query(sql))
+            .fetch_optional(exec)
+            .await
+            .map_err(|e| map_err("reading a review item", e))?;
+        row.as_ref().map(sqlx_item_row).transpose()
+    }
 
-            async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
-                sqlx::query($sql::SESSION_DELETE)
-                    .bind(digest.to_vec())
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| map_err("closing a reviewer session", e))?;
-                Ok(())
-            }
+    async fn review_votes<'e, E>(exec: E, id: i64) -> Result<Vec<Vote>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = DB>,
+    {
+        let rows: Vec<(String, String, i64, Option<String>)> = sqlx::query_as(DB::VOTES)
+            .bind(id)
+            .fetch_all(exec)
+            .await
+            .map_err(|e| map_err("reading review votes", e))?;
+        rows.into_iter()
+            .map(|(r, v, at, note)| vote_row(r, &v, at, note))
+            .collect()
+    }
 
-            async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
-                let v = insert_of(item, None);
-                self.review_insert($insert_grant.1, v)
-                    .await?
-                    .ok_or_else(|| {
-                        StoreError::new(StoreErrorKind::Database, "no id for a new review item")
-                    })
-            }
+    async fn review_full(&self, row: ItemRow) -> Result<ReviewItem, StoreError> {
+        let votes = if row.approvals_needed > 0 {
+            Self::review_votes(self.pool, row.id).await?
+        } else {
+            Vec::new()
+        };
+        row.item(votes)
+    }
 
-            async fn request_approval(
-                &self,
-                item: NewItem,
-                now: UnixMillis,
-            ) -> Result<Requested, StoreError> {
-                let a = ask(&item)?;
-                let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
-                let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
-                // The id this call inserted, if it did: the row read back by
-                // its grant is then this call's.
-                let mut inserted = None;
-                for _ in 0..REQUEST_ATTEMPTS {
-                    let live =
-                        Self::review_row(self.pool(), $sql::BY_GRANT, |q| q.bind(digest.to_vec()))
-                            .await?;
-                    if let Some(row) = live {
-                        let live = self.review_full(row).await?;
-                        match judge_live(&live, &policy_digest, now) {
-                            Live::Answer(Requested::Pending { item, .. }) => {
-                                return Ok(Requested::Pending {
-                                    item,
-                                    created: inserted == Some(item),
-                                });
-                            }
-                            Live::Answer(r) => return Ok(r),
-                            Live::Expire(id) => {
-                                sqlx::query($sql::EXPIRE_ONE)
-                                    .bind(id)
-                                    .bind(now.0)
-                                    .execute(self.pool())
-                                    .await
-                                    .map_err(|e| map_err("expiring a review item", e))?;
-                                continue;
-                            }
-                        }
+    async fn review_insert(&self, sql: &'static str, v: Insert) -> Result<Option<i64>, StoreError> {
+        let q = sqlx::query(sql)
+            .bind(v.created_at)
+            .bind(v.kind)
+            .bind(v.reason)
+            .bind(v.tool)
+            .bind(v.proposer)
+            .bind(v.proposer_via)
+            .bind(v.key)
+            .bind(v.fingerprint)
+            .bind(v.version_seen)
+            .bind(v.policy_digest)
+            .bind(v.scope)
+            .bind(v.decision)
+            .bind(v.approvals_needed)
+            .bind(v.expires_at)
+            .bind(v.open_grant);
+        DB::insert_id(self.pool, q).await
+    }
+
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        sqlx::query(DB::SESSION_PURGE)
+            .bind(now.0)
+            .execute(self.pool)
+            .await
+            .map_err(|e| map_err("purging reviewer sessions", e))?;
+        sqlx::query(DB::SESSION_INSERT)
+            .bind(digest.to_vec())
+            .bind(session.principal)
+            .bind(session.csrf)
+            .bind(session.expires_at.0)
+            .execute(self.pool)
+            .await
+            .map_err(|e| map_err("opening a reviewer session", e))?;
+        Ok(())
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<ReviewSession>, StoreError> {
+        let row: Option<(String, String, i64)> = sqlx::query_as(DB::SESSION_GET)
+            .bind(digest.to_vec())
+            .bind(now.0)
+            .fetch_optional(self.pool)
+            .await
+            .map_err(|e| map_err("reading a reviewer session", e))?;
+        Ok(row.map(|(principal, csrf, expires_at)| ReviewSession {
+            principal,
+            csrf,
+            expires_at: UnixMillis(expires_at),
+        }))
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        sqlx::query(DB::SESSION_DELETE)
+            .bind(digest.to_vec())
+            .execute(self.pool)
+            .await
+            .map_err(|e| map_err("closing a reviewer session", e))?;
+        Ok(())
+    }
+
+    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+        let v = insert_of(item, None);
+        self.review_insert(DB::INSERT_OPEN, v)
+            .await?
+            .ok_or_else(|| StoreError::new(StoreErrorKind::Database, "no id for a new review item"))
+    }
+
+    async fn request_approval(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+    ) -> Result<Requested, StoreError> {
+        let a = ask(&item)?;
+        let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
+        let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
+        // The id this call inserted, if it did: the row read back by
+        // its grant is then this call's.
+        let mut inserted = None;
+        for _ in 0..REQUEST_ATTEMPTS {
+            let live =
+                Self::review_row(self.pool, DB::BY_GRANT, |q| q.bind(digest.to_vec())).await?;
+            if let Some(row) = live {
+                let live = self.review_full(row).await?;
+                match judge_live(&live, &policy_digest, now) {
+                    Live::Answer(Requested::Pending { item, .. }) => {
+                        return Ok(Requested::Pending {
+                            item,
+                            created: inserted == Some(item),
+                        });
                     }
-                    let denied: Option<(i64, Option<String>)> = sqlx::query_as($sql::DENIED)
-                        .bind(key.as_bytes().as_slice())
-                        .bind(fingerprint.as_bytes().as_slice())
-                        .bind(version.as_str())
-                        .bind(policy_digest.as_str())
-                        .fetch_optional(self.pool())
-                        .await
-                        .map_err(|e| map_err("reading a denial", e))?;
-                    if let Some((item, by)) = denied {
-                        return Ok(Requested::Denied { item, by });
-                    }
-                    // A clash on `open_grant` inserts nothing; either way the
-                    // live row is read back by its grant.
-                    inserted = self
-                        .review_insert($insert_grant.0, insert_of(item.clone(), Some(digest)))
-                        .await?;
-                }
-                Err(StoreError::new(
-                    StoreErrorKind::Contention,
-                    "a request for approval kept losing races",
-                ))
-            }
-
-            async fn item(
-                &self,
-                id: i64,
-                now: UnixMillis,
-            ) -> Result<Option<ReviewItem>, StoreError> {
-                sqlx::query($sql::EXPIRE_ONE)
-                    .bind(id)
-                    .bind(now.0)
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| map_err("expiring a review item", e))?;
-                match Self::review_row(self.pool(), $sql::BY_ID, |q| q.bind(id)).await? {
-                    Some(row) => self.review_full(row).await.map(Some),
-                    None => Ok(None),
-                }
-            }
-
-            async fn list_items(
-                &self,
-                query: &ListQuery,
-                now: UnixMillis,
-            ) -> Result<Vec<ReviewItem>, StoreError> {
-                sqlx::query($sql::EXPIRE_ALL)
-                    .bind(now.0)
-                    .execute(self.pool())
-                    .await
-                    .map_err(|e| map_err("expiring review items", e))?;
-                let rows = $list(self.pool(), query).await?;
-                let mut items = Vec::with_capacity(rows.len());
-                for row in rows {
-                    items.push(self.review_full(row).await?);
-                }
-                Ok(items)
-            }
-
-            async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
-                let n: i64 = sqlx::query_scalar($sql::OPEN_COUNT)
-                    .bind(now.0)
-                    .fetch_one(self.pool())
-                    .await
-                    .map_err(|e| map_err("counting open review items", e))?;
-                Ok(u64::try_from(n).unwrap_or(0))
-            }
-
-            async fn vote(
-                &self,
-                id: i64,
-                reviewer: &str,
-                verdict: Verdict,
-                note: Option<&str>,
-                now: UnixMillis,
-            ) -> Result<Voted, StoreError> {
-                check_reviewer(reviewer, note).map_err(invalid)?;
-                let what = "recording a review vote";
-                let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
-                let Some(row) =
-                    Self::review_row(&mut *tx, $sql::BY_ID_LOCKED, |q| q.bind(id)).await?
-                else {
-                    return Ok(Voted::NotFound);
-                };
-                let votes = Self::review_votes(&mut *tx, id).await?;
-                let item = row.item(votes)?;
-                if let VotePlan::Answer(a) = plan_vote(&item, reviewer, now) {
-                    if a == Voted::NotOpen(ItemStatus::Expired) {
-                        sqlx::query($sql::EXPIRE_ONE)
+                    Live::Answer(r) => return Ok(r),
+                    Live::Expire(id) => {
+                        sqlx::query(DB::EXPIRE_ONE)
                             .bind(id)
                             .bind(now.0)
-                            .execute(&mut *tx)
+                            .execute(self.pool)
                             .await
-                            .map_err(|e| map_err(what, e))?;
-                        tx.commit().await.map_err(|e| map_err(what, e))?;
+                            .map_err(|e| map_err("expiring a review item", e))?;
+                        continue;
                     }
-                    return Ok(a);
                 }
-                sqlx::query($sql::INSERT_VOTE)
+            }
+            let denied: Option<(i64, Option<String>)> = sqlx::query_as(DB::DENIED)
+                .bind(key.as_bytes().as_slice())
+                .bind(fingerprint.as_bytes().as_slice())
+                .bind(version.as_str())
+                .bind(policy_digest.as_str())
+                .fetch_optional(self.pool)
+                .await
+                .map_err(|e| map_err("reading a denial", e))?;
+            if let Some((item, by)) = denied {
+                return Ok(Requested::Denied { item, by });
+            }
+            // A clash on `open_grant` inserts nothing; either way the
+            // live row is read back by its grant.
+            inserted = self
+                .review_insert(DB::INSERT_GRANT, insert_of(item.clone(), Some(digest)))
+                .await?;
+        }
+        Err(StoreError::new(
+            StoreErrorKind::Contention,
+            "a request for approval kept losing races",
+        ))
+    }
+
+    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
+        sqlx::query(DB::EXPIRE_ONE)
+            .bind(id)
+            .bind(now.0)
+            .execute(self.pool)
+            .await
+            .map_err(|e| map_err("expiring a review item", e))?;
+        match Self::review_row(self.pool, DB::BY_ID, |q| q.bind(id)).await? {
+            Some(row) => self.review_full(row).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_items(
+        &self,
+        query: &ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<ReviewItem>, StoreError> {
+        sqlx::query(DB::EXPIRE_ALL)
+            .bind(now.0)
+            .execute(self.pool)
+            .await
+            .map_err(|e| map_err("expiring review items", e))?;
+        let rows = DB::list(self.pool, query).await?;
+        let mut items = Vec::with_capacity(rows.len());
+        for row in rows {
+            items.push(self.review_full(row).await?);
+        }
+        Ok(items)
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(DB::OPEN_COUNT)
+            .bind(now.0)
+            .fetch_one(self.pool)
+            .await
+            .map_err(|e| map_err("counting open review items", e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Voted, StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let what = "recording a review vote";
+        let mut tx = self.pool.begin().await.map_err(|e| map_err(what, e))?;
+        let Some(row) = Self::review_row(&mut *tx, DB::BY_ID_LOCKED, |q| q.bind(id)).await? else {
+            return Ok(Voted::NotFound);
+        };
+        let votes = Self::review_votes(&mut *tx, id).await?;
+        let item = row.item(votes)?;
+        if let VotePlan::Answer(a) = plan_vote(&item, reviewer, now) {
+            if a == Voted::NotOpen(ItemStatus::Expired) {
+                sqlx::query(DB::EXPIRE_ONE)
                     .bind(id)
-                    .bind(reviewer)
-                    .bind(verdict.as_str())
                     .bind(now.0)
-                    .bind(note)
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| map_err(what, e))?;
-                let approvals: i64 = sqlx::query_scalar($sql::COUNT_APPROVALS)
-                    .bind(id)
-                    .fetch_one(&mut *tx)
-                    .await
-                    .map_err(|e| map_err(what, e))?;
-                let status = after_vote(verdict, approvals, item.approvals_needed);
-                if status != ItemStatus::Open {
-                    $close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
-                }
-                let entry = audit_entry(&item, reviewer, verdict.audit_outcome(), now)?;
-                Self::review_audit(&mut *tx, &entry).await?;
                 tx.commit().await.map_err(|e| map_err(what, e))?;
-                Ok(Voted::Recorded(status))
             }
-
-            async fn close(
-                &self,
-                id: i64,
-                reviewer: &str,
-                closing: Closing,
-                note: Option<&str>,
-                now: UnixMillis,
-            ) -> Result<Closed, StoreError> {
-                check_reviewer(reviewer, note).map_err(invalid)?;
-                let what = "closing a review item";
-                let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
-                let Some(row) =
-                    Self::review_row(&mut *tx, $sql::BY_ID_LOCKED, |q| q.bind(id)).await?
-                else {
-                    return Ok(Closed::NotFound);
-                };
-                let item = row.item(Vec::new())?;
-                if item.is_approval() {
-                    return Ok(Closed::IsApproval);
-                }
-                if item.status != ItemStatus::Open {
-                    return Ok(Closed::NotOpen(item.status));
-                }
-                let status = closing.status();
-                $close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
-                let entry = audit_entry(&item, reviewer, status.as_str(), now)?;
-                Self::review_audit(&mut *tx, &entry).await?;
-                tx.commit().await.map_err(|e| map_err(what, e))?;
-                Ok(Closed::Done)
-            }
+            return Ok(a);
         }
-
-        impl $store {
-            async fn review_audit<'e, E>(exec: E, e: &AuditEntry) -> Result<(), StoreError>
-            where
-                E: sqlx::Executor<'e, Database = $db>,
-            {
-                sqlx::query($sql::AUDIT)
-                    .bind(e.at().0)
-                    .bind(e.actor())
-                    .bind(e.tool())
-                    .bind(e.outcome())
-                    .bind(e.reason())
-                    .bind(e.key().map(|k| k.as_bytes().as_slice()))
-                    .bind(e.fingerprint().map(|f| f.as_bytes().as_slice()))
-                    .bind(e.via())
-                    .execute(exec)
-                    .await
-                    .map(drop)
-                    .map_err(|e| map_err("appending a reviewer's audit entry", e))
-            }
+        sqlx::query(DB::INSERT_VOTE)
+            .bind(id)
+            .bind(reviewer)
+            .bind(verdict.as_str())
+            .bind(now.0)
+            .bind(note)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        let approvals: i64 = sqlx::query_scalar(DB::COUNT_APPROVALS)
+            .bind(id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        let status = after_vote(verdict, approvals, item.approvals_needed);
+        if status != ItemStatus::Open {
+            DB::close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
         }
-    };
+        let entry = audit_entry(&item, reviewer, verdict.audit_outcome(), now)?;
+        Self::review_audit(&mut *tx, &entry).await?;
+        tx.commit().await.map_err(|e| map_err(what, e))?;
+        Ok(Voted::Recorded(status))
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Closed, StoreError> {
+        check_reviewer(reviewer, note).map_err(invalid)?;
+        let what = "closing a review item";
+        let mut tx = self.pool.begin().await.map_err(|e| map_err(what, e))?;
+        let Some(row) = Self::review_row(&mut *tx, DB::BY_ID_LOCKED, |q| q.bind(id)).await? else {
+            return Ok(Closed::NotFound);
+        };
+        let item = row.item(Vec::new())?;
+        if item.is_approval() {
+            return Ok(Closed::IsApproval);
+        }
+        if item.status != ItemStatus::Open {
+            return Ok(Closed::NotOpen(item.status));
+        }
+        let status = closing.status();
+        DB::close(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
+        let entry = audit_entry(&item, reviewer, status.as_str(), now)?;
+        Self::review_audit(&mut *tx, &entry).await?;
+        tx.commit().await.map_err(|e| map_err(what, e))?;
+        Ok(Closed::Done)
+    }
+
+    async fn review_audit<'e, E>(exec: E, e: &AuditEntry) -> Result<(), StoreError>
+    where
+        E: sqlx::Executor<'e, Database = DB>,
+    {
+        sqlx::query(DB::AUDIT)
+            .bind(e.at().0)
+            .bind(e.actor())
+            .bind(e.tool())
+            .bind(e.outcome())
+            .bind(e.reason())
+            .bind(e.key().map(|k| k.as_bytes().as_slice()))
+            .bind(e.fingerprint().map(|f| f.as_bytes().as_slice()))
+            .bind(e.via())
+            .execute(exec)
+            .await
+            .map(drop)
+            .map_err(|e| map_err("appending a reviewer's audit entry", e))
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -816,67 +884,7 @@ async fn pg_list(pool: &sqlx::PgPool, query: &ListQuery) -> Result<Vec<ItemRow>,
         .fetch_all(pool)
         .await
         .map_err(|e| map_err("listing review items", e))?;
-    rows.iter().map(pg_item_row).collect()
-}
-
-#[cfg(feature = "postgres")]
-fn pg_item_row(r: &sqlx::postgres::PgRow) -> Result<ItemRow, StoreError> {
-    use sqlx::Row;
-    (|| -> Result<ItemRow, sqlx::Error> {
-        Ok(ItemRow {
-            id: r.try_get(0)?,
-            created_at: r.try_get(1)?,
-            kind: r.try_get(2)?,
-            reason: r.try_get(3)?,
-            tool: r.try_get(4)?,
-            proposer: r.try_get(5)?,
-            proposer_via: r.try_get(6)?,
-            key: r.try_get(7)?,
-            fingerprint: r.try_get(8)?,
-            version_seen: r.try_get(9)?,
-            policy_digest: r.try_get(10)?,
-            scope: r.try_get(11)?,
-            decision: r.try_get(12)?,
-            status: r.try_get(13)?,
-            approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
-            expires_at: r.try_get(15)?,
-            consumed_at: r.try_get(16)?,
-            closed_at: r.try_get(17)?,
-            closed_by: r.try_get(18)?,
-            note: r.try_get(19)?,
-        })
-    })()
-    .map_err(|e| map_err("reading a review item", e))
-}
-
-#[cfg(feature = "mysql")]
-fn mysql_item_row(r: &sqlx::mysql::MySqlRow) -> Result<ItemRow, StoreError> {
-    use sqlx::Row;
-    (|| -> Result<ItemRow, sqlx::Error> {
-        Ok(ItemRow {
-            id: r.try_get(0)?,
-            created_at: r.try_get(1)?,
-            kind: r.try_get(2)?,
-            reason: r.try_get(3)?,
-            tool: r.try_get(4)?,
-            proposer: r.try_get(5)?,
-            proposer_via: r.try_get(6)?,
-            key: r.try_get(7)?,
-            fingerprint: r.try_get(8)?,
-            version_seen: r.try_get(9)?,
-            policy_digest: r.try_get(10)?,
-            scope: r.try_get(11)?,
-            decision: r.try_get(12)?,
-            status: r.try_get(13)?,
-            approvals_needed: i64::from(r.try_get::<i32, _>(14)?),
-            expires_at: r.try_get(15)?,
-            consumed_at: r.try_get(16)?,
-            closed_at: r.try_get(17)?,
-            closed_by: r.try_get(18)?,
-            note: r.try_get(19)?,
-        })
-    })()
-    .map_err(|e| map_err("reading a review item", e))
+    rows.iter().map(sqlx_item_row).collect()
 }
 
 #[cfg(feature = "mysql")]
@@ -893,7 +901,7 @@ async fn mysql_list(pool: &sqlx::MySqlPool, query: &ListQuery) -> Result<Vec<Ite
         .fetch_all(pool)
         .await
         .map_err(|e| map_err("listing review items", e))?;
-    rows.iter().map(mysql_item_row).collect()
+    rows.iter().map(sqlx_item_row).collect()
 }
 
 #[cfg(feature = "postgres")]
@@ -940,25 +948,252 @@ async fn mysql_close(
 }
 
 #[cfg(feature = "postgres")]
-sqlx_review_store!(
-    PgClaimStore,
-    sqlx::Postgres,
-    pg,
-    pg_list,
-    pg_close,
-    (pg::INSERT, pg::INSERT_RETURNING),
-    pg_insert_id
-);
+impl ReviewDialect for sqlx::Postgres {
+    const SESSION_PURGE: &'static str = pg::SESSION_PURGE;
+    const SESSION_INSERT: &'static str = pg::SESSION_INSERT;
+    const SESSION_GET: &'static str = pg::SESSION_GET;
+    const SESSION_DELETE: &'static str = pg::SESSION_DELETE;
+    const BY_GRANT: &'static str = pg::BY_GRANT;
+    const BY_ID: &'static str = pg::BY_ID;
+    const BY_ID_LOCKED: &'static str = pg::BY_ID_LOCKED;
+    const DENIED: &'static str = pg::DENIED;
+    const EXPIRE_ONE: &'static str = pg::EXPIRE_ONE;
+    const EXPIRE_ALL: &'static str = pg::EXPIRE_ALL;
+    const VOTES: &'static str = pg::VOTES;
+    const INSERT_VOTE: &'static str = pg::INSERT_VOTE;
+    const COUNT_APPROVALS: &'static str = pg::COUNT_APPROVALS;
+    const OPEN_COUNT: &'static str = pg::OPEN_COUNT;
+    const AUDIT: &'static str = pg::AUDIT;
+    const INSERT_GRANT: &'static str = pg::INSERT;
+    const INSERT_OPEN: &'static str = pg::INSERT_RETURNING;
+
+    async fn list(pool: &sqlx::PgPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
+        pg_list(pool, query).await
+    }
+
+    async fn close(
+        tx: &mut sqlx::PgConnection,
+        status: &str,
+        at: i64,
+        by: &str,
+        note: Option<&str>,
+        id: i64,
+    ) -> Result<(), StoreError> {
+        pg_close(tx, status, at, by, note, id).await
+    }
+
+    async fn insert_id(
+        pool: &sqlx::PgPool,
+        q: sqlx::query::Query<'static, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<Option<i64>, StoreError> {
+        pg_insert_id(pool, q).await
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl PgClaimStore {
+    fn review(&self) -> PooledReview<'_, sqlx::Postgres> {
+        PooledReview { pool: self.pool() }
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl ReviewStore for PgClaimStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.review().open_session(digest, session, now).await
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<ReviewSession>, StoreError> {
+        self.review().session(digest, now).await
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        self.review().close_session(digest).await
+    }
+
+    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+        self.review().open_item(item).await
+    }
+
+    async fn request_approval(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+    ) -> Result<Requested, StoreError> {
+        self.review().request_approval(item, now).await
+    }
+
+    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
+        self.review().item(id, now).await
+    }
+
+    async fn list_items(
+        &self,
+        query: &ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<ReviewItem>, StoreError> {
+        self.review().list_items(query, now).await
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        self.review().open_items(now).await
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Voted, StoreError> {
+        self.review().vote(id, reviewer, verdict, note, now).await
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Closed, StoreError> {
+        self.review().close(id, reviewer, closing, note, now).await
+    }
+}
+
 #[cfg(feature = "mysql")]
-sqlx_review_store!(
-    MySqlClaimStore,
-    sqlx::MySql,
-    qmark,
-    mysql_list,
-    mysql_close,
-    (qmark::INSERT_MYSQL, qmark::INSERT_MYSQL),
-    mysql_insert_id
-);
+impl ReviewDialect for sqlx::MySql {
+    const SESSION_PURGE: &'static str = qmark::SESSION_PURGE;
+    const SESSION_INSERT: &'static str = qmark::SESSION_INSERT;
+    const SESSION_GET: &'static str = qmark::SESSION_GET;
+    const SESSION_DELETE: &'static str = qmark::SESSION_DELETE;
+    const BY_GRANT: &'static str = qmark::BY_GRANT;
+    const BY_ID: &'static str = qmark::BY_ID;
+    const BY_ID_LOCKED: &'static str = qmark::BY_ID_LOCKED;
+    const DENIED: &'static str = qmark::DENIED;
+    const EXPIRE_ONE: &'static str = qmark::EXPIRE_ONE;
+    const EXPIRE_ALL: &'static str = qmark::EXPIRE_ALL;
+    const VOTES: &'static str = qmark::VOTES;
+    const INSERT_VOTE: &'static str = qmark::INSERT_VOTE;
+    const COUNT_APPROVALS: &'static str = qmark::COUNT_APPROVALS;
+    const OPEN_COUNT: &'static str = qmark::OPEN_COUNT;
+    const AUDIT: &'static str = qmark::AUDIT;
+    const INSERT_GRANT: &'static str = qmark::INSERT_MYSQL;
+    const INSERT_OPEN: &'static str = qmark::INSERT_MYSQL;
+
+    async fn list(pool: &sqlx::MySqlPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
+        mysql_list(pool, query).await
+    }
+
+    async fn close(
+        tx: &mut sqlx::MySqlConnection,
+        status: &str,
+        at: i64,
+        by: &str,
+        note: Option<&str>,
+        id: i64,
+    ) -> Result<(), StoreError> {
+        mysql_close(tx, status, at, by, note, id).await
+    }
+
+    async fn insert_id(
+        pool: &sqlx::MySqlPool,
+        q: sqlx::query::Query<'static, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    ) -> Result<Option<i64>, StoreError> {
+        mysql_insert_id(pool, q).await
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl MySqlClaimStore {
+    fn review(&self) -> PooledReview<'_, sqlx::MySql> {
+        PooledReview { pool: self.pool() }
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl ReviewStore for MySqlClaimStore {
+    async fn open_session(
+        &self,
+        digest: [u8; 32],
+        session: ReviewSession,
+        now: UnixMillis,
+    ) -> Result<(), StoreError> {
+        self.review().open_session(digest, session, now).await
+    }
+
+    async fn session(
+        &self,
+        digest: [u8; 32],
+        now: UnixMillis,
+    ) -> Result<Option<ReviewSession>, StoreError> {
+        self.review().session(digest, now).await
+    }
+
+    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+        self.review().close_session(digest).await
+    }
+
+    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+        self.review().open_item(item).await
+    }
+
+    async fn request_approval(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+    ) -> Result<Requested, StoreError> {
+        self.review().request_approval(item, now).await
+    }
+
+    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
+        self.review().item(id, now).await
+    }
+
+    async fn list_items(
+        &self,
+        query: &ListQuery,
+        now: UnixMillis,
+    ) -> Result<Vec<ReviewItem>, StoreError> {
+        self.review().list_items(query, now).await
+    }
+
+    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+        self.review().open_items(now).await
+    }
+
+    async fn vote(
+        &self,
+        id: i64,
+        reviewer: &str,
+        verdict: Verdict,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Voted, StoreError> {
+        self.review().vote(id, reviewer, verdict, note, now).await
+    }
+
+    async fn close(
+        &self,
+        id: i64,
+        reviewer: &str,
+        closing: Closing,
+        note: Option<&str>,
+        now: UnixMillis,
+    ) -> Result<Closed, StoreError> {
+        self.review().close(id, reviewer, closing, note, now).await
+    }
+}
 
 // ---- SQLite: rusqlite on the writer (writes) and the readers (reads) ----
 
