@@ -13,8 +13,9 @@
 //!
 //! What happens inside a transaction is [`run_unit`]; what happens between
 //! transactions (retries, the read-back after a failed `COMMIT`) is
-//! [`claim`], [`complete`], [`reconcile`] and [`append_audit`]. All of it is
-//! ordinary generic code, the same on every backend.
+//! [`claim`], [`complete`], [`write_and_complete`], [`reconcile`] and
+//! [`append_audit`]. All of it is ordinary generic code, the same on every
+//! backend.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,7 +25,6 @@ use toolgate::claim::{
     GrantUse, HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome,
     Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
-
 use toolgate::pipeline::AppliedCompletion;
 
 use crate::common::{ClaimTxPoint, MAX_CLAIM_ATTEMPTS, backoff};
