@@ -15,7 +15,7 @@ use toolgate::claim::{
 };
 use toolgate::pipeline::{
     AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Outcome,
-    Reason,
+    Reason, StateVersion,
 };
 use toolgate_store::AnyClaimStore;
 use toolgate_support_desk::{SeedTicket, SupportDesk};
@@ -32,6 +32,11 @@ enum Before {
     TicketEdited,
     /// The caller accepts receipts of at most 10 bytes.
     SmallReceiptCap,
+    /// No fold: the desk's `execute` alone, its own transaction, as for
+    /// an executor that does not complete in its write's transaction.
+    Unfolded,
+    /// No fold, and a person edits the ticket first.
+    UnfoldedTicketEdited,
 }
 
 /// The desk's executor, after `before`.
@@ -58,6 +63,11 @@ impl Executor for Wrapped<'_> {
             Before::LeaseEnds => end_lease(self.store, permit.key()).await,
             Before::TicketEdited => support::edit(self.store, self.ticket).await,
             Before::SmallReceiptCap => completion = completion.with_receipt_cap(10),
+            Before::Unfolded => return self.execute(permit).await.map(Completed::Outcome),
+            Before::UnfoldedTicketEdited => {
+                support::edit(self.store, self.ticket).await;
+                return self.execute(permit).await.map(Completed::Outcome);
+            }
         }
         self.desk.execute_and_complete(permit, &completion).await
     }
@@ -194,12 +204,36 @@ async fn a_receipt_over_the_cap_writes_nothing(d: &support::Desk) {
     assert_eq!(audit, ["needs_reconciliation"]);
 }
 
+/// The credit through `execute` alone commits in its own transaction and
+/// the pipeline completes the claim after it; a failed precondition rolls
+/// it back and writes nothing.
+async fn without_the_fold_the_pipeline_completes(d: &support::Desk) {
+    let (decision, ticket) = credit(d, Before::Unfolded).await;
+    assert_eq!(decision.outcome(), Outcome::Executed, "{decision:?}");
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 1);
+    assert_eq!(d.desk.ticket_version(&ticket).await.unwrap(), Some(2));
+    let (claim, audit) = recorded(d, &decision).await;
+    let completion = claim.completion.expect("completed");
+    let result: serde_json::Value = completion.result.value().unwrap();
+    assert_eq!(Some(&result), decision.result());
+    assert_eq!(audit, ["executed"]);
+
+    let (decision, ticket) = credit(d, Before::UnfoldedTicketEdited).await;
+    assert_eq!(decision.outcome(), Outcome::StateChanged, "{decision:?}");
+    assert_eq!(decision.current_version(), Some(&StateVersion::from(2)));
+    assert_eq!(d.desk.credit_count(&ticket).await.unwrap(), 0);
+    assert_eq!(d.desk.ticket_version(&ticket).await.unwrap(), Some(2));
+    let (_, audit) = recorded(d, &decision).await;
+    assert_eq!(audit, ["state_changed"]);
+}
+
 async fn all_on(url: &str) {
     let d = support::Desk::open(url).await;
     both_commit(&d).await;
     a_lost_lease_undoes_the_credit(&d).await;
     a_failed_precondition_writes_nothing(&d).await;
     a_receipt_over_the_cap_writes_nothing(&d).await;
+    without_the_fold_the_pipeline_completes(&d).await;
 }
 
 #[tokio::test]
