@@ -233,6 +233,21 @@ fn as_actor(mut body: Value, actor: &str) -> Value {
     body
 }
 
+/// The claim on `key`, which must exist.
+async fn claim(
+    state: &AppState<TestComponents>,
+    key: &toolgate::claim::OperationKey,
+) -> toolgate::claim::ClaimRecord {
+    use toolgate::claim::ClaimStore;
+    state
+        .components()
+        .claims
+        .fetch(key)
+        .await
+        .unwrap()
+        .expect("the claim")
+}
+
 async fn trail(
     state: &AppState<TestComponents>,
     key_hex: &str,
@@ -249,7 +264,6 @@ async fn trail(
 
 #[tokio::test]
 async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_the_claim() {
-    use toolgate::claim::ClaimStore;
     let (state, desk) = delegating_app(std::time::Duration::from_secs(30));
     let router = toolgate_http::router(state.clone());
     // The authoriser denies agent-bob and allows agent-ana: it sees the
@@ -284,13 +298,7 @@ async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_th
     let key_hex = j["operation_key"].as_str().unwrap();
     // The claim's proposer is the actor; the audit entry keeps the key as `via`.
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state
-        .components()
-        .claims
-        .fetch(&key)
-        .await
-        .unwrap()
-        .unwrap();
+    let record = claim(&state, &key).await;
     assert_eq!(record.proposal.proposer(), "agent-ana");
     let entries = trail(&state, key_hex).await;
     let executed = entries.iter().find(|e| e.outcome() == "executed").unwrap();
@@ -365,7 +373,7 @@ async fn the_model_can_never_name_the_actor() {
 
 #[tokio::test]
 async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
-    use toolgate::claim::{ClaimStatus, ClaimStore, ExecutorKind};
+    use toolgate::claim::{ClaimStatus, ExecutorKind};
     // A lease of a millisecond: the permit's claim is stuck at once.
     let (state, desk) = delegating_app(std::time::Duration::from_millis(1));
     let router = toolgate_http::router(state.clone());
@@ -382,13 +390,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     );
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state
-        .components()
-        .claims
-        .fetch(&key)
-        .await
-        .unwrap()
-        .unwrap();
+    let record = claim(&state, &key).await;
     assert_eq!(record.executor, ExecutorKind::Client);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
 
@@ -404,13 +406,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     assert_eq!(s, StatusCode::CONFLICT, "{j}");
     assert_eq!(j["code"], "explicit_answer_required", "{j}");
     assert_eq!(j["claim"]["executor"], "client", "{j}");
-    let record = state
-        .components()
-        .claims
-        .fetch(&key)
-        .await
-        .unwrap()
-        .unwrap();
+    let record = claim(&state, &key).await;
     assert_eq!(
         record.status,
         ClaimStatus::InFlight,
@@ -448,7 +444,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
 
 #[tokio::test]
 async fn a_stuck_in_process_claim_is_asked_of_its_executor() {
-    use toolgate::claim::{ClaimStore, ExecutorKind};
+    use toolgate::claim::ExecutorKind;
     let (state, desk) = delegating_app(std::time::Duration::from_millis(1));
     let router = toolgate_http::router(state.clone());
     *desk.0.fail_execute.lock().unwrap() = true;
@@ -460,13 +456,7 @@ async fn a_stuck_in_process_claim_is_asked_of_its_executor() {
     );
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
-    let record = state
-        .components()
-        .claims
-        .fetch(&key)
-        .await
-        .unwrap()
-        .unwrap();
+    let record = claim(&state, &key).await;
     assert_eq!(record.executor, ExecutorKind::InProcess);
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let empty = Request::post(format!("/v1/claims/{key_hex}/reconcile"))
