@@ -133,37 +133,45 @@ where
         Ok(DB::rows_affected(&done))
     }
 
-    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), sqlx::Error> {
-        sqlx::query(DB::BUDGET.counter)
-            .bind(r.budget.as_str())
-            .bind(r.scope.as_str())
-            .bind(r.window_start.0)
-            .execute(&mut *self.tx)
-            .await
-            .map(drop)
-    }
-
-    async fn budget_add(
+    async fn budget_reserve(
         &mut self,
+        key: &OperationKey,
         r: &BudgetReservation,
-        limit: Option<i64>,
-    ) -> Result<u64, sqlx::Error> {
-        let q = match limit {
-            Some(limit) => sqlx::query(DB::BUDGET.add_within)
-                .bind(r.amount)
-                .bind(r.budget.as_str())
-                .bind(r.scope.as_str())
-                .bind(r.window_start.0)
-                .bind(r.amount)
-                .bind(limit),
-            None => sqlx::query(DB::BUDGET.add_beyond)
-                .bind(r.amount)
-                .bind(r.budget.as_str())
-                .bind(r.scope.as_str())
-                .bind(r.window_start.0),
+    ) -> Result<bool, sqlx::Error> {
+        use crate::budget::Reserve;
+        let recorded = match DB::BUDGET.reserve {
+            Reserve::Once(sql) => {
+                sqlx::query(sql)
+                    .bind(key.as_bytes().as_slice())
+                    .bind(r.budget.as_str())
+                    .bind(r.scope.as_str())
+                    .bind(r.window_start.0)
+                    .bind(r.amount)
+                    .bind(r.limit)
+                    .execute(&mut *self.tx)
+                    .await?
+            }
+            Reserve::AddThenRecord { add, record } => {
+                sqlx::query(add)
+                    .bind(r.budget.as_str())
+                    .bind(r.scope.as_str())
+                    .bind(r.window_start.0)
+                    .bind(r.amount)
+                    .bind(r.amount)
+                    .execute(&mut *self.tx)
+                    .await?;
+                sqlx::query(record)
+                    .bind(key.as_bytes().as_slice())
+                    .bind(r.amount)
+                    .bind(r.budget.as_str())
+                    .bind(r.scope.as_str())
+                    .bind(r.window_start.0)
+                    .bind(r.limit)
+                    .execute(&mut *self.tx)
+                    .await?
+            }
         };
-        let done = q.execute(&mut *self.tx).await?;
-        Ok(DB::rows_affected(&done))
+        Ok(DB::rows_affected(&recorded) == 1)
     }
 
     async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, sqlx::Error> {

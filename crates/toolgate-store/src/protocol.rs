@@ -185,20 +185,20 @@ pub(crate) trait Statements {
     /// whether it applied.
     async fn app_write(&mut self, write: &dyn StoreWrite) -> Result<bool, Self::Error>;
 
-    /// Creates the budget counter `r` adds to, at 0, unless it exists (an
-    /// insert that ignores a duplicate; never a read first).
-    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), Self::Error>;
-
-    /// Adds `r.amount` to its counter where the sum stays at or under
-    /// `limit` (`None`: whatever the sum, an approval's reservation); rows
-    /// changed: 1, or 0 when the budget is over.
-    async fn budget_add(
+    /// Adds `r.amount` to its counter (created at that amount when there
+    /// is none) and records the reservation `reserved` in the ledger where
+    /// the counter's new sum is within `r.limit`; whether it recorded it.
+    /// When it did not, the counter holds a sum past the limit, which the
+    /// caller either keeps (an approval: recorded `over_limit`) or rolls
+    /// back with the transaction.
+    async fn budget_reserve(
         &mut self,
+        key: &OperationKey,
         r: &BudgetReservation,
-        limit: Option<i64>,
-    ) -> Result<u64, Self::Error>;
+    ) -> Result<bool, Self::Error>;
 
-    /// The counter's `used` (reported when a reservation is refused).
+    /// The counter's `used`, this transaction's own add included (what a
+    /// refused reservation reports, less its amount).
     async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, Self::Error>;
 
     /// Records the claim's reservation in the ledger as `state`
@@ -240,8 +240,9 @@ pub(crate) struct Held {
     pub(crate) amount: i64,
 }
 
-/// The ledger's states (the migrations' CHECK lists them).
-pub(crate) const RESERVED: &str = "reserved";
+/// The ledger's state for an approved reservation past its limit (the
+/// migrations' CHECK lists the states; `reserved` is written by the
+/// dialects' reserve SQL itself).
 pub(crate) const OVER_LIMIT: &str = "over_limit";
 
 /// Gives back every reservation `key` still holds, each exactly once: the
@@ -410,19 +411,17 @@ async fn claim_unit<S: Statements>(
         }
     }
     // Budgets: reserved only by the attempt whose row this is (a replay or
-    // a conflict never gets here), each by a conditional UPDATE that cannot
-    // pass the limit; no read decides it (docs/design.md §15).
+    // a conflict never gets here). Each add is judged on the sum it wrote,
+    // on a counter row this transaction now holds locked, so concurrent
+    // claims are judged one after another; no earlier read decides it
+    // (docs/design.md §15).
     for r in request.budgets() {
-        s.budget_counter(r).await?;
-        let state = if s.budget_add(r, Some(r.limit)).await? == 1 {
-            RESERVED
-        } else if request.grant().is_some() {
-            // A person approved this proposal over the budget: it is
-            // reserved beyond the limit and recorded as such.
-            s.budget_add(r, None).await?;
-            OVER_LIMIT
-        } else {
-            let used = s.budget_used(r).await?;
+        if s.budget_reserve(request.key(), r).await? {
+            continue;
+        }
+        if request.grant().is_none() {
+            // The rollback takes this add back off the counter.
+            let used = s.budget_used(r).await? - r.amount;
             return Ok((
                 Verdict::OverBudget {
                     budget: r.budget.clone(),
@@ -431,8 +430,10 @@ async fn claim_unit<S: Statements>(
                 },
                 End::Rollback,
             ));
-        };
-        s.budget_ledger_insert(request.key(), r, state).await?;
+        }
+        // A person approved this proposal over the budget: the add stands,
+        // beyond the limit, and is recorded as such.
+        s.budget_ledger_insert(request.key(), r, OVER_LIMIT).await?;
     }
     s.fault(ClaimTxPoint::BeforeCommit).await;
     Ok((Verdict::Ours(lease), End::Commit))

@@ -248,41 +248,33 @@ impl Statements for WriterTx<'_> {
         Ok(n as u64)
     }
 
-    async fn budget_counter(&mut self, r: &BudgetReservation) -> Result<(), rusqlite::Error> {
-        self.0
-            .prepare_cached(crate::budget::SQLITE.counter)?
-            .execute(rusqlite::params![r.budget, r.scope, r.window_start.0])
-            .map(drop)
-    }
-
-    async fn budget_add(
+    async fn budget_reserve(
         &mut self,
+        key: &OperationKey,
         r: &BudgetReservation,
-        limit: Option<i64>,
-    ) -> Result<u64, rusqlite::Error> {
-        let n = match limit {
-            Some(limit) => self
-                .0
-                .prepare_cached(crate::budget::SQLITE.add_within)?
-                .execute(rusqlite::params![
-                    r.amount,
-                    r.budget,
-                    r.scope,
-                    r.window_start.0,
-                    r.amount,
-                    limit
-                ])?,
-            None => self
-                .0
-                .prepare_cached(crate::budget::SQLITE.add_beyond)?
-                .execute(rusqlite::params![
-                    r.amount,
-                    r.budget,
-                    r.scope,
-                    r.window_start.0
-                ])?,
-        };
-        Ok(n as u64)
+    ) -> Result<bool, rusqlite::Error> {
+        use crate::budget::{QMARK_RECORD, SQLITE_ADD};
+        self.0
+            .prepare_cached(SQLITE_ADD)?
+            .execute(rusqlite::params![
+                r.budget,
+                r.scope,
+                r.window_start.0,
+                r.amount,
+                r.amount
+            ])?;
+        let n = self
+            .0
+            .prepare_cached(QMARK_RECORD)?
+            .execute(rusqlite::params![
+                key.as_bytes().as_slice(),
+                r.amount,
+                r.budget,
+                r.scope,
+                r.window_start.0,
+                r.limit
+            ])?;
+        Ok(n == 1)
     }
 
     async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, rusqlite::Error> {

@@ -14,6 +14,7 @@ use toolgate::claim::{
     AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, Completion, JsonText,
     MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
 };
+use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore, Verdict, Voted};
 use toolgate_store::AnyClaimStore;
 
 const LIMIT: i64 = 5000;
@@ -61,7 +62,7 @@ fn far_future() -> UnixMillis {
     UnixMillis(4_000_000_000_000)
 }
 
-async fn budgets_hold<S: ClaimStore + 'static>(store: Arc<S>) {
+async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
     let ns = Namespace::new(support::random16());
     let budget = format!("b{}", &support::hex(&support::random16())[..16]);
 
@@ -82,7 +83,9 @@ async fn budgets_hold<S: ClaimStore + 'static>(store: Arc<S>) {
                 used,
             } => {
                 assert_eq!((b.as_str(), limit), (budget.as_str(), LIMIT));
-                assert!(used + 1000 > LIMIT, "refused with room left: used {used}");
+                // Refusals wait for the winners' locks, so each sees all
+                // five committed: its own add is never counted.
+                assert_eq!(used, LIMIT, "a refusal reports the sum it was refused at");
                 over += 1;
             }
             other => panic!("{other:?}"),
@@ -184,6 +187,84 @@ async fn budgets_hold<S: ClaimStore + 'static>(store: Arc<S>) {
     // won[3] and won[4]; the probes gave theirs back.
     let held = store.budget_reserved().await.unwrap();
     assert!(held.contains(&(budget.clone(), 3000)), "{held:?}");
+
+    approved_beyond_the_limit(&*store).await;
+}
+
+/// A claim with an approval passes the limit, and its reservation is held
+/// (and given back) like any other; without one the same claim is refused
+/// at the sum the approved one left.
+async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
+    let ns = Namespace::new(support::random16());
+    let budget = format!("b{}", &support::hex(&support::random16())[..16]);
+    let first = store.claim(request(&ns, 0, &budget, LIMIT)).await.unwrap();
+    assert!(acquired(first).is_some(), "exactly the limit fits");
+    let over = request(&ns, 1, &budget, 1000);
+    match store.claim(over.clone()).await.unwrap() {
+        RawClaim::OverBudget { used, .. } => assert_eq!(used, LIMIT),
+        other => panic!("without an approval: {other:?}"),
+    }
+
+    let ask = NewItem {
+        at: conformance::T0,
+        kind: "pending_approval".into(),
+        reason: Some("budget_exceeded".into()),
+        tool: Some(over.proposal().tool().to_owned()),
+        proposer: "agent:1".into(),
+        proposer_via: None,
+        key: Some(*over.key()),
+        fingerprint: Some(*over.fingerprint()),
+        version_seen: Some(over.proposal().version_seen().to_owned()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(ApprovalTerms {
+            policy_digest: "policy-1".into(),
+            approvers: 1,
+            expires_at: far_future(),
+        }),
+    };
+    let Requested::Pending { item, .. } = store
+        .request_approval(ask.clone(), conformance::T0)
+        .await
+        .unwrap()
+    else {
+        panic!("a new approval item");
+    };
+    let voted = store
+        .vote(item, "lead:1", Verdict::Approve, None, conformance::T0)
+        .await
+        .unwrap();
+    assert!(matches!(voted, Voted::Recorded(_)), "{voted:?}");
+    let Requested::Granted(grant) = store.request_approval(ask, conformance::T0).await.unwrap()
+    else {
+        panic!("the approval is granted");
+    };
+    let Some(approved) = acquired(store.claim(over.with_grant(grant)).await.unwrap()) else {
+        panic!("an approved claim passes the limit");
+    };
+    let held = store.budget_reserved().await.unwrap();
+    assert!(held.contains(&(budget.clone(), LIMIT + 1000)), "{held:?}");
+    match store.claim(request(&ns, 2, &budget, 1)).await.unwrap() {
+        RawClaim::OverBudget { used, .. } => assert_eq!(used, LIMIT + 1000),
+        other => panic!("past the limit: {other:?}"),
+    }
+
+    // Given back when it ends not applied: the limit's worth stays held.
+    let r = store
+        .record_reconciliation(&approved.key, &not_applied(), far_future())
+        .await
+        .unwrap();
+    assert!(matches!(r, Reconciled::Recorded));
+    let held = store.budget_reserved().await.unwrap();
+    assert!(held.contains(&(budget.clone(), LIMIT)), "{held:?}");
+    assert!(!fits(store, &ns, 3, &budget, 1).await);
+}
+
+fn acquired(raw: RawClaim) -> Option<toolgate::claim::Lease> {
+    match raw {
+        RawClaim::Acquired(lease) => Some(lease),
+        _ => None,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
