@@ -1,7 +1,8 @@
 //! The operator's commands as an operator runs them: `keys new`, `config
 //! check`, where the database URL comes from (`--db`, `TOOLGATE_DB_URL`,
-//! the deployment file), password redaction, `RUST_LOG`, `completions` and
-//! `man`. Each runs the built binary with a controlled environment.
+//! the deployment file), password redaction, `RUST_LOG`, `completions`,
+//! `man`, and the line `bench serve --floor` prints. Each runs the built
+//! binary with a controlled environment.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -518,4 +519,52 @@ fn completions_and_man_pages_come_from_the_commands() {
         "the serve page lacks the help text"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The value of `name=` in a line of `name=value` pairs.
+fn figure<'a>(line: &'a str, name: &str) -> &'a str {
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        .unwrap_or_else(|| panic!("no {name}= in {line}"))
+}
+
+#[test]
+fn bench_serve_floor_alternates_rounds_and_prints_the_ratio() {
+    let dir = scratch("bench-floor");
+    let db = format!("sqlite://{}", dir.join("bench.db").display());
+    let run = toolgate(
+        &[
+            "bench",
+            "serve",
+            "--db",
+            &db,
+            "--concurrency",
+            "2",
+            "--requests",
+            "30",
+            "--floor",
+            "--rounds",
+            "3",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let line = run.stdout.trim();
+    // Every request was a fresh credit, each executed once.
+    assert_eq!(figure(line, "outcomes"), "executed:30", "{line}");
+    assert_eq!(figure(line, "rounds"), "3", "{line}");
+    let rounds: Vec<f64> = figure(line, "round_ratios")
+        .split(',')
+        .map(|r| r.parse().expect("a ratio"))
+        .collect();
+    assert_eq!(rounds.len(), 3, "{line}");
+    for rate in [figure(line, "floor_per_s"), figure(line, "ratio")] {
+        assert!(rate.parse::<f64>().expect("a number") > 0.0, "{line}");
+    }
+
+    // Rounds belong to the floor's comparison only.
+    let run = toolgate(&["bench", "serve", "--db", &db, "--rounds", "3"], &[]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--floor"), "{}", run.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -13,7 +13,10 @@
 //!
 //! Prints one line:
 //! `decisions_per_s=… p50_ms=… p99_ms=… peak_rss_mb=… requests=… concurrency=… backend=… outcomes=…`
-//! (peak RSS is the whole process: server and load generator).
+//! (peak RSS is the whole process: server and load generator), which with
+//! `--floor` ends `floor_per_s=… ratio=… rounds=… round_ratios=…`: fresh
+//! credits only, alternating with the store's bare claim and completion
+//! statements (`toolgate_store::floor`) round by round.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -48,15 +51,21 @@ use crate::cmd::serve::desk_state;
 /// Target (issue 5): SQLite on 2 cores, >= 5000 decisions/s, p99 < 10 ms.
 ///
 /// --floor: every request is a fresh credit (so decisions_per_s counts
-/// fresh decisions only); after the server stops, the store's own claim
-/// and completion statements run bare (no pipeline, no HTTP) on as many
-/// workers against the same database, once per request, and the line ends
-/// with floor_per_s=<pairs/s> ratio=<decisions_per_s / floor_per_s>.
-/// Target (issue 15): ratio >= 0.5 on PostgreSQL and MariaDB at 12
-/// connections. The floor leaves its rows (tool `floor`) in the database.
+/// fresh decisions only), and the store's own claim and completion
+/// statements also run bare (no pipeline, no HTTP) on as many workers
+/// against the same database, once per request. The two alternate in
+/// --rounds rounds (the server idle while the floor runs), so a burst of
+/// noise on a shared machine falls on both; the line ends with
+///   floor_per_s=<pairs/s> ratio=<decisions_per_s / floor_per_s>
+///     rounds=<N> round_ratios=<each round's ratio>,…
+/// where both rates are over all rounds. Target (issue 15): ratio >= 0.5
+/// on PostgreSQL and MariaDB at 12 connections. The floor leaves its rows
+/// (tool `floor`) in the database.
 ///
-/// Example:
+/// Examples:
 ///   toolgate bench serve --db sqlite:///tmp/bench.db --concurrency 16 --requests 10000
+///   toolgate bench serve --db postgres://postgres@127.0.0.1/test --concurrency 12 \
+///     --requests 6000 --floor
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
 pub struct Args {
@@ -73,6 +82,11 @@ pub struct Args {
     /// on the same database: prints floor_per_s= and ratio=.
     #[arg(long)]
     floor: bool,
+    /// With --floor: how many times the load and the floor alternate, each
+    /// round with requests/rounds of each.
+    #[arg(long, default_value_t = 6, requires = "floor",
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
 }
 
 const KEY: &str = "bench-agent-key";
@@ -160,81 +174,44 @@ pub fn run(args: Args) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail("runtime", e),
     };
-    let next = Arc::new(AtomicUsize::new(0));
     // The customers' prefix: ticket `i` belongs to customer `BC{run_id}-{i}`.
-    let customer = format!("BC{run_id}");
+    let load = Load {
+        addr,
+        concurrency: args.concurrency,
+        // Each connection has about two fresh credits in flight per five
+        // requests; four times the concurrency is well behind all of them.
+        lag: 4 * args.concurrency as usize,
+        all_fresh: args.floor,
+        prefix: format!("B{run_id}"),
+        customer: format!("BC{run_id}"),
+    };
     let total = args.requests as usize;
-    // Each connection has about two fresh credits in flight per five
-    // requests; four times the concurrency is well behind all of them.
-    let lag = 4 * args.concurrency as usize;
-    let all_fresh = args.floor;
-    let begin = Instant::now();
-    let results = client_rt.block_on(async {
-        let mut workers = Vec::new();
-        for _ in 0..args.concurrency {
-            let next = Arc::clone(&next);
-            let customer = customer.clone();
-            let run_prefix = format!("B{run_id}");
-            workers.push(tokio::spawn(async move {
-                worker(addr, next, total, lag, all_fresh, &run_prefix, &customer).await
-            }));
-        }
-        let mut all = Vec::new();
-        for w in workers {
-            match w.await {
-                Ok(Ok(r)) => all.push(r),
-                Ok(Err(e)) => return Err(e),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Ok(all)
-    });
-    let elapsed = begin.elapsed().as_secs_f64();
+    let measured = if args.floor {
+        alternate(&load, &client_rt, &server_rt, &args)
+    } else {
+        client_rt
+            .block_on(load.run(0..total))
+            .map(|run| (run, String::new()))
+    };
     let _ = stop.send(());
     let _ = server_rt.block_on(server);
-    let results = match results {
-        Ok(r) => r,
-        Err(e) => return fail("load", e),
+    let (run, floor) = match measured {
+        Ok(m) => m,
+        Err(e) => return fail("measuring", e),
     };
-    let mut latencies: Vec<f64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
-    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &results {
-        for (k, v) in &r.1 {
-            *outcomes.entry(k.clone()).or_default() += v;
-        }
-    }
+    let mut latencies = run.latencies;
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| {
         let i = ((latencies.len() as f64 - 1.0) * p).round() as usize;
         latencies.get(i).copied().unwrap_or(0.0) * 1000.0
     };
     let backend = args.db.split(':').next().unwrap_or("?");
-    let outcome_text: Vec<String> = outcomes.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-    let decisions_per_s = latencies.len() as f64 / elapsed;
-    let floor = if args.floor {
-        // After the server stopped: the same database, the same number of
-        // workers, on a runtime like the server's.
-        let run = server_rt.block_on(async {
-            let options = StoreOptions {
-                create_if_missing: false,
-                ..StoreOptions::default()
-            };
-            let store = AnyClaimStore::connect_with(&args.db, options).await?;
-            toolgate_store::floor::floor(Arc::new(store), args.concurrency, args.requests).await
-        });
-        match run {
-            Ok(run) => {
-                let per_s = run.per_second();
-                format!(
-                    " floor_per_s={per_s:.0} ratio={:.2}",
-                    decisions_per_s / per_s
-                )
-            }
-            Err(e) => return fail("floor", e),
-        }
-    } else {
-        String::new()
-    };
+    let outcome_text: Vec<String> = run
+        .outcomes
+        .iter()
+        .map(|(k, v)| format!("{k}:{v}"))
+        .collect();
+    let decisions_per_s = latencies.len() as f64 / run.elapsed.as_secs_f64();
     println!(
         "decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} peak_rss_mb={:.1} requests={} concurrency={} backend={backend} outcomes={}{floor}",
         decisions_per_s,
@@ -246,6 +223,118 @@ pub fn run(args: Args) -> ExitCode {
         outcome_text.join(",")
     );
     ExitCode::SUCCESS
+}
+
+/// Load and floor in turn, `args.rounds` times, on the same database: the
+/// load's run over all rounds, and the line's floor part.
+fn alternate(
+    load: &Load,
+    client_rt: &tokio::runtime::Runtime,
+    server_rt: &tokio::runtime::Runtime,
+    args: &Args,
+) -> Result<(LoadRun, String), String> {
+    // The floor runs on the server's runtime (the server idle meanwhile),
+    // the same number of workers, its own pool on the same database.
+    let store = server_rt
+        .block_on(AnyClaimStore::connect_with(
+            &args.db,
+            StoreOptions {
+                create_if_missing: false,
+                ..StoreOptions::default()
+            },
+        ))
+        .map_err(|e| format!("floor: {e}"))?;
+    let store = Arc::new(store);
+    let total = args.requests as usize;
+    let rounds = args.rounds as usize;
+    let mut all = LoadRun::default();
+    let (mut pairs, mut floor_time) = (0u32, Duration::ZERO);
+    let mut round_ratios = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let range = total * r / rounds..total * (r + 1) / rounds;
+        let size = range.len();
+        let run = client_rt.block_on(load.run(range))?;
+        let floor = server_rt
+            .block_on(toolgate_store::floor::floor(
+                Arc::clone(&store),
+                args.concurrency,
+                size as u32,
+            ))
+            .map_err(|e| format!("floor: {e}"))?;
+        round_ratios.push(format!(
+            "{:.2}",
+            size as f64 / run.elapsed.as_secs_f64() / floor.per_second()
+        ));
+        pairs += floor.pairs;
+        floor_time += floor.elapsed;
+        all.absorb(run);
+    }
+    let floor_per_s = f64::from(pairs) / floor_time.as_secs_f64().max(f64::MIN_POSITIVE);
+    let decisions_per_s = all.latencies.len() as f64 / all.elapsed.as_secs_f64();
+    let line = format!(
+        " floor_per_s={floor_per_s:.0} ratio={:.2} rounds={rounds} round_ratios={}",
+        decisions_per_s / floor_per_s,
+        round_ratios.join(",")
+    );
+    Ok((all, line))
+}
+
+/// The load generator's fixed part: where, how many connections, and the
+/// names its requests use.
+struct Load {
+    addr: std::net::SocketAddr,
+    concurrency: u32,
+    lag: usize,
+    all_fresh: bool,
+    prefix: String,
+    customer: String,
+}
+
+/// What one stretch of load measured.
+#[derive(Default)]
+struct LoadRun {
+    latencies: Vec<f64>,
+    outcomes: BTreeMap<String, usize>,
+    elapsed: Duration,
+}
+
+impl LoadRun {
+    fn absorb(&mut self, other: LoadRun) {
+        self.latencies.extend(other.latencies);
+        for (k, v) in other.outcomes {
+            *self.outcomes.entry(k).or_default() += v;
+        }
+        self.elapsed += other.elapsed;
+    }
+}
+
+impl Load {
+    /// Sends requests `range` (by number in the mix) over `concurrency`
+    /// fresh keep-alive connections and times them.
+    async fn run(&self, range: std::ops::Range<usize>) -> Result<LoadRun, String> {
+        let next = Arc::new(AtomicUsize::new(range.start));
+        let begin = Instant::now();
+        let mut workers = Vec::new();
+        for _ in 0..self.concurrency {
+            let next = Arc::clone(&next);
+            let (addr, end, lag, all_fresh) = (self.addr, range.end, self.lag, self.all_fresh);
+            let (prefix, customer) = (self.prefix.clone(), self.customer.clone());
+            workers.push(tokio::spawn(async move {
+                worker(addr, next, end, lag, all_fresh, &prefix, &customer).await
+            }));
+        }
+        let mut all = LoadRun::default();
+        for w in workers {
+            let (latencies, outcomes) = w.await.map_err(|e| e.to_string())??;
+            all.absorb(LoadRun {
+                latencies,
+                outcomes,
+                elapsed: Duration::ZERO,
+            });
+        }
+        all.elapsed = begin.elapsed();
+        Ok(all)
+    }
 }
 
 type WorkerResult = (Vec<f64>, BTreeMap<String, usize>);
