@@ -22,7 +22,8 @@ pub(crate) enum Reserve {
 
 /// One dialect's budget SQL.
 pub(crate) struct BudgetSql {
-    /// Adds within the limit and records the reservation.
+    /// Adds the amount and records the reservation where the new sum is
+    /// within the limit.
     pub(crate) reserve: Reserve,
     /// A counter's `used`: (budget, scope, window).
     pub(crate) used: &'static str,

@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_store::floor::FloorRun;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::SeedTicket;
 
@@ -199,6 +200,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(m) => m,
         Err(e) => return fail("measuring", e),
     };
+    let decisions_per_s = run.per_second();
     let mut latencies = run.latencies;
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| {
@@ -211,7 +213,6 @@ pub fn run(args: Args) -> ExitCode {
         .iter()
         .map(|(k, v)| format!("{k}:{v}"))
         .collect();
-    let decisions_per_s = latencies.len() as f64 / run.elapsed.as_secs_f64();
     println!(
         "decisions_per_s={:.0} p50_ms={:.2} p99_ms={:.2} peak_rss_mb={:.1} requests={} concurrency={} backend={backend} outcomes={}{floor}",
         decisions_per_s,
@@ -248,7 +249,10 @@ fn alternate(
     let total = args.requests as usize;
     let rounds = args.rounds as usize;
     let mut all = LoadRun::default();
-    let (mut pairs, mut floor_time) = (0u32, Duration::ZERO);
+    let mut floor_all = FloorRun {
+        pairs: 0,
+        elapsed: Duration::ZERO,
+    };
     let mut round_ratios = Vec::with_capacity(rounds);
     for r in 0..rounds {
         let range = total * r / rounds..total * (r + 1) / rounds;
@@ -261,19 +265,15 @@ fn alternate(
                 size as u32,
             ))
             .map_err(|e| format!("floor: {e}"))?;
-        round_ratios.push(format!(
-            "{:.2}",
-            size as f64 / run.elapsed.as_secs_f64() / floor.per_second()
-        ));
-        pairs += floor.pairs;
-        floor_time += floor.elapsed;
+        round_ratios.push(format!("{:.2}", run.per_second() / floor.per_second()));
+        floor_all.pairs += floor.pairs;
+        floor_all.elapsed += floor.elapsed;
         all.absorb(run);
     }
-    let floor_per_s = f64::from(pairs) / floor_time.as_secs_f64().max(f64::MIN_POSITIVE);
-    let decisions_per_s = all.latencies.len() as f64 / all.elapsed.as_secs_f64();
+    let floor_per_s = floor_all.per_second();
     let line = format!(
         " floor_per_s={floor_per_s:.0} ratio={:.2} rounds={rounds} round_ratios={}",
-        decisions_per_s / floor_per_s,
+        all.per_second() / floor_per_s,
         round_ratios.join(",")
     );
     Ok((all, line))
@@ -299,6 +299,11 @@ struct LoadRun {
 }
 
 impl LoadRun {
+    /// Decisions per second.
+    fn per_second(&self) -> f64 {
+        self.latencies.len() as f64 / self.elapsed.as_secs_f64().max(f64::MIN_POSITIVE)
+    }
+
     fn absorb(&mut self, other: LoadRun) {
         self.latencies.extend(other.latencies);
         for (k, v) in other.outcomes {
