@@ -71,6 +71,12 @@
 //! holding the lock past the busy timeout is a lost race as before, and a
 //! failed `COMMIT` is step 5.
 //!
+//! A decision that reads from the claim store's database before it
+//! claims can run that read on the connection its claim then begins on
+//! ([`AnyClaimStore::lend`], PostgreSQL and MySQL/MariaDB): the pool's
+//! ping on handing a connection out and its ping on taking it back are
+//! paid once for both.
+//!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
 //! which uses the strict JSON decoder): a corrupt row is an error value and
@@ -88,6 +94,8 @@ pub mod floor;
 #[cfg(feature = "sqlite")]
 mod group_commit;
 mod idempotency;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod lend;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 mod pooled;
@@ -107,6 +115,8 @@ pub mod fault;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use lend::{Borrowed, Lent, LentConnection};
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};

@@ -51,6 +51,7 @@ use toolgate::claim::{
 
 use crate::StoreOptions;
 use crate::common::{map_err, qmark};
+use crate::lend::Parking;
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 use crate::write::{StoreWrite, WriteFuture};
@@ -62,6 +63,9 @@ use crate::write::{StoreWrite, WriteFuture};
 #[derive(Clone)]
 pub struct MySqlClaimStore {
     nodes: Arc<Nodes>,
+    /// Connections reads kept for their decision's claim (`crate::lend`),
+    /// each with its node.
+    parking: Arc<Parking<sqlx::MySql>>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -127,11 +131,15 @@ impl ClaimBackend for MySqlClaimStore {
         #[cfg(not(feature = "fault-injection"))]
         let hook = None;
         let nodes = &self.nodes;
+        let mut lent = self.parking.take_for(&unit);
         let mut last = None;
         for _ in 0..nodes.list.len() {
             let i = nodes.pick();
             let node = &nodes.list[i];
-            match pooled::transaction(&node.pool, hook, &unit).await {
+            // A kept connection serves only on its own node; after a
+            // failover it goes back to its pool.
+            let conn = lent.take().filter(|(n, _)| *n == i).map(|(_, c)| c);
+            match pooled::transaction(&node.pool, conn, hook, &unit).await {
                 // The statements failed because the node did: nothing was
                 // written, so the unit runs again on the next node.
                 Err(TxFail::Failed(e)) if node_lost(&e) => {
@@ -259,6 +267,24 @@ impl MySqlClaimStore {
     /// rather than keep it.
     pub fn pool(&self) -> &MySqlPool {
         &self.nodes.list[self.nodes.current.load(Ordering::Relaxed)].pool
+    }
+
+    pub(crate) fn parking(&self) -> &Parking<sqlx::MySql> {
+        &self.parking
+    }
+
+    /// A connection for a read that a claim may then take (`crate::lend`):
+    /// from the transaction pool of the node a claim would use now, with
+    /// that node's index.
+    pub(crate) async fn acquire_for_read(
+        &self,
+    ) -> Result<(usize, sqlx::pool::PoolConnection<sqlx::MySql>), StoreError> {
+        let i = self.nodes.pick();
+        let node = &self.nodes.list[i];
+        crate::lend::acquire(&node.pool, "connecting to MySQL")
+            .await
+            .map(|conn| (i, conn))
+            .map_err(|e| node.named(e))
     }
 
     /// Which of the URL's hosts (from 0) the store uses now.
@@ -420,6 +446,7 @@ impl MySqlClaimStore {
                     run_migrations(&node.reads, &migrator(), "MySQL migrations").await?;
                     return Ok(Self {
                         nodes,
+                        parking: Arc::default(),
                         clock: crate::now_millis,
                         #[cfg(feature = "fault-injection")]
                         hook: None,

@@ -50,7 +50,7 @@ pub(crate) trait Dialect: sqlx::Database {
 
 /// One unit's transaction on a pooled connection.
 pub(crate) struct PooledTx<'h, DB: sqlx::Database> {
-    tx: sqlx::Transaction<'static, DB>,
+    tx: sqlx::Transaction<'h, DB>,
     #[cfg_attr(
         not(feature = "fault-injection"),
         expect(dead_code, reason = "fault hooks only")
@@ -317,9 +317,13 @@ where
     }
 }
 
-/// Runs `unit` in a transaction of its own on `pool`.
+/// Runs `unit` in a transaction of its own on `lent` (a connection the
+/// deciding holder's read kept for its claim, `crate::lend`) or else on a
+/// connection from `pool`. The connection goes back to the pool when the
+/// transaction has ended.
 pub(crate) async fn transaction<DB>(
     pool: &sqlx::Pool<DB>,
+    lent: Option<sqlx::pool::PoolConnection<DB>>,
     hook: Option<&crate::common::Hook>,
     unit: &Unit,
 ) -> Result<Answer, TxFail>
@@ -335,8 +339,14 @@ where
             TxFail::Failed(map_err(what, e))
         }
     };
-    let tx = pool
-        .begin()
+    let mut conn = match lent {
+        Some(conn) => conn,
+        None => pool
+            .acquire()
+            .await
+            .map_err(|e| failed("beginning a transaction", e))?,
+    };
+    let tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(|e| failed("beginning a transaction", e))?;
     let mut tx = PooledTx { tx, hook };

@@ -1,6 +1,7 @@
 //! PostgreSQL.
 
 use std::str::FromStr;
+use std::sync::Arc;
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -13,6 +14,7 @@ use toolgate::claim::{
 
 use crate::StoreOptions;
 use crate::common::map_err;
+use crate::lend::Parking;
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 use crate::write::{StoreWrite, WriteFuture};
@@ -23,6 +25,8 @@ use crate::write::{StoreWrite, WriteFuture};
 #[derive(Clone)]
 pub struct PgClaimStore {
     pool: PgPool,
+    /// Connections reads kept for their decision's claim (`crate::lend`).
+    parking: Arc<Parking<sqlx::Postgres>>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -95,7 +99,8 @@ impl ClaimBackend for PgClaimStore {
         let hook = self.hook.as_ref();
         #[cfg(not(feature = "fault-injection"))]
         let hook = None;
-        pooled::transaction(&self.pool, hook, &unit).await
+        let lent = self.parking.take_for(&unit).map(|(_, conn)| conn);
+        pooled::transaction(&self.pool, lent, hook, &unit).await
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -169,6 +174,10 @@ impl PgClaimStore {
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    pub(crate) fn parking(&self) -> &Parking<sqlx::Postgres> {
+        &self.parking
     }
 
     /// The store with `clock` as its time source for claim attempts (the
@@ -262,6 +271,7 @@ impl PgClaimStore {
         })?;
         Ok(Self {
             pool,
+            parking: Arc::default(),
             clock: crate::now_millis,
             #[cfg(feature = "fault-injection")]
             hook: None,

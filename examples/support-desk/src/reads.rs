@@ -24,6 +24,13 @@
 //!   for: no version reaches another decision, and with none kept the
 //!   state read queries as before.
 //!
+//! - The read runs on a connection lent to the decision
+//!   (`toolgate_store::Lent`), which the decision's claim then begins on:
+//!   the read costs its statement, not also the pool's two pings. The
+//!   connection is idle between the two (the read ran in autocommit), so
+//!   the claim's transaction is the protocol's as ever; it goes back to the
+//!   pool when the claim's transaction ends, or with the decision.
+//!
 //! `toolgate serve` decides this way too: its support-desk components
 //! override `toolgate_http::GateComponents::decide` with this function.
 //! toolgate-eval's `PipelineGate` has one state source for all decisions,
@@ -38,6 +45,7 @@ use toolgate::pipeline::{
     StateSource, StateVersion, decide,
 };
 use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
+use toolgate_store::Lent;
 
 use crate::cedar;
 use crate::store::SupportDesk;
@@ -56,9 +64,11 @@ where
     C: ClaimStore,
     E: Executor,
 {
-    // Built here and dropped on return: one decision's reads only.
+    // Built here and dropped on return: one decision's reads, and the
+    // connection they lend to its claim, only.
     let reads = DecisionReads {
         desk: gate.state,
+        lent: gate.state.claim_store().lend(request.holder),
         version: Mutex::new(None),
     };
     let authorizer = gate.authorizer.with_entities(&reads);
@@ -75,6 +85,8 @@ where
 /// The entities and state source of one decision.
 struct DecisionReads<'a> {
     desk: &'a SupportDesk,
+    /// The connection the read runs on and the claim begins on.
+    lent: Lent<'a>,
     /// The ticket and the version authorisation read, until the state read
     /// takes it.
     version: Mutex<Option<(String, i64)>>,
@@ -90,7 +102,7 @@ impl DecisionReads<'_> {
 
 impl EntitySource for DecisionReads<'_> {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let (ticket, found) = cedar::read_directory(self.desk, r).await?;
+        let (ticket, found) = cedar::read_directory(self.desk, Some(&self.lent), r).await?;
         *self.slot() = found.ticket.as_ref().map(|t| (ticket.clone(), t.version));
         Ok(cedar::entities(
             r.principal().id(),

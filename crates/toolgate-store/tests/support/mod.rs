@@ -453,3 +453,101 @@ pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
     assert_eq!(row.status, toolgate::claim::ClaimStatus::InFlight);
     assert!(store.audit_trail(&key, 10).await.expect("trail").is_empty());
 }
+
+/// A hook that records the connection id of every claim transaction, at
+/// the conditional insert.
+pub fn record_claim_connections() -> (
+    toolgate_store::fault::FaultHook,
+    Arc<std::sync::Mutex<Vec<i64>>>,
+) {
+    use toolgate_store::fault::FaultPoint;
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&ids);
+    let hook: toolgate_store::fault::FaultHook = Arc::new(move |at, id| {
+        if at == FaultPoint::AfterInsert {
+            seen.lock().unwrap().push(id);
+        }
+        Box::pin(async { false })
+    });
+    (hook, ids)
+}
+
+/// The server's id of the connection `lent` lends, read on it and kept
+/// there for the claim.
+async fn lent_connection_id(lent: &toolgate_store::Lent<'_>) -> i64 {
+    use toolgate_store::LentConnection;
+    match lent.connection().await.expect("a connection to lend") {
+        LentConnection::Postgres(mut conn) => {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("pg_backend_pid");
+            conn.keep();
+            id
+        }
+        LentConnection::MySql(mut conn) => {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("CONNECTION_ID");
+            conn.keep();
+            id
+        }
+        LentConnection::Sqlite => panic!("SQLite lends nothing"),
+    }
+}
+
+/// `store` has two connections in its transaction pool and `claim_ids`'s
+/// hook installed. A connection a read kept for a decision
+/// (`AnyClaimStore::lend`) is the one that decision's claim begins on,
+/// never another decision's, and it goes back to the pool with the claim's
+/// transaction or with the `Lent`: with both connections once kept and
+/// dropped, a claim still gets one (it would wait for the pool, and fail,
+/// had a dropped `Lent` kept its connection).
+pub async fn a_read_lends_its_connection_to_its_own_claim(
+    store: &toolgate_store::AnyClaimStore,
+    claim_ids: &std::sync::Mutex<Vec<i64>>,
+) {
+    let ns = Namespace::new(random16());
+    let last_claim_id = || *claim_ids.lock().unwrap().last().expect("a claim ran");
+
+    // The read's connection is its decision's claim's.
+    let (_, req) = request_for(&ns, 1);
+    let lent = store.lend(*req.holder());
+    let read_on = lent_connection_id(&lent).await;
+    expect_acquired(store.claim(req).await.expect("claim"));
+    assert_eq!(
+        last_claim_id(),
+        read_on,
+        "the claim did not begin on the read's connection"
+    );
+    drop(lent);
+
+    // Another decision's claim never takes it: the pool hands that claim
+    // the other connection.
+    let (_, other) = request_for(&ns, 2);
+    let lent = store.lend(toolgate::claim::HolderToken::from_bytes(random16()));
+    let kept = lent_connection_id(&lent).await;
+    expect_acquired(store.claim(other).await.expect("claim"));
+    assert_ne!(
+        last_claim_id(),
+        kept,
+        "a claim took another decision's connection"
+    );
+    drop(lent);
+
+    // Decisions that read and never claimed give their connections back.
+    let first = store.lend(toolgate::claim::HolderToken::from_bytes(random16()));
+    let second = store.lend(toolgate::claim::HolderToken::from_bytes(random16()));
+    let a = lent_connection_id(&first).await;
+    let b = lent_connection_id(&second).await;
+    assert_ne!(a, b, "two decisions read on one connection at once");
+    drop((first, second));
+    let (_, after) = request_for(&ns, 3);
+    expect_acquired(
+        store
+            .claim(after)
+            .await
+            .expect("a claim after both were given back"),
+    );
+}
