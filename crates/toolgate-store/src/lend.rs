@@ -21,6 +21,14 @@
 //! meanwhile), or, for a decision that ends without a claim, when its
 //! [`Lent`] is dropped.
 //!
+//! **A decision never waits on the pool while it holds a connection of the
+//! pool.** With every connection kept by a decision that waits for another
+//! (the audit entry of a forbidden proposal, the claim lookup of a stale
+//! one), nothing would move. So between the read and the claim the decision
+//! reaches the claim store only through [`Lent::claims`], whose every call
+//! but the claim gives the kept connection back first, and a state read
+//! that needs the pool calls [`Lent::give_back`] before it.
+//!
 //! Nothing about the claim changes. A kept connection is idle, outside any
 //! transaction (its read ran in autocommit), and the claim's statements,
 //! retries and read-back are the protocol's own. A read that failed keeps
@@ -33,7 +41,10 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Mutex, PoisonError};
 
 use sqlx::pool::PoolConnection;
-use toolgate::claim::{HolderToken, StoreError};
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+};
 
 use crate::AnyClaimStore;
 use crate::common::map_err;
@@ -184,12 +195,11 @@ impl<'s> Lent<'s> {
             }
         }
     }
-}
 
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        // A connection no claim took (the decision ended before claiming,
-        // or its read was its last use) goes back to the pool here.
+    /// Gives a kept connection back to the pool (the claim then acquires
+    /// its own). Call it before anything else of the decision waits on the
+    /// pool.
+    pub fn give_back(&self) {
         match self.store {
             #[cfg(feature = "sqlite")]
             AnyClaimStore::Sqlite(_) => {}
@@ -198,6 +208,105 @@ impl Drop for Lent<'_> {
             #[cfg(feature = "mysql")]
             AnyClaimStore::MySql(s) => drop(s.parking().take(&self.holder)),
         }
+    }
+
+    /// `claims` as this decision uses it: its claim begins on the kept
+    /// connection, and every other call gives the connection back first.
+    /// `claims` is the store this `Lent` came from, or a wrapper of it.
+    pub fn claims<'a, C: ClaimStore>(&'a self, claims: &'a C) -> LentClaims<'a, 's, C> {
+        LentClaims { lent: self, claims }
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        // A connection no claim took (the decision ended before claiming,
+        // or its read was its last use) goes back to the pool here.
+        self.give_back();
+    }
+}
+
+/// A claim store seen by a decision that holds a connection on loan
+/// ([`Lent::claims`]).
+pub struct LentClaims<'a, 's, C> {
+    lent: &'a Lent<'s>,
+    claims: &'a C,
+}
+
+impl<C: ClaimStore> ClaimStore for LentClaims<'_, '_, C> {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        let raw = self.claims.claim(request).await;
+        // Taken by the claim's first transaction, unless that never began.
+        self.lent.give_back();
+        raw
+    }
+
+    fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.complete(key, holder, result, now, audit)
+    }
+
+    fn fetch(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.fetch(key)
+    }
+
+    fn list_stuck(
+        &self,
+        now: UnixMillis,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.list_stuck(now, limit)
+    }
+
+    fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.record_reconciliation(key, outcome, now)
+    }
+
+    fn append_audit(
+        &self,
+        entry: &AuditEntry,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.append_audit(entry)
+    }
+
+    fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.audit_trail(key, limit)
+    }
+
+    fn budget_reserved(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(String, i64)>, StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.budget_reserved()
+    }
+
+    fn ready(&self) -> impl Future<Output = Result<(), StoreError>> + Send {
+        self.lent.give_back();
+        self.claims.ready()
     }
 }
 

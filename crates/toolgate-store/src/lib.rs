@@ -116,7 +116,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use lend::{Borrowed, Lent, LentConnection};
+pub use lend::{Borrowed, Lent, LentClaims, LentConnection};
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};

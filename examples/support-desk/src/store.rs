@@ -43,7 +43,8 @@ use toolgate::pipeline::{
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
 use toolgate_store::{
-    AnyClaimStore, Lent, LentConnection, StoreWrite, WriteCompleted, WriteFuture, sqlx_error,
+    AnyClaimStore, Borrowed, Lent, LentConnection, StoreWrite, WriteCompleted, WriteFuture,
+    sqlx_error,
 };
 
 /// The example's database: the same pool as the claim store.
@@ -220,6 +221,34 @@ pub struct SupportDesk {
 
 fn db(what: &str, e: sqlx::Error) -> StoreError {
     sqlx_error(what, e)
+}
+
+/// The directory read on a borrowed connection, which is kept for the
+/// decision's claim once the read succeeded.
+async fn directory_on<DB>(
+    mut conn: Borrowed<'_, DB>,
+    sql: &'static str,
+    agent: &str,
+    ticket: &str,
+) -> Result<Directory, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> DB::Arguments: sqlx::IntoArguments<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'r> Option<bool>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'r> Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'r> Option<i64>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+{
+    let row = sqlx::query(sql)
+        .bind(agent)
+        .bind(ticket)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| db("reading the directory", e))?;
+    conn.keep();
+    directory_from(&row)
 }
 
 /// The directory's row (`DIRECTORY`), whichever driver read it.
@@ -442,28 +471,9 @@ impl SupportDesk {
         agent: &str,
         ticket: &str,
     ) -> Result<Directory, StoreError> {
-        let what = "reading the directory";
         match lent.connection().await? {
-            LentConnection::Postgres(mut conn) => {
-                let row = sqlx::query(DIRECTORY.pg)
-                    .bind(agent)
-                    .bind(ticket)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(|e| db(what, e))?;
-                conn.keep();
-                directory_from(&row)
-            }
-            LentConnection::MySql(mut conn) => {
-                let row = sqlx::query(DIRECTORY.qm)
-                    .bind(agent)
-                    .bind(ticket)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(|e| db(what, e))?;
-                conn.keep();
-                directory_from(&row)
-            }
+            LentConnection::Postgres(conn) => directory_on(conn, DIRECTORY.pg, agent, ticket).await,
+            LentConnection::MySql(conn) => directory_on(conn, DIRECTORY.qm, agent, ticket).await,
             LentConnection::Sqlite => self.directory(agent, ticket).await,
         }
     }

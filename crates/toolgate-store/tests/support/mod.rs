@@ -550,4 +550,35 @@ pub async fn a_read_lends_its_connection_to_its_own_claim(
             .await
             .expect("a claim after both were given back"),
     );
+
+    // A decision that holds a kept connection never waits on the pool for
+    // another: with both connections kept, each decision's audit entry
+    // (a transaction of its own) runs, because the call gives the
+    // decision's own connection back first. Waiting instead would time out.
+    let first = store.lend(toolgate::claim::HolderToken::from_bytes(random16()));
+    let second = store.lend(toolgate::claim::HolderToken::from_bytes(random16()));
+    lent_connection_id(&first).await;
+    lent_connection_id(&second).await;
+    let (key, _) = request_for(&ns, 4);
+    let entry = toolgate::claim::AuditEntry::new(
+        UnixMillis(conformance::T0.0 + 1),
+        "agent-1".into(),
+        Some("apply_credit".into()),
+        "forbidden".into(),
+        Some("policy_denied".into()),
+        Some(key),
+        Some(fingerprint()),
+    )
+    .expect("entry");
+    first
+        .claims(store)
+        .append_audit(&entry)
+        .await
+        .expect("the first decision's audit entry");
+    second
+        .claims(store)
+        .append_audit(&entry)
+        .await
+        .expect("the second decision's audit entry");
+    assert_eq!(store.audit_trail(&key, 10).await.expect("trail").len(), 2);
 }
