@@ -4,7 +4,9 @@
 //! with the ticket's version by `decide_reading_once`, the desk's executor,
 //! the claim store), counting every statement the sqlx
 //! drivers send (`BEGIN` and `COMMIT` included) with a tracing subscriber
-//! on sqlx's own query log. The counts are the ones documented in
+//! on sqlx's own query log, and on MariaDB the pool's pings per fresh
+//! credit (the server's `Com_admin_commands`), which show that the read
+//! lends its connection to the claim. The counts are the ones documented in
 //! docs/benchmarks.md ("Statements per decision"); change one and the
 //! other together.
 
@@ -80,10 +82,12 @@ impl StatementLog {
     }
 }
 
-/// Statements per fresh credit and per replay, as documented.
+/// Statements per fresh credit and per replay, as documented, and where
+/// the server counts them, the pool's pings per fresh credit.
 struct Expected {
     fresh: usize,
     replay: usize,
+    fresh_pings: Option<u64>,
 }
 
 /// PostgreSQL: sqlx sends `BEGIN` with a transaction's first statement,
@@ -91,12 +95,19 @@ struct Expected {
 const PG: Expected = Expected {
     fresh: 10,
     replay: 4,
+    // PostgreSQL counts no pings (an empty Sync message).
+    fresh_pings: None,
 };
 
 /// MySQL/MariaDB: `BEGIN` is a statement of its own.
+/// Pings: sqlx's pool pings a connection as it hands it out and as it
+/// takes it back; a fresh credit uses the pool twice, for its read and
+/// claim (the read lends its connection to the claim) and for its credit
+/// and completion.
 const MYSQL: Expected = Expected {
     fresh: 13,
     replay: 5,
+    fresh_pings: Some(4),
 };
 
 async fn credit(d: &support::Desk, customer: &str, ticket: &str, reply: &str) -> Decision {
@@ -133,12 +144,38 @@ async fn count_on(url: &str, expected: &Expected) {
     // The first credits warm the pools' connections (their set-up
     // statements and prepared statements are not a decision's); the last
     // is counted.
+    let mut counter = match expected.fresh_pings {
+        Some(_) => Some(
+            <sqlx::MySqlConnection as sqlx::Connection>::connect(url)
+                .await
+                .expect("a connection to read the server's counters"),
+        ),
+        None => None,
+    };
     for (i, ticket) in tickets.iter().enumerate() {
+        let last = i + 1 == tickets.len();
+        let pings_before = match (last, counter.as_mut()) {
+            (true, Some(c)) => Some(mysql_pings(&d, c, Pool::Warm).await),
+            _ => None,
+        };
         log.take();
         let customer = &ticket.customer_id;
         let fresh = credit(&d, customer, &ticket.id, "Done.").await;
         let (fresh_n, fresh_sql) = log.take();
         assert_eq!(fresh.outcome(), Outcome::Executed, "{fresh:?}");
+        if let (Some(before), Some(pings), Some(c)) =
+            (pings_before, expected.fresh_pings, counter.as_mut())
+        {
+            let after = mysql_pings(&d, c, Pool::AsItIs).await;
+            // The counter's own statement is no decision's.
+            log.take();
+            assert_eq!(
+                after - before,
+                pings,
+                "pool pings per fresh credit on {}",
+                toolgate_store::redact_url(url)
+            );
+        }
         let replay = credit(&d, customer, &ticket.id, "Did it.").await;
         let (replay_n, replay_sql) = log.take();
         assert_eq!(replay.outcome(), Outcome::Replayed, "{replay:?}");
@@ -152,6 +189,46 @@ async fn count_on(url: &str, expected: &Expected) {
             toolgate_store::redact_url(url)
         );
     }
+}
+
+/// How a ping count is read: `Warm` first makes the store's transaction
+/// pool hold three connections, so that each acquire of the decision then
+/// takes an idle connection (pinged) rather than opening one (not pinged).
+#[derive(PartialEq)]
+enum Pool {
+    Warm,
+    AsItIs,
+}
+
+/// The server's count of pings (`Com_admin_commands`), read on `counter`
+/// (a connection outside any pool, which pings nothing) once every
+/// connection of the store's transaction pool is idle, so every return,
+/// whose ping runs in a task of its own, has happened. Other clients of
+/// the server would add to the count: the database tests run one binary at
+/// a time.
+async fn mysql_pings(d: &support::Desk, counter: &mut sqlx::MySqlConnection, pool: Pool) -> u64 {
+    let toolgate_store::AnyClaimStore::MySql(store) = &d.store else {
+        panic!("pings are counted on MySQL only");
+    };
+    let warm = pool == Pool::Warm;
+    let pool = store.pool();
+    if warm {
+        let three = (
+            pool.acquire().await.expect("a connection"),
+            pool.acquire().await.expect("a second connection"),
+            pool.acquire().await.expect("a third connection"),
+        );
+        drop(three);
+    }
+    while pool.num_idle() < pool.size() as usize {
+        tokio::task::yield_now().await;
+    }
+    let (_, count): (String, String) =
+        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Com_admin_commands'")
+            .fetch_one(&mut *counter)
+            .await
+            .expect("Com_admin_commands");
+    count.parse().expect("a count")
 }
 
 #[tokio::test]
