@@ -84,6 +84,25 @@ impl<DB: sqlx::Database> Parking<DB> {
         let _ = self.slots().insert(holder, (node, conn));
     }
 
+    /// The connection `holder` kept, or else the one `acquire` gives (with
+    /// its node), lent to one read.
+    async fn borrow(
+        &self,
+        holder: HolderToken,
+        acquire: impl Future<Output = Result<(usize, PoolConnection<DB>), StoreError>>,
+    ) -> Result<Borrowed<'_, DB>, StoreError> {
+        let (node, conn) = match self.take(&holder) {
+            Some(kept) => kept,
+            None => acquire.await?,
+        };
+        Ok(Borrowed {
+            parking: self,
+            holder,
+            node,
+            conn,
+        })
+    }
+
     /// The connection kept for `unit`'s claim, if it is a claim and one
     /// was kept: taken, so a retry of the claim acquires as usual.
     pub(crate) fn take_for(&self, unit: &Unit) -> Option<(usize, PoolConnection<DB>)> {
@@ -166,33 +185,17 @@ impl<'s> Lent<'s> {
             #[cfg(feature = "sqlite")]
             AnyClaimStore::Sqlite(_) => Ok(LentConnection::Sqlite),
             #[cfg(feature = "postgres")]
-            AnyClaimStore::Postgres(s) => {
-                let parking = s.parking();
-                let (node, conn) = match parking.take(&self.holder) {
-                    Some(kept) => kept,
-                    None => (0, acquire(s.pool(), "connecting to PostgreSQL").await?),
-                };
-                Ok(LentConnection::Postgres(Borrowed {
-                    parking,
-                    holder: self.holder,
-                    node,
-                    conn,
-                }))
-            }
+            AnyClaimStore::Postgres(s) => s
+                .parking()
+                .borrow(self.holder, s.acquire_for_read())
+                .await
+                .map(LentConnection::Postgres),
             #[cfg(feature = "mysql")]
-            AnyClaimStore::MySql(s) => {
-                let parking = s.parking();
-                let (node, conn) = match parking.take(&self.holder) {
-                    Some(kept) => kept,
-                    None => s.acquire_for_read().await?,
-                };
-                Ok(LentConnection::MySql(Borrowed {
-                    parking,
-                    holder: self.holder,
-                    node,
-                    conn,
-                }))
-            }
+            AnyClaimStore::MySql(s) => s
+                .parking()
+                .borrow(self.holder, s.acquire_for_read())
+                .await
+                .map(LentConnection::MySql),
         }
     }
 

@@ -180,6 +180,16 @@ impl PgClaimStore {
         &self.parking
     }
 
+    /// A connection for a read that a claim may then take (`crate::lend`),
+    /// with its node (PostgreSQL has one, 0).
+    pub(crate) async fn acquire_for_read(
+        &self,
+    ) -> Result<(usize, sqlx::pool::PoolConnection<sqlx::Postgres>), StoreError> {
+        crate::lend::acquire(&self.pool, "connecting to PostgreSQL")
+            .await
+            .map(|conn| (0, conn))
+    }
+
     /// The store with `clock` as its time source for claim attempts (the
     /// default is the wall clock, [`crate::now_millis`]). An attempt's time
     /// is the clock's reading, never earlier than the request's own time.
