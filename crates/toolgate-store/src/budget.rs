@@ -10,10 +10,12 @@
 pub(crate) enum Reserve {
     /// Both in one statement (a data-modifying CTE): (key, budget, scope,
     /// window, amount, limit); the ledger rows it inserted.
+    #[cfg(feature = "postgres")]
     Once(&'static str),
     /// Two statements: `add` (budget, scope, window, amount, amount), then
     /// `record` (key, amount, budget, scope, window, limit); the ledger rows
     /// `record` inserted.
+    #[cfg(any(feature = "sqlite", feature = "mysql"))]
     AddThenRecord {
         add: &'static str,
         record: &'static str,
@@ -48,6 +50,7 @@ pub(crate) const QMARK_RECORD: &str = "INSERT INTO toolgate_budget_reservations 
     SELECT ?, budget, scope, window_start, ?, 'reserved' FROM toolgate_budget_counters \
     WHERE budget = ? AND scope = ? AND window_start = ? AND used <= ?";
 
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
 macro_rules! qmark_sql {
     ($add:expr, $used:expr, $sum:expr) => {
         BudgetSql {

@@ -140,6 +140,7 @@ where
     ) -> Result<bool, sqlx::Error> {
         use crate::budget::Reserve;
         let recorded = match DB::BUDGET.reserve {
+            #[cfg(feature = "postgres")]
             Reserve::Once(sql) => {
                 sqlx::query(sql)
                     .bind(key.as_bytes().as_slice())
@@ -151,6 +152,7 @@ where
                     .execute(&mut *self.tx)
                     .await?
             }
+            #[cfg(any(feature = "sqlite", feature = "mysql"))]
             Reserve::AddThenRecord { add, record } => {
                 sqlx::query(add)
                     .bind(r.budget.as_str())
