@@ -1,8 +1,9 @@
 //! One read for the entities and the ticket's version
 //! (`decide_reading_once`), on SQLite, PostgreSQL and MariaDB: the version
 //! read with a decision's entities answers that decision's state read and
-//! no other's, and a retry of a completed credit is `replayed` however the
-//! version moved (docs/design.md invariant 4).
+//! no other's, a retry of a completed credit is `replayed` however the
+//! version moved (docs/design.md invariant 4), and an agent the ticket is
+//! not assigned to is `forbidden` before any claim (invariant 3).
 
 mod support;
 
@@ -44,8 +45,21 @@ async fn credit<C: ClaimStore>(
     amount: i64,
     reply: &str,
 ) -> Decision {
+    credit_as(d, AGENT, claims, t, seen, amount, reply).await
+}
+
+/// [`credit`] proposed by `agent`.
+async fn credit_as<C: ClaimStore>(
+    d: &support::Desk,
+    agent: &str,
+    claims: &C,
+    t: &SeedTicket,
+    seen: i64,
+    amount: i64,
+    reply: &str,
+) -> Decision {
     let proposal = support::Proposal {
-        agent: AGENT,
+        agent,
         customer: &t.customer_id,
         ticket: &t.id,
         seen,
@@ -244,10 +258,61 @@ async fn a_retry_racing_its_original_is_replayed(url: &str) {
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
 }
 
+/// Invariant 3 with the read's connection lent to the claim: authorisation
+/// runs on what that read returned before the claim store is reached, so
+/// an active agent the ticket is not assigned to gets `forbidden` for a
+/// retry of a credit already made (no recorded result) and for a fresh
+/// proposal (nothing written), and the assigned agent then claims and
+/// writes as before.
+async fn another_agent_is_forbidden_before_any_claim(url: &str) {
+    let d = support::Desk::open(url).await;
+    let t = ticket(&d, "authz").await;
+    let other = format!("{AGENT}-other");
+    // The other agent exists and is active: assigned a ticket of its own.
+    d.desk
+        .seed(&[SeedTicket {
+            id: format!("{}-theirs", t.id),
+            customer_id: t.customer_id.clone(),
+            assignee: other.clone(),
+            version: 1,
+        }])
+        .await
+        .unwrap();
+
+    let first = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+    assert_eq!(outcome(&first), (Outcome::Executed, None), "{first:?}");
+
+    // The same operation (the key holds no actor), asked by the other
+    // agent: never the recorded result.
+    let retry = credit_as(&d, &other, &d.store, &t, 1, 1500, "Did it.").await;
+    assert_eq!(
+        outcome(&retry),
+        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
+        "{retry:?}"
+    );
+    assert_eq!(retry.result(), None);
+
+    // A fresh proposal by the other agent writes nothing.
+    let fresh = credit_as(&d, &other, &d.store, &t, 2, 900, "Done.").await;
+    assert_eq!(
+        outcome(&fresh),
+        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
+        "{fresh:?}"
+    );
+    assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 1);
+    assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
+
+    // The assigned agent's proposal at version 2 is claimed and written.
+    let second = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+    assert_eq!(outcome(&second), (Outcome::Executed, None), "{second:?}");
+    assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 2);
+}
+
 async fn all_on(url: &str) {
     each_decision_reads_its_own_version(url).await;
     an_interleaved_decision_keeps_its_own_read(url).await;
     a_retry_racing_its_original_is_replayed(url).await;
+    another_agent_is_forbidden_before_any_claim(url).await;
 }
 
 #[tokio::test]
