@@ -22,3 +22,4 @@ pub mod op;
 pub mod pipeline;
 pub mod provider;
 pub mod review;
+pub mod sign;
