@@ -35,6 +35,8 @@ Usage:
 
 `--hold-ms N --hold-order ID` (tests only) makes a refund of order ID wait N ms
 inside its transaction before committing, so a test can kill a caller mid-call.
+`--max-refund N` (tests only; default 20000) changes refund_order's published
+schema, as an upstream's new release would.
 """
 
 import argparse
@@ -127,7 +129,7 @@ class Order(TypedDict):
     version: int
 
 
-def build(db_path, hold_order=None, hold_ms=0):
+def build(db_path, hold_order=None, hold_ms=0, max_refund=20000):
     server = MCPServer("shop")
 
     @server.tool()
@@ -156,7 +158,7 @@ def build(db_path, hold_order=None, hold_ms=0):
     def refund_order(
         order_id: Annotated[int, Field(ge=1, description="The order to refund.")],
         expected_version: Annotated[int, Field(ge=1, description="The order's version as get_order returned it.")],
-        amount_minor: Annotated[int, Field(ge=1, le=20000, description="Refund in minor units (cents).")],
+        amount_minor: Annotated[int, Field(ge=1, le=max_refund, description="Refund in minor units (cents).")],
         reason: Literal["damaged", "not_delivered", "wrong_item", "late"],
         ctx: Context,
     ) -> str:
@@ -268,6 +270,7 @@ def main(argv):
     p.add_argument("--db", required=True, help="the SQLite database file")
     p.add_argument("--hold-order", type=int, help="(tests) hold a refund of this order before committing")
     p.add_argument("--hold-ms", type=int, default=0, help="(tests) for this many milliseconds")
+    p.add_argument("--max-refund", type=int, default=20000, help="(tests) the schema's largest amount_minor")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("init", help="create and seed the database")
     http = sub.add_parser("serve-http", help="serve Streamable HTTP at /mcp")
@@ -283,7 +286,7 @@ def main(argv):
         count(args.db)
     else:
         init(args.db)
-        server = build(args.db, args.hold_order, args.hold_ms)
+        server = build(args.db, args.hold_order, args.hold_ms, args.max_refund)
         if args.command == "serve-stdio":
             server.run("stdio")
         else:

@@ -1,0 +1,24 @@
+//! # toolgate-mcp
+//!
+//! The MCP gateway's parts (docs/mcp.md): toolgate in front of MCP servers,
+//! so that a `tools/call` from an agent host goes through the same decision
+//! as a proposal posted to the sidecar.
+//!
+//! - [`config`]: the deployment file's `[[upstreams]]` and each tool's
+//!   mapping (scope fields from arguments, identity or `_meta`; where
+//!   `version_seen` comes from).
+//! - [`pin`]: pinned tool definitions (`toolgate mcp import`) and the
+//!   comparison that withholds a tool whose upstream definition changed.
+//! - [`upstream`]: rmcp clients for upstreams over Streamable HTTP or stdio,
+//!   with the gateway's own credential and the operation key in `_meta`.
+//! - [`wire`]: the decision seam ([`wire::Decide`]) and the mapping of the
+//!   core's decisions to `tools/call` answers.
+//!
+//! No JSON-RPC framing is written here: rmcp does it on both sides.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod pin;
+pub mod upstream;
+pub mod wire;
