@@ -89,9 +89,17 @@ async def walk(client, order_id):
         raise SystemExit("a write of a fenced key must fail")
 
 
+def first_leaf(group):
+    """The first exception inside a (nested) exception group."""
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+
+
 async def run(args):
     token = args.token if args.token is not None else os.environ.get("MCP_TOKEN", "")
     client, http = connect(args.url, token, args.mode, args.server_command)
+    failure = None
     try:
         async with client:
             out({"protocol_version": client.session.protocol_version})
@@ -105,12 +113,16 @@ async def run(args):
                 out({"result": dump(result)})
             else:
                 await walk(client, args.order_id)
-    except MCPError as e:
-        out({"error": {"code": e.error.code, "message": e.error.message}})
-        return 1
+    # The SDK raises a JSON-RPC error from inside its task group, wrapped in
+    # an exception group.
+    except* MCPError as group:
+        failure = first_leaf(group)
     finally:
         if http is not None:
             await http.aclose()
+    if failure is not None:
+        out({"error": {"code": failure.error.code, "message": failure.error.message}})
+        return 1
     return 0
 
 

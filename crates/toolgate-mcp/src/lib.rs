@@ -11,6 +11,14 @@
 //!   comparison that withholds a tool whose upstream definition changed.
 //! - [`upstream`]: rmcp clients for upstreams over Streamable HTTP or stdio,
 //!   with the gateway's own credential and the operation key in `_meta`.
+//! - [`import`]: `toolgate mcp import`, pinning what an upstream offers.
+//! - [`catalog`]: the tools served (mapped, pinned, current, in the
+//!   policy) and each call prepared for the decision.
+//! - [`gateway`]: the rmcp `ServerHandler`: `tools/list` per caller,
+//!   `tools/call` through one decision.
+//! - [`http`]: `/mcp` over Streamable HTTP, behind API-key authentication
+//!   and the strict decoder.
+//! - [`stdio`]: the gateway on stdio, each line through the strict decoder.
 //! - [`wire`]: the decision seam ([`wire::Decide`]) and the mapping of the
 //!   core's decisions to `tools/call` answers.
 //!
@@ -18,7 +26,12 @@
 
 #![warn(missing_docs)]
 
+pub mod catalog;
 pub mod config;
+pub mod gateway;
+pub mod http;
+pub mod import;
 pub mod pin;
+pub mod stdio;
 pub mod upstream;
 pub mod wire;

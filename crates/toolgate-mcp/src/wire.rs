@@ -58,6 +58,9 @@ pub struct GatedCall {
 pub enum VersionSeen {
     /// A value from the arguments or `_meta`, not yet canonical.
     Read(Value),
+    /// The mapped argument or `_meta` key is absent from the call: the core
+    /// answers `missing_scope` (nothing is authorised, read or claimed).
+    Missing,
     /// The tool has no version: the operation is the canonical arguments,
     /// and a repeat within the window is the same operation.
     Unversioned {
