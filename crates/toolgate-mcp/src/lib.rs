@@ -14,6 +14,9 @@
 //! - [`import`]: `toolgate mcp import`, pinning what an upstream offers.
 //! - [`catalog`]: the tools served (mapped, pinned, current, in the
 //!   policy) and each call prepared for the decision.
+//! - [`executor`]: the upstream as the core's `Executor`: the operation
+//!   key in `_meta`, the result recorded as given, reconciliation through a
+//!   status tool.
 //! - [`gateway`]: the rmcp `ServerHandler`: `tools/list` per caller,
 //!   `tools/call` through one decision.
 //! - [`http`]: `/mcp` over Streamable HTTP, behind API-key authentication
@@ -28,6 +31,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod executor;
 pub mod gateway;
 pub mod http;
 pub mod import;
