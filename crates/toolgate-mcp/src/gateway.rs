@@ -9,7 +9,7 @@
 //! body names the caller.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
@@ -50,7 +50,9 @@ impl<D> Clone for Gateway<D> {
 
 struct Inner<D> {
     policy: Arc<Policy>,
-    catalog: Catalog,
+    // Swapped whole by a refresh; a call in progress keeps the catalog it
+    // started with.
+    catalog: RwLock<Arc<Catalog>>,
     identity: Identity,
     decide: D,
 }
@@ -61,11 +63,33 @@ impl<D: Decide> Gateway<D> {
         Self {
             inner: Arc::new(Inner {
                 policy,
-                catalog,
+                catalog: RwLock::new(Arc::new(catalog)),
                 identity,
                 decide,
             }),
         }
+    }
+
+    /// Replaces the served tools (after a refresh compared the upstreams'
+    /// lists with their pins again): from the next request on, a withheld
+    /// tool is neither listed nor callable.
+    pub fn set_catalog(&self, catalog: Catalog) {
+        let mut current = self
+            .inner
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *current = Arc::new(catalog);
+    }
+
+    fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(
+            &self
+                .inner
+                .catalog
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 
     fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
@@ -110,7 +134,7 @@ impl<D: Decide> ServerHandler for Gateway<D> {
         // The list depends on who asks: no client or intermediary may
         // serve it to another caller.
         Ok(
-            ListToolsResult::with_all_items(self.inner.catalog.list(&principal))
+            ListToolsResult::with_all_items(self.catalog().list(&principal))
                 .with_cache_scope(CacheScope::Private),
         )
     }
@@ -122,16 +146,15 @@ impl<D: Decide> ServerHandler for Gateway<D> {
     ) -> Result<CallToolResponse, ErrorData> {
         let principal = self.principal(&context)?;
         let meta = request.meta.as_ref().map(|m| &(m.0).0);
-        let call = self.inner.catalog.prepare(
+        let catalog = self.catalog();
+        let call = catalog.prepare(
             &self.inner.policy,
             &principal,
             &request.name,
             request.arguments.as_ref(),
             meta,
         )?;
-        let has_output_schema = self
-            .inner
-            .catalog
+        let has_output_schema = catalog
             .visible(&principal, &request.name)
             .is_some_and(|t| t.has_output_schema);
         // The decision runs on its own task: if the client goes away, or

@@ -122,11 +122,31 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
     let notes = catalog.add_upstream(&policy, upstream, &pins, &compare(&pins, &live));
     assert!(notes.is_empty(), "{notes:?}");
     let principal = Principal::new("agent-ana", ["refund:issue"]).unwrap();
-    let gateway = Gateway::new(policy, catalog, Identity::Fixed(principal), Refuses);
+    let gateway = Gateway::new(
+        Arc::clone(&policy),
+        catalog,
+        Identity::Fixed(principal),
+        Refuses,
+    );
+    let handle = gateway.clone();
 
     let (mut client_in, server_in) = tokio::io::duplex(1 << 16);
     let (server_out, client_out) = tokio::io::duplex(1 << 16);
     let server = tokio::spawn(serve_lines(gateway, server_in, server_out, 4096));
+
+    // A refresh that finds refund_order changed upstream, applied after the
+    // lines below: from then on the tool is neither listed nor callable.
+    let mut changed = offered("refund_order");
+    changed.input_schema["properties"]["amount_minor"]["maximum"] = json!(1_000_000);
+    let refresh = compare(&pins, &[changed, offered("cancel_order")]);
+    let mut withheld = Catalog::default();
+    let notes = withheld.add_upstream(&policy, upstream, &pins, &refresh);
+    assert_eq!(
+        notes,
+        [
+            "tool `refund_order` withheld: input schema at /properties/amount_minor/maximum: added 1000000"
+        ]
+    );
 
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
@@ -147,6 +167,20 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
         if line.contains("notifications/") {
             continue;
         }
+        let answer = tokio::time::timeout(Duration::from_secs(30), out.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        answers.push(parse(&answer));
+    }
+    handle.set_catalog(withheld);
+    for line in [
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":1001}}}"#,
+    ] {
+        client_in.write_all(line.as_bytes()).await.unwrap();
+        client_in.write_all(b"\n").await.unwrap();
         let answer = tokio::time::timeout(Duration::from_secs(30), out.next_line())
             .await
             .unwrap()
