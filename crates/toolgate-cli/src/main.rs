@@ -44,6 +44,7 @@ enum Command {
     Config(cmd::config::Args),
     Completions(cmd::completions::Args),
     Man(cmd::man::Args),
+    Mcp(cmd::mcp::Args),
 }
 
 fn main() -> ExitCode {
@@ -69,5 +70,6 @@ fn main() -> ExitCode {
         Command::Config(args) => cmd::config::run(args),
         Command::Completions(args) => cmd::completions::run(&args, Cli::command()),
         Command::Man(args) => cmd::man::run(&args, Cli::command()),
+        Command::Mcp(args) => cmd::mcp::run(args),
     }
 }

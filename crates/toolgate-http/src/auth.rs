@@ -160,7 +160,10 @@ impl Caller {
     }
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` header (the scheme in
+/// any case), if the request has one. Public so that another front door on
+/// the same keys (the MCP gateway) reads them the same way.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme

@@ -358,7 +358,8 @@ impl ApiError {
         self
     }
 
-    pub(crate) fn unauthorized() -> Self {
+    /// The `401` every protected route answers without a valid key.
+    pub fn unauthorized() -> Self {
         Self::new(
             ProblemCode::Unauthorized,
             "a valid API key is required: Authorization: Bearer <key>",

@@ -69,7 +69,7 @@ mod webhook;
 pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
 pub use auth::{
     ApiKey, ExecutionMode, KeyError, KeyRing, METRICS_CAPABILITY, OPERATE_CAPABILITY,
-    REVIEW_CAPABILITY,
+    REVIEW_CAPABILITY, bearer,
 };
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
 pub use openapi::{openapi_document, pretty as openapi_text};

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod eval;
 pub mod keys;
 pub mod man;
+pub mod mcp;
 pub mod normalize;
 pub mod policy;
 pub mod serve;

@@ -1,0 +1,790 @@
+//! The deployment file's MCP part: `[[upstreams]]`, each with the tools the
+//! gateway serves from it (`[[upstreams.tools]]`): where each operation-key
+//! field comes from, and where `version_seen` comes from.
+//!
+//! ```toml
+//! [[upstreams]]
+//! name = "shop"
+//! url = "http://127.0.0.1:8931/mcp"         # Streamable HTTP, or:
+//! # command = "python3"  args = ["shop_mcp.py", "serve-stdio"]
+//! bearer_env = "SHOP_MCP_TOKEN"              # the gateway's own credential
+//! pins = "shop.pins.toml"                    # written by `toolgate mcp import`
+//! connect_timeout_ms = 5000
+//! call_timeout_ms = 30000
+//!
+//! [[upstreams.tools]]
+//! name = "refund_order"
+//! scope.order_id = { from = "argument", pointer = "/order_id" }
+//! scope.agent = { from = "identity", claim = "principal" }
+//! version_seen = { from = "argument", pointer = "/expected_version" }
+//! status_tool = { name = "refund_status", key_argument = "operation_key" }
+//! ```
+//!
+//! Read as written first (serde, unknown fields refused, so a misspelt
+//! `bearer_emv` is an error rather than a gateway without a credential),
+//! then checked field by field ([`McpSection::check`]), each error naming
+//! the field as `upstreams[shop].tools[refund_order].scope.order_id`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Default wait for an upstream to answer `initialize`/`server/discover`.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// Default wait for one upstream `tools/call` (or `tools/list`).
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Longest timeout a file may set: ten minutes. A claim's lease must outlast
+/// the call it covers, so an unbounded call would need an unbounded lease.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// The identity claims a scope field may name. With API keys the principal's
+/// id is the only claim there is; a JWT's claims would add more.
+pub const IDENTITY_CLAIMS: &[&str] = &["principal"];
+
+/// The MCP part of a deployment file, as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpSection {
+    /// The `[[upstreams]]` entries, in file order.
+    pub upstreams: Vec<UpstreamFile>,
+}
+
+/// One `[[upstreams]]` entry, as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamFile {
+    /// The upstream's name (`toolgate mcp import --upstream NAME`).
+    pub name: String,
+    /// Streamable HTTP endpoint.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Or: a program spoken to over stdio.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Environment variables set for the child, beyond a minimal
+    /// environment (`PATH`, `HOME`, `LANG`): nothing of the gateway's own
+    /// environment leaks to it otherwise.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The environment variable holding the gateway's bearer token for this
+    /// upstream (HTTP only). Never the caller's.
+    #[serde(default)]
+    pub bearer_env: Option<String>,
+    /// The pin file (relative to the deployment file's directory).
+    pub pins: PathBuf,
+    /// Longest wait for the connection and handshake, in milliseconds.
+    #[serde(default)]
+    pub connect_timeout_ms: Option<u64>,
+    /// Longest wait for one call, in milliseconds.
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
+    /// The tools served from this upstream.
+    #[serde(default)]
+    pub tools: Vec<ToolFile>,
+}
+
+/// One `[[upstreams.tools]]` entry, as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    /// The tool: its name at the upstream, in the pin file and in the policy.
+    pub name: String,
+    /// Where each operation-key field comes from.
+    #[serde(default)]
+    pub scope: BTreeMap<String, ScopeSourceFile>,
+    /// Where the version the model read comes from.
+    pub version_seen: VersionSourceFile,
+    /// The upstream tool asked during reconciliation, if any.
+    #[serde(default)]
+    pub status_tool: Option<StatusToolFile>,
+}
+
+/// `scope.FIELD = { from = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScopeSourceFile {
+    /// A JSON pointer into the call's arguments.
+    Argument {
+        /// `/order_id`.
+        pointer: String,
+    },
+    /// A claim of the caller's identity.
+    Identity {
+        /// `principal`.
+        claim: String,
+    },
+    /// A key of the request's `_meta`.
+    Meta {
+        /// `io.example/tenant`.
+        key: String,
+    },
+}
+
+/// `version_seen = { from = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VersionSourceFile {
+    /// A JSON pointer into the arguments (`expected_version`).
+    Argument {
+        /// `/expected_version`.
+        pointer: String,
+    },
+    /// A key of the request's `_meta`.
+    Meta {
+        /// `io.example/version`.
+        key: String,
+    },
+    /// No version: the key holds the canonical arguments, and a repeat
+    /// within the window is the same operation (the weaker mode).
+    None {
+        /// `"10m"`: a whole number and `s`, `m`, `h` or `d`.
+        replay_window: String,
+    },
+}
+
+/// `status_tool = { name = …, key_argument = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StatusToolFile {
+    /// The upstream tool that answers "was it applied?".
+    pub name: String,
+    /// Its argument that takes the operation key.
+    pub key_argument: String,
+}
+
+/// Where an upstream is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// The environment variable holding the gateway's bearer token.
+        bearer_env: Option<String>,
+    },
+    /// A child process on stdio.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its extra environment.
+        env: BTreeMap<String, String>,
+    },
+}
+
+/// A checked upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// Its name.
+    pub name: String,
+    /// How it is reached.
+    pub transport: Transport,
+    /// The pin file, resolved against the deployment file's directory.
+    pub pins: PathBuf,
+    /// Connection and handshake timeout.
+    pub connect_timeout: Duration,
+    /// Per-call timeout.
+    pub call_timeout: Duration,
+    /// The tools served from it.
+    pub tools: Vec<ToolMapping>,
+}
+
+/// A checked per-tool mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolMapping {
+    /// The tool's name.
+    pub name: String,
+    /// Operation-key field → where its value comes from.
+    pub scope: BTreeMap<String, ScopeSource>,
+    /// Where `version_seen` comes from.
+    pub version_seen: VersionSource,
+    /// The reconciliation tool, if any.
+    pub status_tool: Option<StatusToolFile>,
+}
+
+/// Where one scope value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeSource {
+    /// The argument at this JSON pointer.
+    Argument(String),
+    /// The caller's principal id.
+    Principal,
+    /// This `_meta` key of the request.
+    Meta(String),
+}
+
+/// Where the version the model read comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionSource {
+    /// The argument at this JSON pointer.
+    Argument(String),
+    /// This `_meta` key of the request.
+    Meta(String),
+    /// None; a repeat within the window is the same operation.
+    None {
+        /// The replay window.
+        replay_window: Duration,
+    },
+}
+
+/// A configuration error: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    file: Option<PathBuf>,
+    field: String,
+    message: String,
+}
+
+impl ConfigError {
+    /// An error about `field` (empty for the file as a whole).
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            file: None,
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The same error, naming the file it was found in.
+    #[must_use]
+    pub fn in_file(mut self, file: &Path) -> Self {
+        self.file = Some(file.to_owned());
+        self
+    }
+
+    /// The field, e.g. `upstreams[shop].tools[refund_order].scope.order_id`.
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{}: ", file.display())?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl McpSection {
+    /// Reads `[[upstreams]]` from a whole deployment file's text; the other
+    /// top-level keys belong to the program serving it and are left alone.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        #[derive(Deserialize)]
+        struct Whole {
+            #[serde(default)]
+            upstreams: Vec<UpstreamFile>,
+        }
+        let whole: Whole = toml::from_str(text).map_err(|e| {
+            let message = match e.span() {
+                Some(span) => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    format!("line {line}: {}", e.message())
+                }
+                None => e.message().to_owned(),
+            };
+            ConfigError::new("", message)
+        })?;
+        Ok(Self {
+            upstreams: whole.upstreams,
+        })
+    }
+
+    /// Checks every upstream and tool mapping; pin files are resolved
+    /// against `base` (the deployment file's directory). Reads nothing.
+    pub fn check(&self, base: &Path) -> Result<Vec<Upstream>, ConfigError> {
+        let mut names = BTreeSet::new();
+        let mut tools = BTreeMap::new();
+        let mut out = Vec::with_capacity(self.upstreams.len());
+        for (i, u) in self.upstreams.iter().enumerate() {
+            let at = format!("upstreams[{}]", label(&u.name, i));
+            if !is_name(&u.name) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    "an upstream name is 1-64 characters of [A-Za-z0-9_-]",
+                ));
+            }
+            if !names.insert(u.name.as_str()) {
+                return Err(ConfigError::new(
+                    format!("{at}.name"),
+                    format!("upstream `{}` is declared twice", u.name),
+                ));
+            }
+            let upstream = check_upstream(u, &at, base)?;
+            for t in &upstream.tools {
+                // One tool name, one upstream: the client sees one flat list.
+                if let Some(other) = tools.insert(t.name.clone(), u.name.clone()) {
+                    return Err(ConfigError::new(
+                        format!("{at}.tools[{}]", t.name),
+                        format!("tool `{}` is also served from upstream `{other}`", t.name),
+                    ));
+                }
+            }
+            out.push(upstream);
+        }
+        Ok(out)
+    }
+}
+
+fn label(name: &str, i: usize) -> String {
+    if is_name(name) {
+        name.to_owned()
+    } else {
+        i.to_string()
+    }
+}
+
+fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, ConfigError> {
+    let field = |f: &str| format!("{at}.{f}");
+    let transport = match (&u.url, &u.command) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(ConfigError::new(
+                at.to_owned(),
+                "set exactly one of `url` (Streamable HTTP) and `command` (stdio)",
+            ));
+        }
+        (Some(url), None) => {
+            if !(url.starts_with("http://") || url.starts_with("https://"))
+                || url.len() <= "https://".len()
+            {
+                return Err(ConfigError::new(
+                    field("url"),
+                    "must be an absolute http:// or https:// URL",
+                ));
+            }
+            if !u.args.is_empty() || !u.env.is_empty() {
+                return Err(ConfigError::new(
+                    field("args"),
+                    "`args` and `env` belong to a `command` upstream",
+                ));
+            }
+            if let Some(var) = &u.bearer_env
+                && !is_env_name(var)
+            {
+                return Err(ConfigError::new(
+                    field("bearer_env"),
+                    "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+                ));
+            }
+            Transport::Http {
+                url: url.clone(),
+                bearer_env: u.bearer_env.clone(),
+            }
+        }
+        (None, Some(command)) => {
+            if command.trim().is_empty() {
+                return Err(ConfigError::new(field("command"), "must not be empty"));
+            }
+            if u.bearer_env.is_some() {
+                return Err(ConfigError::new(
+                    field("bearer_env"),
+                    "a stdio upstream takes no bearer token; give it its credential in `env`",
+                ));
+            }
+            if let Some(k) = u.env.keys().find(|k| !is_env_name(k)) {
+                return Err(ConfigError::new(
+                    field("env"),
+                    format!("`{k}` is not an environment variable name"),
+                ));
+            }
+            Transport::Stdio {
+                command: command.clone(),
+                args: u.args.clone(),
+                env: u.env.clone(),
+            }
+        }
+    };
+    if u.pins.as_os_str().is_empty() {
+        return Err(ConfigError::new(field("pins"), "must name a file"));
+    }
+    let timeout = |f: &str, v: Option<u64>, default: u64| {
+        let ms = v.unwrap_or(default);
+        if ms == 0 || ms > MAX_TIMEOUT_MS {
+            Err(ConfigError::new(
+                field(f),
+                format!("must be 1 to {MAX_TIMEOUT_MS} milliseconds"),
+            ))
+        } else {
+            Ok(Duration::from_millis(ms))
+        }
+    };
+    let connect_timeout = timeout(
+        "connect_timeout_ms",
+        u.connect_timeout_ms,
+        DEFAULT_CONNECT_TIMEOUT_MS,
+    )?;
+    let call_timeout = timeout(
+        "call_timeout_ms",
+        u.call_timeout_ms,
+        DEFAULT_CALL_TIMEOUT_MS,
+    )?;
+    let mut seen = BTreeSet::new();
+    let mut tools = Vec::with_capacity(u.tools.len());
+    for (i, t) in u.tools.iter().enumerate() {
+        let at = format!("{at}.tools[{}]", label(&t.name, i));
+        if !is_name(&t.name) {
+            return Err(ConfigError::new(
+                format!("{at}.name"),
+                "a tool name is 1-64 characters of [A-Za-z0-9_-]",
+            ));
+        }
+        if !seen.insert(t.name.as_str()) {
+            return Err(ConfigError::new(
+                format!("{at}.name"),
+                format!("tool `{}` is declared twice", t.name),
+            ));
+        }
+        tools.push(check_tool(t, &at)?);
+    }
+    Ok(Upstream {
+        name: u.name.clone(),
+        transport,
+        pins: base.join(&u.pins),
+        connect_timeout,
+        call_timeout,
+        tools,
+    })
+}
+
+fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigError> {
+    let mut scope = BTreeMap::new();
+    for (f, source) in &t.scope {
+        let here = format!("{at}.scope.{f}");
+        if !is_name(f) {
+            return Err(ConfigError::new(
+                here,
+                "a scope field is 1-64 characters of [A-Za-z0-9_-]",
+            ));
+        }
+        if f == "version_seen" {
+            return Err(ConfigError::new(
+                here,
+                "`version_seen` has its own setting: `version_seen = { from = … }`",
+            ));
+        }
+        let source = match source {
+            ScopeSourceFile::Argument { pointer } => {
+                check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
+                ScopeSource::Argument(pointer.clone())
+            }
+            ScopeSourceFile::Identity { claim } => {
+                if !IDENTITY_CLAIMS.contains(&claim.as_str()) {
+                    return Err(ConfigError::new(
+                        here,
+                        format!(
+                            "unknown identity claim `{claim}` (an API key's identity has: {})",
+                            IDENTITY_CLAIMS.join(", ")
+                        ),
+                    ));
+                }
+                ScopeSource::Principal
+            }
+            ScopeSourceFile::Meta { key } => {
+                check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
+                ScopeSource::Meta(key.clone())
+            }
+        };
+        scope.insert(f.clone(), source);
+    }
+    let here = format!("{at}.version_seen");
+    let version_seen = match &t.version_seen {
+        VersionSourceFile::Argument { pointer } => {
+            check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
+            VersionSource::Argument(pointer.clone())
+        }
+        VersionSourceFile::Meta { key } => {
+            check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
+            VersionSource::Meta(key.clone())
+        }
+        VersionSourceFile::None { replay_window } => VersionSource::None {
+            replay_window: window(replay_window).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{here}.replay_window"),
+                    "a whole number and s, m, h or d (\"10m\"), from a second to 30 days",
+                )
+            })?,
+        },
+    };
+    if let Some(s) = &t.status_tool {
+        if !is_name(&s.name) || s.name == t.name {
+            return Err(ConfigError::new(
+                format!("{at}.status_tool.name"),
+                "must name another tool of the upstream ([A-Za-z0-9_-], 1-64)",
+            ));
+        }
+        if s.key_argument.is_empty() || s.key_argument.len() > 64 {
+            return Err(ConfigError::new(
+                format!("{at}.status_tool.key_argument"),
+                "must name the status tool's argument that takes the operation key",
+            ));
+        }
+    }
+    Ok(ToolMapping {
+        name: t.name.clone(),
+        scope,
+        version_seen,
+        status_tool: t.status_tool.clone(),
+    })
+}
+
+/// An RFC 6901 pointer naming a member below the root: `""` (the whole
+/// arguments object) is not a scope value, and `~` must be `~0` or `~1`.
+fn check_pointer(pointer: &str) -> Result<(), String> {
+    if !pointer.starts_with('/') || pointer.len() < 2 {
+        return Err(format!(
+            "pointer {pointer:?} must be a JSON pointer to an argument, such as \"/order_id\""
+        ));
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!(
+                "pointer {pointer:?}: `~` must be followed by 0 or 1 (RFC 6901)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_meta_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > 128 || key.chars().any(char::is_control) {
+        return Err("a `_meta` key is 1-128 characters without control characters".to_owned());
+    }
+    // The protocol's own keys say how the request travels, not what it
+    // names; a scope read from them would let a client library's default
+    // pick the resource.
+    if key.starts_with("io.modelcontextprotocol/") || key.starts_with("io.toolgate/") {
+        return Err(format!(
+            "`{key}` is reserved for the protocol or for toolgate itself"
+        ));
+    }
+    Ok(())
+}
+
+/// `"10m"` → ten minutes; a second to thirty days.
+pub fn window(text: &str) -> Option<Duration> {
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok().filter(|n| *n > 0)?;
+    let unit_s = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    let secs = n.checked_mul(unit_s).filter(|s| *s <= 30 * 86_400)?;
+    Some(Duration::from_secs(secs))
+}
+
+fn is_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn is_env_name(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        listen = "127.0.0.1:8080"
+        policy = "policy.toml"
+
+        [[upstreams]]
+        name = "shop"
+        url = "http://127.0.0.1:8931/mcp"
+        bearer_env = "SHOP_MCP_TOKEN"
+        pins = "shop.pins.toml"
+        call_timeout_ms = 2000
+
+        [[upstreams.tools]]
+        name = "refund_order"
+        scope.order_id = { from = "argument", pointer = "/order_id" }
+        scope.agent = { from = "identity", claim = "principal" }
+        scope.tenant = { from = "meta", key = "io.shop/tenant" }
+        version_seen = { from = "argument", pointer = "/expected_version" }
+        status_tool = { name = "refund_status", key_argument = "operation_key" }
+
+        [[upstreams]]
+        name = "local"
+        command = "python3"
+        args = ["shop_mcp.py", "serve-stdio"]
+        env = { SHOP_DB = "shop.sqlite" }
+        pins = "local.pins.toml"
+
+        [[upstreams.tools]]
+        name = "note"
+        version_seen = { from = "none", replay_window = "10m" }
+    "#;
+
+    fn checked(text: &str) -> Result<Vec<Upstream>, ConfigError> {
+        McpSection::from_toml(text)?.check(Path::new("/etc/toolgate"))
+    }
+
+    #[test]
+    fn a_whole_file_reads_into_checked_upstreams() {
+        let ups = checked(GOOD).unwrap();
+        assert_eq!(ups.len(), 2);
+        assert_eq!(
+            ups[0].transport,
+            Transport::Http {
+                url: "http://127.0.0.1:8931/mcp".into(),
+                bearer_env: Some("SHOP_MCP_TOKEN".into())
+            }
+        );
+        assert_eq!(ups[0].pins, Path::new("/etc/toolgate/shop.pins.toml"));
+        assert_eq!(ups[0].call_timeout, Duration::from_millis(2000));
+        assert_eq!(
+            ups[0].connect_timeout,
+            Duration::from_millis(DEFAULT_CONNECT_TIMEOUT_MS)
+        );
+        let refund = &ups[0].tools[0];
+        assert_eq!(
+            refund.scope["order_id"],
+            ScopeSource::Argument("/order_id".into())
+        );
+        assert_eq!(refund.scope["agent"], ScopeSource::Principal);
+        assert_eq!(
+            refund.scope["tenant"],
+            ScopeSource::Meta("io.shop/tenant".into())
+        );
+        assert_eq!(
+            refund.version_seen,
+            VersionSource::Argument("/expected_version".into())
+        );
+        assert!(matches!(ups[1].transport, Transport::Stdio { .. }));
+        assert_eq!(
+            ups[1].tools[0].version_seen,
+            VersionSource::None {
+                replay_window: Duration::from_secs(600)
+            }
+        );
+    }
+
+    #[test]
+    fn no_upstreams_is_no_gateway() {
+        assert!(checked("listen = \"127.0.0.1:1\"").unwrap().is_empty());
+    }
+
+    /// Each broken file fails with the field it names and a message that
+    /// says what to write instead.
+    #[test]
+    fn errors_name_the_field() {
+        let cases: &[(&str, &str, &str, &str)] = &[
+            // (replace this, with this, field, message contains)
+            (
+                "bearer_env = \"SHOP_MCP_TOKEN\"",
+                "bearer_emv = \"SHOP_MCP_TOKEN\"",
+                "",
+                "bearer_emv",
+            ),
+            (
+                "url = \"http://127.0.0.1:8931/mcp\"",
+                "url = \"http://127.0.0.1:8931/mcp\"\ncommand = \"x\"",
+                "upstreams[shop]",
+                "exactly one of",
+            ),
+            (
+                "url = \"http://127.0.0.1:8931/mcp\"",
+                "url = \"ftp://x/mcp\"",
+                "upstreams[shop].url",
+                "absolute http",
+            ),
+            (
+                "pointer = \"/order_id\"",
+                "pointer = \"order_id\"",
+                "upstreams[shop].tools[refund_order].scope.order_id",
+                "JSON pointer",
+            ),
+            (
+                "claim = \"principal\"",
+                "claim = \"email\"",
+                "upstreams[shop].tools[refund_order].scope.agent",
+                "unknown identity claim `email`",
+            ),
+            (
+                "key = \"io.shop/tenant\"",
+                "key = \"io.toolgate/operation-key\"",
+                "upstreams[shop].tools[refund_order].scope.tenant",
+                "reserved",
+            ),
+            (
+                "replay_window = \"10m\"",
+                "replay_window = \"10 minutes\"",
+                "upstreams[local].tools[note].version_seen.replay_window",
+                "whole number",
+            ),
+            (
+                "call_timeout_ms = 2000",
+                "call_timeout_ms = 0",
+                "upstreams[shop].call_timeout_ms",
+                "milliseconds",
+            ),
+            (
+                "name = \"local\"",
+                "name = \"shop\"",
+                "upstreams[shop].name",
+                "declared twice",
+            ),
+            (
+                "name = \"note\"",
+                "name = \"refund_order\"",
+                "upstreams[local].tools[refund_order]",
+                "also served from upstream `shop`",
+            ),
+            (
+                "env = { SHOP_DB = \"shop.sqlite\" }",
+                "env = { \"SHOP DB\" = \"shop.sqlite\" }",
+                "upstreams[local].env",
+                "not an environment variable",
+            ),
+            (
+                "status_tool = { name = \"refund_status\", key_argument = \"operation_key\" }",
+                "status_tool = { name = \"refund_order\", key_argument = \"operation_key\" }",
+                "upstreams[shop].tools[refund_order].status_tool.name",
+                "another tool",
+            ),
+        ];
+        for (from, to, field, contains) in cases {
+            assert!(GOOD.contains(from), "{from}");
+            let e = checked(&GOOD.replacen(from, to, 1)).unwrap_err();
+            assert_eq!(e.field(), *field, "{e}");
+            assert!(e.message().contains(contains), "{e}");
+        }
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(window("90s"), Some(Duration::from_secs(90)));
+        assert_eq!(window("30d"), Some(Duration::from_secs(30 * 86_400)));
+        for bad in ["", "m", "0m", "31d", "-1m", "1.5h", "10", "+5m"] {
+            assert_eq!(window(bad), None, "{bad}");
+        }
+    }
+}

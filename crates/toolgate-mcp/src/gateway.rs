@@ -1,0 +1,174 @@
+//! The client-facing side: an rmcp `ServerHandler` that lists the served
+//! tools a caller may see and turns each `tools/call` into one decision.
+//!
+//! The caller is the principal of its API key (the sidecar's keys, stored as
+//! SHA-256 digests, `toolgate_http::KeyRing`): over Streamable HTTP the key
+//! comes from the request's `Authorization: Bearer` header, which rmcp hands
+//! the handler inside the request's `http::request::Parts`; over stdio the
+//! gateway runs for one key, fixed when it starts. Nothing in a request
+//! body names the caller.
+
+use std::borrow::Cow;
+use std::sync::{Arc, RwLock};
+
+use rmcp::ErrorData;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use toolgate::contract::Policy;
+use toolgate::pipeline::Principal;
+use toolgate_http::KeyRing;
+
+use crate::catalog::Catalog;
+use crate::wire::{Decide, to_wire};
+
+/// Who the caller is.
+#[derive(Debug, Clone)]
+pub enum Identity {
+    /// Each HTTP request's bearer key, looked up in the ring.
+    Keys(KeyRing),
+    /// One principal for the whole connection (stdio: the key given to the
+    /// gateway when the host started it).
+    Fixed(Principal),
+}
+
+/// The gateway as an rmcp server handler. Cheap to clone: one per session.
+pub struct Gateway<D> {
+    inner: Arc<Inner<D>>,
+}
+
+impl<D> Clone for Gateway<D> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+struct Inner<D> {
+    policy: Arc<Policy>,
+    // Swapped whole by a refresh; a call in progress keeps the catalog it
+    // started with.
+    catalog: RwLock<Arc<Catalog>>,
+    identity: Identity,
+    decide: D,
+}
+
+impl<D: Decide> Gateway<D> {
+    /// A gateway serving `catalog` under `policy`, deciding with `decide`.
+    pub fn new(policy: Arc<Policy>, catalog: Catalog, identity: Identity, decide: D) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                policy,
+                catalog: RwLock::new(Arc::new(catalog)),
+                identity,
+                decide,
+            }),
+        }
+    }
+
+    /// Replaces the served tools (after a refresh compared the upstreams'
+    /// lists with their pins again): from the next request on, a withheld
+    /// tool is neither listed nor callable.
+    pub fn set_catalog(&self, catalog: Catalog) {
+        let mut current = self
+            .inner
+            .catalog
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *current = Arc::new(catalog);
+    }
+
+    fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(
+            &self
+                .inner
+                .catalog
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
+        match &self.inner.identity {
+            Identity::Fixed(p) => Ok(p.clone()),
+            Identity::Keys(ring) => context
+                .extensions
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| toolgate_http::bearer(&parts.headers))
+                .and_then(|token| ring.lookup(token))
+                .map(|key| key.principal.clone())
+                // The HTTP layer refuses a request without a valid key with
+                // 401 before rmcp reads it; this is the same check again,
+                // so the handler never serves an anonymous caller.
+                .ok_or_else(|| ErrorData::invalid_request("a valid API key is required", None)),
+        }
+    }
+}
+
+/// The revisions the gateway serves: 2025-11-25 with `initialize` and
+/// sessions, and the stateless 2026-07-28.
+pub const PROTOCOL_VERSIONS: &[ProtocolVersion] =
+    &[ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2026_07_28];
+
+impl<D: Decide> ServerHandler for Gateway<D> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(PROTOCOL_VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let principal = self.principal(&context)?;
+        // The list depends on who asks: no client or intermediary may
+        // serve it to another caller.
+        Ok(
+            ListToolsResult::with_all_items(self.catalog().list(&principal))
+                .with_cache_scope(CacheScope::Private),
+        )
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let principal = self.principal(&context)?;
+        let meta = request.meta.as_ref().map(|m| &(m.0).0);
+        let catalog = self.catalog();
+        let call = catalog.prepare(
+            &self.inner.policy,
+            &principal,
+            &request.name,
+            request.arguments.as_ref(),
+            meta,
+        )?;
+        let has_output_schema = catalog
+            .visible(&principal, &request.name)
+            .is_some_and(|t| t.has_output_schema);
+        // The decision runs on its own task: if the client goes away, or
+        // rmcp drops this handler, a decision that has started (a claim won,
+        // an upstream call sent) still runs to its end and is recorded.
+        let inner = Arc::clone(&self.inner);
+        let decided = tokio::spawn(async move { inner.decide.decide(call).await })
+            .await
+            .map_err(|e| crate::wire::DecideError(format!("the decision task failed: {e}")))
+            .and_then(|r| r)
+            .map_err(|e| {
+                tracing::error!(tool = %request.name, error = %e, "the decision failed");
+                ErrorData::internal_error("the gate could not decide", None)
+            })?;
+        to_wire(&decided, has_output_schema).map(CallToolResponse::Complete)
+    }
+}

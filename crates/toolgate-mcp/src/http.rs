@@ -1,0 +1,125 @@
+//! `/mcp` over Streamable HTTP: rmcp's `StreamableHttpService` behind two
+//! layers of toolgate's own.
+//!
+//! 1. **Authentication.** A request without a valid API key gets the
+//!    sidecar's `401` problem before rmcp reads it, on every method (the
+//!    key is checked again by the handler for each call).
+//! 2. **Strict decoding.** rmcp parses JSON-RPC with serde_json, which keeps
+//!    the last of two duplicate keys and rounds big integers. Each POST body
+//!    is first read within the body limit and run through the core's strict
+//!    decoder; a body it refuses is answered with a JSON-RPC parse error
+//!    (`-32700`, HTTP 400) and never reaches rmcp, so no model-written
+//!    argument can mean two things.
+//!
+//! The router is mountable: `Router::new().merge(toolgate_mcp::http::router(…))`
+//! next to the sidecar's routes.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, to_bytes};
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use toolgate::decode::{Limits, decode_strict};
+use toolgate_http::KeyRing;
+
+use crate::gateway::Gateway;
+use crate::wire::Decide;
+
+/// The path the gateway is served at.
+pub const MCP_PATH: &str = "/mcp";
+
+/// HTTP settings of `/mcp`.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// Host names (or `host:port`) the `Host` header may carry: rmcp refuses
+    /// any other (DNS-rebinding protection). Loopback names by default.
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body, in bytes.
+    pub body_limit: usize,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
+            body_limit: 1 << 20,
+        }
+    }
+}
+
+/// `/mcp` for `gateway`, with `keys` checked before rmcp sees a request.
+pub fn router<D: Decide>(gateway: Gateway<D>, keys: KeyRing, settings: &HttpSettings) -> Router {
+    let mut config = StreamableHttpServerConfig::default();
+    // Sessions for clients below 2026-07-28 (the TypeScript SDK 1.32);
+    // 2026-07-28 requests are served statelessly whatever this says.
+    config.legacy_session_mode = true;
+    config.allowed_hosts.clone_from(&settings.allowed_hosts);
+    config.max_request_body_bytes = settings.body_limit;
+    let service = StreamableHttpService::new(
+        move || Ok(gateway.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let limit = settings.body_limit;
+    Router::new()
+        .nest_service(MCP_PATH, service)
+        .layer(from_fn(move |req: Request, next: Next| {
+            strict_body(limit, req, next)
+        }))
+        .layer(from_fn_with_state(Arc::new(keys), authenticate))
+}
+
+async fn authenticate(State(keys): State<Arc<KeyRing>>, req: Request, next: Next) -> Response {
+    let known = toolgate_http::bearer(req.headers()).is_some_and(|t| keys.lookup(t).is_some());
+    if known {
+        next.run(req).await
+    } else {
+        let mut response = toolgate_http::ApiError::unauthorized().into_response();
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        response
+    }
+}
+
+async fn strict_body(limit: usize, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match to_bytes(body, limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the request body is over {limit} bytes"),
+            )
+                .into_response();
+        }
+    };
+    if let Err(r) = decode_strict(&bytes, &Limits::provider_body().with_max_bytes(limit)) {
+        let error = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {
+                "code": -32700,
+                "message": format!("parse error: {r}"),
+                "data": {"code": r.code().as_str(), "pointer": r.pointer()},
+            },
+        });
+        return (
+            StatusCode::BAD_REQUEST,
+            [(header::CONTENT_TYPE, "application/json")],
+            error.to_string(),
+        )
+            .into_response();
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}

@@ -1,0 +1,281 @@
+//! Connections to upstream MCP servers, with rmcp's client: Streamable HTTP
+//! (`StreamableHttpClientTransport`) or a child process on stdio
+//! (`TokioChildProcess`).
+//!
+//! The gateway speaks to an upstream with its own identity only: the bearer
+//! token named by the upstream's `bearer_env`, or the `env` a stdio child is
+//! started with. Nothing of a caller's request reaches an upstream but the
+//! tool name and the validated arguments, plus the operation key in `_meta`
+//! (`io.toolgate/operation-key`) for servers that deduplicate: no caller
+//! header, no caller `_meta`. A stdio child starts with a minimal
+//! environment, so the gateway's own secrets (its database URL, its keys)
+//! are not inherited.
+//!
+//! rmcp's client response cache is turned off: a refresh compares what the
+//! upstream says now with the pins, never a cached list.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, MetaObject, ProtocolVersion, RequestMetaObject, Tool,
+};
+use rmcp::service::{
+    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Map, Value, json};
+
+use crate::config::{Transport, Upstream};
+use crate::pin::Offered;
+use crate::wire::OPERATION_KEY_META;
+
+/// Variables a stdio child inherits from the gateway; everything else it
+/// gets comes from the upstream's `env`.
+const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "TZ"];
+
+/// Why an upstream call did not give a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// The configuration cannot be used (a missing credential variable).
+    Config(String),
+    /// The connection or handshake failed; nothing was sent.
+    Connect(String),
+    /// The upstream answered the request with a JSON-RPC error: it refused
+    /// the request rather than running the tool and reporting a failure
+    /// (which is a result with `isError`).
+    Refused {
+        /// The JSON-RPC error code.
+        code: i32,
+        /// Its message.
+        message: String,
+    },
+    /// No answer within the call timeout, or the connection broke after the
+    /// request was sent: whether the tool ran is unknown. Never resent;
+    /// settled by reconciliation.
+    Unknown(String),
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Config(m) => write!(f, "upstream configuration: {m}"),
+            Self::Connect(m) => write!(f, "upstream connection: {m}"),
+            Self::Refused { code, message } => write!(f, "upstream refused ({code}): {message}"),
+            Self::Unknown(m) => write!(f, "upstream outcome unknown: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {}
+
+/// `server/discover` first: an upstream that speaks 2026-07-28 is used
+/// statelessly (no session to lose when a gateway replica restarts); one that
+/// does not is reached with the 2025-11-25 `initialize` handshake.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// A status tool's answer: was the write for this operation key applied?
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// Applied; the upstream's record of it.
+    Applied(Value),
+    /// Not applied, and fenced: a late write of the key can no longer land.
+    NotApplied(Value),
+}
+
+/// One live connection to an upstream.
+pub struct UpstreamClient {
+    name: String,
+    service: RunningService<RoleClient, ()>,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for UpstreamClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamClient")
+            .field("name", &self.name)
+            .field("call_timeout", &self.call_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UpstreamClient {
+    /// Connects and completes the protocol handshake (`server/discover` or
+    /// `initialize`, whichever the upstream speaks) within the upstream's
+    /// connect timeout.
+    pub async fn connect(upstream: &Upstream) -> Result<Self, UpstreamError> {
+        let connecting = async {
+            match &upstream.transport {
+                Transport::Http { url, bearer_env } => {
+                    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                    if let Some(var) = bearer_env {
+                        let token = std::env::var(var).map_err(|_| {
+                            UpstreamError::Config(format!(
+                                "upstream `{}`: the environment variable {var} (bearer_env) is not set",
+                                upstream.name
+                            ))
+                        })?;
+                        config = config.auth_header(token);
+                    }
+                    let transport = StreamableHttpClientTransport::from_config(config);
+                    ().serve_with_lifecycle(transport, lifecycle())
+                        .await
+                        .map_err(|e| UpstreamError::Connect(e.to_string()))
+                }
+                Transport::Stdio { command, args, env } => {
+                    let mut cmd = tokio::process::Command::new(command);
+                    cmd.args(args).env_clear();
+                    for var in INHERITED_ENV {
+                        if let Some(v) = std::env::var_os(var) {
+                            cmd.env(var, v);
+                        }
+                    }
+                    cmd.envs(env).stderr(Stdio::inherit()).kill_on_drop(true);
+                    let transport = TokioChildProcess::new(cmd).map_err(|e| {
+                        UpstreamError::Connect(format!("starting {command:?}: {e}"))
+                    })?;
+                    ().serve_with_lifecycle(transport, lifecycle())
+                        .await
+                        .map_err(|e| UpstreamError::Connect(e.to_string()))
+                }
+            }
+        };
+        let service = tokio::time::timeout(upstream.connect_timeout, connecting)
+            .await
+            .map_err(|_| {
+                UpstreamError::Connect(format!(
+                    "no handshake within {} ms",
+                    upstream.connect_timeout.as_millis()
+                ))
+            })??;
+        service
+            .peer()
+            .set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        Ok(Self {
+            name: upstream.name.clone(),
+            service,
+            call_timeout: upstream.call_timeout,
+        })
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The protocol version the handshake agreed on, when the upstream said.
+    pub fn protocol_version(&self) -> Option<String> {
+        self.service
+            .peer_info()
+            .map(|i| i.protocol_version.to_string())
+    }
+
+    /// Every tool the upstream lists now (all pages).
+    pub async fn list(&self) -> Result<Vec<Tool>, UpstreamError> {
+        tokio::time::timeout(self.call_timeout, self.service.peer().list_all_tools())
+            .await
+            .map_err(|_| UpstreamError::Unknown("tools/list timed out".to_owned()))?
+            .map_err(classify)
+    }
+
+    /// [`Self::list`] as definitions to compare with pins.
+    pub async fn offered(&self) -> Result<Vec<Offered>, UpstreamError> {
+        Ok(self.list().await?.iter().map(Offered::from_rmcp).collect())
+    }
+
+    /// Calls `tool` with `arguments`, the operation key in `_meta`, within
+    /// the call timeout. The result is the upstream's, whatever `isError`
+    /// says; only a missing answer is an error.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        operation_key: &str,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let mut meta = Map::new();
+        meta.insert(OPERATION_KEY_META.to_owned(), json!(operation_key));
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(arguments);
+        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        // A call abandoned at the timeout is cancelled by rmcp
+        // (notifications/cancelled), but it may already have run: unknown.
+        tokio::time::timeout(self.call_timeout, self.service.peer().call_tool(params))
+            .await
+            .map_err(|_| {
+                UpstreamError::Unknown(format!(
+                    "tools/call {tool} gave no answer within {} ms",
+                    self.call_timeout.as_millis()
+                ))
+            })?
+            .map_err(classify)
+    }
+
+    /// Asks the status tool whether the write for `operation_key` was
+    /// applied. The tool answers `{"applied": true|false, …}`, as its
+    /// `structuredContent` or as the JSON text of its first text content;
+    /// anything else (an error result included) is not an answer.
+    pub async fn status(
+        &self,
+        status_tool: &str,
+        key_argument: &str,
+        operation_key: &str,
+    ) -> Result<Status, UpstreamError> {
+        let mut arguments = Map::new();
+        arguments.insert(key_argument.to_owned(), json!(operation_key));
+        let result = self.call(status_tool, arguments, operation_key).await?;
+        status_of(&result).ok_or_else(|| {
+            UpstreamError::Unknown(format!(
+                "{status_tool} did not answer {{\"applied\": true|false}}"
+            ))
+        })
+    }
+
+    /// Ends the session (a stdio child is stopped).
+    pub async fn close(self) {
+        let _ = self.service.cancel().await;
+    }
+}
+
+/// The status answer in a status tool's result.
+pub fn status_of(result: &CallToolResult) -> Option<Status> {
+    if result.is_error == Some(true) {
+        return None;
+    }
+    let doc = match &result.structured_content {
+        Some(v) => v.clone(),
+        None => {
+            let text = result.content.first()?.as_text()?.text.as_str();
+            toolgate::decode::decode_strict(
+                text.as_bytes(),
+                &toolgate::decode::Limits::provider_body(),
+            )
+            .ok()?
+        }
+    };
+    match doc.get("applied")? {
+        Value::Bool(true) => Some(Status::Applied(doc)),
+        Value::Bool(false) => Some(Status::NotApplied(doc)),
+        _ => None,
+    }
+}
+
+/// A JSON-RPC error answer is a refusal; anything else (a broken
+/// connection, a closed transport, a response of the wrong type) leaves the
+/// outcome unknown.
+fn classify(e: ServiceError) -> UpstreamError {
+    match e {
+        ServiceError::McpError(data) => UpstreamError::Refused {
+            code: data.code.0,
+            message: data.message.to_string(),
+        },
+        other => UpstreamError::Unknown(other.to_string()),
+    }
+}

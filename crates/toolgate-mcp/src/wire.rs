@@ -1,0 +1,538 @@
+//! The decision seam and the mapping of decisions to the MCP wire.
+//!
+//! The gateway decides nothing itself. A `tools/call` becomes a
+//! [`GatedCall`] (the authenticated principal, the contract stage's verdict
+//! on the arguments, the scope fields and the version the deployment maps
+//! from the call), one [`Decide::decide`] call turns it into the core's
+//! [`Decision`], and [`to_wire`] maps that decision to the answer the client
+//! gets (docs/mcp.md, "Outcomes on the wire"):
+//!
+//! | decision | `tools/call` answer |
+//! |---|---|
+//! | `executed` | the upstream's `CallToolResult`, unchanged |
+//! | `replayed` | the recorded `CallToolResult`, with `_meta` `io.toolgate/outcome` = `"replayed"` |
+//! | `rejected`, `forbidden`, `conflict`, `state_changed`, `in_flight`, `needs_reconciliation`, `pending_approval` | a result with `isError: true`, one short text for the model, and `_meta` `io.toolgate/decision` = `{outcome, reason, …}` for the host; the same object in `structuredContent` only when the tool has no `outputSchema` (clients validate even error results against it) |
+//! | `rejected` with `unknown_tool` | a JSON-RPC error (invalid params) |
+//!
+//! Outcomes that only a provider body can produce (`answer`, `abstain`,
+//! `refused`, `truncated`, `content_filtered`) and the client-executed
+//! `permitted` never come from a gateway decision; if one does, the call
+//! fails with an internal error rather than an invented answer.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use serde_json::{Map, Value, json};
+use toolgate::contract::{Checked, RejectReason};
+use toolgate::pipeline::{Decision, Outcome, Principal, Reason, Rejection};
+
+/// `_meta` key carrying the operation key to the upstream.
+pub const OPERATION_KEY_META: &str = "io.toolgate/operation-key";
+/// `_meta` key marking a replayed result.
+pub const OUTCOME_META: &str = "io.toolgate/outcome";
+/// `_meta` key carrying a gate decision for the host.
+pub const DECISION_META: &str = "io.toolgate/decision";
+
+/// One `tools/call`, prepared for the core's decision. Everything in it
+/// comes from the authenticated caller and the deployment's mapping; the
+/// model's part is only the arguments inside `proposal`.
+#[derive(Debug, Clone)]
+pub struct GatedCall {
+    /// The authenticated caller (from its API key, never from the request).
+    pub principal: Principal,
+    /// The contract stage's verdict on the tool and its arguments: an
+    /// `action`, or the rejection (`unknown_key`, `invalid_arguments`, …).
+    pub proposal: Checked,
+    /// The operation-key fields as the deployment maps them (from the
+    /// arguments, the caller's identity, the request's `_meta`), not yet
+    /// canonical: the core canonicalises each by its declared type.
+    pub scope: Map<String, Value>,
+    /// The version the model read.
+    pub version_seen: VersionSeen,
+}
+
+/// Where the version the model read came from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VersionSeen {
+    /// A value from the arguments or `_meta`, not yet canonical.
+    Read(Value),
+    /// The mapped argument or `_meta` key is absent from the call: the core
+    /// answers `missing_scope` (nothing is authorised, read or claimed).
+    Missing,
+    /// The tool has no version: the operation is the canonical arguments,
+    /// and a repeat within the window is the same operation.
+    Unversioned {
+        /// How long a repeat counts as the same operation.
+        replay_window: Duration,
+    },
+}
+
+/// What the core decided, and what the wire needs beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecisionForWire {
+    /// The decision.
+    pub decision: Decision,
+    /// For `pending_approval`: the review item's page on toolgate, where a
+    /// person approves it.
+    pub review_url: Option<String>,
+}
+
+/// An infrastructure failure behind a decision (a store or upstream that
+/// could not answer). The client gets a JSON-RPC internal error without the
+/// detail; the operator's log gets the detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecideError(pub String);
+
+impl std::fmt::Display for DecideError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecideError {}
+
+/// The one decision function, as the gateway sees it. The implementation
+/// is the core's decision (docs/design.md §1) with the gateway's upstream as
+/// the executor; the gateway never decides itself.
+pub trait Decide: Send + Sync + 'static {
+    /// Decides one call.
+    fn decide(
+        &self,
+        call: GatedCall,
+    ) -> impl Future<Output = Result<DecisionForWire, DecideError>> + Send;
+}
+
+/// The answer to a `tools/call` for `decided`. `has_output_schema` says
+/// whether the tool declares an `outputSchema`, which decides where the
+/// decision object may go.
+pub fn to_wire(
+    decided: &DecisionForWire,
+    has_output_schema: bool,
+) -> Result<CallToolResult, ErrorData> {
+    let d = &decided.decision;
+    match d {
+        Decision::Executed { result, .. } => recorded(result),
+        Decision::Replayed { result, .. } => {
+            let mut r = recorded(result)?;
+            let meta = r.meta.get_or_insert_with(|| MetaObject(Map::new()));
+            meta.0.insert(OUTCOME_META.to_owned(), json!("replayed"));
+            Ok(r)
+        }
+        Decision::Rejected(Rejection::UnknownTool { tool, .. }) => Err(unknown_tool(tool)),
+        Decision::Rejected(Rejection::Contract(c))
+            if c.reason == Some(RejectReason::UnknownTool) =>
+        {
+            Err(unknown_tool(c.tool.as_deref().unwrap_or("")))
+        }
+        Decision::Rejected(_)
+        | Decision::Forbidden { .. }
+        | Decision::Conflict { .. }
+        | Decision::StateChanged { .. }
+        | Decision::InFlight { .. }
+        | Decision::NeedsReconciliation { .. }
+        | Decision::PendingApproval { .. } => {
+            let object = decision_object(decided);
+            let mut r = CallToolResult::error(vec![ContentBlock::text(model_text(decided))]);
+            let mut meta = Map::new();
+            meta.insert(DECISION_META.to_owned(), object.clone());
+            r.meta = Some(MetaObject(meta));
+            if !has_output_schema {
+                r.structured_content = Some(object);
+            }
+            Ok(r)
+        }
+        Decision::Answer(_)
+        | Decision::Abstain(_)
+        | Decision::Refused(_)
+        | Decision::Truncated(_)
+        | Decision::ContentFiltered(_)
+        | Decision::Permitted { .. } => Err(ErrorData::internal_error(
+            format!(
+                "the gate decided `{}`, which a tools/call cannot answer",
+                d.outcome()
+            ),
+            None,
+        )),
+    }
+}
+
+/// A JSON-RPC error for a tool the caller cannot see or the policy lacks:
+/// the same answer for both, so a hidden tool is indistinguishable from an
+/// unknown one.
+pub fn unknown_tool(tool: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown tool: {tool:?}"), None)
+}
+
+/// The recorded `CallToolResult`, as the upstream answered it.
+fn recorded(result: &Value) -> Result<CallToolResult, ErrorData> {
+    serde_json::from_value(result.clone()).map_err(|e| {
+        ErrorData::internal_error(
+            format!("the recorded result is not a CallToolResult: {e}"),
+            None,
+        )
+    })
+}
+
+/// `{outcome, reason, message, …}` for the host: the decision's flat form
+/// (`Decision::to_json`) without what the host must not see or cannot use
+/// (the prior proposal's arguments, a result recorded for someone else's
+/// proposal), plus the review page.
+fn decision_object(decided: &DecisionForWire) -> Value {
+    let d = &decided.decision;
+    let mut o = Map::new();
+    o.insert("outcome".into(), json!(d.outcome().as_str()));
+    o.insert("reason".into(), json!(d.reason().map(Reason::as_str)));
+    if let Some(m) = d.message() {
+        o.insert("message".into(), json!(m));
+    }
+    if let Some(p) = d.stateless().and_then(|c| c.pointer.as_deref()) {
+        o.insert("pointer".into(), json!(p));
+    }
+    if let Some(k) = d.key() {
+        o.insert("operation_key".into(), json!(k.to_hex()));
+    }
+    if let Some(v) = d.version_seen() {
+        o.insert("version_seen".into(), json!(v.as_str()));
+    }
+    if let Some(v) = d.current_version() {
+        o.insert("current_version".into(), json!(v.as_str()));
+    }
+    if let Some(b) = d.budget() {
+        o.insert("budget".into(), b.to_json());
+    }
+    if let (Outcome::PendingApproval, Some(url)) = (d.outcome(), &decided.review_url) {
+        o.insert("review_url".into(), json!(url));
+    }
+    Value::Object(o)
+}
+
+/// One short sentence for the model: what happened and what to do, never
+/// "try again" for an outcome where retrying blindly is wrong.
+fn model_text(decided: &DecisionForWire) -> String {
+    let d = &decided.decision;
+    let detail = d.message().map(|m| format!(" ({m})")).unwrap_or_default();
+    match d.outcome() {
+        Outcome::Rejected => format!(
+            "Rejected by the gate: {}{detail}. Nothing was done; correct the call before trying again.",
+            d.reason().map_or("rejected", Reason::as_str)
+        ),
+        Outcome::Forbidden => {
+            "Forbidden: this caller may not do this to this resource. Nothing was done; do not retry."
+                .to_owned()
+        }
+        Outcome::Conflict => format!(
+            "Conflict: this operation was already proposed with different arguments{detail}. Nothing was done; a person decides."
+        ),
+        Outcome::StateChanged => {
+            let current = d
+                .current_version()
+                .map(|v| format!(" (now {})", v.as_str()))
+                .unwrap_or_default();
+            format!(
+                "The resource changed since it was read{current}. Nothing was done; read it again before deciding."
+            )
+        }
+        Outcome::InFlight => {
+            "The same operation is being executed right now. Do not send it again; its result will be recorded."
+                .to_owned()
+        }
+        Outcome::NeedsReconciliation => {
+            "The outcome of this operation is unknown and is being reconciled. Do not send it again."
+                .to_owned()
+        }
+        Outcome::PendingApproval => match &decided.review_url {
+            Some(url) => format!(
+                "This operation waits for a person's approval: {url}. Call it again, unchanged, once approved."
+            ),
+            None => "This operation waits for a person's approval. Call it again, unchanged, once approved."
+                .to_owned(),
+        },
+        other => format!("The gate decided `{other}`."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate::claim::{Fingerprint, OperationKey, ProposalRecord};
+    use toolgate::pipeline::{BudgetReport, Operation, StateVersion};
+
+    fn operation() -> Operation {
+        Operation {
+            tool: "refund_order".into(),
+            key: OperationKey::from_bytes([0xab; 32]),
+            fingerprint: Fingerprint::from_bytes([0xcd; 32]),
+            version_seen: StateVersion::new("3").unwrap(),
+        }
+    }
+
+    fn prior() -> ProposalRecord {
+        ProposalRecord::new(
+            "refund_order".into(),
+            r#"{"amount_minor":500}"#.into(),
+            r#"{"order_id":1001}"#.into(),
+            "3".into(),
+            "agent-ana".into(),
+        )
+        .unwrap()
+    }
+
+    fn upstream_result() -> Value {
+        json!({
+            "content": [{"type": "text", "text": "{\"refund_id\": 1, \"version\": 4}"}],
+            "isError": false,
+            "_meta": {"io.example/trace": "t-1"}
+        })
+    }
+
+    fn wire(decision: Decision, has_output_schema: bool) -> Value {
+        let r = to_wire(
+            &DecisionForWire {
+                decision,
+                review_url: None,
+            },
+            has_output_schema,
+        )
+        .unwrap();
+        serde_json::to_value(r).unwrap()
+    }
+
+    #[test]
+    fn executed_is_the_upstream_result_unchanged() {
+        let v = wire(
+            Decision::Executed {
+                operation: operation(),
+                result: upstream_result(),
+                reply: String::new(),
+                over_budget_approved: false,
+            },
+            false,
+        );
+        // Parsed into rmcp's type and written back: the same JSON.
+        assert_eq!(v, upstream_result());
+    }
+
+    #[test]
+    fn replayed_is_the_recorded_result_marked_in_meta() {
+        let executed = wire(
+            Decision::Executed {
+                operation: operation(),
+                result: upstream_result(),
+                reply: String::new(),
+                over_budget_approved: false,
+            },
+            false,
+        );
+        let replayed = wire(
+            Decision::Replayed {
+                operation: operation(),
+                result: upstream_result(),
+                reply: String::new(),
+                prior: prior(),
+            },
+            false,
+        );
+        assert_eq!(replayed["_meta"][OUTCOME_META], json!("replayed"));
+        // The upstream's own _meta stays, and nothing else changes.
+        assert_eq!(replayed["_meta"]["io.example/trace"], json!("t-1"));
+        let mut without = replayed.clone();
+        without["_meta"]
+            .as_object_mut()
+            .unwrap()
+            .remove(OUTCOME_META);
+        assert_eq!(without, executed);
+    }
+
+    #[test]
+    fn a_recorded_result_that_is_not_a_call_tool_result_is_an_internal_error() {
+        let e = to_wire(
+            &DecisionForWire {
+                decision: Decision::Executed {
+                    operation: operation(),
+                    result: json!({"refund_id": 1}),
+                    reply: String::new(),
+                    over_budget_approved: false,
+                },
+                review_url: None,
+            },
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
+    }
+
+    fn state_changed() -> Decision {
+        Decision::StateChanged {
+            operation: operation(),
+            reason: Reason::VersionMismatch,
+            message: "version 3 was read; the order is at 4".into(),
+            current_version: Some(StateVersion::new("4").unwrap()),
+            result: None,
+            prior: None,
+        }
+    }
+
+    #[test]
+    fn a_gate_outcome_is_an_error_result_with_the_decision_in_meta() {
+        let v = wire(state_changed(), false);
+        assert_eq!(v["isError"], json!(true));
+        let decision = json!({
+            "outcome": "state_changed",
+            "reason": "version_mismatch",
+            "message": "version 3 was read; the order is at 4",
+            "operation_key": "ab".repeat(32),
+            "version_seen": "3",
+            "current_version": "4",
+        });
+        assert_eq!(v["_meta"][DECISION_META], decision);
+        assert_eq!(v["structuredContent"], decision);
+        let text = v["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("read it again"), "{text}");
+        assert!(text.contains("now 4"), "{text}");
+    }
+
+    /// Clients validate even an error result's structuredContent against
+    /// the tool's outputSchema (the TypeScript SDK 1.32 refuses the whole
+    /// result), so it is left out for tools that declare one.
+    #[test]
+    fn no_structured_content_for_a_tool_with_an_output_schema() {
+        let v = wire(state_changed(), true);
+        assert!(v.get("structuredContent").is_none(), "{v}");
+        assert_eq!(v["_meta"][DECISION_META]["outcome"], json!("state_changed"));
+    }
+
+    #[test]
+    fn every_gate_outcome_maps_to_an_error_result() {
+        let cases = vec![
+            Decision::Forbidden {
+                tool: "refund_order".into(),
+                fingerprint: Fingerprint::from_bytes([1; 32]),
+                reason: Reason::NotAuthorized,
+                message: "not authorised for this resource now".into(),
+            },
+            Decision::Conflict {
+                operation: operation(),
+                message: "another amount was proposed for this operation".into(),
+                result: Some(upstream_result()),
+                prior: prior(),
+            },
+            Decision::InFlight {
+                operation: operation(),
+                prior: prior(),
+            },
+            Decision::NeedsReconciliation {
+                operation: operation(),
+                reason: Reason::ExecutorFailed,
+                message: "the upstream did not answer".into(),
+                prior: None,
+            },
+            Decision::PendingApproval {
+                operation: operation(),
+                reason: Reason::BudgetExceeded,
+                message: "over the daily budget".into(),
+                budget: Some(BudgetReport {
+                    name: "daily".into(),
+                    limit: 1000,
+                    used: 900,
+                    remaining: 100,
+                    amount: 500,
+                }),
+            },
+            Decision::Rejected(Rejection::Scope {
+                reason: Reason::InvalidScope,
+                tool: "refund_order".into(),
+                fingerprint: Fingerprint::from_bytes([2; 32]),
+                message: "order_id: \"042\" is not an integer".into(),
+            }),
+        ];
+        let expected = [
+            ("forbidden", Some("not_authorized")),
+            ("conflict", None),
+            ("in_flight", None),
+            ("needs_reconciliation", Some("executor_failed")),
+            ("pending_approval", Some("budget_exceeded")),
+            ("rejected", Some("invalid_scope")),
+        ];
+        for (d, (outcome, reason)) in cases.into_iter().zip(expected) {
+            let v = wire(d, false);
+            assert_eq!(v["isError"], json!(true), "{v}");
+            let o = &v["_meta"][DECISION_META];
+            assert_eq!(o["outcome"], json!(outcome), "{v}");
+            assert_eq!(o["reason"], json!(reason), "{v}");
+            // A conflict's prior result belongs to someone else's proposal.
+            assert!(!v.to_string().contains("refund_id"), "{v}");
+            assert!(v["content"][0]["text"].as_str().unwrap().len() < 300);
+        }
+    }
+
+    #[test]
+    fn pending_approval_carries_the_review_page() {
+        let url = "https://gate.example/review?item=17";
+        let r = to_wire(
+            &DecisionForWire {
+                decision: Decision::PendingApproval {
+                    operation: operation(),
+                    reason: Reason::ApprovalRequired,
+                    message: "a person approves each refund".into(),
+                    budget: None,
+                },
+                review_url: Some(url.into()),
+            },
+            false,
+        )
+        .unwrap();
+        let v = serde_json::to_value(r).unwrap();
+        assert_eq!(v["_meta"][DECISION_META]["review_url"], json!(url));
+        assert!(v["content"][0]["text"].as_str().unwrap().contains(url));
+    }
+
+    #[test]
+    fn an_unknown_tool_is_a_protocol_error() {
+        let e = to_wire(
+            &DecisionForWire {
+                decision: Decision::Rejected(Rejection::UnknownTool {
+                    tool: "drop_tables".into(),
+                    message: "not in the policy".into(),
+                }),
+                review_url: None,
+            },
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert_eq!(e, unknown_tool("drop_tables"));
+    }
+
+    #[test]
+    fn provider_only_outcomes_are_internal_errors() {
+        let policy = toolgate::contract::Policy::load(
+            r#"
+            version = 1
+            abstain_message = "no"
+            [[tools]]
+            name = "t"
+            capability = "c"
+            operation_key = ["k"]
+            schema = '{"type": "object", "additionalProperties": false}'
+            "#,
+        )
+        .unwrap();
+        let answer = toolgate::contract::check(
+            &policy,
+            toolgate::provider::Provider::Envelope,
+            br#"{"outcome": "answer", "reply": "hello"}"#,
+            &toolgate::contract::CheckOptions::default(),
+        );
+        let e = to_wire(
+            &DecisionForWire {
+                decision: Decision::Answer(answer),
+                review_url: None,
+            },
+            false,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
+    }
+}
