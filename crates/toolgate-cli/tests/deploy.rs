@@ -344,3 +344,90 @@ fn a_good_file_serves_its_own_tool_with_its_own_tables() {
     server.kill().expect("kill");
     let _ = server.wait();
 }
+
+/// Adds to the application's SQLite database of `file`'s directory.
+fn shop_sql(file: &Path, sql: &str) {
+    let shop = file.with_file_name("shop.db");
+    let status = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import sqlite3; c = sqlite3.connect({:?}); c.executescript({sql:?}); c.commit()",
+            shop.display().to_string()
+        ))
+        .status()
+        .expect("python3");
+    assert!(status.success());
+}
+
+/// Starts `serve --config file`; the child and its address.
+fn serve_file(file: &Path) -> (std::process::Child, String) {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(file)
+        .env_remove("TOOLGATE_DB_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("serve");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let addr = loop {
+        let line = lines.next().expect("a line").expect("UTF-8");
+        if let Some(a) = line.strip_prefix("listening on http://") {
+            break a.to_owned();
+        }
+    };
+    (server, addr)
+}
+
+fn refund_request(order: u32, version: u32) -> String {
+    let turn = "{\"outcome\":\"action\",\"reply\":\"Refunded.\",\"proposed_action\":\
+                {\"tool\":\"refund_order\",\"arguments\":{\"amount_minor\":1500}}}";
+    format!(
+        "{{\"provider\":\"envelope\",\"response\":{turn:?},\
+         \"scope\":{{\"order_id\":{order},\"version_seen\":{version}}}}}"
+    )
+}
+
+/// Deterministic failures of the deployment's wiring were answered `503 …
+/// retry later`, so a client retried them forever: an entity query that
+/// returns 150 rows, a state query whose value is a `REAL` at run time.
+/// The entity query now denies (a `forbidden` decision, audited); the state
+/// query is `500 deployment_error`, not retryable; neither shows SQL.
+#[test]
+fn deterministic_deployment_failures_are_not_retry_later() {
+    // 150 agents, and an entity query that forgot its WHERE.
+    let many = GOOD_TOOLS.replace(
+        "SELECT id, team FROM agents WHERE id = :actor",
+        "SELECT id, team FROM agents",
+    );
+    let (_dir, file) = deployment("many-rows", APP_DB, &many);
+    let rows: String = (0..150)
+        .map(|i| format!("INSERT INTO agents VALUES ('agent-{i}', 'eu');"))
+        .collect();
+    shop_sql(&file, &rows);
+    let (mut server, addr) = serve_file(&file);
+    for _ in 0..2 {
+        let (status, body) = http(&addr, "/v1/decisions", &refund_request(7, 3));
+        assert_eq!(status, 403, "{body}");
+        assert!(body.contains("\"forbidden\""), "{body}");
+    }
+    server.kill().expect("kill");
+    let _ = server.wait();
+
+    // A version that is a REAL when the query runs.
+    let real = GOOD_TOOLS.replace(
+        "SELECT version FROM orders WHERE id = :order_id",
+        "SELECT version * 1.5 FROM orders WHERE id = :order_id",
+    );
+    let (_dir, file) = deployment("real-version", APP_DB, &real);
+    let (mut server, addr) = serve_file(&file);
+    for _ in 0..2 {
+        let (status, body) = http(&addr, "/v1/decisions", &refund_request(7, 3));
+        assert_eq!(status, 500, "{body}");
+        assert!(body.contains("\"deployment_error\""), "{body}");
+        assert!(!body.contains("REAL") && !body.contains("orders"), "{body}");
+    }
+    server.kill().expect("kill");
+    let _ = server.wait();
+}

@@ -15,6 +15,34 @@ use crate::params::{self, Dialect, Rewritten};
 /// a query that forgot its `WHERE`).
 pub const MAX_ROWS: usize = 100;
 
+/// Why a query gave no rows to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchError {
+    /// The database did not answer this time (down, a timeout, a pool
+    /// exhausted, an error while it ran the query): a retry may succeed.
+    Unavailable(String),
+    /// The query answered, and its answer cannot be read: more rows than
+    /// [`MAX_ROWS`], a column of a type the reader does not take (a
+    /// `NUMERIC`, a `REAL`), an integer beyond i64. Every retry of the same
+    /// request meets it: a deployment error, never a retry-later.
+    Unreadable(String),
+}
+
+impl FetchError {
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        match self {
+            Self::Unavailable(m) | Self::Unreadable(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
 /// A value bound to a named parameter: a canonical scope value or the
 /// actor's id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,7 +211,7 @@ impl AppDb {
 
     /// Runs `query` with `binds` (one per name in its bind order) in a
     /// read-only transaction, under the statement time limit.
-    pub async fn fetch(&self, query: &Query, binds: &[Bind]) -> Result<Vec<Cells>, String> {
+    pub async fn fetch(&self, query: &Query, binds: &[Bind]) -> Result<Vec<Cells>, FetchError> {
         let timeout = match self {
             Self::Sqlite(_, t) | Self::Postgres(_, t) | Self::MySql(_, t) => *t,
         };
@@ -192,9 +220,16 @@ impl AppDb {
         let work = self.fetch_inner(query, binds, timeout);
         let rows = tokio::time::timeout(timeout + Duration::from_millis(500), work)
             .await
-            .map_err(|_| format!("the query took longer than {} ms", timeout.as_millis()))??;
+            .map_err(|_| {
+                FetchError::Unavailable(format!(
+                    "the query took longer than {} ms",
+                    timeout.as_millis()
+                ))
+            })??;
         if rows.len() > MAX_ROWS {
-            return Err(format!("the query returned more than {MAX_ROWS} rows"));
+            return Err(FetchError::Unreadable(format!(
+                "the query returned more than {MAX_ROWS} rows"
+            )));
         }
         Ok(rows)
     }
@@ -204,7 +239,8 @@ impl AppDb {
         query: &Query,
         binds: &[Bind],
         timeout: Duration,
-    ) -> Result<Vec<Cells>, String> {
+    ) -> Result<Vec<Cells>, FetchError> {
+        let down = |e: sqlx::Error| FetchError::Unavailable(e.to_string());
         let sql = query.rewritten.sql.clone();
         match self {
             Self::Sqlite(pool, _) => {
@@ -215,19 +251,13 @@ impl AppDb {
                         Bind::Text(s) => q.bind(s.clone()),
                     };
                 }
-                let rows = q.fetch_all(pool).await.map_err(|e| e.to_string())?;
-                rows.iter().map(sqlite_cells).collect()
+                let rows = q.fetch_all(pool).await.map_err(down)?;
+                read_rows(&rows, sqlite_cells)
             }
             Self::Postgres(pool, _) => {
-                let mut tx = pool
-                    .begin_with("BEGIN READ ONLY")
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let mut tx = pool.begin_with("BEGIN READ ONLY").await.map_err(down)?;
                 let set = format!("SET LOCAL statement_timeout = {}", timeout.as_millis());
-                (&mut *tx)
-                    .execute(AssertSqlSafe(set))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                (&mut *tx).execute(AssertSqlSafe(set)).await.map_err(down)?;
                 let mut q = sqlx::query(AssertSqlSafe(sql));
                 for b in binds {
                     q = match b {
@@ -235,15 +265,15 @@ impl AppDb {
                         Bind::Text(s) => q.bind(s.clone()),
                     };
                 }
-                let rows = q.fetch_all(&mut *tx).await.map_err(|e| e.to_string())?;
-                tx.rollback().await.map_err(|e| e.to_string())?;
-                rows.iter().map(pg_cells).collect()
+                let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
+                tx.rollback().await.map_err(down)?;
+                read_rows(&rows, pg_cells)
             }
             Self::MySql(pool, _) => {
                 let mut tx = pool
                     .begin_with("START TRANSACTION READ ONLY")
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(down)?;
                 let mut q = sqlx::query(AssertSqlSafe(sql));
                 for b in binds {
                     q = match b {
@@ -251,9 +281,9 @@ impl AppDb {
                         Bind::Text(s) => q.bind(s.clone()),
                     };
                 }
-                let rows = q.fetch_all(&mut *tx).await.map_err(|e| e.to_string())?;
-                tx.rollback().await.map_err(|e| e.to_string())?;
-                rows.iter().map(mysql_cells).collect()
+                let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
+                tx.rollback().await.map_err(down)?;
+                read_rows(&rows, mysql_cells)
             }
         }
     }
@@ -292,6 +322,17 @@ fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>, Vec<String>) {
         sqlx::Either::Right(n) => n,
     });
     (columns, params, types)
+}
+
+/// The rows' cells: a value the reader cannot take is
+/// [`FetchError::Unreadable`] (the same rows give the same error again).
+fn read_rows<R>(
+    rows: &[R],
+    cells: fn(&R) -> Result<Cells, String>,
+) -> Result<Vec<Cells>, FetchError> {
+    rows.iter()
+        .map(|r| cells(r).map_err(FetchError::Unreadable))
+        .collect()
 }
 
 fn unsupported(column: &str, type_name: &str) -> String {

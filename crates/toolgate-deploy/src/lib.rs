@@ -689,11 +689,19 @@ impl EntitySource for ToolEntities {
         for q in &self.queries {
             let binds = sources::binds(&q.query, request.scope(), request.principal().id())
                 .map_err(|e| format!("{}: {e}", q.type_name))?;
-            // A failed query is the application's database not answering.
-            let rows = db
-                .fetch(&q.query, &binds)
-                .await
-                .map_err(|e| EntityError::Unavailable(format!("{}: {e}", q.type_name)))?;
+            // A failed query is the application's database not answering;
+            // rows it answered that cannot be read (150 of them, a NUMERIC
+            // column) deny, as every retry would meet them again: a
+            // decision (`forbidden`, the detail in the log and the audit
+            // entry's `authorization_error`), never a retry-later.
+            let rows = db.fetch(&q.query, &binds).await.map_err(|e| match e {
+                db::FetchError::Unavailable(m) => {
+                    EntityError::Unavailable(format!("{}: {m}", q.type_name))
+                }
+                db::FetchError::Unreadable(m) => {
+                    EntityError::Invalid(format!("{}: {m}", q.type_name))
+                }
+            })?;
             for row in &rows {
                 out.push(sources::row_entity(&q.type_name, row)?);
             }

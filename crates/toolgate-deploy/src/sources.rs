@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use toolgate::pipeline::{StateError, StateVersion};
 use toolgate_cedar::{Attr, EntityRecord};
 
-use crate::db::{AppDb, Bind, Cell, Query};
+use crate::db::{AppDb, Bind, Cell, FetchError, Query};
 use crate::http::{bounded_body, describe, strict_json};
 
 /// The binds for `query` from a canonical scope and the actor's id.
@@ -129,24 +129,29 @@ impl StateReader {
         match self {
             Self::Sql { db, query } => {
                 let binds = binds(query, scope, actor).map_err(StateError::new)?;
-                let rows = db.fetch(query, &binds).await.map_err(StateError::new)?;
+                let rows = db.fetch(query, &binds).await.map_err(|e| match e {
+                    FetchError::Unavailable(m) => StateError::new(m),
+                    FetchError::Unreadable(m) => StateError::misconfigured(m),
+                })?;
+                // Rows the query answered but that are not one version are
+                // a deployment error: every retry reads the same rows.
                 match rows.as_slice() {
                     [] => Err(StateError::new(
                         "no such resource: the state query returned no row",
                     )),
                     [row] => match row.as_slice() {
                         [(_, cell)] => cell_version(cell).ok_or_else(|| {
-                            StateError::new(format!(
+                            StateError::misconfigured(format!(
                                 "the state query's value {cell:?} is not a version \
                                  (a non-empty string or an integer)"
                             ))
                         }),
-                        _ => Err(StateError::new(format!(
+                        _ => Err(StateError::misconfigured(format!(
                             "the state query returned {} columns, not one",
                             row.len()
                         ))),
                     },
-                    _ => Err(StateError::new(format!(
+                    _ => Err(StateError::misconfigured(format!(
                         "the state query returned {} rows, not one",
                         rows.len()
                     ))),

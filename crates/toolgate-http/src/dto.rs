@@ -869,6 +869,9 @@ pub struct ReviewItemView {
     pub expires_at: Option<i64>,
     /// Approval items: when the proposer's retry used the approval.
     pub consumed_at: Option<i64>,
+    /// Approval items: the principal whose claim used the approval (always
+    /// the proposer: an approval serves no one else).
+    pub consumed_by: Option<String>,
     /// Approval items: the votes so far.
     pub votes: Vec<ReviewVote>,
     /// The reviewer who closed it (last approver, denier, resolver).
@@ -877,10 +880,21 @@ pub struct ReviewItemView {
     pub closed_at: Option<i64>,
     /// The closing note.
     pub note: Option<String>,
-    /// The decision as sent, with the new proposal's `arguments` (at most
-    /// 16 KiB of JSON; a larger one is summarised with `"truncated": true`).
+    /// The decision as sent, with the new proposal's `arguments`. In a
+    /// listing at most 2 KiB of JSON: a larger one is summarised (outcome,
+    /// reason, tool, operation key, the start of the message,
+    /// `"truncated": true`), and `GET /v1/review/items/{id}` has the whole
+    /// of it (at most 16 KiB; larger ones were summarised when recorded).
     #[schema(value_type = Object)]
     pub decision: Value,
+}
+
+/// `GET /v1/review/items/{id}`: one item with its whole decision.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewItemResponse {
+    /// The item.
+    pub item: ReviewItemView,
 }
 
 /// `GET /v1/review/items`.

@@ -20,6 +20,15 @@ use utoipa::ToSchema;
 
 use crate::dto::ClaimView;
 
+/// The detail of every `503 store_unavailable`.
+pub const UNAVAILABLE_DETAIL: &str = "a store or source this request needs did not answer; \
+     nothing was decided or written: retry later";
+
+/// The detail of every `500 deployment_error`.
+pub const DEPLOYMENT_DETAIL: &str = "the deployment's configuration cannot answer this request \
+     (a query returning more rows than one, or a value of a type it cannot read); nothing was \
+     decided or written, and retrying gives the same answer: the operator's log says what to fix";
+
 /// The media type of every error answer (RFC 9457 §3).
 pub const PROBLEM_JSON: &str = "application/problem+json";
 
@@ -110,15 +119,23 @@ pub enum ProblemCode {
     CorruptRecord,
     /// 500: a decision task failed unexpectedly.
     Internal,
+    /// 500: the deployment's wiring cannot answer this request, and
+    /// retrying will not change that (a state query that returns several
+    /// rows, a column of a type it cannot read): not retryable.
+    DeploymentError,
     /// 503: the claim store, state source or executor did not answer.
     StoreUnavailable,
     /// 503: `GET /readyz`: the claim store does not answer.
     NotReady,
+    /// 503: the server is at its connection limit (or this peer at its
+    /// own) and no idle connection could make room; or a probe-only
+    /// connection asked for something other than a probe.
+    TooManyConnections,
 }
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 36] = [
+    pub const ALL: [Self; 38] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::InvalidBody,
@@ -153,8 +170,10 @@ impl ProblemCode {
         Self::UnsupportedMediaType,
         Self::CorruptRecord,
         Self::Internal,
+        Self::DeploymentError,
         Self::StoreUnavailable,
         Self::NotReady,
+        Self::TooManyConnections,
     ];
 
     /// The stable snake_case code.
@@ -194,8 +213,10 @@ impl ProblemCode {
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::CorruptRecord => "corrupt_record",
             Self::Internal => "internal",
+            Self::DeploymentError => "deployment_error",
             Self::StoreUnavailable => "store_unavailable",
             Self::NotReady => "not_ready",
+            Self::TooManyConnections => "too_many_connections",
         }
     }
 
@@ -232,8 +253,12 @@ impl ProblemCode {
             | Self::IdempotencyKeyReused
             | Self::InvalidHolder
             | Self::InvalidResult => StatusCode::UNPROCESSABLE_ENTITY,
-            Self::CorruptRecord | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            Self::StoreUnavailable | Self::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            Self::CorruptRecord | Self::Internal | Self::DeploymentError => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            Self::StoreUnavailable | Self::NotReady | Self::TooManyConnections => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
         }
     }
 
@@ -275,8 +300,10 @@ impl ProblemCode {
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::CorruptRecord => "Corrupt record",
             Self::Internal => "Internal error",
+            Self::DeploymentError => "Deployment error",
             Self::StoreUnavailable => "Store unavailable",
             Self::NotReady => "Not ready",
+            Self::TooManyConnections => "Too many connections",
         }
     }
 
@@ -322,6 +349,8 @@ pub struct ApiError {
     instance: Option<String>,
     // Boxed: rare, and it would make every `Result<_, ApiError>` large.
     claim: Option<Box<ClaimView>>,
+    /// The tool a refused proposal named, for its audit entry; never sent.
+    tool: Option<Box<str>>,
 }
 
 impl ApiError {
@@ -333,7 +362,28 @@ impl ApiError {
             detail: detail.into(),
             instance: None,
             claim: None,
+            tool: None,
         }
+    }
+
+    /// Notes the tool the refused proposal named (its audit entry keeps
+    /// it; the problem does not show it).
+    pub(crate) fn for_tool(mut self, tool: &str) -> Self {
+        self.tool = Some(tool.into());
+        self
+    }
+
+    /// Notes the tool `check` proposed, if it proposed one.
+    pub(crate) fn for_tool_of(self, check: &toolgate::contract::Checked) -> Self {
+        match check.action() {
+            Some(a) => self.for_tool(a.tool()),
+            None => self,
+        }
+    }
+
+    /// The tool the refused proposal named, if noted.
+    pub(crate) fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
     }
 
     /// The HTTP status.
@@ -377,8 +427,19 @@ impl ApiError {
         Self::new(ProblemCode::NotFound, detail)
     }
 
-    pub(crate) fn unavailable(detail: impl Into<String>) -> Self {
-        Self::new(ProblemCode::StoreUnavailable, detail)
+    /// `503 store_unavailable` with a generic detail: what failed (a SQL
+    /// error naming a table, a host, a path) goes to the operator's log,
+    /// never to the caller.
+    pub(crate) fn unavailable(internal: impl std::fmt::Display) -> Self {
+        tracing::warn!(error = %internal, "a store or source did not answer");
+        Self::new(ProblemCode::StoreUnavailable, UNAVAILABLE_DETAIL)
+    }
+
+    /// `500 deployment_error` with a generic detail; the specifics (which
+    /// query, which column) go to the operator's log.
+    pub(crate) fn deployment(internal: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %internal, "the deployment cannot answer this request");
+        Self::new(ProblemCode::DeploymentError, DEPLOYMENT_DETAIL)
     }
 
     /// The problem document.

@@ -154,10 +154,12 @@ impl<P: GateComponents> Guard<P> {
         }
     }
 
-    /// Remembers the response for repeats, if it fits the byte budget; one
-    /// that cannot fit is not remembered (the key is forgotten): a repeat
-    /// then runs again, which the operation key makes safe. Older answers
-    /// past the retention or the count and byte caps are purged after.
+    /// Remembers the response for repeats, if it fits the principal's byte
+    /// quota; one that cannot fit is not remembered (the key is
+    /// forgotten): a repeat then runs again, which the operation key makes
+    /// safe. The principal's oldest answers beyond its count and byte
+    /// quota go in the same transaction (running totals, never a count of
+    /// the table); a batch of answers past the retention is purged after.
     /// A store failure here only loses the memory, never the answer.
     pub async fn finish(mut self, response: Stored) {
         self.armed = false;
@@ -181,7 +183,14 @@ impl<P: GateComponents> Guard<P> {
             };
             let now = crate::clock::now_millis();
             match claims
-                .idem_finish(&self.principal, &self.key, &self.runner, answer, now)
+                .idem_finish(
+                    &self.principal,
+                    &self.key,
+                    &self.runner,
+                    answer,
+                    now,
+                    bounds,
+                )
                 .await
             {
                 Ok(()) => claims.idem_purge(now, bounds).await,

@@ -55,6 +55,7 @@
 mod access;
 mod auth;
 mod clock;
+mod conn;
 pub mod dto;
 mod error;
 mod idempotency;
@@ -80,13 +81,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{from_fn_with_state, map_response};
+use axum::response::IntoResponse;
 use axum::{Extension, Router};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
+use tokio::io::AsyncWriteExt;
 use tower::ServiceExt;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -148,12 +149,18 @@ fn every(period: Duration, f: impl Fn() + Send + 'static) -> tokio::task::JoinHa
 /// shutdown). `grace` bounds the wait for idle keep-alive connections.
 ///
 /// Each connection must send a request's headers within
-/// [`Settings::header_read_timeout`] (also while idle between keep-alive
-/// requests) or it is closed, and at most [`Settings::max_connections`]
-/// are open at once: further ones wait in the listen backlog. Slow or
-/// half-open clients (slowloris) therefore hold a bounded number of sockets
-/// for a bounded time, and each connection's buffers are bounded by the
-/// body limit.
+/// [`Settings::header_read_timeout`] or it is closed. Connections are
+/// admitted fairly (the `conn` module): at most
+/// [`Settings::max_connections`], and [`Settings::max_connections_per_peer`]
+/// from one IP; a connection past a limit takes the slot of the
+/// longest-idle keep-alive connection it competes with; when none is idle,
+/// [`Settings::probe_headroom`] more connections answer `/healthz` and
+/// `/readyz` only; beyond that a connection gets `503
+/// too_many_connections` and is closed. A connection ends after
+/// [`Settings::max_requests_per_connection`] requests or
+/// [`Settings::max_connection_age`]. So neither slow clients (slowloris)
+/// nor idle keep-alive sockets hold the server: the probes answer, and each
+/// connection's buffers are bounded by the body limit.
 pub async fn serve<P: GateComponents>(
     listener: tokio::net::TcpListener,
     state: AppState<P>,
@@ -167,23 +174,15 @@ pub async fn serve<P: GateComponents>(
     let upkeep_state = state.clone();
     let upkeep = every(UPKEEP_PERIOD, move || upkeep_state.inner.metrics.upkeep());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let max = settings.max_connections.clamp(1, Semaphore::MAX_PERMITS) as u32;
-    let slots = Arc::new(Semaphore::new(max as usize));
+    let registry = Arc::new(conn::Registry::new(&settings));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        // A free slot first, then a connection: at the limit the kernel's
-        // backlog holds new ones until a slot frees.
-        let slot = tokio::select! {
-            s = Arc::clone(&slots).acquire_owned() => s,
-            () = &mut shutdown => break,
-        };
-        let Ok(slot) = slot else { break };
-        let stream = tokio::select! {
+        let accepted = tokio::select! {
             r = listener.accept() => r,
             () = &mut shutdown => break,
         };
-        let stream = match stream {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
             Err(e) => {
                 // Out of descriptors (EMFILE) or a connection reset before
                 // it was taken: keep serving; pause so an exhausted
@@ -194,45 +193,35 @@ pub async fn serve<P: GateComponents>(
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(
-            app.clone()
-                .map_request(|r: axum::http::Request<Incoming>| r.map(axum::body::Body::new)),
-        );
-        let mut stop = stop_rx.clone();
-        let header_read_timeout = settings.header_read_timeout;
-        tokio::spawn(async move {
-            let _slot = slot;
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_read_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
-                }
-                _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
-                    // Finish the request in progress, then close.
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
+        let (id, conn) = match registry.admit(peer.ip()) {
+            conn::Admission::Served(id, conn) => (id, conn),
+            conn::Admission::Refused => {
+                tokio::spawn(refuse(stream));
+                continue;
             }
+        };
+        let app = app.clone();
+        let registry = Arc::clone(&registry);
+        let mut stop = stop_rx.clone();
+        let settings = settings.clone();
+        tokio::spawn(async move {
+            serve_connection(stream, app, &conn, &settings, &mut stop).await;
+            registry.leave(id);
         });
     }
     tracing::info!("shutdown requested: finishing requests in progress");
     drop(listener);
     let _ = stop_tx.send(true);
-    // Every connection hands its slot back when it closes. Keep-alive
+    registry.close_all();
+    // Every connection leaves the registry when it closes. Keep-alive
     // connections that never send another request (or a request that
     // never finishes its headers) are not waited for past `grace`; the
     // decisions they started are still drained below.
-    if tokio::time::timeout(grace, slots.acquire_many(max))
-        .await
-        .is_err()
-    {
+    let deadline = tokio::time::Instant::now() + grace;
+    while registry.open() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    if registry.open() > 0 {
         tracing::warn!("grace period over: closing idle connections");
     }
     drop(stop_rx);
@@ -240,6 +229,97 @@ pub async fn serve<P: GateComponents>(
     state.drain().await;
     tracing::info!("every decision in progress finished; exiting");
     Ok(())
+}
+
+/// Serves one admitted connection until it ends, is evicted, reaches its
+/// age or request count, or the server stops.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    app: Router,
+    conn: &Arc<conn::Conn>,
+    settings: &Settings,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) {
+    let max_requests = match conn.kind {
+        conn::Kind::Regular => settings.max_requests_per_connection.max(1),
+        conn::Kind::Probe => 1,
+    };
+    let shared = Arc::clone(conn);
+    let service = hyper::service::service_fn(move |req: axum::http::Request<Incoming>| {
+        let app = app.clone();
+        let conn = Arc::clone(&shared);
+        async move {
+            let n = conn.begin();
+            let probe_path = matches!(req.uri().path(), "/healthz" | "/readyz");
+            let mut response = if conn.kind == conn::Kind::Probe && !probe_path {
+                ApiError::new(
+                    ProblemCode::TooManyConnections,
+                    "the server is at its connection limit: this connection answers only \
+                     /healthz and /readyz; retry on a new connection",
+                )
+                .into_response()
+            } else {
+                match app.oneshot(req.map(axum::body::Body::new)).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                }
+            };
+            if n >= max_requests {
+                // The last answer on this connection: the client opens a
+                // new one for its next request.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            conn.end();
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout);
+    let served = builder.serve_connection(TokioIo::new(stream), service);
+    let mut served = std::pin::pin!(served);
+    let aged = tokio::time::sleep(settings.max_connection_age);
+    tokio::select! {
+        r = served.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+            return;
+        }
+        _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {}
+        () = conn.close.notified() => {}
+        () = aged => {}
+    }
+    // Finish the request in progress, then close (an idle connection
+    // closes at once).
+    served.as_mut().graceful_shutdown();
+    let _ = served.await;
+}
+
+/// Answers a connection no slot could take: `503 too_many_connections`
+/// (a problem, `Connection: close`), written without reading the
+/// request, then closed.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    let body = ApiError::new(
+        ProblemCode::TooManyConnections,
+        "the server is at its connection limit, and so is the headroom kept for probes; \
+         retry shortly",
+    )
+    .body();
+    let head = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: {PROBLEM_JSON}\r\n\
+         content-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let write = async {
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(&body).await?;
+        stream.shutdown().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
 }
 
 #[cfg(test)]

@@ -125,7 +125,9 @@ pub struct Settings {
     /// How long a won claim may run before it counts as stuck (also the
     /// permit's lifetime in client mode).
     pub lease: Duration,
-    /// How many idempotency keys are remembered (oldest finished first out).
+    /// How many `Idempotency-Key` answers are remembered per principal
+    /// (the key's): the principal's oldest finished answer goes first. One
+    /// principal never evicts another's.
     pub idempotency_capacity: usize,
     /// Largest result the sidecar records, in bytes of JSON text: a client
     /// completion, a reconciliation answer or an executor's receipt over it
@@ -133,15 +135,42 @@ pub struct Settings {
     /// [`toolgate::claim::RESULT_JSON_LIMITS`]' byte limit, the ceiling any
     /// stored result must meet (a larger value acts as that ceiling).
     pub max_result_bytes: usize,
-    /// Total bytes of remembered `Idempotency-Key` answers (bodies and
-    /// keys); oldest finished first out, as for the count.
+    /// Bytes of remembered `Idempotency-Key` answers (bodies and keys) per
+    /// principal; its oldest finished first out, as for the count.
     pub idempotency_max_bytes: usize,
     /// How long a connection may take to send a request's headers
     /// (slowloris); it is closed after that. Applies to [`crate::serve`].
     pub header_read_timeout: Duration,
-    /// Most connections open at once; further ones wait in the listen
-    /// backlog until one closes. Applies to [`crate::serve`].
+    /// Most connections open at once. A connection that would pass it
+    /// closes the longest-idle keep-alive connection to take its place; if
+    /// none is idle it is served by the probe headroom, or closed. Applies
+    /// to [`crate::serve`].
     pub max_connections: usize,
+    /// Most connections open at once from one peer address (its IP): a
+    /// peer at its limit closes its own longest-idle connection to open
+    /// another, or is refused (`503 too_many_connections`). Applies to
+    /// [`crate::serve`].
+    pub max_connections_per_peer: usize,
+    /// Connections beyond [`Settings::max_connections`] that answer only
+    /// `/healthz` and `/readyz` (anything else is `503
+    /// too_many_connections`), one request each: so the probes answer
+    /// while every regular connection is busy. Applies to [`crate::serve`].
+    pub probe_headroom: usize,
+    /// Most requests one connection serves; it is then closed after its
+    /// answer, and the client opens another. Applies to [`crate::serve`].
+    pub max_requests_per_connection: u64,
+    /// Longest a connection stays open; it is then closed once it is idle
+    /// (or after the request in progress). Applies to [`crate::serve`].
+    pub max_connection_age: Duration,
+    /// How large the review queue may grow: open items per principal and in
+    /// total, and the window that keeps a rejection to one item per
+    /// principal and reason.
+    pub review_queue: toolgate::review::QueueLimits,
+    /// The URL reviewers open the page at (`https://review.example.com`):
+    /// its scheme decides the session cookie's `Secure` flag, never the
+    /// request's `Host`. `None` (the default) sets `Secure` always; only an
+    /// `http://` URL leaves it off (the demo on loopback).
+    pub public_url: Option<String>,
     /// Where new review items are announced (a signed POST, fire and
     /// forget); none by default.
     pub review_webhook: Option<crate::webhook::ReviewWebhook>,
@@ -153,11 +182,17 @@ impl Default for Settings {
             body_limit: 2 * 1024 * 1024,
             request_timeout: Duration::from_secs(10),
             lease: Duration::from_secs(30),
-            idempotency_capacity: 10_000,
+            idempotency_capacity: 1_000,
             max_result_bytes: 64 * 1024,
-            idempotency_max_bytes: 32 * 1024 * 1024,
+            idempotency_max_bytes: 8 * 1024 * 1024,
             header_read_timeout: Duration::from_secs(10),
             max_connections: 1024,
+            max_connections_per_peer: 512,
+            probe_headroom: 32,
+            max_requests_per_connection: 10_000,
+            max_connection_age: Duration::from_secs(600),
+            review_queue: toolgate::review::QueueLimits::default(),
+            public_url: None,
             review_webhook: None,
         }
     }
@@ -197,12 +232,7 @@ impl<P: GateComponents> AppState<P> {
         // The scope fields a request may carry: the ones some tool's
         // operation key names, plus the version. Anything else in a scope
         // (an `actor_id`, say) is refused: identity never comes from a body.
-        let mut scope_fields: BTreeSet<String> = policy
-            .tools()
-            .iter()
-            .flat_map(|t| t.operation_key().iter().cloned())
-            .collect();
-        scope_fields.insert("version_seen".to_owned());
+        let scope_fields = toolgate::pipeline::request_scope_fields(&policy);
         let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {
             inner: Arc::new(Inner {

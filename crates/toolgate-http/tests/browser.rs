@@ -265,7 +265,12 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
         return;
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (state, desk) = app();
+    // The page is served over plain HTTP on loopback, as the demo is: its
+    // public URL says so, so the session cookie is not `Secure`.
+    let (state, desk) = app_with(toolgate_http::Settings {
+        public_url: Some("http://127.0.0.1".into()),
+        ..toolgate_http::Settings::default()
+    });
     let support::Running {
         addr,
         stop: stop_tx,
@@ -440,6 +445,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     // inside it.
     let (state, desk) = app_with(toolgate_http::Settings {
         lease: Duration::from_secs(2),
+        public_url: Some("http://127.0.0.1".into()),
         ..toolgate_http::Settings::default()
     });
     for t in ["t-3", "t-4", "t-5", "t-6", "t-7", "t-8"] {

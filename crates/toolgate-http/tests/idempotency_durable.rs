@@ -179,6 +179,11 @@ async fn durable_on(url: &str) {
                 body: b"{}".to_vec(),
             },
             now,
+            Bounds {
+                retention_ms: 3_600_000,
+                capacity: 1_000,
+                max_bytes: u64::MAX,
+            },
         )
         .await
         .unwrap();
@@ -207,24 +212,114 @@ async fn durable_on(url: &str) {
     let again = propose(&b, &key4, &body4).await;
     assert_eq!((again.0, again.1), (s, text));
 
-    // The purge keeps the count cap: with room for one answer, only the
-    // newest finished one stays (key4's), and key1 runs again, answered
-    // `replayed` by the operation key.
-    store
-        .idem_purge(
-            now_ms(),
-            Bounds {
-                retention_ms: 3_600_000,
-                capacity: 1,
-                max_bytes: u64::MAX,
-            },
+    quotas_are_per_principal(store, &run).await;
+}
+
+/// Each principal's quota is its own, judged on running totals: 400 keys
+/// from one principal once evicted another's remembered answers. Here a
+/// loud principal finishes 40 answers under a quota of 5, and a quiet one's
+/// single answer stays; the loud one keeps exactly its 5 newest (so its
+/// totals count each answer once, however the finishes interleave); a
+/// byte quota evicts by size too; and the purge removes answers past the
+/// retention.
+async fn quotas_are_per_principal(store: &AnyClaimStore, run: &str) {
+    let (loud, quiet) = (format!("loud-{run}"), format!("quiet-{run}"));
+    let quota = Bounds {
+        retention_ms: 3_600_000,
+        capacity: 5,
+        max_bytes: u64::MAX,
+    };
+    let answer = |len: usize| Remembered {
+        status: 200,
+        content_type: "application/json".into(),
+        outcome: Some("answer".into()),
+        body: vec![b' '; len],
+    };
+    let t0 = now_ms().0;
+    let remember = async |who: &str, key: &str, at: i64, len: usize, bounds: Bounds| {
+        let begun = store
+            .idem_begin(
+                who,
+                key,
+                [7; 32],
+                "r",
+                UnixMillis(at),
+                UnixMillis(at + 60_000),
+            )
+            .await
+            .unwrap();
+        assert_eq!(begun, Begun::Fresh, "{who} {key}");
+        store
+            .idem_finish(who, key, "r", answer(len), UnixMillis(at), bounds)
+            .await
+            .unwrap();
+    };
+    let replays = async |who: &str, key: &str| {
+        matches!(
+            store
+                .idem_begin(
+                    who,
+                    key,
+                    [7; 32],
+                    "probe",
+                    UnixMillis(t0 + 1_000),
+                    UnixMillis(t0 + 2_000)
+                )
+                .await
+                .unwrap(),
+            Begun::Replay(_)
         )
-        .await
-        .unwrap();
-    let (s, text, _) = propose(&b, &key1, &body1).await;
-    assert_eq!(s, StatusCode::OK, "{text}");
-    assert!(text.contains("\"replayed\""), "{text}");
-    assert_eq!(desk.credits_for(&t1), 1);
+    };
+    remember(&quiet, "mine", t0, 10, quota).await;
+    for i in 0..40 {
+        remember(&loud, &format!("k{i:02}"), t0 + 1 + i, 10, quota).await;
+    }
+    assert!(
+        replays(&quiet, "mine").await,
+        "another principal's answer was evicted"
+    );
+    let kept: Vec<i64> = {
+        let mut kept = Vec::new();
+        for i in 0..40 {
+            if replays(&loud, &format!("k{i:02}")).await {
+                kept.push(i);
+            }
+        }
+        kept
+    };
+    assert_eq!(
+        kept,
+        (35..40).collect::<Vec<_>>(),
+        "the loud principal's newest five stay"
+    );
+
+    // A byte quota: each answer costs its body, its key and principal and
+    // 160 bytes; room for two 1,000-byte answers, not three.
+    let small = format!("bytes-{run}");
+    let bytes = Bounds {
+        max_bytes: 2 * (1_000 + 160 + small.len() as u64 + 2) + 10,
+        capacity: 1_000,
+        ..quota
+    };
+    for (i, key) in ["b0", "b1", "b2"].into_iter().enumerate() {
+        remember(&small, key, t0 + 100 + i as i64, 1_000, bytes).await;
+    }
+    assert!(!replays(&small, "b0").await);
+    assert!(replays(&small, "b1").await && replays(&small, "b2").await);
+
+    // Past the retention, the purge removes them (a batch at a time).
+    let later = UnixMillis(t0 + 3_600_000 + 1_000);
+    // Older answers on a shared database (earlier runs') go first, a
+    // batch per purge: purge until the batches reach this run's.
+    let mut gone = false;
+    for _ in 0..2_000 {
+        store.idem_purge(later, quota).await.unwrap();
+        if !replays(&quiet, "mine").await {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "an answer past the retention stayed");
 }
 
 #[tokio::test]

@@ -339,6 +339,24 @@ async fn answers_of_every_status_match_the_document() {
     )
     .await;
     let item = pending["review_item"].as_u64().unwrap();
+    // One item, whole (200), and an unknown one (404).
+    let one = "/v1/review/items/{id}";
+    r.send(
+        "GET",
+        one,
+        &format!("/v1/review/items/{item}"),
+        Some(REVIEWER_KEY),
+        Body::empty(),
+    )
+    .await;
+    r.send(
+        "GET",
+        one,
+        "/v1/review/items/999",
+        Some(REVIEWER_KEY),
+        Body::empty(),
+    )
+    .await;
     let approve = "/v1/review/items/{id}/approve";
     let path = format!("/v1/review/items/{item}/approve");
     r.post(approve, &path, REVIEWER_KEY, &json!({})).await;

@@ -1,5 +1,6 @@
 //! The reviewer page's own protections: security headers on every answer,
-//! a `Secure` session cookie off loopback, and the CSRF token compared.
+//! a `Secure` session cookie unless the public URL is `http://`, and the
+//! CSRF token compared.
 
 mod support;
 
@@ -45,22 +46,38 @@ async fn every_page_answer_is_uncached_unframed_and_scriptless() {
     }
 }
 
+/// `Secure` whatever `Host` says, unless the configured public URL is
+/// plain `http://` (hostile_callers.rs has the proxy's case).
 #[tokio::test]
-async fn the_session_cookie_is_secure_except_on_loopback() {
+async fn the_session_cookie_is_secure_unless_the_public_url_is_http() {
+    let cookie = async |router: &axum::Router, host: &str| {
+        call(router, login(host)).await.headers()[header::SET_COOKIE]
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
     let (state, _) = app();
     let router = toolgate_http::router(state);
-    let cookie =
-        |r: &axum::response::Response| r.headers()[header::SET_COOKIE].to_str().unwrap().to_owned();
-    let remote = cookie(&call(&router, login("review.example.com")).await);
-    assert!(remote.contains("; Secure"), "{remote}");
-    assert!(
-        remote.contains("HttpOnly") && remote.contains("SameSite=Strict"),
-        "{remote}"
-    );
-    for host in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080"] {
-        let local = cookie(&call(&router, login(host)).await);
-        assert!(!local.contains("Secure"), "{host}: {local}");
+    for host in [
+        "review.example.com",
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "[::1]:8080",
+    ] {
+        let c = cookie(&router, host).await;
+        assert!(c.contains("; Secure"), "{host}: {c}");
+        assert!(
+            c.contains("HttpOnly") && c.contains("SameSite=Strict"),
+            "{c}"
+        );
     }
+    let (state, _) = app_with(toolgate_http::Settings {
+        public_url: Some("http://127.0.0.1:8080".into()),
+        ..toolgate_http::Settings::default()
+    });
+    let demo = toolgate_http::router(state);
+    let c = cookie(&demo, "127.0.0.1:8080").await;
+    assert!(!c.contains("Secure"), "{c}");
 }
 
 #[tokio::test]

@@ -110,3 +110,57 @@ fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
     stop_tx.send(()).unwrap();
     runtime.block_on(server).unwrap().unwrap();
 }
+
+/// What hyper answers before the router sees a request: a status line
+/// with an empty body, then the connection closed (docs/http-api.md,
+/// "Where the HTTP library answers first"). Pinned so that the documented
+/// exceptions to "every error is a problem" stay exactly these.
+#[test]
+fn requests_hyper_cannot_parse_get_the_documented_bare_answers() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (state, _) = app();
+    let support::Running {
+        addr,
+        stop: stop_tx,
+        server,
+    } = support::start(&runtime, state, Duration::from_secs(1));
+    let raw = |request: &[u8]| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let _ = s.write_all(request);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let bad_line = raw(b"NOT A REQUEST LINE\r\n\r\n");
+    let big_header = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(500 * 1024)
+    );
+    let too_large = raw(big_header.as_bytes());
+    let many: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let too_many = raw(format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes());
+    for (answer, status) in [(&bad_line, "400"), (&too_large, "431"), (&too_many, "431")] {
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "{}",
+            answer.lines().next().unwrap_or("")
+        );
+        assert!(
+            answer.to_ascii_lowercase().contains("content-length: 0"),
+            "{answer}"
+        );
+    }
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/http-api.md"
+    ))
+    .unwrap();
+    assert!(doc.contains("**Where the HTTP library answers first.**"));
+    assert!(
+        doc.contains("`431 Request Header\nFields Too Large`")
+            || doc.contains("`431 Request Header Fields Too Large`")
+    );
+    stop_tx.send(()).unwrap();
+    runtime.block_on(server).unwrap().unwrap();
+}

@@ -309,8 +309,9 @@ impl toolgate::idempotency::IdempotencyStore for AnyClaimStore {
         runner: &str,
         answer: toolgate::idempotency::Remembered,
         now: UnixMillis,
+        bounds: toolgate::idempotency::Bounds,
     ) -> Result<(), StoreError> {
-        delegate!(self, s => s.idem_finish(principal, key, runner, answer, now).await)
+        delegate!(self, s => s.idem_finish(principal, key, runner, answer, now, bounds).await)
     }
 
     async fn idem_forget(
@@ -353,16 +354,21 @@ impl toolgate::review::ReviewStore for AnyClaimStore {
         delegate!(self, s => s.close_session(digest).await)
     }
 
-    async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
-        delegate!(self, s => s.open_item(item).await)
+    async fn open_item(
+        &self,
+        item: toolgate::review::NewItem,
+        limits: &toolgate::review::QueueLimits,
+    ) -> Result<toolgate::review::Opened, StoreError> {
+        delegate!(self, s => s.open_item(item, limits).await)
     }
 
     async fn request_approval(
         &self,
         item: toolgate::review::NewItem,
         now: UnixMillis,
+        limits: &toolgate::review::QueueLimits,
     ) -> Result<toolgate::review::Requested, StoreError> {
-        delegate!(self, s => s.request_approval(item, now).await)
+        delegate!(self, s => s.request_approval(item, now, limits).await)
     }
 
     async fn item(

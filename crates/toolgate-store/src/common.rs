@@ -88,10 +88,17 @@ pub(crate) mod qmark {
         SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
         WHERE operation_key = ? AND status = 'in_flight' AND holder = ? \
         AND lease_expires_at > ?";
+    /// Binds: consumed_at, consumed_by, id, now, key, fingerprint, version,
+    /// digest, proposer, via (or ''), id, proposer, via (or ''). A grant
+    /// serves only its proposer (and the key that named them), never one
+    /// of the item's voters.
     pub(crate) const CONSUME_GRANT: &str = "UPDATE toolgate_review_items \
-        SET consumed_at = ? \
+        SET consumed_at = ?, consumed_by = ? \
         WHERE id = ? AND status = 'approved' AND consumed_at IS NULL AND expires_at > ? \
-        AND operation_key = ? AND fingerprint = ? AND version_seen = ? AND policy_digest = ?";
+        AND operation_key = ? AND fingerprint = ? AND version_seen = ? AND policy_digest = ? \
+        AND proposer = ? AND COALESCE(proposer_via, '') = ? \
+        AND NOT EXISTS (SELECT 1 FROM toolgate_review_votes v \
+            WHERE v.item_id = ? AND v.reviewer IN (?, ?))";
     pub(crate) const RECONCILE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
         WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";

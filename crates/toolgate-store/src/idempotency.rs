@@ -2,12 +2,19 @@
 //! `Idempotency-Key` memory as rows, so every replica sees a key's first
 //! request and its answer survives restarts.
 //!
-//! No statement needs a transaction: the primary key makes the insert of a
+//! Beginning needs no transaction: the primary key makes the insert of a
 //! running row the race's only winner, a takeover is one conditional UPDATE
-//! on the old runner and its lapsed lease, and finishing or forgetting
-//! names the runner. PostgreSQL and MySQL share one implementation, generic
-//! over the driver ([`Pooled`]); SQLite runs each call as one unit of its
-//! writer.
+//! on the old runner and its lapsed lease, and forgetting names the runner.
+//! Finishing is one transaction (migration 0008): the answer, the
+//! principal's running totals (`toolgate_idempotency_totals`, one row per
+//! principal, locked by the upsert, so a principal's finishes judge their
+//! quota one at a time), and the removal of that principal's oldest
+//! answers while it is over its quota. Nothing counts or sums the table:
+//! a request's work is bounded by [`PURGE_BATCH`] whatever the table
+//! holds. The purge removes a batch of rows past the retention, each with
+//! its totals in a transaction of its own. PostgreSQL and MySQL share one
+//! implementation, generic over the driver ([`Pooled`]); SQLite runs each
+//! call as one unit of its writer.
 
 #![cfg_attr(
     not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
@@ -15,7 +22,7 @@
 )]
 
 use toolgate::claim::{StoreError, StoreErrorKind, UnixMillis};
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered, cost};
+use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, PURGE_BATCH, Remembered, cost};
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 use crate::common::map_err;
@@ -30,8 +37,6 @@ use crate::sqlite::{SqliteClaimStore, rusqlite};
 
 /// How many times a begin re-reads after losing a race.
 const ATTEMPTS: u32 = 8;
-/// Most finished rows one purge reads to find the oldest.
-const PURGE_BATCH: i64 = 500;
 
 /// A row as `SELECT` names it.
 struct Row {
@@ -98,17 +103,32 @@ fn lost_races() -> StoreError {
     )
 }
 
-/// The statements of the pooled backends, which run outside transactions.
+/// The statements of the memory, per backend.
 struct IdemSql {
     insert: &'static str,
     select: &'static str,
     take_over: &'static str,
     finish: &'static str,
     forget: &'static str,
-    purge: &'static str,
-    totals: &'static str,
-    oldest: &'static str,
+    /// Adds one answer of `bytes` to a principal's totals (binds:
+    /// principal, bytes).
+    totals_add: &'static str,
+    /// A principal's totals (binds: principal).
+    totals_of: &'static str,
+    /// Takes `answers` and `bytes` off a principal's totals, never below
+    /// zero (binds: answers, bytes, principal).
+    totals_sub: &'static str,
+    /// A principal's oldest finished answers (binds: principal, limit).
+    oldest_of: &'static str,
+    /// Finished answers past the retention, oldest first (binds: cutoff,
+    /// limit).
+    expired: &'static str,
+    /// Running rows whose lease has passed (binds: now, limit).
+    lapsed: &'static str,
+    /// One finished answer (binds: principal, key).
     delete_done: &'static str,
+    /// One running row whose lease has passed (binds: principal, key, now).
+    delete_lapsed: &'static str,
 }
 
 #[cfg(feature = "postgres")]
@@ -125,17 +145,26 @@ const PG: IdemSql = IdemSql {
         WHERE principal = $7 AND idem_key = $8 AND state = 'running' AND runner = $9",
     forget: "DELETE FROM toolgate_idempotency \
         WHERE principal = $1 AND idem_key = $2 AND state = 'running' AND runner = $3",
-    purge: "DELETE FROM toolgate_idempotency \
-        WHERE (state = 'done' AND finished_at <= $1) OR (state = 'running' AND lease_until <= $2)",
-    totals: "SELECT COUNT(*), CAST(COALESCE(SUM(bytes), 0) AS BIGINT) \
-        FROM toolgate_idempotency WHERE state = 'done'",
-    oldest: "SELECT principal, idem_key, bytes FROM toolgate_idempotency \
-        WHERE state = 'done' ORDER BY finished_at LIMIT $1",
+    totals_add: "INSERT INTO toolgate_idempotency_totals (principal, answers, bytes) \
+        VALUES ($1, 1, $2) ON CONFLICT (principal) DO UPDATE SET \
+        answers = toolgate_idempotency_totals.answers + 1, \
+        bytes = toolgate_idempotency_totals.bytes + EXCLUDED.bytes",
+    totals_of: "SELECT answers, bytes FROM toolgate_idempotency_totals WHERE principal = $1",
+    totals_sub: "UPDATE toolgate_idempotency_totals SET answers = GREATEST(answers - $1, 0), \
+        bytes = GREATEST(bytes - $2, 0) WHERE principal = $3",
+    oldest_of: "SELECT idem_key, bytes FROM toolgate_idempotency \
+        WHERE principal = $1 AND state = 'done' ORDER BY finished_at LIMIT $2",
+    expired: "SELECT principal, idem_key FROM toolgate_idempotency \
+        WHERE state = 'done' AND finished_at <= $1 ORDER BY finished_at LIMIT $2",
+    lapsed: "SELECT principal, idem_key FROM toolgate_idempotency \
+        WHERE state = 'running' AND lease_until <= $1 LIMIT $2",
     delete_done: "DELETE FROM toolgate_idempotency \
-        WHERE principal = $1 AND idem_key = $2 AND state = 'done'",
+        WHERE principal = $1 AND idem_key = $2 AND state = 'done' RETURNING bytes",
+    delete_lapsed: "DELETE FROM toolgate_idempotency \
+        WHERE principal = $1 AND idem_key = $2 AND state = 'running' AND lease_until <= $3",
 };
 
-/// MySQL/MariaDB, and SQLite's statements that are the same.
+/// MySQL/MariaDB (and the statements SQLite shares).
 const QMARK: IdemSql = IdemSql {
     insert: "INSERT INTO toolgate_idempotency \
         (principal, idem_key, payload, runner, state, lease_until) VALUES (?, ?, ?, ?, 'running', ?)",
@@ -148,15 +177,30 @@ const QMARK: IdemSql = IdemSql {
         WHERE principal = ? AND idem_key = ? AND state = 'running' AND runner = ?",
     forget: "DELETE FROM toolgate_idempotency \
         WHERE principal = ? AND idem_key = ? AND state = 'running' AND runner = ?",
-    purge: "DELETE FROM toolgate_idempotency \
-        WHERE (state = 'done' AND finished_at <= ?) OR (state = 'running' AND lease_until <= ?)",
-    totals: "SELECT COUNT(*), CAST(COALESCE(SUM(bytes), 0) AS SIGNED) \
-        FROM toolgate_idempotency WHERE state = 'done'",
-    oldest: "SELECT principal, idem_key, bytes FROM toolgate_idempotency \
-        WHERE state = 'done' ORDER BY finished_at LIMIT ?",
+    totals_add: "INSERT INTO toolgate_idempotency_totals (principal, answers, bytes) \
+        VALUES (?, 1, ?) ON DUPLICATE KEY UPDATE answers = answers + 1, \
+        bytes = bytes + VALUES(bytes)",
+    totals_of: "SELECT answers, bytes FROM toolgate_idempotency_totals WHERE principal = ?",
+    totals_sub: "UPDATE toolgate_idempotency_totals SET answers = GREATEST(answers - ?, 0), \
+        bytes = GREATEST(bytes - ?, 0) WHERE principal = ?",
+    oldest_of: "SELECT idem_key, bytes FROM toolgate_idempotency \
+        WHERE principal = ? AND state = 'done' ORDER BY finished_at LIMIT ?",
+    expired: "SELECT principal, idem_key FROM toolgate_idempotency \
+        WHERE state = 'done' AND finished_at <= ? ORDER BY finished_at LIMIT ?",
+    lapsed: "SELECT principal, idem_key FROM toolgate_idempotency \
+        WHERE state = 'running' AND lease_until <= ? LIMIT ?",
+    // MySQL has no DELETE … RETURNING: the bytes are read first, in the
+    // same transaction, with the row locked.
     delete_done: "DELETE FROM toolgate_idempotency \
         WHERE principal = ? AND idem_key = ? AND state = 'done'",
+    delete_lapsed: "DELETE FROM toolgate_idempotency \
+        WHERE principal = ? AND idem_key = ? AND state = 'running' AND lease_until <= ?",
 };
+
+/// MySQL: a finished row's bytes, locked for its delete (binds: principal,
+/// key).
+const BYTES_FOR_UPDATE_MYSQL: &str = "SELECT bytes FROM toolgate_idempotency \
+    WHERE principal = ? AND idem_key = ? AND state = 'done' FOR UPDATE";
 
 /// SQLite's insert: a duplicate changes nothing (its writer runs the
 /// insert and the read as one unit; the pooled backends see the duplicate
@@ -164,27 +208,37 @@ const QMARK: IdemSql = IdemSql {
 const INSERT_SQLITE: &str = "INSERT INTO toolgate_idempotency \
         (principal, idem_key, payload, runner, state, lease_until) VALUES (?, ?, ?, ?, 'running', ?) \
         ON CONFLICT (principal, idem_key) DO NOTHING";
-/// SQLite's totals (its integers need no cast).
-const TOTALS_SQLITE: &str = "SELECT COUNT(*), COALESCE(SUM(bytes), 0) \
-        FROM toolgate_idempotency WHERE state = 'done'";
+/// SQLite's statements that differ from MySQL's.
+const TOTALS_ADD_SQLITE: &str = "INSERT INTO toolgate_idempotency_totals (principal, answers, bytes) \
+        VALUES (?, 1, ?) ON CONFLICT (principal) DO UPDATE SET answers = answers + 1, \
+        bytes = bytes + excluded.bytes";
+const TOTALS_SUB_SQLITE: &str = "UPDATE toolgate_idempotency_totals SET answers = MAX(answers - ?, 0), \
+        bytes = MAX(bytes - ?, 0) WHERE principal = ?";
+const DELETE_DONE_SQLITE: &str = "DELETE FROM toolgate_idempotency \
+        WHERE principal = ? AND idem_key = ? AND state = 'done' RETURNING bytes";
 
-/// Which of the oldest finished rows must go for the totals to fit.
-fn over_caps(
-    oldest: Vec<(String, String, i64)>,
+/// Which of a principal's oldest answers must go for its totals to fit
+/// `bounds`, and what they free.
+fn over_quota(
+    oldest: Vec<(String, i64)>,
     mut count: u64,
     mut bytes: u64,
     bounds: Bounds,
-) -> Vec<(String, String)> {
+) -> Vec<String> {
     let mut out = Vec::new();
-    for (principal, key, b) in oldest {
+    for (key, b) in oldest {
         if count <= bounds.capacity && bytes <= bounds.max_bytes {
             break;
         }
         count = count.saturating_sub(1);
         bytes = bytes.saturating_sub(u64::try_from(b).unwrap_or(0));
-        out.push((principal, key));
+        out.push(key);
     }
     out
+}
+
+fn batch() -> i64 {
+    i64::from(PURGE_BATCH)
 }
 
 fn is_duplicate(e: &sqlx::Error) -> bool {
@@ -210,7 +264,9 @@ where
     i32: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'r> SqlRow: sqlx::FromRow<'r, DB::Row>,
     for<'r> (i64, i64): sqlx::FromRow<'r, DB::Row>,
-    for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, String): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
     DB::Arguments: sqlx::IntoArguments<DB>,
 {
     async fn begin(
@@ -285,9 +341,12 @@ where
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> Result<(), StoreError> {
+        let what = "remembering an Idempotency-Key answer";
         let bytes = cost(principal, key, answer.body.len());
-        sqlx::query(self.sql.finish)
+        let mut tx = self.pool.begin().await.map_err(|e| map_err(what, e))?;
+        let done = sqlx::query(self.sql.finish)
             .bind(now.0)
             .bind(i32::from(answer.status))
             .bind(answer.content_type)
@@ -297,10 +356,90 @@ where
             .bind(principal)
             .bind(key)
             .bind(runner)
-            .execute(self.pool)
+            .execute(&mut *tx)
             .await
-            .map_err(|e| map_err("remembering an Idempotency-Key answer", e))?;
-        Ok(())
+            .map_err(|e| map_err(what, e))?;
+        // The row was taken over (or forgotten): nothing of ours to count.
+        if DB::rows_affected(&done) != 1 {
+            return Ok(());
+        }
+        sqlx::query(self.sql.totals_add)
+            .bind(principal)
+            .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        let (count, total): (i64, i64) = sqlx::query_as(self.sql.totals_of)
+            .bind(principal)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        let (count, total) = (
+            u64::try_from(count).unwrap_or(0),
+            u64::try_from(total).unwrap_or(0),
+        );
+        if count > bounds.capacity || total > bounds.max_bytes {
+            let oldest: Vec<(String, i64)> = sqlx::query_as(self.sql.oldest_of)
+                .bind(principal)
+                .bind(batch())
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| map_err(what, e))?;
+            let (mut gone, mut freed) = (0i64, 0i64);
+            for old in over_quota(oldest, count, total, bounds) {
+                if let Some(b) = Self::delete_done(&mut tx, self.sql, principal, &old).await? {
+                    gone += 1;
+                    freed += b;
+                }
+            }
+            if gone > 0 {
+                sqlx::query(self.sql.totals_sub)
+                    .bind(gone)
+                    .bind(freed)
+                    .bind(principal)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_err(what, e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| map_err(what, e))
+    }
+
+    /// Deletes one finished answer inside `tx`: its bytes if it was there.
+    async fn delete_done(
+        tx: &mut sqlx::Transaction<'_, DB>,
+        sql: &IdemSql,
+        principal: &str,
+        key: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        let what = "removing an Idempotency-Key answer";
+        // PostgreSQL returns the deleted row's bytes; MySQL reads them
+        // first under a row lock.
+        let bytes: Option<(i64,)> = if DB::HAS_RETURNING {
+            sqlx::query_as(sql.delete_done)
+                .bind(principal)
+                .bind(key)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(|e| map_err(what, e))?
+        } else {
+            let found: Option<(i64,)> = sqlx::query_as(BYTES_FOR_UPDATE_MYSQL)
+                .bind(principal)
+                .bind(key)
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(|e| map_err(what, e))?;
+            if found.is_some() {
+                sqlx::query(sql.delete_done)
+                    .bind(principal)
+                    .bind(key)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(|e| map_err(what, e))?;
+            }
+            found
+        };
+        Ok(bytes.map(|b| b.0))
     }
 
     async fn forget(&self, principal: &str, key: &str, runner: &str) -> Result<(), StoreError> {
@@ -316,32 +455,39 @@ where
 
     async fn purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
         let what = "purging Idempotency-Key answers";
-        sqlx::query(self.sql.purge)
-            .bind(now.0.saturating_sub(bounds.retention_ms))
-            .bind(now.0)
-            .execute(self.pool)
-            .await
-            .map_err(|e| map_err(what, e))?;
-        let (count, bytes): (i64, i64) = sqlx::query_as(self.sql.totals)
-            .fetch_one(self.pool)
-            .await
-            .map_err(|e| map_err(what, e))?;
-        let (count, bytes) = (
-            u64::try_from(count).unwrap_or(0),
-            u64::try_from(bytes).unwrap_or(0),
-        );
-        if count <= bounds.capacity && bytes <= bounds.max_bytes {
-            return Ok(());
-        }
-        let oldest: Vec<(String, String, i64)> = sqlx::query_as(self.sql.oldest)
-            .bind(PURGE_BATCH)
+        let cutoff = now.0.saturating_sub(bounds.retention_ms);
+        let expired: Vec<(String, String)> = sqlx::query_as(self.sql.expired)
+            .bind(cutoff)
+            .bind(batch())
             .fetch_all(self.pool)
             .await
             .map_err(|e| map_err(what, e))?;
-        for (principal, key) in over_caps(oldest, count, bytes, bounds) {
-            sqlx::query(self.sql.delete_done)
+        // One transaction per row: a purge never holds two principals'
+        // totals at once, so it cannot deadlock with their finishes.
+        for (principal, key) in expired {
+            let mut tx = self.pool.begin().await.map_err(|e| map_err(what, e))?;
+            if let Some(b) = Self::delete_done(&mut tx, self.sql, &principal, &key).await? {
+                sqlx::query(self.sql.totals_sub)
+                    .bind(1i64)
+                    .bind(b)
+                    .bind(&principal)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| map_err(what, e))?;
+            }
+            tx.commit().await.map_err(|e| map_err(what, e))?;
+        }
+        let lapsed: Vec<(String, String)> = sqlx::query_as(self.sql.lapsed)
+            .bind(now.0)
+            .bind(batch())
+            .fetch_all(self.pool)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        for (principal, key) in lapsed {
+            sqlx::query(self.sql.delete_lapsed)
                 .bind(principal)
                 .bind(key)
+                .bind(now.0)
                 .execute(self.pool)
                 .await
                 .map_err(|e| map_err(what, e))?;
@@ -373,9 +519,10 @@ impl IdempotencyStore for PgClaimStore {
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> Result<(), StoreError> {
         self.idem()
-            .finish(principal, key, runner, answer, now)
+            .finish(principal, key, runner, answer, now, bounds)
             .await
     }
 
@@ -426,9 +573,10 @@ impl IdempotencyStore for MySqlClaimStore {
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> Result<(), StoreError> {
         self.idem()
-            .finish(principal, key, runner, answer, now)
+            .finish(principal, key, runner, answer, now, bounds)
             .await
     }
 
@@ -517,11 +665,12 @@ impl IdempotencyStore for SqliteClaimStore {
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> Result<(), StoreError> {
         let bytes = i64::try_from(cost(principal, key, answer.body.len())).unwrap_or(i64::MAX);
         let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
         self.write_unit("remembering an Idempotency-Key answer", move |conn| {
-            conn.execute(
+            let done = conn.execute(
                 QMARK.finish,
                 rusqlite::params![
                     now.0,
@@ -535,6 +684,42 @@ impl IdempotencyStore for SqliteClaimStore {
                     runner
                 ],
             )?;
+            if done != 1 {
+                return Ok(Ok(()));
+            }
+            conn.execute(TOTALS_ADD_SQLITE, rusqlite::params![principal, bytes])?;
+            let (count, total): (i64, i64) =
+                conn.query_row(QMARK.totals_of, [&principal], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+            let (count, total) = (
+                u64::try_from(count).unwrap_or(0),
+                u64::try_from(total).unwrap_or(0),
+            );
+            if count <= bounds.capacity && total <= bounds.max_bytes {
+                return Ok(Ok(()));
+            }
+            let oldest = {
+                let mut stmt = conn.prepare_cached(QMARK.oldest_of)?;
+                stmt.query_map(rusqlite::params![principal, batch()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<(String, i64)>>>()?
+            };
+            let (mut gone, mut freed) = (0i64, 0i64);
+            for old in over_quota(oldest, count, total, bounds) {
+                use rusqlite::OptionalExtension as _;
+                let b: Option<i64> = conn
+                    .query_row(DELETE_DONE_SQLITE, rusqlite::params![principal, old], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                if let Some(b) = b {
+                    gone += 1;
+                    freed += b;
+                }
+            }
+            conn.execute(TOTALS_SUB_SQLITE, rusqlite::params![gone, freed, principal])?;
             Ok(Ok(()))
         })
         .await
@@ -556,25 +741,37 @@ impl IdempotencyStore for SqliteClaimStore {
 
     async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
         self.write_unit("purging Idempotency-Key answers", move |conn| {
-            conn.execute(
-                QMARK.purge,
-                rusqlite::params![now.0.saturating_sub(bounds.retention_ms), now.0],
-            )?;
-            let (count, bytes): (i64, i64) =
-                conn.query_row(TOTALS_SQLITE, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            let (count, bytes) = (
-                u64::try_from(count).unwrap_or(0),
-                u64::try_from(bytes).unwrap_or(0),
-            );
-            if count <= bounds.capacity && bytes <= bounds.max_bytes {
-                return Ok(Ok(()));
+            use rusqlite::OptionalExtension as _;
+            let cutoff = now.0.saturating_sub(bounds.retention_ms);
+            let expired = {
+                let mut stmt = conn.prepare_cached(QMARK.expired)?;
+                stmt.query_map(rusqlite::params![cutoff, batch()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<(String, String)>>>()?
+            };
+            for (principal, key) in expired {
+                let b: Option<i64> = conn
+                    .query_row(DELETE_DONE_SQLITE, rusqlite::params![principal, key], |r| {
+                        r.get(0)
+                    })
+                    .optional()?;
+                if let Some(b) = b {
+                    conn.execute(TOTALS_SUB_SQLITE, rusqlite::params![1i64, b, principal])?;
+                }
             }
-            let mut stmt = conn.prepare(QMARK.oldest)?;
-            let oldest = stmt
-                .query_map([PURGE_BATCH], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<rusqlite::Result<Vec<(String, String, i64)>>>()?;
-            for (principal, key) in over_caps(oldest, count, bytes, bounds) {
-                conn.execute(QMARK.delete_done, rusqlite::params![principal, key])?;
+            let lapsed = {
+                let mut stmt = conn.prepare_cached(QMARK.lapsed)?;
+                stmt.query_map(rusqlite::params![now.0, batch()], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<(String, String)>>>()?
+            };
+            for (principal, key) in lapsed {
+                conn.execute(
+                    QMARK.delete_lapsed,
+                    rusqlite::params![principal, key, now.0],
+                )?;
             }
             Ok(Ok(()))
         })

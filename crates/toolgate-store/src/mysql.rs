@@ -100,6 +100,8 @@ impl Dialect for sqlx::MySql {
         is_lost_race(e)
     }
 
+    const HAS_RETURNING: bool = false;
+
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
     }
@@ -368,6 +370,13 @@ fn migrator() -> Migrator {
             "idempotency key memory".into(),
             MigrationType::Simple,
             include_str!("../migrations/mysql/0006_idempotency.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            8,
+            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0008_hostile_callers.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -46,6 +46,9 @@ pub(crate) trait Dialect: sqlx::Database {
 
     /// Rows a statement changed (matched, on MySQL).
     fn rows_affected(done: &Self::QueryResult) -> u64;
+    /// Whether `DELETE … RETURNING` reads the deleted row (PostgreSQL);
+    /// MySQL reads it first under a row lock.
+    const HAS_RETURNING: bool;
 }
 
 /// One unit's transaction on a pooled connection.
@@ -120,14 +123,22 @@ where
         grant: &GrantUse,
         now: UnixMillis,
     ) -> Result<u64, sqlx::Error> {
+        let proposer = req.proposal().proposer();
+        let via = req.via().unwrap_or("");
         let done = sqlx::query(DB::CONSUME_GRANT)
             .bind(now.0)
+            .bind(proposer)
             .bind(grant.item)
             .bind(now.0)
             .bind(req.key().as_bytes().as_slice())
             .bind(req.fingerprint().as_bytes().as_slice())
             .bind(req.proposal().version_seen())
             .bind(grant.policy_digest.as_str())
+            .bind(proposer)
+            .bind(via)
+            .bind(grant.item)
+            .bind(proposer)
+            .bind(via)
             .execute(&mut *self.tx)
             .await?;
         Ok(DB::rows_affected(&done))

@@ -50,9 +50,12 @@ impl Dialect for sqlx::Postgres {
         WHERE operation_key = $4 AND status = 'in_flight' AND lease_expires_at <= $5";
     const BUDGET: crate::budget::BudgetSql = crate::budget::POSTGRES;
     const CONSUME_GRANT: &str = "UPDATE toolgate_review_items \
-        SET consumed_at = $1 \
-        WHERE id = $2 AND status = 'approved' AND consumed_at IS NULL AND expires_at > $3 \
-        AND operation_key = $4 AND fingerprint = $5 AND version_seen = $6 AND policy_digest = $7";
+        SET consumed_at = $1, consumed_by = $2 \
+        WHERE id = $3 AND status = 'approved' AND consumed_at IS NULL AND expires_at > $4 \
+        AND operation_key = $5 AND fingerprint = $6 AND version_seen = $7 AND policy_digest = $8 \
+        AND proposer = $9 AND COALESCE(proposer_via, '') = $10 \
+        AND NOT EXISTS (SELECT 1 FROM toolgate_review_votes v \
+            WHERE v.item_id = $11 AND v.reviewer IN ($12, $13))";
     const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
         completed_at, resolution, result, executor FROM toolgate_claims \
@@ -69,6 +72,8 @@ impl Dialect for sqlx::Postgres {
     fn is_lost_race(e: &sqlx::Error) -> bool {
         is_lost_race(e)
     }
+
+    const HAS_RETURNING: bool = true;
 
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
@@ -250,6 +255,13 @@ fn migrator() -> Migrator {
             "idempotency key memory".into(),
             MigrationType::Simple,
             include_str!("../migrations/postgres/0006_idempotency.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            8,
+            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0008_hostile_callers.sql").into_sql_str(),
             false,
         ),
     ]);

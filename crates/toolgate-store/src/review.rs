@@ -24,8 +24,8 @@ use toolgate::claim::{
     UnixMillis,
 };
 use toolgate::review::{
-    Closed, Closing, ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem,
-    ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+    Closed, Closing, ItemStatus, ListQuery, MAX_PAGE, NewItem, Opened, QueueLimits, Requested,
+    ReviewItem, ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer, reviewer_audit,
 };
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -67,6 +67,7 @@ struct ItemRow {
     closed_at: Option<i64>,
     closed_by: Option<String>,
     note: Option<String>,
+    consumed_by: Option<String>,
 }
 
 /// An item row from an sqlx driver, in `SELECT` order: the one decoder
@@ -103,6 +104,7 @@ where
             closed_at: r.try_get(17)?,
             closed_by: r.try_get(18)?,
             note: r.try_get(19)?,
+            consumed_by: r.try_get(20)?,
         })
     })()
     .map_err(|e| map_err("reading a review item", e))
@@ -148,6 +150,7 @@ impl ItemRow {
                 .map_err(|_| bad("approvals_needed", "out of range".into()))?,
             expires_at: self.expires_at.map(UnixMillis),
             consumed_at: self.consumed_at.map(UnixMillis),
+            consumed_by: self.consumed_by,
             closed_at: self.closed_at.map(UnixMillis),
             closed_by: self.closed_by,
             note: self.note,
@@ -231,14 +234,15 @@ struct Ask<'a> {
 }
 
 fn ask(item: &NewItem) -> Result<Ask<'_>, StoreError> {
-    let (key, fingerprint, version, terms) = item.approval_tuple().ok_or_else(|| {
+    let missing = || {
         StoreError::new(
             StoreErrorKind::Invariant,
             "a request for approval needs a key, fingerprint, version and terms",
         )
-    })?;
+    };
+    let (key, fingerprint, version, terms) = item.approval_tuple().ok_or_else(missing)?;
     Ok(Ask {
-        digest: open_grant(key, fingerprint, version, &terms.policy_digest),
+        digest: item.grant_digest().ok_or_else(missing)?,
         key,
         fingerprint,
         version,
@@ -275,6 +279,38 @@ fn limit_of(query: &ListQuery) -> i64 {
     i64::from(query.limit.clamp(1, MAX_PAGE))
 }
 
+/// An item's columns, in the order [`ItemRow`] reads them.
+macro_rules! item_columns {
+    () => {
+        "id, created_at, kind, reason, tool, proposer, proposer_via, \
+         operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
+         approvals_needed, expires_at, consumed_at, closed_at, closed_by, note, consumed_by"
+    };
+}
+
+/// The same columns as a listing reads them: the decision's summary (at
+/// most `MAX_SUMMARY_BYTES`) in place of the decision, and the scope only
+/// when it is at most `MAX_LISTED_SCOPE_BYTES` (4096): a page never
+/// loads whole texts, whatever rows the table holds.
+macro_rules! listed_columns {
+    () => {
+        "id, created_at, kind, reason, tool, proposer, proposer_via, \
+         operation_key, fingerprint, version_seen, policy_digest, \
+         CASE WHEN octet_length(scope) <= 4096 THEN scope END, \
+         COALESCE(summary, '{\"truncated\":true}'), status, \
+         approvals_needed, expires_at, consumed_at, closed_at, closed_by, note, consumed_by"
+    };
+}
+
+/// The columns a new item is inserted with (the status is `open`).
+macro_rules! insert_columns {
+    () => {
+        "(created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
+          version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, \
+          open_grant, queue_principal, dedup, summary)"
+    };
+}
+
 #[cfg(feature = "postgres")]
 mod pg {
     pub(super) const SESSION_PURGE: &str =
@@ -285,40 +321,51 @@ mod pg {
         FROM toolgate_review_sessions WHERE token_sha256 = $1 AND expires_at > $2";
     pub(super) const SESSION_DELETE: &str =
         "DELETE FROM toolgate_review_sessions WHERE token_sha256 = $1";
-    pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE open_grant = $1";
-    pub(super) const BY_ID: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE id = $1";
-    pub(super) const BY_ID_LOCKED: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE id = $1 FOR UPDATE";
-    pub(super) const LIST: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE ($1::BIGINT IS NULL OR id < $1) \
+    pub(super) const BY_GRANT: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE open_grant = $1"
+    );
+    pub(super) const BY_ID: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE id = $1"
+    );
+    pub(super) const BY_ID_LOCKED: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE id = $1 FOR UPDATE"
+    );
+    pub(super) const LIST: &str = concat!(
+        "SELECT ",
+        listed_columns!(),
+        " FROM toolgate_review_items WHERE ($1::BIGINT IS NULL OR id < $1) \
         AND ($2::TEXT IS NULL OR status = $2) AND ($3::TEXT IS NULL OR kind = $3) \
-        ORDER BY id DESC LIMIT $4";
+        ORDER BY id DESC LIMIT $4"
+    );
     pub(super) const DENIED: &str = "SELECT id, closed_by FROM toolgate_review_items \
         WHERE operation_key = $1 AND fingerprint = $2 AND version_seen = $3 AND policy_digest = $4 \
         AND status = 'denied' ORDER BY id DESC LIMIT 1";
+    pub(super) const BY_DEDUP: &str = "SELECT id FROM toolgate_review_items WHERE dedup = $1";
     pub(super) const EXPIRE_ONE: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
         WHERE id = $1 AND status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= $2";
     pub(super) const EXPIRE_ALL: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
         WHERE status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= $1";
-    pub(super) const INSERT: &str = "INSERT INTO toolgate_review_items \
-        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
-         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'open', $13, $14, $15) \
-        ON CONFLICT (open_grant) DO NOTHING RETURNING id";
-    pub(super) const INSERT_RETURNING: &str = "INSERT INTO toolgate_review_items \
-        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
-         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'open', $13, $14, $15) RETURNING id";
+    /// A clash on `open_grant` or `dedup` inserts nothing and returns no row.
+    pub(super) const INSERT: &str = concat!(
+        "INSERT INTO toolgate_review_items ",
+        insert_columns!(),
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'open', $13, $14, $15, \
+        $16, $17, $18) ON CONFLICT DO NOTHING RETURNING id"
+    );
+    /// Open items of one queue principal, counted up to a cap: binds
+    /// principal, now, cap.
+    pub(super) const OPEN_OF: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM toolgate_review_items \
+        WHERE queue_principal = $1 AND status = 'open' AND (expires_at IS NULL OR expires_at > $2) \
+        LIMIT $3) t";
+    /// Open items, counted up to a cap: binds now, cap.
+    pub(super) const OPEN_ALL: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM toolgate_review_items \
+        WHERE status = 'open' AND (expires_at IS NULL OR expires_at > $1) LIMIT $2) t";
     pub(super) const VOTES: &str = "SELECT reviewer, verdict, at, note FROM toolgate_review_votes \
         WHERE item_id = $1 ORDER BY at, reviewer";
     pub(super) const INSERT_VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at, note) \
@@ -346,43 +393,58 @@ mod qmark {
         FROM toolgate_review_sessions WHERE token_sha256 = ? AND expires_at > ?";
     pub(super) const SESSION_DELETE: &str =
         "DELETE FROM toolgate_review_sessions WHERE token_sha256 = ?";
-    pub(super) const BY_GRANT: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE open_grant = ?";
-    pub(super) const BY_ID: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE id = ?";
-    pub(super) const BY_ID_LOCKED: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE id = ? FOR UPDATE";
+    pub(super) const BY_GRANT: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE open_grant = ?"
+    );
+    pub(super) const BY_ID: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE id = ?"
+    );
+    pub(super) const BY_ID_LOCKED: &str = concat!(
+        "SELECT ",
+        item_columns!(),
+        " FROM toolgate_review_items WHERE id = ? FOR UPDATE"
+    );
     /// Binds: before, before, status, status, kind, kind, limit.
-    pub(super) const LIST: &str = "SELECT id, created_at, kind, reason, tool, proposer, proposer_via, \
-        operation_key, fingerprint, version_seen, policy_digest, scope, decision, status, \
-        approvals_needed, expires_at, consumed_at, closed_at, closed_by, note \
-        FROM toolgate_review_items WHERE (? IS NULL OR id < ?) \
+    pub(super) const LIST: &str = concat!(
+        "SELECT ",
+        listed_columns!(),
+        " FROM toolgate_review_items WHERE (? IS NULL OR id < ?) \
         AND (? IS NULL OR status = ?) AND (? IS NULL OR kind = ?) \
-        ORDER BY id DESC LIMIT ?";
+        ORDER BY id DESC LIMIT ?"
+    );
     pub(super) const DENIED: &str = "SELECT id, closed_by FROM toolgate_review_items \
         WHERE operation_key = ? AND fingerprint = ? AND version_seen = ? AND policy_digest = ? \
         AND status = 'denied' ORDER BY id DESC LIMIT 1";
+    pub(super) const BY_DEDUP: &str = "SELECT id FROM toolgate_review_items WHERE dedup = ?";
     pub(super) const EXPIRE_ONE: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
         WHERE id = ? AND status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= ?";
     pub(super) const EXPIRE_ALL: &str = "UPDATE toolgate_review_items SET status = 'expired', open_grant = NULL \
         WHERE status IN ('open', 'approved') AND consumed_at IS NULL AND expires_at <= ?";
-    /// MySQL: a clash on `open_grant` changes nothing (`id = id`).
-    pub(super) const INSERT_MYSQL: &str = "INSERT INTO toolgate_review_items \
-        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
-         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) \
-        ON DUPLICATE KEY UPDATE id = id";
-    pub(super) const INSERT_SQLITE: &str = "INSERT INTO toolgate_review_items \
-        (created_at, kind, reason, tool, proposer, proposer_via, operation_key, fingerprint, \
-         version_seen, policy_digest, scope, decision, status, approvals_needed, expires_at, open_grant) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?) \
-        ON CONFLICT (open_grant) DO NOTHING";
+    /// MySQL: a clash on `open_grant` or `dedup` changes nothing (`id = id`).
+    pub(super) const INSERT_MYSQL: &str = concat!(
+        "INSERT INTO toolgate_review_items ",
+        insert_columns!(),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?) \
+        ON DUPLICATE KEY UPDATE id = id"
+    );
+    /// SQLite: a clash on `open_grant` or `dedup` inserts nothing.
+    pub(super) const INSERT_SQLITE: &str = concat!(
+        "INSERT INTO toolgate_review_items ",
+        insert_columns!(),
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'open', ?, ?, ?, ?, ?, ?) \
+        ON CONFLICT DO NOTHING"
+    );
+    /// Binds: principal, now, cap.
+    pub(super) const OPEN_OF: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM toolgate_review_items \
+        WHERE queue_principal = ? AND status = 'open' AND (expires_at IS NULL OR expires_at > ?) \
+        LIMIT ?) t";
+    /// Binds: now, cap.
+    pub(super) const OPEN_ALL: &str = "SELECT COUNT(*) FROM (SELECT 1 FROM toolgate_review_items \
+        WHERE status = 'open' AND (expires_at IS NULL OR expires_at > ?) LIMIT ?) t";
     pub(super) const VOTES: &str = "SELECT reviewer, verdict, at, note FROM toolgate_review_votes \
         WHERE item_id = ? ORDER BY at, reviewer";
     pub(super) const INSERT_VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at, note) \
@@ -401,6 +463,7 @@ mod qmark {
 }
 
 /// The new item's columns, bound in INSERT order (all but the status).
+#[derive(Clone)]
 struct Insert {
     created_at: i64,
     kind: String,
@@ -417,9 +480,14 @@ struct Insert {
     approvals_needed: i32,
     expires_at: Option<i64>,
     open_grant: Option<Vec<u8>>,
+    queue_principal: String,
+    dedup: Option<Vec<u8>>,
+    summary: String,
 }
 
-fn insert_of(item: NewItem, grant: Option<[u8; 32]>) -> Insert {
+/// The row for `item`: an approval item with its `grant` digest, or
+/// another item with its rejection `dedup` digest.
+fn insert_of(item: NewItem, grant: Option<[u8; 32]>, dedup: Option<[u8; 32]>) -> Insert {
     let (policy_digest, approvals_needed, expires_at) = match &item.approval {
         Some(t) if grant.is_some() => (
             Some(t.policy_digest.clone()),
@@ -428,6 +496,8 @@ fn insert_of(item: NewItem, grant: Option<[u8; 32]>) -> Insert {
         ),
         _ => (None, 0, None),
     };
+    let queue_principal = item.queue_principal().to_owned();
+    let summary = item.summary();
     Insert {
         created_at: item.at.0,
         kind: item.kind,
@@ -444,6 +514,9 @@ fn insert_of(item: NewItem, grant: Option<[u8; 32]>) -> Insert {
         approvals_needed,
         expires_at,
         open_grant: grant.map(|g| g.to_vec()),
+        queue_principal,
+        dedup: dedup.map(|d| d.to_vec()),
+        summary,
     }
 }
 
@@ -459,6 +532,9 @@ trait ReviewDialect: Dialect {
     const BY_ID: &'static str;
     const BY_ID_LOCKED: &'static str;
     const DENIED: &'static str;
+    const BY_DEDUP: &'static str;
+    const OPEN_OF: &'static str;
+    const OPEN_ALL: &'static str;
     const EXPIRE_ONE: &'static str;
     const EXPIRE_ALL: &'static str;
     const VOTES: &'static str;
@@ -466,10 +542,8 @@ trait ReviewDialect: Dialect {
     const COUNT_APPROVALS: &'static str;
     const OPEN_COUNT: &'static str;
     const AUDIT: &'static str;
-    /// A request's item: a clash on `open_grant` inserts nothing.
-    const INSERT_GRANT: &'static str;
-    /// An item without a grant, which cannot clash.
-    const INSERT_OPEN: &'static str;
+    /// An item: a clash on `open_grant` or `dedup` inserts nothing.
+    const INSERT: &'static str;
 
     /// One page of items.
     fn list(
@@ -565,8 +639,8 @@ where
         row.item(votes)
     }
 
-    async fn review_insert(&self, sql: &'static str, v: Insert) -> Result<Option<i64>, StoreError> {
-        let q = sqlx::query(sql)
+    async fn review_insert(&self, v: Insert) -> Result<Option<i64>, StoreError> {
+        let q = sqlx::query(DB::INSERT)
             .bind(v.created_at)
             .bind(v.kind)
             .bind(v.reason)
@@ -581,8 +655,51 @@ where
             .bind(v.decision)
             .bind(v.approvals_needed)
             .bind(v.expires_at)
-            .bind(v.open_grant);
+            .bind(v.open_grant)
+            .bind(v.queue_principal)
+            .bind(v.dedup)
+            .bind(v.summary);
         DB::insert_id(self.pool, q).await
+    }
+
+    /// Whether one more open item for `principal` stays within `limits`:
+    /// each count stops at its cap, so the work is bounded by the caps
+    /// whatever the table holds. Not atomic with the insert that follows:
+    /// concurrent openings on several connections may pass a cap by at most
+    /// their number (docs/http-api.md).
+    async fn room(
+        &self,
+        principal: &str,
+        limits: &QueueLimits,
+        now: UnixMillis,
+    ) -> Result<bool, StoreError> {
+        let what = "counting open review items";
+        let cap = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
+        let theirs: i64 = sqlx::query_scalar(DB::OPEN_OF)
+            .bind(principal)
+            .bind(now.0)
+            .bind(cap(limits.per_principal))
+            .fetch_one(self.pool)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        if theirs >= cap(limits.per_principal) {
+            return Ok(false);
+        }
+        let all: i64 = sqlx::query_scalar(DB::OPEN_ALL)
+            .bind(now.0)
+            .bind(cap(limits.total))
+            .fetch_one(self.pool)
+            .await
+            .map_err(|e| map_err(what, e))?;
+        Ok(all < cap(limits.total))
+    }
+
+    async fn by_dedup(&self, dedup: &[u8; 32]) -> Result<Option<i64>, StoreError> {
+        sqlx::query_scalar(DB::BY_DEDUP)
+            .bind(dedup.to_vec())
+            .fetch_optional(self.pool)
+            .await
+            .map_err(|e| map_err("reading a rejection's review item", e))
     }
 
     async fn open_session(
@@ -634,21 +751,44 @@ where
         Ok(())
     }
 
-    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
-        let v = insert_of(item, None);
-        self.review_insert(DB::INSERT_OPEN, v)
-            .await?
-            .ok_or_else(|| StoreError::new(StoreErrorKind::Database, "no id for a new review item"))
+    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
+        let dedup = item.dedup(limits.rejection_window_ms);
+        if let Some(d) = &dedup
+            && let Some(id) = self.by_dedup(d).await?
+        {
+            return Ok(Opened::Existing(id));
+        }
+        if !self.room(item.queue_principal(), limits, item.at).await? {
+            return Ok(Opened::Full);
+        }
+        let inserted = self.review_insert(insert_of(item, None, dedup)).await?;
+        let Some(d) = dedup else {
+            return inserted.map(Opened::Created).ok_or_else(|| {
+                StoreError::new(StoreErrorKind::Database, "no id for a new review item")
+            });
+        };
+        // A clash on `dedup` inserted nothing: the racing request's item
+        // is this rejection's.
+        match self.by_dedup(&d).await? {
+            Some(id) if inserted == Some(id) => Ok(Opened::Created(id)),
+            Some(id) => Ok(Opened::Existing(id)),
+            None => Err(StoreError::new(
+                StoreErrorKind::Database,
+                "a rejection's review item is neither new nor found",
+            )),
+        }
     }
 
     async fn request_approval(
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> Result<Requested, StoreError> {
         let a = ask(&item)?;
         let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
         let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
+        let row = insert_of(item.clone(), Some(digest), None);
         // The id this call inserted, if it did: the row read back by
         // its grant is then this call's.
         let mut inserted = None;
@@ -687,11 +827,12 @@ where
             if let Some((item, by)) = denied {
                 return Ok(Requested::Denied { item, by });
             }
+            if inserted.is_none() && !self.room(item.queue_principal(), limits, now).await? {
+                return Ok(Requested::QueueFull);
+            }
             // A clash on `open_grant` inserts nothing; either way the
             // live row is read back by its grant.
-            inserted = self
-                .review_insert(DB::INSERT_GRANT, insert_of(item.clone(), Some(digest)))
-                .await?;
+            inserted = self.review_insert(row.clone()).await?;
         }
         Err(StoreError::new(
             StoreErrorKind::Contention,
@@ -957,6 +1098,9 @@ impl ReviewDialect for sqlx::Postgres {
     const BY_ID: &'static str = pg::BY_ID;
     const BY_ID_LOCKED: &'static str = pg::BY_ID_LOCKED;
     const DENIED: &'static str = pg::DENIED;
+    const BY_DEDUP: &'static str = pg::BY_DEDUP;
+    const OPEN_OF: &'static str = pg::OPEN_OF;
+    const OPEN_ALL: &'static str = pg::OPEN_ALL;
     const EXPIRE_ONE: &'static str = pg::EXPIRE_ONE;
     const EXPIRE_ALL: &'static str = pg::EXPIRE_ALL;
     const VOTES: &'static str = pg::VOTES;
@@ -964,8 +1108,7 @@ impl ReviewDialect for sqlx::Postgres {
     const COUNT_APPROVALS: &'static str = pg::COUNT_APPROVALS;
     const OPEN_COUNT: &'static str = pg::OPEN_COUNT;
     const AUDIT: &'static str = pg::AUDIT;
-    const INSERT_GRANT: &'static str = pg::INSERT;
-    const INSERT_OPEN: &'static str = pg::INSERT_RETURNING;
+    const INSERT: &'static str = pg::INSERT;
 
     async fn list(pool: &sqlx::PgPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
         pg_list(pool, query).await
@@ -1020,16 +1163,17 @@ impl ReviewStore for PgClaimStore {
         self.review().close_session(digest).await
     }
 
-    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
-        self.review().open_item(item).await
+    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
+        self.review().open_item(item, limits).await
     }
 
     async fn request_approval(
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> Result<Requested, StoreError> {
-        self.review().request_approval(item, now).await
+        self.review().request_approval(item, now, limits).await
     }
 
     async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
@@ -1081,6 +1225,9 @@ impl ReviewDialect for sqlx::MySql {
     const BY_ID: &'static str = qmark::BY_ID;
     const BY_ID_LOCKED: &'static str = qmark::BY_ID_LOCKED;
     const DENIED: &'static str = qmark::DENIED;
+    const BY_DEDUP: &'static str = qmark::BY_DEDUP;
+    const OPEN_OF: &'static str = qmark::OPEN_OF;
+    const OPEN_ALL: &'static str = qmark::OPEN_ALL;
     const EXPIRE_ONE: &'static str = qmark::EXPIRE_ONE;
     const EXPIRE_ALL: &'static str = qmark::EXPIRE_ALL;
     const VOTES: &'static str = qmark::VOTES;
@@ -1088,8 +1235,7 @@ impl ReviewDialect for sqlx::MySql {
     const COUNT_APPROVALS: &'static str = qmark::COUNT_APPROVALS;
     const OPEN_COUNT: &'static str = qmark::OPEN_COUNT;
     const AUDIT: &'static str = qmark::AUDIT;
-    const INSERT_GRANT: &'static str = qmark::INSERT_MYSQL;
-    const INSERT_OPEN: &'static str = qmark::INSERT_MYSQL;
+    const INSERT: &'static str = qmark::INSERT_MYSQL;
 
     async fn list(pool: &sqlx::MySqlPool, query: &ListQuery) -> Result<Vec<ItemRow>, StoreError> {
         mysql_list(pool, query).await
@@ -1144,16 +1290,17 @@ impl ReviewStore for MySqlClaimStore {
         self.review().close_session(digest).await
     }
 
-    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
-        self.review().open_item(item).await
+    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
+        self.review().open_item(item, limits).await
     }
 
     async fn request_approval(
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> Result<Requested, StoreError> {
-        self.review().request_approval(item, now).await
+        self.review().request_approval(item, now, limits).await
     }
 
     async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
@@ -1220,6 +1367,7 @@ fn sqlite_item_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ItemRow> {
         closed_at: r.get(17)?,
         closed_by: r.get(18)?,
         note: r.get(19)?,
+        consumed_by: r.get(20)?,
     })
 }
 
@@ -1285,11 +1433,40 @@ fn sqlite_insert(
             v.approvals_needed,
             v.expires_at,
             v.open_grant,
+            v.queue_principal,
+            v.dedup,
+            v.summary,
         ],
     )?;
     // The writer runs one unit at a time: the row count and the last id
     // are this statement's.
     Ok((changed == 1).then(|| conn.last_insert_rowid()))
+}
+
+/// Whether one more open item for `principal` stays within `limits`, on
+/// the writer's connection (each count stops at its cap).
+#[cfg(feature = "sqlite")]
+fn sqlite_room(
+    conn: &rusqlite::Connection,
+    principal: &str,
+    limits: &QueueLimits,
+    now: UnixMillis,
+) -> rusqlite::Result<bool> {
+    let cap = |c: u64| i64::try_from(c).unwrap_or(i64::MAX);
+    let theirs: i64 = conn.query_row(
+        qmark::OPEN_OF,
+        rusqlite::params![principal, now.0, cap(limits.per_principal)],
+        |r| r.get(0),
+    )?;
+    if theirs >= cap(limits.per_principal) {
+        return Ok(false);
+    }
+    let all: i64 = conn.query_row(
+        qmark::OPEN_ALL,
+        rusqlite::params![now.0, cap(limits.total)],
+        |r| r.get(0),
+    )?;
+    Ok(all < cap(limits.total))
 }
 
 #[cfg(feature = "sqlite")]
@@ -1367,14 +1544,33 @@ impl ReviewStore for SqliteClaimStore {
         .await
     }
 
-    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
-        let v = insert_of(item, None);
+    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
+        let dedup = item.dedup(limits.rejection_window_ms);
+        let now = item.at;
+        let limits = *limits;
+        let v = insert_of(item, None, dedup);
+        // One unit of the writer: the dedup read, the caps and the insert
+        // see no other write in between.
         self.write_unit("opening a review item", move |conn| {
-            Ok(
-                sqlite_insert(conn, qmark::INSERT_SQLITE, &v)?.ok_or_else(|| {
-                    StoreError::new(StoreErrorKind::Database, "no id for a new review item")
-                }),
-            )
+            use rusqlite::OptionalExtension;
+            if let Some(d) = dedup {
+                let found: Option<i64> = conn
+                    .query_row(qmark::BY_DEDUP, [d.as_slice()], |r| r.get(0))
+                    .optional()?;
+                if let Some(id) = found {
+                    return Ok(Ok(Opened::Existing(id)));
+                }
+            }
+            if !sqlite_room(conn, &v.queue_principal, &limits, now)? {
+                return Ok(Ok(Opened::Full));
+            }
+            Ok(match sqlite_insert(conn, qmark::INSERT_SQLITE, &v)? {
+                Some(id) => Ok(Opened::Created(id)),
+                None => Err(StoreError::new(
+                    StoreErrorKind::Database,
+                    "no id for a new review item",
+                )),
+            })
         })
         .await
     }
@@ -1383,11 +1579,13 @@ impl ReviewStore for SqliteClaimStore {
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> Result<Requested, StoreError> {
         let a = ask(&item)?;
         let (digest, key, fingerprint) = (a.digest, *a.key, *a.fingerprint);
         let (version, policy_digest) = (a.version.to_owned(), a.policy_digest.to_owned());
-        let v = insert_of(item, Some(digest));
+        let limits = *limits;
+        let v = insert_of(item, Some(digest), None);
         // One unit of the writer: nothing else writes meanwhile.
         self.write_unit("requesting approval", move |conn| {
             if let Some(live) = sqlite_item(conn, qmark::BY_GRANT, [digest.to_vec()])? {
@@ -1417,6 +1615,9 @@ impl ReviewStore for SqliteClaimStore {
                 .optional()?;
             if let Some((item, by)) = denied {
                 return Ok(Ok(Requested::Denied { item, by }));
+            }
+            if !sqlite_room(conn, &v.queue_principal, &limits, now)? {
+                return Ok(Ok(Requested::QueueFull));
             }
             Ok(match sqlite_insert(conn, qmark::INSERT_SQLITE, &v)? {
                 Some(id) => Ok(Requested::Pending {

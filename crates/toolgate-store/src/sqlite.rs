@@ -69,6 +69,8 @@ impl Dialect for sqlx::Sqlite {
             .is_some_and(|code| matches!(code & 0xff, 5 | 6))
     }
 
+    const HAS_RETURNING: bool = true;
+
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
     }
@@ -198,12 +200,18 @@ impl Statements for WriterTx<'_> {
             .prepare_cached(qmark::CONSUME_GRANT)?
             .execute(rusqlite::params![
                 now.0,
+                req.proposal().proposer(),
                 grant.item,
                 now.0,
                 req.key().as_bytes().as_slice(),
                 req.fingerprint().as_bytes().as_slice(),
                 req.proposal().version_seen(),
                 grant.policy_digest.as_str(),
+                req.proposal().proposer(),
+                req.via().unwrap_or(""),
+                grant.item,
+                req.proposal().proposer(),
+                req.via().unwrap_or(""),
             ])?;
         Ok(n as u64)
     }
@@ -615,6 +623,13 @@ fn migrator() -> Migrator {
             "idempotency key memory".into(),
             MigrationType::Simple,
             include_str!("../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            8,
+            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -222,9 +222,14 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
             approvers: 1,
             expires_at: far_future(),
         }),
+        once_per_window: false,
     };
     let Requested::Pending { item, .. } = store
-        .request_approval(ask.clone(), conformance::T0)
+        .request_approval(
+            ask.clone(),
+            conformance::T0,
+            &toolgate::review::QueueLimits::default(),
+        )
         .await
         .unwrap()
     else {
@@ -235,7 +240,14 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         .await
         .unwrap();
     assert!(matches!(voted, Voted::Recorded(_)), "{voted:?}");
-    let Requested::Granted(grant) = store.request_approval(ask, conformance::T0).await.unwrap()
+    let Requested::Granted(grant) = store
+        .request_approval(
+            ask,
+            conformance::T0,
+            &toolgate::review::QueueLimits::default(),
+        )
+        .await
+        .unwrap()
     else {
         panic!("the approval is granted");
     };

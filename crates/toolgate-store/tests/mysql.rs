@@ -89,7 +89,8 @@ async fn the_lease_counts_from_the_attempt() {
 
 /// Review items as migration 0003 makes them, for the grant test.
 const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, proposer, decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, consumed_at) VALUES (1, 'pending_approval', 'agent:1', '{}', 'approved', ?, ?, '7', ?, ?, ?)";
-const CONSUMED: &str = "SELECT consumed_at FROM toolgate_review_items WHERE id = ?";
+const CONSUMED: &str = "SELECT consumed_at, consumed_by FROM toolgate_review_items WHERE id = ?";
+const VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at) VALUES (?, ?, 'approve', 1)";
 
 #[tokio::test]
 async fn grants_are_used_in_the_claims_transaction() {
@@ -111,13 +112,21 @@ async fn grants_are_used_in_the_claims_transaction() {
             i64::try_from(done.last_insert_id()).expect("id")
         };
     let consumed = async |id: i64| {
-        sqlx::query_scalar::<_, Option<i64>>(CONSUMED)
+        sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
             .bind(id)
             .fetch_one(store.pool())
             .await
             .expect("consumed_at")
     };
-    support::grants_are_used_in_the_claims_transaction(&store, approve, consumed).await;
+    let vote = async |id: i64, reviewer: &str| {
+        sqlx::query(VOTE)
+            .bind(id)
+            .bind(reviewer.to_owned())
+            .execute(store.pool())
+            .await
+            .expect("vote");
+    };
+    support::grants_are_used_in_the_claims_transaction(&store, approve, consumed, vote).await;
     db.drop().await;
 }
 

@@ -54,7 +54,8 @@ const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, prop
     decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, \
     consumed_at) VALUES (1, 'pending_approval', 'agent:1', '{}', 'approved', ?, ?, '7', ?, ?, ?) \
     RETURNING id";
-const CONSUMED: &str = "SELECT consumed_at FROM toolgate_review_items WHERE id = ?";
+const CONSUMED: &str = "SELECT consumed_at, consumed_by FROM toolgate_review_items WHERE id = ?";
+const VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at) VALUES (?, ?, 'approve', 1)";
 
 #[tokio::test]
 async fn grants_are_used_in_the_claims_transaction() {
@@ -73,13 +74,21 @@ async fn grants_are_used_in_the_claims_transaction() {
                 .expect("approve")
         };
     let consumed = async |id: i64| {
-        sqlx::query_scalar::<_, Option<i64>>(CONSUMED)
+        sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
             .bind(id)
             .fetch_one(s.pool())
             .await
             .expect("consumed_at")
     };
-    support::grants_are_used_in_the_claims_transaction(&s, approve, consumed).await;
+    let vote = async |id: i64, reviewer: &str| {
+        sqlx::query(VOTE)
+            .bind(id)
+            .bind(reviewer.to_owned())
+            .execute(s.pool())
+            .await
+            .expect("vote");
+    };
+    support::grants_are_used_in_the_claims_transaction(&s, approve, consumed, vote).await;
 }
 
 #[tokio::test]

@@ -16,9 +16,14 @@
 //!   request with the same payload (its runner died or hung up);
 //! - finishing or forgetting names the runner, so a runner whose row was
 //!   taken over changes nothing;
-//! - [`IdempotencyStore::idem_purge`] removes finished rows older than the
-//!   retention, dead running rows, and the oldest finished rows beyond the
-//!   count and byte caps.
+//! - each principal has its own quota ([`Bounds`]): finishing a key adds
+//!   its answer to that principal's running totals (a row per principal,
+//!   updated in the same transaction) and removes that principal's oldest
+//!   answers beyond its count and byte caps, never another principal's;
+//!   nothing counts or sums the table per request;
+//! - [`IdempotencyStore::idem_purge`] removes at most a batch of finished
+//!   rows past the retention and of dead running rows, adjusting the
+//!   totals.
 //!
 //! Time is passed in; nothing here reads a clock.
 
@@ -55,16 +60,22 @@ pub enum Begun {
     Mismatch,
 }
 
-/// The bounds [`IdempotencyStore::idem_purge`] enforces.
+/// The bounds of the memory: the retention, and each principal's quota.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
     /// Finished answers older than this are removed.
     pub retention_ms: i64,
-    /// Most finished answers kept.
+    /// Most finished answers kept per principal.
     pub capacity: u64,
-    /// Most bytes of finished answers (bodies and keys) kept.
+    /// Most bytes of finished answers (bodies and keys, [`cost`]) kept per
+    /// principal.
     pub max_bytes: u64,
 }
+
+/// Most rows one [`IdempotencyStore::idem_purge`] removes, and most of a
+/// principal's oldest answers one finish removes: the work of a request
+/// is bounded whatever the table holds.
+pub const PURGE_BATCH: u32 = 64;
 
 /// What a finished row costs against [`Bounds::max_bytes`]: its body and
 /// key texts and a fixed overhead, so tiny answers are not free.
@@ -89,7 +100,10 @@ pub trait IdempotencyStore: Send + Sync {
         lease_until: UnixMillis,
     ) -> impl Future<Output = Result<Begun, StoreError>> + Send;
 
-    /// Keeps `answer` on the row `runner` still holds, finished at `now`.
+    /// Keeps `answer` on the row `runner` still holds, finished at `now`,
+    /// adds it to `principal`'s running totals, and removes that
+    /// principal's oldest finished answers (at most [`PURGE_BATCH`]) while
+    /// its totals are over `bounds`' per-principal caps: one transaction.
     fn idem_finish(
         &self,
         principal: &str,
@@ -97,6 +111,7 @@ pub trait IdempotencyStore: Send + Sync {
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes the running row `runner` still holds (nothing final to keep).
@@ -107,8 +122,9 @@ pub trait IdempotencyStore: Send + Sync {
         runner: &str,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
-    /// Removes finished rows past the retention, running rows whose lease
-    /// has passed, and the oldest finished rows beyond the caps.
+    /// Removes at most [`PURGE_BATCH`] finished rows past the retention
+    /// (adjusting their principals' totals) and at most as many running
+    /// rows whose lease has passed.
     fn idem_purge(
         &self,
         now: UnixMillis,
@@ -140,36 +156,42 @@ mod tests {
         }
     }
 
-    /// Key `key` begun and finished at `at`.
-    fn remember(store: &MemoryClaimStore, key: &str, len: usize, at: i64) {
-        let payload = [1; 32];
-        let begun =
-            now_of(store.idem_begin("p", key, payload, "r", UnixMillis(at), UnixMillis(at + 10)));
-        assert_eq!(begun.unwrap(), Begun::Fresh, "{key}");
-        now_of(store.idem_finish("p", key, "r", answer(len), UnixMillis(at))).unwrap();
-    }
-
-    fn begin(store: &MemoryClaimStore, key: &str, at: i64) -> Begun {
-        now_of(store.idem_begin("p", key, [1; 32], "r2", UnixMillis(at), UnixMillis(at + 10)))
-            .unwrap()
-    }
-
-    fn purge(store: &MemoryClaimStore, at: i64, capacity: u64, max_bytes: u64) {
-        let bounds = Bounds {
+    fn bounds(capacity: u64, max_bytes: u64) -> Bounds {
+        Bounds {
             retention_ms: 1_000,
             capacity,
             max_bytes,
-        };
-        now_of(store.idem_purge(UnixMillis(at), bounds)).unwrap();
+        }
+    }
+
+    /// Key `key` of principal `p` begun and finished at `at` under `b`.
+    fn remember_as(store: &MemoryClaimStore, p: &str, key: &str, len: usize, at: i64, b: Bounds) {
+        let payload = [1; 32];
+        let begun =
+            now_of(store.idem_begin(p, key, payload, "r", UnixMillis(at), UnixMillis(at + 10)));
+        assert_eq!(begun.unwrap(), Begun::Fresh, "{key}");
+        now_of(store.idem_finish(p, key, "r", answer(len), UnixMillis(at), b)).unwrap();
+    }
+
+    fn remember(store: &MemoryClaimStore, key: &str, len: usize, at: i64, b: Bounds) {
+        remember_as(store, "p", key, len, at, b);
+    }
+
+    fn begin_as(store: &MemoryClaimStore, p: &str, key: &str, at: i64) -> Begun {
+        now_of(store.idem_begin(p, key, [1; 32], "r2", UnixMillis(at), UnixMillis(at + 10)))
+            .unwrap()
+    }
+
+    fn begin(store: &MemoryClaimStore, key: &str, at: i64) -> Begun {
+        begin_as(store, "p", key, at)
     }
 
     #[test]
-    fn the_purge_keeps_the_bytes_within_the_budget_oldest_out_first() {
+    fn a_finish_keeps_the_bytes_within_the_quota_oldest_out_first() {
         let store = MemoryClaimStore::new();
         for i in 0..50 {
-            remember(&store, &format!("k{i}"), 10_000, i);
+            remember(&store, &format!("k{i}"), 10_000, i, bounds(10_000, 100_000));
         }
-        purge(&store, 50, 10_000, 100_000);
         // Ten bodies of 10 kB and their overhead exceed 100 kB: nine stay,
         // the newest.
         assert!(matches!(begin(&store, "k49", 51), Begun::Replay(_)));
@@ -178,19 +200,39 @@ mod tests {
     }
 
     #[test]
-    fn the_purge_keeps_the_count_and_the_retention() {
+    fn a_finish_keeps_the_count_and_the_purge_the_retention() {
         let store = MemoryClaimStore::new();
         for i in 0..20 {
-            remember(&store, &format!("k{i}"), 1, i);
+            remember(&store, &format!("k{i}"), 1, i, bounds(5, u64::MAX));
         }
-        purge(&store, 20, 5, u64::MAX);
         assert!(matches!(begin(&store, "k15", 21), Begun::Replay(_)));
         assert_eq!(begin(&store, "k14", 21), Begun::Fresh);
         // 1 s later every answer is past the retention, and the running
         // row k14 past its lease.
-        purge(&store, 1_100, 5, u64::MAX);
+        now_of(store.idem_purge(UnixMillis(1_100), bounds(5, u64::MAX))).unwrap();
         assert_eq!(begin(&store, "k19", 1_101), Begun::Fresh);
         assert_eq!(begin(&store, "k14", 1_101), Begun::Fresh);
+    }
+
+    /// 400 keys from one principal evicted another's remembered answers:
+    /// each principal's quota is its own.
+    #[test]
+    fn one_principal_never_evicts_anothers_answers() {
+        let store = MemoryClaimStore::new();
+        let b = bounds(100, u64::MAX);
+        remember_as(&store, "quiet", "mine", 10, 0, b);
+        for i in 0..400 {
+            remember_as(&store, "loud", &format!("k{i}"), 10, 1 + i, b);
+        }
+        assert!(matches!(
+            begin_as(&store, "quiet", "mine", 500),
+            Begun::Replay(_)
+        ));
+        assert!(matches!(
+            begin_as(&store, "loud", "k399", 500),
+            Begun::Replay(_)
+        ));
+        assert_eq!(begin_as(&store, "loud", "k299", 500), Begun::Fresh);
     }
 
     #[test]
@@ -210,7 +252,8 @@ mod tests {
         assert_eq!(b("k", "r1", 0), Begun::Fresh);
         assert_eq!(b("k", "r2", 5), Begun::InFlight);
         now_of(store.idem_forget("p", "k", "r2")).unwrap();
-        now_of(store.idem_finish("p", "k", "r2", answer(1), UnixMillis(5))).unwrap();
+        let q = bounds(10, u64::MAX);
+        now_of(store.idem_finish("p", "k", "r2", answer(1), UnixMillis(5), q)).unwrap();
         assert_eq!(b("k", "r2", 9), Begun::InFlight);
         // Another payload is a mismatch, running or not.
         let other =
@@ -218,9 +261,9 @@ mod tests {
         assert_eq!(other.unwrap(), Begun::Mismatch);
         // Lease passed: r2 takes over, and r1 can no longer finish.
         assert_eq!(b("k", "r2", 10), Begun::Fresh);
-        now_of(store.idem_finish("p", "k", "r1", answer(1), UnixMillis(11))).unwrap();
+        now_of(store.idem_finish("p", "k", "r1", answer(1), UnixMillis(11), q)).unwrap();
         assert_eq!(b("k", "r3", 12), Begun::InFlight);
-        now_of(store.idem_finish("p", "k", "r2", answer(3), UnixMillis(12))).unwrap();
+        now_of(store.idem_finish("p", "k", "r2", answer(3), UnixMillis(12), q)).unwrap();
         assert_eq!(b("k", "r3", 13), Begun::Replay(answer(3)));
         // Another principal's same key is its own.
         let theirs =

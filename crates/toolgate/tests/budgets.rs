@@ -220,7 +220,7 @@ mod pipeline {
     };
     use toolgate::provider::Provider;
     use toolgate::review::{
-        ApprovalTerms, ItemStatus, NewItem, Requested, ReviewStore, Verdict, Voted,
+        ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Verdict, Voted,
     };
 
     fn block_on<F: Future>(f: F) -> F::Output {
@@ -482,10 +482,14 @@ mod pipeline {
                 approvers: 1,
                 expires_at: UnixMillis(MORNING + 60_000),
             }),
+            once_per_window: false,
         };
-        let Requested::Pending { item, .. } =
-            block_on(desk.store.request_approval(ask, UnixMillis(MORNING))).unwrap()
-        else {
+        let Requested::Pending { item, .. } = block_on(desk.store.request_approval(
+            ask,
+            UnixMillis(MORNING),
+            &QueueLimits::default(),
+        ))
+        .unwrap() else {
             panic!("opens an item")
         };
         assert_eq!(

@@ -49,3 +49,20 @@ fn pipeline_outcomes_and_reasons_are_documented() {
         assert_documented(&doc, kind.as_str());
     }
 }
+
+/// A refused request's audit outcome and every refusal code have a row in
+/// the section that says what they mean there (several of them are problem
+/// codes too, documented in another table).
+#[test]
+fn refused_requests_are_documented_in_their_own_section() {
+    let doc = error_codes_doc();
+    let start = doc
+        .find("## Refused requests")
+        .expect("docs/error-codes.md has a \"Refused requests\" section");
+    let rest = &doc[start + 2..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    assert_documented(section, toolgate::pipeline::REFUSED_REQUEST);
+    for r in toolgate::pipeline::Refusal::ALL {
+        assert_documented(section, r.as_str());
+    }
+}

@@ -27,7 +27,7 @@ use toolgate::pipeline::{
 };
 use toolgate::provider::Provider;
 use toolgate::review::{
-    ApprovalTerms, ItemStatus, NewItem, Requested, ReviewStore, Verdict, Voted,
+    ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Verdict, Voted,
 };
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -999,11 +999,17 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
             approvers: 1,
             expires_at: UnixMillis(T0 + 1000),
         }),
+        once_per_window: false,
     };
     let Requested::Pending {
         item,
         created: true,
-    } = block_on(w.store.inner.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+    } = block_on(w.store.inner.request_approval(
+        ask.clone(),
+        UnixMillis(T0),
+        &QueueLimits::default(),
+    ))
+    .unwrap()
     else {
         panic!("a first request opens an item")
     };
@@ -1099,6 +1105,179 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     assert_eq!(w.credits(), 1);
 }
 
+/// A grant serves only its proposer (docs/design.md §14): agent-1's
+/// approved refund, presented by another agent, by the reviewer who
+/// approved it, or by a key acting for agent-1, claims nothing and writes
+/// nothing; another agent asking for the same proposal gets an item of its
+/// own; agent-1 itself uses the grant, once, and the item says so. The
+/// memory store is the reference: the SQL stores run the same checks in
+/// the claim's transaction (toolgate-store's grant tests).
+#[test]
+fn a_grant_serves_only_its_proposer() {
+    let w = SpyPipeline::new();
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let d = w.decide(p(), 7, T0);
+    let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
+    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let ask = |proposer: &str, via: Option<&str>| NewItem {
+        at: UnixMillis(T0),
+        kind: "pending_approval".into(),
+        reason: Some("approval_required".into()),
+        tool: Some("refund_order".into()),
+        proposer: proposer.into(),
+        proposer_via: via.map(str::to_owned),
+        key: Some(key),
+        fingerprint: Some(fp),
+        version_seen: Some("7".into()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(ApprovalTerms {
+            policy_digest: digest.clone(),
+            approvers: 1,
+            expires_at: UnixMillis(T0 + 10_000),
+        }),
+        once_per_window: false,
+    };
+    let store = &w.store.inner;
+    let limits = QueueLimits::default();
+    let Requested::Pending { item, .. } =
+        block_on(store.request_approval(ask("agent-1", None), UnixMillis(T0), &limits)).unwrap()
+    else {
+        panic!("opens")
+    };
+    assert_eq!(
+        block_on(store.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        Voted::Recorded(ItemStatus::Approved)
+    );
+    // Another principal asking for the same proposal is not handed
+    // agent-1's grant: it gets an item of its own.
+    match block_on(store.request_approval(ask("agent-2", None), UnixMillis(T0 + 1), &limits))
+        .unwrap()
+    {
+        Requested::Pending {
+            item: theirs,
+            created: true,
+        } => assert_ne!(theirs, item),
+        other => panic!("agent-2 was answered {other:?}"),
+    }
+    assert!(matches!(
+        block_on(store.request_approval(ask("agent-1", None), UnixMillis(T0 + 1), &limits))
+            .unwrap(),
+        Requested::Granted(_)
+    ));
+    let approval = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(7),
+        grant: GrantUse {
+            item,
+            policy_digest: digest.clone(),
+        },
+    };
+    // Presented by anyone but agent-1 as itself, the grant is refused by
+    // the claim, which writes nothing.
+    let service = Principal::new("svc", ["refund:issue"]).unwrap();
+    for who in [
+        agent("agent-2"),
+        agent("lead"),
+        service.acting_for("agent-1").unwrap(),
+    ] {
+        let d = w.decide_as(&who, p(), 7, T0 + 2, Some(&approval));
+        assert_eq!(d.outcome(), Outcome::PendingApproval, "{}: {d:?}", who.id());
+        assert_eq!(w.credits(), 0, "{} wrote", who.id());
+    }
+    let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 3, Some(&approval));
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    assert_eq!(w.credits(), 1);
+    let used = block_on(store.item(item, UnixMillis(T0 + 4)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (used.consumed_at, used.consumed_by.as_deref()),
+        (Some(UnixMillis(T0 + 3)), Some("agent-1"))
+    );
+}
+
+/// A principal who voted on an item never uses its grant: the key that
+/// named the proposer may not vote, and the reviewer who approved, acting
+/// for the proposer through a key of their own, is not the proposer's
+/// `via`. (That the claim also checks the votes itself, whatever a store
+/// let in, is shown on the SQL stores, where a vote row can be written
+/// directly: toolgate-store's grant tests.)
+#[test]
+fn a_reviewer_never_uses_the_grant_it_approved() {
+    let w = SpyPipeline::new();
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let d = w.decide(p(), 7, T0);
+    let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
+    let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
+    let store = &w.store.inner;
+    // The key "lead", acting for agent-1, proposed.
+    let ask = NewItem {
+        at: UnixMillis(T0),
+        kind: "pending_approval".into(),
+        reason: None,
+        tool: Some("refund_order".into()),
+        proposer: "agent-1".into(),
+        proposer_via: Some("lead".into()),
+        key: Some(key),
+        fingerprint: Some(fp),
+        version_seen: Some("7".into()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(ApprovalTerms {
+            policy_digest: digest.clone(),
+            approvers: 1,
+            expires_at: UnixMillis(T0 + 10_000),
+        }),
+        once_per_window: false,
+    };
+    let Requested::Pending { item, .. } =
+        block_on(store.request_approval(ask, UnixMillis(T0), &QueueLimits::default())).unwrap()
+    else {
+        panic!("opens")
+    };
+    // The store refuses the key that named the proposer as a reviewer.
+    assert_eq!(
+        block_on(store.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        Voted::SelfApproval
+    );
+    assert_eq!(
+        block_on(store.vote(item, "other", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        Voted::Recorded(ItemStatus::Approved)
+    );
+    let approval = Approval {
+        key,
+        fingerprint: fp,
+        version: StateVersion::from(7),
+        grant: GrantUse {
+            item,
+            policy_digest: digest,
+        },
+    };
+    // The reviewer who approved, acting for agent-1 through a key of
+    // their own, cannot use it.
+    let other = Principal::new("other", ["refund:issue"]).unwrap();
+    let d = w.decide_as(
+        &other.acting_for("agent-1").unwrap(),
+        p(),
+        7,
+        T0 + 1,
+        Some(&approval),
+    );
+    assert_eq!(d.outcome(), Outcome::PendingApproval, "{d:?}");
+    assert_eq!(w.credits(), 0);
+    let lead = Principal::new("lead", ["refund:issue"]).unwrap();
+    let d = w.decide_as(
+        &lead.acting_for("agent-1").unwrap(),
+        p(),
+        7,
+        T0 + 2,
+        Some(&approval),
+    );
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+}
+
 #[test]
 fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     let w = SpyPipeline::new();
@@ -1123,16 +1302,19 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
             approvers: 2,
             expires_at: UnixMillis(T0 + 100),
         }),
+        once_per_window: false,
     };
     let store = &w.store.inner;
     let Requested::Pending { item, .. } =
-        block_on(store.request_approval(ask.clone(), UnixMillis(T0))).unwrap()
+        block_on(store.request_approval(ask.clone(), UnixMillis(T0), &QueueLimits::default()))
+            .unwrap()
     else {
         panic!("opens")
     };
     // A retry before approval finds the same item.
     assert_eq!(
-        block_on(store.request_approval(ask.clone(), UnixMillis(T0 + 1))).unwrap(),
+        block_on(store.request_approval(ask.clone(), UnixMillis(T0 + 1), &QueueLimits::default()))
+            .unwrap(),
         Requested::Pending {
             item,
             created: false
@@ -1161,7 +1343,9 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     let d = w.decide_as(&agent("agent-1"), p(), 7, T0 + 100, Some(&late));
     assert_eq!(d.outcome(), Outcome::PendingApproval);
     assert_eq!(w.credits(), 0);
-    match block_on(store.request_approval(ask, UnixMillis(T0 + 100))).unwrap() {
+    match block_on(store.request_approval(ask, UnixMillis(T0 + 100), &QueueLimits::default()))
+        .unwrap()
+    {
         Requested::Pending {
             item: again,
             created: true,

@@ -37,9 +37,18 @@ struct File {
     body_limit_bytes: Option<usize>,
     max_result_bytes: Option<usize>,
     idempotency_max_bytes: Option<usize>,
+    idempotency_capacity: Option<usize>,
     header_read_timeout_ms: Option<u64>,
     connection_limit: Option<usize>,
-    /// `[review]`: the optional webhook announcing new review items.
+    connection_limit_per_peer: Option<usize>,
+    probe_headroom: Option<usize>,
+    max_requests_per_connection: Option<u64>,
+    max_connection_age_ms: Option<u64>,
+    /// The URL reviewers open `/review` at: `https://…` (the session
+    /// cookie is `Secure`) or `http://…` (it is not: loopback demos).
+    public_url: Option<String>,
+    /// `[review]`: the queue's bounds, and the optional webhook announcing
+    /// new review items.
     review: Option<ReviewFile>,
     #[serde(default)]
     keys: Vec<KeyEntry>,
@@ -56,14 +65,18 @@ struct File {
     tools: Option<toml::Value>,
 }
 
-/// `[review]`: where new review items are announced (docs/http-api.md).
-/// The signing secret comes from the environment, never the file.
+/// `[review]`: the queue's bounds, and where new review items are
+/// announced (docs/http-api.md). The signing secret comes from the
+/// environment, never the file.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReviewFile {
-    webhook_url: String,
-    webhook_secret_env: String,
+    webhook_url: Option<String>,
+    webhook_secret_env: Option<String>,
     webhook_timeout_ms: Option<u64>,
+    max_open_items: Option<u64>,
+    max_open_items_per_principal: Option<u64>,
+    rejection_window_ms: Option<u64>,
 }
 
 /// The one built-in application a file may name.
@@ -272,9 +285,29 @@ impl Deployment {
             ("body_limit_bytes", file.body_limit_bytes),
             ("max_result_bytes", file.max_result_bytes),
             ("connection_limit", file.connection_limit),
+            ("connection_limit_per_peer", file.connection_limit_per_peer),
+            ("idempotency_capacity", file.idempotency_capacity),
         ] {
             if v == Some(0) {
                 return Err(err(field, "must be greater than 0".to_owned()));
+            }
+        }
+        let max_requests = positive(
+            "max_requests_per_connection",
+            file.max_requests_per_connection,
+        )?;
+        let max_age_ms = positive("max_connection_age_ms", file.max_connection_age_ms)?;
+        if let Some(url) = &file.public_url {
+            let lower = url.to_ascii_lowercase();
+            let host = lower
+                .strip_prefix("https://")
+                .or_else(|| lower.strip_prefix("http://"));
+            if host.is_none_or(str::is_empty) {
+                return Err(err(
+                    "public_url",
+                    "must be an http:// or https:// URL (the address reviewers open /review at)"
+                        .to_owned(),
+                ));
             }
         }
         // One meaning of "too large" for a result: the store's ceiling
@@ -290,32 +323,69 @@ impl Deployment {
         }
         let review_webhook = match &file.review {
             None => None,
-            Some(r) => {
-                if !(r.webhook_url.starts_with("http://") || r.webhook_url.starts_with("https://"))
-                {
+            Some(r) => match (&r.webhook_url, &r.webhook_secret_env) {
+                (None, None) => None,
+                (None, Some(_)) => {
                     return Err(err(
                         "review.webhook_url",
-                        "must be an http:// or https:// URL".to_owned(),
+                        "missing: webhook_secret_env signs the webhook's requests".to_owned(),
                     ));
                 }
-                let secret = std::env::var(&r.webhook_secret_env)
-                    .ok()
-                    .filter(|s| !s.is_empty())
-                    .ok_or_else(|| {
-                        err(
-                            "review.webhook_secret_env",
-                            format!("{} is not set or empty", r.webhook_secret_env),
-                        )
-                    })?;
-                let timeout = positive("review.webhook_timeout_ms", r.webhook_timeout_ms)?;
-                Some(toolgate_http::ReviewWebhook {
-                    url: r.webhook_url.clone(),
-                    secret: secret.into_bytes(),
-                    timeout: timeout.map_or(Duration::from_secs(5), Duration::from_millis),
-                })
-            }
+                (Some(_), None) => {
+                    return Err(err(
+                        "review.webhook_secret_env",
+                        "missing: the webhook's requests must be signed".to_owned(),
+                    ));
+                }
+                (Some(url), Some(secret_env)) => {
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(err(
+                            "review.webhook_url",
+                            "must be an http:// or https:// URL".to_owned(),
+                        ));
+                    }
+                    let secret = std::env::var(secret_env)
+                        .ok()
+                        .filter(|s| !s.is_empty())
+                        .ok_or_else(|| {
+                            err(
+                                "review.webhook_secret_env",
+                                format!("{secret_env} is not set or empty"),
+                            )
+                        })?;
+                    let timeout = positive("review.webhook_timeout_ms", r.webhook_timeout_ms)?;
+                    Some(toolgate_http::ReviewWebhook {
+                        url: url.clone(),
+                        secret: secret.into_bytes(),
+                        timeout: timeout.map_or(Duration::from_secs(5), Duration::from_millis),
+                    })
+                }
+            },
         };
         let defaults = Settings::default();
+        let mut review_queue = defaults.review_queue;
+        if let Some(r) = &file.review {
+            for (field, v) in [
+                ("review.max_open_items", r.max_open_items),
+                (
+                    "review.max_open_items_per_principal",
+                    r.max_open_items_per_principal,
+                ),
+                ("review.rejection_window_ms", r.rejection_window_ms),
+            ] {
+                if v == Some(0) {
+                    return Err(err(field, "must be greater than 0".to_owned()));
+                }
+            }
+            review_queue.total = r.max_open_items.unwrap_or(review_queue.total);
+            review_queue.per_principal = r
+                .max_open_items_per_principal
+                .unwrap_or(review_queue.per_principal);
+            if let Some(ms) = r.rejection_window_ms {
+                review_queue.rejection_window_ms = i64::try_from(ms)
+                    .map_err(|_| err("review.rejection_window_ms", "is out of range".to_owned()))?;
+            }
+        }
         let settings = Settings {
             review_webhook,
             lease: lease_ms.map_or(defaults.lease, Duration::from_millis),
@@ -328,7 +398,19 @@ impl Deployment {
             header_read_timeout: header_ms
                 .map_or(defaults.header_read_timeout, Duration::from_millis),
             max_connections: file.connection_limit.unwrap_or(defaults.max_connections),
-            ..defaults
+            max_connections_per_peer: file
+                .connection_limit_per_peer
+                .unwrap_or(defaults.max_connections_per_peer),
+            probe_headroom: file.probe_headroom.unwrap_or(defaults.probe_headroom),
+            max_requests_per_connection: max_requests
+                .unwrap_or(defaults.max_requests_per_connection),
+            max_connection_age: max_age_ms
+                .map_or(defaults.max_connection_age, Duration::from_millis),
+            idempotency_capacity: file
+                .idempotency_capacity
+                .unwrap_or(defaults.idempotency_capacity),
+            review_queue,
+            public_url: file.public_url.clone(),
         };
         if let Some(db) = &file.db {
             check_db_url(db).map_err(|m| err("db", m))?;
@@ -649,12 +731,30 @@ fn check(args: &CheckArgs) -> ExitCode {
         s.body_limit
     ));
     out.push(format!(
-        "result cap {} bytes, header read timeout {} ms, connection limit {}, \
-         Idempotency-Key memory {} bytes",
+        "result cap {} bytes, header read timeout {} ms, connection limit {} ({} per peer, \
+         {} for probes beyond it), Idempotency-Key memory {} answers and {} bytes per principal",
         s.max_result_bytes,
         s.header_read_timeout.as_millis(),
         s.max_connections,
+        s.max_connections_per_peer,
+        s.probe_headroom,
+        s.idempotency_capacity,
         s.idempotency_max_bytes
+    ));
+    out.push(format!(
+        "review queue: {} open items, {} per principal; a rejection opens one item per \
+         principal and reason per {} ms; reviewer page cookie {}",
+        s.review_queue.total,
+        s.review_queue.per_principal,
+        s.review_queue.rejection_window_ms,
+        if s.public_url
+            .as_deref()
+            .is_some_and(|u| u.to_ascii_lowercase().starts_with("http://"))
+        {
+            "not Secure (public_url is http://)"
+        } else {
+            "Secure"
+        }
     ));
     match print_line(&out.join("\n")) {
         Ok(()) => ExitCode::SUCCESS,

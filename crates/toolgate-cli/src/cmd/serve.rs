@@ -35,9 +35,18 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   body_limit_bytes = 2097152         # optional
 ///   max_result_bytes = 65536           # optional: larger results refused
 ///   header_read_timeout_ms = 10000     # optional: slow headers closed
-///   connection_limit = 1024            # optional: more wait in the backlog
-///   idempotency_max_bytes = 33554432   # optional: Idempotency-Key memory
-///   [review]                           # optional: announce new review items
+///   connection_limit = 1024            # optional: idle ones give way, then 503
+///   connection_limit_per_peer = 512    # optional: per client IP
+///   probe_headroom = 32                # optional: /healthz, /readyz beyond it
+///   max_requests_per_connection = 10000  # optional
+///   max_connection_age_ms = 600000     # optional
+///   idempotency_capacity = 1000        # optional: answers kept per principal
+///   idempotency_max_bytes = 8388608    # optional: bytes kept per principal
+///   public_url = "https://review.example.com"  # optional: cookie's Secure flag
+///   [review]                           # optional: the queue, and announcements
+///   max_open_items = 10000
+///   max_open_items_per_principal = 1000
+///   rejection_window_ms = 3600000
 ///   webhook_url = "https://chat.example/hooks/toolgate"
 ///   webhook_secret_env = "TOOLGATE_REVIEW_WEBHOOK_SECRET"
 ///   [[keys]]
@@ -267,13 +276,19 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                 act_for_users: false,
             });
         }
+        let listen = args.listen.unwrap_or(default_listen);
         (
             policy,
             desk_cedar::POLICIES.to_owned(),
             db,
             keys,
-            Settings::default(),
-            args.listen.unwrap_or(default_listen),
+            // The demo is served over plain HTTP (toolgate never speaks
+            // TLS itself): its reviewer cookie cannot be `Secure`.
+            Settings {
+                public_url: Some(format!("http://{listen}")),
+                ..Settings::default()
+            },
+            listen,
         )
     } else {
         let Some(path) = &args.config else {

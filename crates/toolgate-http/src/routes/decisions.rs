@@ -14,17 +14,16 @@ use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
     Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
-    GateError, Outcome, Principal, Reason, Request, StateVersion,
+    GateError, Outcome, Principal, Reason, Refusal, Request, StateVersion,
 };
 use toolgate::provider::Provider;
-use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore};
+use toolgate::review::{ApprovalTerms, NewItem, Opened, Opening, Requested, ReviewStore, opening};
 use tracing::Instrument;
 
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, Stored};
-use crate::review::reviewable;
 use crate::state::{AppState, GateComponents};
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
@@ -199,7 +198,65 @@ async fn replay<P: GateComponents>(
     }
 }
 
+/// The refusal a request error records in the audit log, if it is one:
+/// every request-level refusal of a decision request is audited
+/// (`refused_request`), like a decision; server-side failures are not
+/// refusals (nothing was decided, a retry may succeed).
+fn refusal_of(code: ProblemCode) -> Option<Refusal> {
+    Some(match code {
+        ProblemCode::InvalidBody => Refusal::InvalidBody,
+        ProblemCode::UnknownProvider => Refusal::UnknownProvider,
+        ProblemCode::UnknownScopeField => Refusal::UnknownScopeField,
+        ProblemCode::InvalidScope => Refusal::InvalidScope,
+        ProblemCode::MissingScope => Refusal::MissingScope,
+        ProblemCode::ActorNotAllowed => Refusal::ActorNotAllowed,
+        ProblemCode::UnexpectedEntities => Refusal::UnexpectedEntities,
+        _ => return None,
+    })
+}
+
+/// A refusal's problem code.
+fn problem_of(refusal: Refusal) -> ProblemCode {
+    match refusal {
+        Refusal::InvalidBody => ProblemCode::InvalidBody,
+        Refusal::UnknownProvider => ProblemCode::UnknownProvider,
+        Refusal::UnknownScopeField => ProblemCode::UnknownScopeField,
+        Refusal::InvalidScope => ProblemCode::InvalidScope,
+        Refusal::MissingScope => ProblemCode::MissingScope,
+        Refusal::ActorNotAllowed => ProblemCode::ActorNotAllowed,
+        Refusal::UnexpectedEntities => ProblemCode::UnexpectedEntities,
+    }
+}
+
+/// Decides one request, and audits its refusal if it is refused: under
+/// the key's principal, with the tool the proposal named if it got that
+/// far. A refusal whose audit entry cannot be written is still answered
+/// (and logged): the caller's answer does not depend on the log.
 async fn decide_body<P: GateComponents>(
+    app: &AppState<P>,
+    caller: &Caller,
+    body: &[u8],
+) -> Result<(Decision, DecisionResponse), ApiError> {
+    let out = decide_request(app, caller, body).await;
+    if let Err(e) = &out
+        && let Some(refusal) = refusal_of(e.code())
+    {
+        let audited = toolgate::pipeline::audit_refusal(
+            app.components().claims(),
+            &caller.principal,
+            refusal,
+            e.tool(),
+            crate::clock::now_millis(),
+        )
+        .await;
+        if let Err(error) = audited {
+            tracing::error!(%error, refusal = refusal.as_str(), "refusal not audited");
+        }
+    }
+    out
+}
+
+async fn decide_request<P: GateComponents>(
     app: &AppState<P>,
     caller: &Caller,
     body: &[u8],
@@ -286,27 +343,11 @@ fn prepare<P: GateComponents>(
             ));
         }
     };
-    for (k, v) in &req.scope {
-        if !app.inner.scope_fields.contains(k) {
-            return Err(ApiError::new(
-                ProblemCode::UnknownScopeField,
-                format!(
-                    "scope field {k:?} is not named by any tool's operation key; identity comes from the API key, never the body"
-                ),
-            ));
-        }
-        let ok = match v {
-            Value::String(s) => !s.is_empty(),
-            Value::Number(n) => n.is_i64() || n.is_u64(),
-            _ => false,
-        };
-        if !ok {
-            return Err(ApiError::new(
-                ProblemCode::InvalidScope,
-                format!("scope field {k:?} must be a non-empty string or an integer"),
-            ));
-        }
-    }
+    // The bound every request keeps, whatever tool it proposes (or if it
+    // proposes none, or one the policy does not have): known fields, and
+    // values of at most 256 bytes.
+    toolgate::pipeline::check_request_scope(&app.inner.scope_fields, &req.scope)
+        .map_err(|r| ApiError::new(problem_of(r.refusal), r.message))?;
     check_entities(&req.entities)?;
     Ok(Prepared {
         provider,
@@ -483,9 +524,9 @@ async fn run_inner<P: GateComponents>(
     // request the gate cannot take is a problem here, not a decision.
     let tool = check.action().and_then(|a| policy.tool(a.tool()));
     let scope = match tool {
-        Some(contract) => contract
-            .canonical_scope(&prepared.scope)
-            .map_err(|e| ApiError::new(ProblemCode::InvalidScope, e.to_string()))?,
+        Some(contract) => contract.canonical_scope(&prepared.scope).map_err(|e| {
+            ApiError::new(ProblemCode::InvalidScope, e.to_string()).for_tool(contract.name())
+        })?,
         None => prepared.scope.clone(),
     };
     let version = match (scope.get("version_seen"), action.is_some()) {
@@ -499,13 +540,15 @@ async fn run_inner<P: GateComponents>(
                     ProblemCode::InvalidScope,
                     "version_seen is not a valid version",
                 )
+                .for_tool_of(&check)
             })?
         }
         (None, true) => {
             return Err(ApiError::new(
                 ProblemCode::MissingScope,
                 "an action needs scope.version_seen: the resource version the model was shown",
-            ));
+            )
+            .for_tool_of(&check));
         }
         // Never read: `decide` returns before the state stage for anything
         // but an action, and only an action needs the version.
@@ -528,11 +571,13 @@ async fn run_inner<P: GateComponents>(
                  (declare it in the deployment with source = \"request\", or do not send it)",
                 action.tool()
             ),
-        ));
+        )
+        .for_tool(action.tool()));
     }
     let now = crate::clock::now_millis();
     let components = app.components();
     let contract = tool;
+    let limits = app.settings().review_queue;
     let mut first = Some(check);
     // A tool that needs approval runs twice at most: the first run ends at
     // `pending_approval` before anything is claimed; if the review store
@@ -541,6 +586,9 @@ async fn run_inner<P: GateComponents>(
     // and the claim uses it up in its own transaction (docs/design.md §14).
     let mut approval: Option<Approval> = None;
     let mut review_item: Option<i64> = None;
+    // The queue was full for this proposal's request for approval: it is
+    // not offered to the queue a second time below.
+    let mut queue_full_for_it = false;
     let mut decision = loop {
         // The second run decodes the body again: `decide` consumes it.
         let check = first.take().unwrap_or_else(|| {
@@ -585,12 +633,17 @@ async fn run_inner<P: GateComponents>(
             Err(GateError::Authorizer(m)) => {
                 // What did not answer names the application's tables and
                 // hosts: the operator's log, not the caller's.
-                tracing::warn!(error = %m, "authoriser unavailable");
-                return Err(ApiError::unavailable(
-                    "authorisation could not read what it needs; nothing was decided, retry later",
-                ));
+                return Err(ApiError::unavailable(format!(
+                    "authoriser unavailable: {m}"
+                )));
             }
-            Err(e) => return Err(ApiError::unavailable(e.to_string())),
+            // A state source that can never answer this request (its
+            // query returns two rows, a column it cannot read): the same
+            // answer every time, so not a retry-later.
+            Err(GateError::State(e)) if e.is_misconfigured() => {
+                return Err(ApiError::deployment(e));
+            }
+            Err(e) => return Err(ApiError::unavailable(e)),
         };
         // A budget over its limit asks a person too (docs/policy.md,
         // "Budgets"): the approval lets the retry reserve beyond it.
@@ -621,12 +674,13 @@ async fn run_inner<P: GateComponents>(
                 approvers: contract.approvers(),
                 expires_at: now.plus_millis(contract.approval_ttl_ms()),
             }),
+            once_per_window: false,
         };
         let requested = components
             .claims()
-            .request_approval(item, now)
+            .request_approval(item, now, &limits)
             .await
-            .map_err(|e| ApiError::unavailable(e.to_string()))?;
+            .map_err(ApiError::unavailable)?;
         match requested {
             // The first run found the grant: claim with it. A second
             // `pending_approval` (the grant was used or expired meanwhile)
@@ -659,6 +713,14 @@ async fn run_inner<P: GateComponents>(
                     by.map(|b| format!(" ({b})")).unwrap_or_default()
                 ));
             }
+            Requested::QueueFull => {
+                tracing::warn!(
+                    principal = principal.id(),
+                    "review queue full: no approval item opened"
+                );
+                queue_full_for_it = true;
+                break queue_full(decision);
+            }
         }
     };
     crate::limits::conceal_authorisation(&mut decision, &principal);
@@ -671,15 +733,18 @@ async fn run_inner<P: GateComponents>(
         )),
         _ => None,
     };
-    // Other decisions a person acts on open an item each; a failure to
-    // record one is logged, not the caller's (the claim store keeps the
-    // facts of a conflict or a stuck claim anyway).
-    if review_item.is_none() && reviewable(decision.outcome(), decision.reason()) {
+    // Other decisions a person acts on open an item (as the core's
+    // `opening` says); a failure to record one is logged, not the
+    // caller's (the claim store keeps the facts of a conflict or a stuck
+    // claim anyway).
+    let opens = opening(&decision, &principal, policy).filter(|_| !queue_full_for_it);
+    if let (None, Some(opens)) = (review_item, opens) {
         let item = NewItem {
             at: now,
             kind: decision.outcome().as_str().to_owned(),
             reason: decision.reason().map(|r| r.as_str().to_owned()),
-            tool: decision.tool().map(str::to_owned),
+            // A rejection's tool is the model's own text: a bounded label.
+            tool: decision.tool().map(toolgate::claim::audit_label),
             proposer: principal.id().to_owned(),
             proposer_via: principal.via().map(str::to_owned),
             key: decision.key(),
@@ -688,12 +753,21 @@ async fn run_inner<P: GateComponents>(
             scope: Some(Value::Object(scope.clone()).to_string()),
             decision: shown_decision(&decision, &action),
             approval: None,
+            once_per_window: opens == Opening::OncePerWindow,
         };
-        match components.claims().open_item(item).await {
-            Ok(id) => {
+        match components.claims().open_item(item, &limits).await {
+            Ok(Opened::Created(id)) => {
                 review_item = Some(id);
                 announce(app, id, &decision, now);
             }
+            // The same rejection by the same principal in this window: its
+            // item stands for this one too.
+            Ok(Opened::Existing(id)) => review_item = Some(id),
+            Ok(Opened::Full) => tracing::warn!(
+                principal = principal.id(),
+                outcome = decision.outcome().as_str(),
+                "review queue full: no item opened"
+            ),
             Err(e) => tracing::error!(error = %e, "review item not recorded"),
         }
     }
@@ -711,6 +785,20 @@ async fn run_inner<P: GateComponents>(
         "decision"
     );
     Ok((decision, response))
+}
+
+/// A `pending_approval` whose item the full queue could not take: the
+/// decision stands (nothing was claimed), and its message says that no
+/// item was opened, so the caller retries later instead of waiting for a
+/// reviewer who cannot see it.
+fn queue_full(mut decision: Decision) -> Decision {
+    if let Decision::PendingApproval { message, .. } = &mut decision {
+        message.push_str(
+            "; the review queue is full, so no item was opened: nobody can approve this yet; \
+             retry later",
+        );
+    }
+    decision
 }
 
 /// Announces a new review item on the configured webhook, if any.

@@ -30,6 +30,7 @@ pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
         .routes(routes!(claims::complete))
         .routes(routes!(claims::reconcile))
         .routes(routes!(review_api::list))
+        .routes(routes!(review_api::get_item))
         .routes(routes!(review_api::approve))
         .routes(routes!(review_api::deny))
         .routes(routes!(review_api::resolve))
@@ -45,6 +46,10 @@ pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
         .route(
             "/review/logout",
             post(review_page::logout::<P>).layer(map_response(review_page::page_headers)),
+        )
+        .route(
+            "/review/items/{id}",
+            get(review_page::item_page::<P>).layer(map_response(review_page::page_headers)),
         )
         .route(
             "/review/items/{id}/approve",

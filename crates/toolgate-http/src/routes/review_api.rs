@@ -17,7 +17,8 @@ use utoipa::IntoParams;
 use super::decisions::strict_body;
 use crate::auth::{Caller, REVIEW_CAPABILITY};
 use crate::dto::{
-    ReviewActionRequest, ReviewActionResponse, ReviewItemView, ReviewItems, ReviewVote,
+    ReviewActionRequest, ReviewActionResponse, ReviewItemResponse, ReviewItemView, ReviewItems,
+    ReviewVote,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
 use crate::state::{AppState, GateComponents};
@@ -43,6 +44,7 @@ pub fn item_view(i: &ReviewItem) -> ReviewItemView {
         approvals_needed: i.approvals_needed,
         expires_at: i.expires_at.map(|t| t.0),
         consumed_at: i.consumed_at.map(|t| t.0),
+        consumed_by: i.consumed_by.clone(),
         votes: i
             .votes
             .iter()
@@ -147,7 +149,7 @@ pub(super) fn store_error(e: toolgate::claim::StoreError) -> ApiError {
     if e.kind() == toolgate::claim::StoreErrorKind::Corrupt {
         ApiError::new(ProblemCode::CorruptRecord, e.to_string())
     } else {
-        ApiError::unavailable(e.to_string())
+        ApiError::unavailable(e)
     }
 }
 
@@ -173,6 +175,42 @@ pub async fn list<P: GateComponents>(
         params.map_err(|e| ApiError::new(ProblemCode::InvalidQuery, e.body_text()))?;
     let query = list_query(&params)?;
     Ok(Json(list_page(&app, &query).await?))
+}
+
+/// One item of the queue with its whole decision (a listing carries
+/// summaries). Needs `toolgate:review`.
+#[utoipa::path(get, path = "/v1/review/items/{id}", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    responses(
+        (status = 200, description = "the item, its whole decision included", body = ReviewItemResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn get_item<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    caller: Caller,
+    id: Result<Path<u64>, PathRejection>,
+) -> Result<Json<ReviewItemResponse>, ApiError> {
+    caller.require(REVIEW_CAPABILITY)?;
+    let id = item_id(id)?;
+    let not_found = || ApiError::not_found("no reviewer item has this id").at(item_path(id));
+    let Ok(n) = i64::try_from(id) else {
+        return Err(not_found());
+    };
+    let item = app
+        .components()
+        .claims()
+        .item(n, crate::clock::now_millis())
+        .await
+        .map_err(store_error)?
+        .ok_or_else(not_found)?;
+    Ok(Json(ReviewItemResponse {
+        item: item_view(&item),
+    }))
 }
 
 /// The reviewer item a problem is about.

@@ -79,24 +79,37 @@ pub async fn page_headers(mut response: Response) -> Response {
     response
 }
 
-/// `Secure` on the session cookie, except for a page opened on a loopback
-/// host (the demo on http://127.0.0.1): behind TLS the cookie must never
-/// travel over plain HTTP.
-fn secure_attribute(headers: &HeaderMap) -> &'static str {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let name = match host.rsplit_once(':') {
-        Some((n, port)) if port.bytes().all(|b| b.is_ascii_digit()) => n,
-        _ => host,
-    };
-    let loopback = name == "localhost"
-        || name == "[::1]"
-        || name
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|a| a.is_loopback());
-    if loopback { "" } else { "; Secure" }
+/// `Secure` on the session cookie unless the configured public URL is
+/// plain `http://` (the demo on loopback): chosen by the operator's
+/// configuration, never by the request's `Host`, which a proxy on the same
+/// host may forward as `127.0.0.1` while the browser speaks TLS.
+fn secure_attribute(public_url: Option<&str>) -> &'static str {
+    let plain = public_url.is_some_and(|u| {
+        u.get(..7)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+    });
+    if plain { "" } else { "; Secure" }
+}
+
+/// An id as a card shows it: escaped, and, when it has characters outside
+/// ASCII, followed by their code points, so a look-alike (a Cyrillic `а`
+/// in `аgent-ana`) never reads as the id it imitates.
+fn who(id: &str) -> String {
+    let foreign: Vec<String> = id
+        .chars()
+        .filter(|c| !c.is_ascii())
+        .take(8)
+        .map(|c| format!("U+{:04X}", c as u32))
+        .collect();
+    if foreign.is_empty() {
+        esc(id)
+    } else {
+        format!(
+            "{} <span class=\"codepoints\">({})</span>",
+            esc(id),
+            foreign.join(" ")
+        )
+    }
 }
 
 /// Compares two tokens in time that does not depend on where they differ.
@@ -396,13 +409,28 @@ fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
         .and_then(Value::as_str)
         .map(|r| format!(" · reason <code>{}</code>", esc(r)))
         .unwrap_or_default();
+    let via = i
+        .proposer_via
+        .as_deref()
+        .map(|v| format!(" <span class=\"via\">via {}</span>", who(v)))
+        .unwrap_or_default();
+    // A listing carries a summary of a long decision: the item's own page
+    // has the whole of it.
+    let whole = if field(d, "truncated") == Some(&Value::Bool(true)) {
+        format!(
+            " · <a class=\"full-text\" href=\"/review/items/{}\">the whole decision</a>",
+            i.id
+        )
+    } else {
+        String::new()
+    };
     let head = format!(
-        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b>#{id}</b> {kind} · tool <b class=\"tool\">{tool}</b> · proposed by {proposer}{reason}</div>{scope}<div class=\"opened\">opened {opened}</div>",
+        "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b><a href=\"/review/items/{id}\">#{id}</a></b> {kind} · tool <b class=\"tool\">{tool}</b> · proposed by <span class=\"proposer\">{proposer}</span>{via}{reason}{whole}</div>{scope}<div class=\"opened\">opened {opened}</div>",
         id = i.id,
         kind = esc(&i.kind),
         status = status_name(i.status),
         tool = esc(i.tool.as_deref().unwrap_or("—")),
-        proposer = esc(&i.proposer),
+        proposer = who(&i.proposer),
         scope = scope_line(card.scope),
         opened = when(i.at, now),
     );
@@ -495,10 +523,14 @@ fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
         ),
         ReviewStatus::Approved => format!(
             "<div class=\"status approved\">approved by {by}{closed}; {}{note}</div>",
-            if i.consumed_at.is_some() {
-                "the proposer's retry used it"
-            } else {
-                "waiting for the proposer's retry"
+            match (i.consumed_at, i.consumed_by.as_deref()) {
+                (Some(at), Some(user)) => format!(
+                    "used by <span class=\"used-by\">{}</span> {}",
+                    who(user),
+                    when(at, now)
+                ),
+                (Some(at), None) => format!("used {}", when(at, now)),
+                (None, _) => "waiting for the proposer's retry (no one else can use it)".to_owned(),
             }
         ),
         ReviewStatus::Denied => {
@@ -678,6 +710,66 @@ pub async fn page<P: GateComponents>(
     Html(review_page(&cards, next_before, &query, &who, &csrf)).into_response()
 }
 
+/// `/review/items/{id}`: one item with its whole decision (a listing
+/// carries summaries only), and its actions.
+pub async fn item_page<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    headers: HeaderMap,
+    id: Result<Path<u64>, axum::extract::rejection::PathRejection>,
+) -> Response {
+    let (who_am_i, csrf) = match reviewer(&app, &headers).await {
+        Ok(Some(r)) => r,
+        Ok(None) => return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
+        Err(r) => return *r,
+    };
+    let id = match id {
+        Ok(Path(id)) => id,
+        Err(e) => {
+            return crate::error::ApiError::new(
+                crate::error::ProblemCode::InvalidPath,
+                e.body_text(),
+            )
+            .into_response();
+        }
+    };
+    let now = crate::clock::now_millis();
+    let found = match i64::try_from(id) {
+        Ok(n) => app.components().claims().item(n, now).await,
+        Err(_) => Ok(None),
+    };
+    let item = match found {
+        Ok(Some(item)) => item,
+        Ok(None) => {
+            return (
+                StatusCode::NOT_FOUND,
+                Html(page_shell(
+                    "toolgate review",
+                    "<p>No item has this id. <a href=\"/review\">Back to the queue</a>.</p>",
+                )),
+            )
+                .into_response();
+        }
+        Err(e) => return store_error(e).into_response(),
+    };
+    let policy = app.policy();
+    let schema = item
+        .tool
+        .as_deref()
+        .and_then(|t| policy.tool(t))
+        .map(|t| t.schema().source());
+    let card = Card {
+        scope: item.scope.as_deref(),
+        schema,
+        now: now.0,
+    };
+    let body = format!(
+        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <a href=\"/review\">Back to the queue</a></p>{}",
+        esc(&who_am_i),
+        render_item(&item_view(&item), &card, &csrf)
+    );
+    Html(page_shell(&format!("toolgate review: item {id}"), &body)).into_response()
+}
+
 #[derive(Deserialize)]
 pub struct LoginForm {
     key: String,
@@ -685,7 +777,6 @@ pub struct LoginForm {
 
 pub async fn login<P: GateComponents>(
     State(app): State<AppState<P>>,
-    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
     let Some(key) = app.keys().lookup(form.key.trim()) else {
@@ -725,7 +816,7 @@ pub async fn login<P: GateComponents>(
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}{}",
         SESSION_MS / 1000,
-        secure_attribute(&headers)
+        secure_attribute(app.settings().public_url.as_deref())
     )) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
@@ -967,6 +1058,7 @@ mod tests {
             approvals_needed: u32::from(kind == "pending_approval"),
             expires_at: Some(1_796_082_000_000 + 23 * 3_600_000 + 5_000),
             consumed_at: None,
+            consumed_by: None,
             votes: Vec::<ReviewVote>::new(),
             by: None,
             closed_at: None,

@@ -343,10 +343,11 @@ impl toolgate::idempotency::IdempotencyStore for SwitchStore {
         runner: &str,
         answer: toolgate::idempotency::Remembered,
         now: UnixMillis,
+        bounds: toolgate::idempotency::Bounds,
     ) -> Result<(), StoreError> {
         self.up()?;
         self.inner
-            .idem_finish(principal, key, runner, answer, now)
+            .idem_finish(principal, key, runner, answer, now, bounds)
             .await
     }
 
@@ -395,18 +396,23 @@ impl toolgate::review::ReviewStore for SwitchStore {
         self.inner.close_session(digest).await
     }
 
-    async fn open_item(&self, item: toolgate::review::NewItem) -> Result<i64, StoreError> {
+    async fn open_item(
+        &self,
+        item: toolgate::review::NewItem,
+        limits: &toolgate::review::QueueLimits,
+    ) -> Result<toolgate::review::Opened, StoreError> {
         self.up()?;
-        self.inner.open_item(item).await
+        self.inner.open_item(item, limits).await
     }
 
     async fn request_approval(
         &self,
         item: toolgate::review::NewItem,
         now: UnixMillis,
+        limits: &toolgate::review::QueueLimits,
     ) -> Result<toolgate::review::Requested, StoreError> {
         self.up()?;
-        self.inner.request_approval(item, now).await
+        self.inner.request_approval(item, now, limits).await
     }
 
     async fn item(

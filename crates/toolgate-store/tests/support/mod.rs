@@ -342,13 +342,19 @@ pub const DIGEST: &str = "digest-1";
 /// §14): a usable grant is used up by the claim that wins; a grant bound to
 /// another key, expired, already used or given under another policy digest
 /// answers `GrantUnusable` and leaves no claim row (the claim's insert rolls
-/// back with it). `approve(key, expires_at, consumed_at)` inserts an
-/// approved review item bound to `key`, fingerprint 1 and version "7" under
-/// [`DIGEST`] and returns its id; `consumed(id)` reads its `consumed_at`.
+/// back with it). A grant serves only its proposer: a claim by another
+/// principal, by the proposer through a key that did not name them (`via`),
+/// or by a principal who voted on the item, is refused in the same way.
+/// `approve(key, expires_at, consumed_at)` inserts an approved review item
+/// proposed by `agent:1` (no `via`), bound to `key`, fingerprint 1 and
+/// version "7" under [`DIGEST`] and returns its id; `consumed(id)` reads
+/// its `consumed_at` and `consumed_by`; `vote(id, reviewer)` writes an
+/// approve vote row as a store that let it in would.
 pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
     store: &S,
     approve: impl AsyncFn(OperationKey, i64, Option<i64>) -> i64,
-    consumed: impl AsyncFn(i64) -> Option<i64>,
+    consumed: impl AsyncFn(i64) -> (Option<i64>, Option<String>),
+    vote: impl AsyncFn(i64, &str),
 ) {
     use toolgate::claim::GrantUse;
     let ns = Namespace::new(random16());
@@ -376,8 +382,8 @@ pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
     expect_acquired(claim(key, grant(item, DIGEST)).await);
     assert_eq!(
         consumed(item).await,
-        Some(t0.0),
-        "the grant was not used up"
+        (Some(t0.0), Some("agent:1".to_owned())),
+        "the grant was not used up by its proposer"
     );
 
     // The same grant again, for another operation: unusable, nothing written.
@@ -397,7 +403,7 @@ pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
     }
     no_row(key, "expired grant").await;
     assert_eq!(
-        consumed(expired).await,
+        consumed(expired).await.0,
         None,
         "an expired grant was marked used"
     );
@@ -419,8 +425,65 @@ pub async fn grants_are_used_in_the_claims_transaction<S: ClaimStore>(
         got => panic!("a grant under another policy digest was used: {got:?}"),
     }
     no_row(key, "other digest").await;
-    assert_eq!(consumed(item).await, None);
+    assert_eq!(consumed(item).await.0, None);
     // The same grant with its own digest still works afterwards.
+    expect_acquired(claim(key, grant(item, DIGEST)).await);
+
+    // Another principal sending the same proposal, or the proposer through
+    // a key acting for them: unusable, nothing written, the grant intact.
+    let key = ns.key(204, 5);
+    let item = approve(key, later, None).await;
+    let by = |proposer: &str| {
+        toolgate::claim::ProposalRecord::new(
+            "refund_order".into(),
+            r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#.into(),
+            r#"{"customer":"c-1","order":"o-9"}"#.into(),
+            "7".into(),
+            proposer.into(),
+        )
+        .expect("proposal")
+    };
+    let as_other = |proposer: &str, via: Option<&str>| {
+        toolgate::claim::ClaimRequest::for_testing(
+            key,
+            conformance::fingerprint(1),
+            by(proposer),
+            ns.holder(),
+            t0,
+            conformance::LEASE,
+        )
+        .via_for_testing(via.map(str::to_owned))
+        .with_grant(grant(item, DIGEST))
+    };
+    for (who, via) in [
+        ("agent:2", None),
+        ("agent:1", Some("svc")),
+        ("reviewer", None),
+    ] {
+        match store.claim(as_other(who, via)).await.expect("claim") {
+            RawClaim::GrantUnusable => {}
+            got => panic!("{who} via {via:?} used agent:1's grant: {got:?}"),
+        }
+        no_row(key, "another principal's grant").await;
+    }
+    assert_eq!(
+        consumed(item).await.0,
+        None,
+        "a refused claim used the grant"
+    );
+
+    // A principal who voted on the item never uses its grant, even as its
+    // proposer: the claim checks the votes itself.
+    vote(item, "agent:1").await;
+    match claim(key, grant(item, DIGEST)).await {
+        RawClaim::GrantUnusable => {}
+        got => panic!("a voter used the grant: {got:?}"),
+    }
+    no_row(key, "a voter's grant").await;
+    // Without that vote, the proposer uses it.
+    let key = ns.key(204, 6);
+    let item = approve(key, later, None).await;
+    vote(item, "reviewer").await;
     expect_acquired(claim(key, grant(item, DIGEST)).await);
 }
 

@@ -58,6 +58,13 @@ impl MemoryClaimStore {
         Self::default()
     }
 
+    /// Every audit entry, oldest first: the whole log, entries without an
+    /// operation key (rejections, refused requests) included, which
+    /// [`ClaimStore::audit_trail`] cannot reach.
+    pub fn audit_log(&self) -> Result<Vec<AuditEntry>, StoreError> {
+        Ok(self.lock()?.audit.clone())
+    }
+
     fn lock(&self) -> Result<MutexGuard<'_, State>, StoreError> {
         // A poisoned lock means a panic mid-update elsewhere; refuse to
         // answer rather than guess at the state.
@@ -93,13 +100,7 @@ impl MemoryClaimStore {
         // written (the SQL stores' conditional UPDATE, docs/design.md §14).
         if let Some(grant) = request.grant()
             && !state.claims.contains_key(request.key())
-            && !self.reviews.consume(
-                grant,
-                request.key(),
-                request.fingerprint(),
-                request.proposal().version_seen(),
-                request.now(),
-            )?
+            && !self.reviews.consume(grant, &request)?
         {
             return Ok(RawClaim::GrantUnusable);
         }

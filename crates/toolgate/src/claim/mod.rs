@@ -33,6 +33,7 @@ mod ids;
 mod memory;
 mod record;
 mod request;
+mod text;
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod conformance;
@@ -52,6 +53,7 @@ pub use request::{
     Attempt, BudgetReservation, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack,
     ReconcileOutcome, Reconciled,
 };
+pub use text::{audit_label, is_hidden};
 
 /// A stuck-claim listing entry: a valid record, or a row that failed
 /// validation (reported with its raw key so an operator can find it, and

@@ -27,6 +27,7 @@ pub struct ClaimRequest {
     now: UnixMillis,
     lease_ms: i64,
     executor: ExecutorKind,
+    via: Option<String>,
     grant: Option<GrantUse>,
     budgets: Vec<BudgetReservation>,
 }
@@ -66,8 +67,13 @@ pub struct Attempt {
 /// item that approved exactly this proposal. The store consumes it in the
 /// claim's own transaction, and only if the item is still approved,
 /// unconsumed, unexpired and bound to this request's operation key,
-/// fingerprint, version and `policy_digest`; otherwise nothing is written
-/// and the answer is [`RawClaim::GrantUnusable`].
+/// fingerprint, version and `policy_digest`, and to its proposer: the
+/// item's proposer and `via` are the request's
+/// ([`ProposalRecord::proposer`], [`ClaimRequest::via`]), and neither of
+/// them voted on the item. Otherwise nothing is written and the answer is
+/// [`RawClaim::GrantUnusable`]. A grant serves only the principal who
+/// proposed it: another agent sending the same proposal, or a reviewer who
+/// approved it, can never use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantUse {
     /// The approved review item's id.
@@ -98,9 +104,31 @@ impl ClaimRequest {
             now,
             lease_ms: ms,
             executor: ExecutorKind::InProcess,
+            via: None,
             grant: None,
             budgets: Vec::new(),
         }
+    }
+
+    /// The request made for the principal `via` acted for (actor
+    /// delegation): the key that named the proposer.
+    pub(crate) fn with_via(mut self, via: Option<String>) -> Self {
+        self.via = via;
+        self
+    }
+
+    /// Test-only: the request with `via` (`testkit` feature).
+    #[cfg(any(test, feature = "testkit"))]
+    #[must_use]
+    pub fn via_for_testing(self, via: Option<String>) -> Self {
+        self.with_via(via)
+    }
+
+    /// The key that named the proposer, when a key acting for users made
+    /// the request; `None` when the proposer authenticated itself. A grant
+    /// is usable only by a request with the item's own proposer and `via`.
+    pub fn via(&self) -> Option<&str> {
+        self.via.as_deref()
     }
 
     /// The request with an approval to consume in the claim's transaction

@@ -83,9 +83,9 @@ impl ScopeType {
                 }
             }
             Self::Version => {
-                const WANT: &str = "a version: a string of 1 to 128 bytes without control characters, or a non-negative integer";
+                const WANT: &str = "a version: a non-negative integer (a JSON integer, or its decimal text without a sign or leading zeros), or a string of 1 to 128 bytes without control or invisible characters and without surrounding whitespace";
                 match value {
-                    Value::String(s) if plain_text(s, MAX_SCOPE_VERSION_BYTES) => Ok(value.clone()),
+                    Value::String(s) if version_text(s) => Ok(value.clone()),
                     Value::Number(n) => match n.as_u64() {
                         Some(u) if u <= Limits::INTEROPERABLE_INTEGER => {
                             Ok(Value::String(u.to_string()))
@@ -150,6 +150,45 @@ pub fn canonical_scope(
         out.insert(field.clone(), canonical);
     }
     Ok(out)
+}
+
+/// A version string that is one spelling of one version: kept verbatim
+/// when it is text, but a string that reads as a number must be the
+/// integer's own decimal text, so `1`, `"1"`, `"01"`, `"+1"` and `" 1"`
+/// never name three versions (`"01"`, `"+1"` and `" 1"` are refused).
+/// Surrounding whitespace and invisible characters are refused, never
+/// trimmed: nothing a caller sends is silently rewritten.
+fn version_text(s: &str) -> bool {
+    if !plain_text(s, MAX_SCOPE_VERSION_BYTES)
+        || s.trim() != s
+        || s.chars().any(crate::claim::is_hidden)
+    {
+        return false;
+    }
+    let unsigned = s
+        .strip_prefix('+')
+        .or_else(|| s.strip_prefix('-'))
+        .unwrap_or(s);
+    let numeric = !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit());
+    if !numeric {
+        return true;
+    }
+    // Digits only: the canonical decimal text of a non-negative integer.
+    unsigned.len() == s.len() && (s == "0" || !s.starts_with('0'))
+}
+
+/// A scope value any request may carry, whatever tool it proposes (and if
+/// it proposes none, or one the policy does not have): a string of 1 to
+/// [`MAX_SCOPE_STRING_BYTES`] bytes without control characters, or an
+/// integer. The tool's own `scope_types` are checked later; this bound
+/// holds before the tool is known, so no request can store or show a
+/// larger value (docs/http-api.md).
+pub fn bounded_scope_value(value: &Value) -> Result<(), &'static str> {
+    match value {
+        Value::String(s) if plain_text(s, MAX_SCOPE_STRING_BYTES) => Ok(()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Ok(()),
+        _ => Err("a string of 1 to 256 bytes without control characters, or an integer"),
+    }
 }
 
 fn plain_text(s: &str, max: usize) -> bool {
@@ -223,9 +262,59 @@ mod tests {
     fn versions_are_decimal_text() {
         assert_eq!(Version.canonicalise(&json!(7)), Ok(json!("7")));
         assert_eq!(Version.canonicalise(&json!("7")), Ok(json!("7")));
+        assert_eq!(Version.canonicalise(&json!("0")), Ok(json!("0")));
         assert_eq!(Version.canonicalise(&json!("etag-3")), Ok(json!("etag-3")));
+        assert_eq!(Version.canonicalise(&json!("v 2")), Ok(json!("v 2")));
+        assert_eq!(Version.canonicalise(&json!("1.0")), Ok(json!("1.0")));
         for bad in [json!(-1), json!(1.5), json!(""), json!(true), json!(null)] {
             assert!(Version.canonicalise(&bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    /// `1`, `"01"` and `" 1"` gave three operation keys on one order: a
+    /// version that reads as a number has one spelling, and whitespace
+    /// around a version is refused, never trimmed.
+    #[test]
+    fn a_version_has_one_spelling() {
+        for bad in [
+            json!("01"),
+            json!("007"),
+            json!("+1"),
+            json!("-1"),
+            json!("-0"),
+            json!(" 1"),
+            json!("1 "),
+            json!("\t1"),
+            json!("1\u{a0}"),
+            json!("\u{200b}1"),
+            json!("etag\u{202e}"),
+            json!(" etag"),
+        ] {
+            assert!(Version.canonicalise(&bad).is_err(), "{bad} was accepted");
+        }
+        assert_eq!(
+            Version.canonicalise(&json!(1)),
+            Version.canonicalise(&json!("1"))
+        );
+    }
+
+    #[test]
+    fn every_request_scope_value_is_bounded() {
+        use super::bounded_scope_value;
+        assert!(bounded_scope_value(&json!("T-1")).is_ok());
+        assert!(bounded_scope_value(&json!(-4)).is_ok());
+        assert!(bounded_scope_value(&json!("x".repeat(256))).is_ok());
+        for bad in [
+            json!("x".repeat(257)),
+            json!("x".repeat(690_000)),
+            json!(""),
+            json!("a\nb"),
+            json!(1.5),
+            json!(null),
+            json!([1]),
+            json!({"a": 1}),
+        ] {
+            assert!(bounded_scope_value(&bad).is_err(), "{bad} was accepted");
         }
     }
 }

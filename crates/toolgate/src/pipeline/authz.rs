@@ -66,6 +66,28 @@ fn label(pointer: &str, text: &str) -> Result<(), PrincipalError> {
     Ok(())
 }
 
+/// Longest actor a key that acts for users may name, in bytes.
+pub const MAX_ACTOR_BYTES: usize = 128;
+
+fn actor_label(text: &str) -> Result<(), PrincipalError> {
+    let printable = !text.is_empty()
+        && text.len() <= MAX_ACTOR_BYTES
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !text.chars().any(crate::claim::is_hidden);
+    if printable {
+        return Ok(());
+    }
+    Err(PrincipalError::new(
+        "/actor",
+        format!(
+            "must be 1 to {MAX_ACTOR_BYTES} bytes of printable characters: no control, bidi, \
+             zero-width or format characters, no line separators, and no space but U+0020 \
+             (never first or last)"
+        ),
+    ))
+}
+
 impl Principal {
     /// A principal with `id` holding `capabilities`.
     pub fn new<I, C>(id: impl Into<String>, capabilities: I) -> Result<Self, PrincipalError>
@@ -94,9 +116,18 @@ impl Principal {
     /// capability check, the authoriser and the claim's proposer see the
     /// actor; the audit entry keeps `via`. The server decides whether the
     /// authenticated key may delegate; the model never names the actor.
+    ///
+    /// The actor is text a caller chose, shown to reviewers and kept in the
+    /// audit log: it must be 1 to [`MAX_ACTOR_BYTES`] bytes of printable
+    /// characters, with no control, bidi, zero-width or other format
+    /// character, no line or paragraph separator, and no space but U+0020,
+    /// never at either end ([`crate::claim::is_hidden`]). Look-alikes of
+    /// other scripts (a Cyrillic `а` for a Latin `a`) are not folded: an
+    /// actor is an identifier compared byte for byte, and the authoriser
+    /// decides whether it exists (docs/http-api.md, "Actors").
     pub fn acting_for(&self, actor: impl Into<String>) -> Result<Self, PrincipalError> {
         let actor = actor.into();
-        label("/actor", &actor)?;
+        actor_label(&actor)?;
         Ok(Self {
             id: actor,
             capabilities: self.capabilities.clone(),

@@ -199,10 +199,13 @@ fn audit_entry(
     principal: &Principal,
     now: UnixMillis,
 ) -> Result<AuditEntry, crate::claim::CorruptRecord> {
+    // The tool may be the model's own text (an unknown tool's name, with
+    // a newline or 300 KB of it): kept as an escaped, bounded label, so it
+    // is never a reason to skip the entry.
     AuditEntry::new(
         now,
         principal.id().to_owned(),
-        decision.tool().map(str::to_owned),
+        decision.tool().map(crate::claim::audit_label),
         decision.outcome().as_str().to_owned(),
         decision.reason().map(|r| r.as_str().to_owned()),
         decision.key(),

@@ -19,16 +19,23 @@ mod budget;
 mod decision;
 mod driver;
 mod exec;
+mod refusal;
 pub mod stage;
 mod state;
 
 pub use crate::claim::ExecutorKind;
-pub use authz::{Authorizer, AuthzDecision, AuthzRequest, Principal, PrincipalError};
+pub use authz::{
+    Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
+};
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection};
 pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
     reconcile, reconcile_answered,
 };
 pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
+pub use refusal::{
+    REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,
+    request_scope_fields,
+};
 pub use stage::{Authorized, Bound, Claimed, Validated};
 pub use state::{StateError, StateScope, StateSource, StateVersion};

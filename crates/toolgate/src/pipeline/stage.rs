@@ -215,7 +215,8 @@ impl Bound {
             holder,
             now,
             lease,
-        ))
+        )
+        .with_via(self.authorized.principal.via().map(str::to_owned)))
     }
 }
 

@@ -82,19 +82,39 @@ impl StateScope<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateError {
     message: String,
+    misconfigured: bool,
 }
 
 impl StateError {
-    /// An error with `message`.
+    /// An error with `message`: the source did not answer this time (a
+    /// database or service down, a timeout); a retry may succeed.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            misconfigured: false,
+        }
+    }
+
+    /// An error that every retry of the same request meets: the source is
+    /// wired in a way that cannot answer it (a query that returns several
+    /// rows, a column of a type it cannot read). Front doors answer it as
+    /// not retryable.
+    pub fn misconfigured(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            misconfigured: true,
         }
     }
 
     /// What failed.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// Whether a retry of the same request meets the same error
+    /// ([`StateError::misconfigured`]).
+    pub fn is_misconfigured(&self) -> bool {
+        self.misconfigured
     }
 }
 

@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    Closed, Closing, ItemStatus, ListQuery, NewItem, Requested, ReviewItem, ReviewSession,
-    ReviewStore, Verdict, Vote, Voted, check_reviewer, open_grant, reviewer_audit,
+    Closed, Closing, ItemStatus, ListQuery, MAX_LISTED_SCOPE_BYTES, NewItem, Opened, QueueLimits,
+    Requested, ReviewItem, ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer,
+    open_grant, reviewer_audit, summary_of,
 };
 use crate::claim::{
-    ClaimStore, Fingerprint, GrantUse, MemoryClaimStore, OperationKey, StoreError, StoreErrorKind,
-    UnixMillis,
+    ClaimRequest, ClaimStore, GrantUse, MemoryClaimStore, StoreError, StoreErrorKind, UnixMillis,
 };
-use crate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered, cost};
+use crate::idempotency::{Begun, Bounds, IdempotencyStore, PURGE_BATCH, Remembered, cost};
 
 #[derive(Default)]
 struct State {
@@ -22,11 +22,16 @@ struct State {
     items: Vec<ReviewItem>,
     /// Live (open or approved) approval items by their tuple's digest.
     live: HashMap<[u8; 32], i64>,
+    /// Rejection items by their [`NewItem::dedup`] digest.
+    dedup: HashMap<[u8; 32], i64>,
     /// Reviewer logins by their token's digest.
     sessions: HashMap<[u8; 32], ReviewSession>,
     /// The `Idempotency-Key` memory ([`crate::idempotency`]), by
     /// (principal, key).
     idem: HashMap<(String, String), IdemRow>,
+    /// Each principal's finished answers and their bytes ([`cost`]): the
+    /// running totals its quota is judged on.
+    idem_totals: HashMap<String, (u64, u64)>,
 }
 
 /// One `Idempotency-Key` row.
@@ -87,6 +92,7 @@ impl State {
             approvals_needed,
             expires_at,
             consumed_at: None,
+            consumed_by: None,
             closed_at: None,
             closed_by: None,
             note: None,
@@ -102,7 +108,40 @@ fn tuple(item: &ReviewItem) -> Option<[u8; 32]> {
         item.fingerprint.as_ref()?,
         item.version_seen.as_deref()?,
         item.policy_digest.as_deref()?,
+        &item.proposer,
+        item.proposer_via.as_deref(),
     ))
+}
+
+/// Whether the approval tuple of `a` (key, fingerprint, version, policy
+/// digest) is `b`'s, whoever proposed either: a denial holds for the
+/// proposal, not for one proposer.
+fn same_proposal(a: &ReviewItem, b: &NewItem) -> bool {
+    let Some((key, fingerprint, version, terms)) = b.approval_tuple() else {
+        return false;
+    };
+    a.key.as_ref() == Some(key)
+        && a.fingerprint.as_ref() == Some(fingerprint)
+        && a.version_seen.as_deref() == Some(version)
+        && a.policy_digest.as_deref() == Some(terms.policy_digest.as_str())
+}
+
+impl State {
+    /// Whether opening one more item for `principal` stays within `limits`.
+    fn room(&self, principal: &str, limits: &QueueLimits, now: UnixMillis) -> bool {
+        let open = self
+            .items
+            .iter()
+            .filter(|i| i.status_at(now) == ItemStatus::Open);
+        let (mut total, mut theirs) = (0u64, 0u64);
+        for i in open {
+            total += 1;
+            if i.proposer_via.as_deref().unwrap_or(&i.proposer) == principal {
+                theirs += 1;
+            }
+        }
+        total < limits.total && theirs < limits.per_principal
+    }
 }
 
 /// Review items in memory; part of [`MemoryClaimStore`].
@@ -118,42 +157,57 @@ impl MemoryReviewStore {
             .map_err(|_| StoreError::new(StoreErrorKind::Invariant, "review lock poisoned"))
     }
 
-    /// Uses the grant, if item `grant.item` is approved, unused, unexpired
-    /// and bound to exactly this tuple: the same rule as the SQL stores'
-    /// `UPDATE … WHERE`. Called by the claim inside its critical section.
+    /// Uses the grant, if item `grant.item` is approved, unused, unexpired,
+    /// bound to exactly this request's tuple, proposed by this request's
+    /// proposer and `via`, and voted on by neither of them: the same rule
+    /// as the SQL stores' `UPDATE … WHERE`. Called by the claim inside its
+    /// critical section.
     pub(crate) fn consume(
         &self,
         grant: &GrantUse,
-        key: &OperationKey,
-        fingerprint: &Fingerprint,
-        version: &str,
-        now: UnixMillis,
+        request: &ClaimRequest,
     ) -> Result<bool, StoreError> {
+        let now = request.now();
+        let proposer = request.proposal().proposer();
+        let via = request.via();
         let mut state = self.lock()?;
         let Some(item) = state.get_mut(grant.item) else {
             return Ok(false);
         };
+        let voted = item
+            .votes
+            .iter()
+            .any(|v| v.reviewer == proposer || Some(v.reviewer.as_str()) == via);
         let usable = item.status == ItemStatus::Approved
             && item.consumed_at.is_none()
             && item.expires_at.is_some_and(|e| e > now)
-            && item.key.as_ref() == Some(key)
-            && item.fingerprint.as_ref() == Some(fingerprint)
-            && item.version_seen.as_deref() == Some(version)
-            && item.policy_digest.as_deref() == Some(grant.policy_digest.as_str());
+            && item.key.as_ref() == Some(request.key())
+            && item.fingerprint.as_ref() == Some(request.fingerprint())
+            && item.version_seen.as_deref() == Some(request.proposal().version_seen())
+            && item.policy_digest.as_deref() == Some(grant.policy_digest.as_str())
+            && item.proposer == proposer
+            && item.proposer_via.as_deref() == via
+            && !voted;
         if usable {
             item.consumed_at = Some(now);
+            item.consumed_by = Some(proposer.to_owned());
         }
         Ok(usable)
     }
 
-    fn request_now(&self, item: NewItem, now: UnixMillis) -> Result<Requested, StoreError> {
-        let Some((key, fingerprint, version, terms)) = item.approval_tuple() else {
+    fn request_now(
+        &self,
+        item: NewItem,
+        now: UnixMillis,
+        limits: &QueueLimits,
+    ) -> Result<Requested, StoreError> {
+        let (Some(digest), Some((_, _, _, terms))) = (item.grant_digest(), item.approval_tuple())
+        else {
             return Err(StoreError::new(
                 StoreErrorKind::Invariant,
                 "a request for approval needs a key, fingerprint, version and terms",
             ));
         };
-        let digest = open_grant(key, fingerprint, version, &terms.policy_digest);
         let mut state = self.lock()?;
         if let Some(&id) = state.live.get(&digest) {
             match state.settle(id, now) {
@@ -181,17 +235,21 @@ impl MemoryReviewStore {
                 _ => {}
             }
         }
-        // The newest denial of this tuple is final for it.
+        // The newest denial of this proposal is final for it, whoever
+        // proposed it.
         let denied = state
             .items
             .iter()
             .rev()
-            .find(|i| i.status == ItemStatus::Denied && tuple(i).is_some_and(|t| t == digest));
+            .find(|i| i.status == ItemStatus::Denied && same_proposal(i, &item));
         if let Some(d) = denied {
             return Ok(Requested::Denied {
                 item: d.id,
                 by: d.closed_by.clone(),
             });
+        }
+        if !state.room(item.queue_principal(), limits, now) {
+            return Ok(Requested::QueueFull);
         }
         let id = state.insert(item);
         state.live.insert(digest, id);
@@ -322,19 +380,32 @@ impl ReviewStore for MemoryClaimStore {
         Ok(())
     }
 
-    async fn open_item(&self, item: NewItem) -> Result<i64, StoreError> {
+    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
         let mut item = item;
         // Only request_approval opens approval items.
         item.approval = None;
-        Ok(self.reviews.lock()?.insert(item))
+        let dedup = item.dedup(limits.rejection_window_ms);
+        let mut state = self.reviews.lock()?;
+        if let Some(id) = dedup.and_then(|d| state.dedup.get(&d).copied()) {
+            return Ok(Opened::Existing(id));
+        }
+        if !state.room(item.queue_principal(), limits, item.at) {
+            return Ok(Opened::Full);
+        }
+        let id = state.insert(item);
+        if let Some(d) = dedup {
+            state.dedup.insert(d, id);
+        }
+        Ok(Opened::Created(id))
     }
 
     async fn request_approval(
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> Result<Requested, StoreError> {
-        self.reviews.request_now(item, now)
+        self.reviews.request_now(item, now, limits)
     }
 
     async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
@@ -362,7 +433,14 @@ impl ReviewStore for MemoryClaimStore {
             .filter(|i| query.status.is_none_or(|s| i.status == s))
             .filter(|i| query.kind.as_ref().is_none_or(|k| &i.kind == k))
             .take(limit)
-            .cloned()
+            .map(|i| ReviewItem {
+                decision: summary_of(&i.decision),
+                scope: i
+                    .scope
+                    .clone()
+                    .filter(|s| s.len() <= MAX_LISTED_SCOPE_BYTES),
+                ..i.clone()
+            })
             .collect())
     }
 
@@ -454,14 +532,46 @@ impl IdempotencyStore for MemoryClaimStore {
         runner: &str,
         answer: Remembered,
         now: UnixMillis,
+        bounds: Bounds,
     ) -> Result<(), StoreError> {
         let mut state = self.reviews.lock()?;
-        if let Some(row) = state.idem.get_mut(&(principal.to_owned(), key.to_owned()))
-            && row.done.is_none()
-            && row.runner == runner
-        {
-            row.done = Some((now, answer));
+        let c = cost(principal, key, answer.body.len());
+        let Some(row) = state.idem.get_mut(&(principal.to_owned(), key.to_owned())) else {
+            return Ok(());
+        };
+        if row.done.is_some() || row.runner != runner {
+            return Ok(());
         }
+        row.done = Some((now, answer));
+        let totals = state.idem_totals.entry(principal.to_owned()).or_default();
+        totals.0 += 1;
+        totals.1 += c;
+        let (mut count, mut bytes) = *totals;
+        if count <= bounds.capacity && bytes <= bounds.max_bytes {
+            return Ok(());
+        }
+        // This principal's finished answers, oldest first; never another's.
+        let mut theirs: Vec<(String, i64, u64)> = state
+            .idem
+            .iter()
+            .filter(|(id, _)| id.0 == principal)
+            .filter_map(|(id, r)| {
+                let (at, answer) = r.done.as_ref()?;
+                Some((id.1.clone(), at.0, cost(&id.0, &id.1, answer.body.len())))
+            })
+            .collect();
+        theirs.sort_by_key(|d| d.1);
+        for (k, _, c) in theirs.into_iter().take(PURGE_BATCH as usize) {
+            if count <= bounds.capacity && bytes <= bounds.max_bytes {
+                break;
+            }
+            state.idem.remove(&(principal.to_owned(), k));
+            count -= 1;
+            bytes -= c;
+        }
+        state
+            .idem_totals
+            .insert(principal.to_owned(), (count, bytes));
         Ok(())
     }
 
@@ -486,29 +596,26 @@ impl IdempotencyStore for MemoryClaimStore {
     async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
         let mut state = self.reviews.lock()?;
         let oldest = now.0.saturating_sub(bounds.retention_ms);
-        state.idem.retain(|_, r| match &r.done {
-            Some((at, _)) => at.0 > oldest,
-            None => r.lease_until > now,
-        });
-        // The finished rows, oldest first, and what they hold.
-        let mut done: Vec<((String, String), i64, u64)> = state
+        let gone: Vec<((String, String), Option<u64>)> = state
             .idem
             .iter()
-            .filter_map(|(id, r)| {
-                let (at, answer) = r.done.as_ref()?;
-                Some((id.clone(), at.0, cost(&id.0, &id.1, answer.body.len())))
+            .filter_map(|(id, r)| match &r.done {
+                Some((at, answer)) if at.0 <= oldest => {
+                    Some((id.clone(), Some(cost(&id.0, &id.1, answer.body.len()))))
+                }
+                None if r.lease_until <= now => Some((id.clone(), None)),
+                _ => None,
             })
+            .take(PURGE_BATCH as usize)
             .collect();
-        done.sort_by_key(|d| d.1);
-        let mut count = done.len() as u64;
-        let mut bytes: u64 = done.iter().map(|d| d.2).sum();
-        for (id, _, c) in done {
-            if count <= bounds.capacity && bytes <= bounds.max_bytes {
-                break;
-            }
+        for (id, done) in gone {
             state.idem.remove(&id);
-            count -= 1;
-            bytes -= c;
+            if let Some(c) = done
+                && let Some(t) = state.idem_totals.get_mut(&id.0)
+            {
+                t.0 = t.0.saturating_sub(1);
+                t.1 = t.1.saturating_sub(c);
+            }
         }
         Ok(())
     }

@@ -9,8 +9,19 @@
 //!
 //! - ids are never handed out twice, restarts included;
 //! - at most one live (open or approved) approval item exists per
-//!   (operation key, fingerprint, version, policy digest): a retry before
-//!   approval finds the same item ([`ReviewStore::request_approval`]);
+//!   (operation key, fingerprint, version, policy digest, proposer, `via`):
+//!   the proposer's retry before approval finds the same item
+//!   ([`ReviewStore::request_approval`]), and another principal sending the
+//!   same proposal gets an item of its own;
+//! - an approval's grant serves only its proposer: the claim consumes it
+//!   only for the item's own proposer and `via`, and never for a principal
+//!   who voted on it ([`crate::claim::GrantUse`]);
+//! - the queue is bounded ([`QueueLimits`]): at most so many open items per
+//!   principal (the key's: `via` when a key acts for users) and in total,
+//!   and a rejection naming no tool of the policy opens at most one item per
+//!   principal, reason and window; a listing carries each item's summary,
+//!   never more than
+//!   [`MAX_SUMMARY_BYTES`] of its decision;
 //! - an open or approved, unconsumed item whose `expires_at` has passed is
 //!   `expired`, which counts as denied; stores mark it lazily, when it is
 //!   read or acted on;
@@ -45,6 +56,53 @@ pub const MAX_DECISION_BYTES: usize = 16 * 1024;
 pub const MAX_NOTE_BYTES: usize = 2000;
 /// Most items one listing returns.
 pub const MAX_PAGE: u32 = 200;
+/// Largest decision JSON a listing carries per item, in bytes: the whole
+/// decision when it fits, a summary otherwise ([`summary_of`]). One item
+/// ([`ReviewStore::item`]) carries the whole decision.
+pub const MAX_SUMMARY_BYTES: usize = 2 * 1024;
+/// Largest scope text a listing carries per item, in bytes (a scope over
+/// it, written before every request's scope was bounded, is left out of
+/// the listing; the item itself still has it).
+pub const MAX_LISTED_SCOPE_BYTES: usize = 4 * 1024;
+
+/// How large the review queue may grow (docs/http-api.md, "The review
+/// queue"). An item that would pass a cap is not opened; the decision
+/// stands and says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueLimits {
+    /// Most open items per principal: the key's (an item's `proposer_via`
+    /// when a key acting for users proposed it, else its `proposer`), so a
+    /// key cannot pass the cap by naming other actors.
+    pub per_principal: u64,
+    /// Most open items in all.
+    pub total: u64,
+    /// A rejection opens at most one item per principal and reason in a
+    /// window of this many milliseconds (windows start at multiples of it
+    /// since the Unix epoch).
+    pub rejection_window_ms: i64,
+}
+
+impl Default for QueueLimits {
+    fn default() -> Self {
+        Self {
+            per_principal: 1_000,
+            total: 10_000,
+            rejection_window_ms: 60 * 60 * 1000,
+        }
+    }
+}
+
+/// What [`ReviewStore::open_item`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    /// A new item with this id.
+    Created(i64),
+    /// A rejection like this one (same principal, reason and window) has an
+    /// item already: this one, and nothing new was opened.
+    Existing(i64),
+    /// A cap of [`QueueLimits`] is reached: nothing was opened.
+    Full,
+}
 
 /// Where an item stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -195,9 +253,62 @@ pub struct NewItem {
     pub decision: String,
     /// Set for approval items only.
     pub approval: Option<ApprovalTerms>,
+    /// A rejection of a proposal that names no tool of the policy (an
+    /// unknown tool, or none): at most one such item per principal, reason
+    /// and window ([`NewItem::dedup`], [`Opening::OncePerWindow`]).
+    pub once_per_window: bool,
 }
 
 impl NewItem {
+    /// The principal the queue's caps count the item against: the key
+    /// that proposed it (`proposer_via` when a key acted for a user).
+    pub fn queue_principal(&self) -> &str {
+        self.proposer_via.as_deref().unwrap_or(&self.proposer)
+    }
+
+    /// For an item opened [`NewItem::once_per_window`], the digest that
+    /// keeps it to one item per principal ([`NewItem::queue_principal`]),
+    /// kind, reason and window of `window_ms`; `None` for every other item
+    /// (each names a proposal of a caller who may make it, or an operation
+    /// a person must look at).
+    pub fn dedup(&self, window_ms: i64) -> Option<[u8; 32]> {
+        use sha2::{Digest, Sha256};
+        if !self.once_per_window {
+            return None;
+        }
+        let window = self.at.0.div_euclid(window_ms.max(1));
+        let mut h = Sha256::new();
+        for part in [
+            self.queue_principal(),
+            &self.kind,
+            self.reason.as_deref().unwrap_or(""),
+        ] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
+        }
+        h.update(window.to_be_bytes());
+        Some(h.finalize().into())
+    }
+
+    /// The listing's summary of [`NewItem::decision`] ([`summary_of`]).
+    pub fn summary(&self) -> String {
+        summary_of(&self.decision)
+    }
+
+    /// The digest of the approval tuple and its proposer ([`open_grant`]),
+    /// if this is an approval item.
+    pub fn grant_digest(&self) -> Option<[u8; 32]> {
+        let (key, fingerprint, version, terms) = self.approval_tuple()?;
+        Some(open_grant(
+            key,
+            fingerprint,
+            version,
+            &terms.policy_digest,
+            &self.proposer,
+            self.proposer_via.as_deref(),
+        ))
+    }
+
     /// The tuple an approval item is bound to, if this is one and it
     /// carries all of it.
     pub fn approval_tuple(&self) -> Option<(&OperationKey, &Fingerprint, &str, &ApprovalTerms)> {
@@ -210,23 +321,52 @@ impl NewItem {
     }
 }
 
-/// A digest of an approval tuple: the live-approval uniqueness column.
+/// A digest of an approval tuple and its proposer: the live-approval
+/// uniqueness column. The proposer (and the key that named them) is part
+/// of it, so the same proposal by another principal is another item,
+/// which that principal's own reviewers decide.
 pub fn open_grant(
     key: &OperationKey,
     fingerprint: &Fingerprint,
     version: &str,
     policy_digest: &str,
+    proposer: &str,
+    proposer_via: Option<&str>,
 ) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     h.update(key.as_bytes());
     h.update(fingerprint.as_bytes());
     // Lengths first, so no two tuples share an encoding.
-    h.update((version.len() as u64).to_be_bytes());
-    h.update(version.as_bytes());
-    h.update((policy_digest.len() as u64).to_be_bytes());
-    h.update(policy_digest.as_bytes());
+    for part in [version, policy_digest, proposer] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    match proposer_via {
+        None => h.update([0u8]),
+        Some(via) => {
+            h.update([1u8]);
+            h.update((via.len() as u64).to_be_bytes());
+            h.update(via.as_bytes());
+        }
+    }
     h.finalize().into()
+}
+
+/// What a listing shows of a decision: the decision JSON itself when it is
+/// at most [`MAX_SUMMARY_BYTES`], else a summary of it (outcome, reason,
+/// tool, operation key, the start of its message, `"truncated": true`).
+/// `decision` is an item's stored decision (JSON text); text that is not
+/// JSON is summarised as `{"truncated": true}`.
+pub fn summary_of(decision: &str) -> String {
+    if decision.len() <= MAX_SUMMARY_BYTES {
+        return decision.to_owned();
+    }
+    let limits = crate::decode::Limits::provider_body().with_max_bytes(MAX_DECISION_BYTES * 4);
+    match crate::decode::decode_strict(decision.as_bytes(), &limits) {
+        Ok(value) => bounded_to(&value, MAX_SUMMARY_BYTES, 512),
+        Err(_) => serde_json::json!({"truncated": true}).to_string(),
+    }
 }
 
 /// One reviewer's vote.
@@ -279,6 +419,9 @@ pub struct ReviewItem {
     pub expires_at: Option<UnixMillis>,
     /// When its approval was used by a claim.
     pub consumed_at: Option<UnixMillis>,
+    /// The principal whose claim used the approval (always the item's
+    /// proposer: a grant serves no one else).
+    pub consumed_by: Option<String>,
     /// When it was closed (approved, denied, resolved, dismissed).
     pub closed_at: Option<UnixMillis>,
     /// Who closed it.
@@ -341,6 +484,9 @@ pub enum Requested {
         /// Who denied it.
         by: Option<String>,
     },
+    /// No live item for this proposal, and a cap of [`QueueLimits`] is
+    /// reached: nothing was opened.
+    QueueFull,
 }
 
 /// Which items a listing returns: newest first, ids below `before`.
@@ -387,6 +533,54 @@ pub enum Closed {
     NotOpen(ItemStatus),
 }
 
+/// How a decision opens a review item ([`opening`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// An item of its own.
+    Each,
+    /// A rejection of a proposal that names no tool of the policy: at most
+    /// one item per principal, reason and window ([`NewItem::dedup`]).
+    OncePerWindow,
+}
+
+/// Whether, and how, `decision`, proposed by `principal` under `policy`,
+/// opens a review item: a decision a person can act on (`conflict`,
+/// `state_changed`, `rejected`, `pending_approval`,
+/// `needs_reconciliation`; not the rejection a denial itself gave). A
+/// `rejected` one opens an item only when the principal holds the proposed
+/// tool's capability (each rejection its own item), or when the proposal
+/// names no tool the policy has (an unknown tool, or none): then at most
+/// one per principal, reason and window. A key without the capability fills
+/// no one's queue with proposals it may not make, and any key's stream of
+/// unknown tools is one item an hour; the queue's caps bound the rest.
+pub fn opening(
+    decision: &crate::pipeline::Decision,
+    principal: &crate::pipeline::Principal,
+    policy: &crate::contract::Policy,
+) -> Option<Opening> {
+    use crate::pipeline::{Outcome, Reason};
+    let kind = matches!(
+        decision.outcome(),
+        Outcome::Conflict
+            | Outcome::StateChanged
+            | Outcome::Rejected
+            | Outcome::PendingApproval
+            | Outcome::NeedsReconciliation
+    ) && decision.reason() != Some(Reason::ApprovalDenied);
+    if !kind {
+        return None;
+    }
+    if decision.outcome() != Outcome::Rejected {
+        return Some(Opening::Each);
+    }
+    match decision.tool().and_then(|t| policy.tool(t)) {
+        Some(contract) => principal
+            .has_capability(contract.capability())
+            .then_some(Opening::Each),
+        None => Some(Opening::OncePerWindow),
+    }
+}
+
 /// The audit entry a reviewer's action appends.
 pub fn reviewer_audit(
     item: &ReviewItem,
@@ -422,27 +616,42 @@ pub fn check_reviewer(reviewer: &str, note: Option<&str>) -> Result<(), CorruptR
 /// `decision` if it fits [`MAX_DECISION_BYTES`], or else a summary of it
 /// (`{"outcome","reason","tool","message","truncated":true}`).
 pub fn bounded_decision(decision: &serde_json::Value) -> String {
+    bounded_to(decision, MAX_DECISION_BYTES, 1024)
+}
+
+/// `decision` as text if it fits `max` bytes, or else its summary with
+/// the message cut to `message_max` bytes and the tool to a label.
+fn bounded_to(decision: &serde_json::Value, max: usize, message_max: usize) -> String {
     let text = decision.to_string();
-    if text.len() <= MAX_DECISION_BYTES {
+    if text.len() <= max {
         return text;
     }
     let pick = |k: &str| decision.get(k).cloned().unwrap_or(serde_json::Value::Null);
-    let mut message = pick("message");
-    if let Some(m) = message.as_str()
-        && m.len() > 1024
-    {
-        let mut end = 1024;
-        while !m.is_char_boundary(end) {
-            end -= 1;
+    let cut = |v: serde_json::Value, at: usize| match v.as_str() {
+        Some(m) if m.len() > at => {
+            let mut end = at;
+            while !m.is_char_boundary(end) {
+                end -= 1;
+            }
+            serde_json::Value::String(m[..end].to_owned())
         }
-        message = serde_json::Value::String(m[..end].to_owned());
-    }
+        _ => v,
+    };
+    // Every member is bounded: a code, a 64-digit key, a label of at most
+    // 256 bytes (a model's tool name may be anything), a cut message.
+    let code = |v: serde_json::Value| {
+        if v.is_string() {
+            cut(v, 64)
+        } else {
+            serde_json::Value::Null
+        }
+    };
     serde_json::json!({
-        "outcome": pick("outcome"),
-        "reason": pick("reason"),
-        "tool": pick("tool"),
-        "operation_key": pick("operation_key"),
-        "message": message,
+        "outcome": code(pick("outcome")),
+        "reason": code(pick("reason")),
+        "tool": pick("tool").as_str().map(crate::claim::audit_label),
+        "operation_key": code(pick("operation_key")),
+        "message": cut(pick("message"), message_max),
         "truncated": true,
     })
     .to_string()
@@ -493,19 +702,27 @@ pub trait ReviewStore: Send + Sync {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Opens an item for a decision that is not a request for approval
-    /// (conflict, state changed, rejected, needs reconciliation). Returns
-    /// its id.
-    fn open_item(&self, item: NewItem) -> impl Future<Output = Result<i64, StoreError>> + Send;
+    /// (conflict, state changed, rejected, needs reconciliation), within
+    /// `limits`: a rejection with an item for its principal, reason and
+    /// window ([`NewItem::dedup`]) opens nothing and answers that item; an
+    /// item past a cap opens nothing ([`Opened::Full`]).
+    fn open_item(
+        &self,
+        item: NewItem,
+        limits: &QueueLimits,
+    ) -> impl Future<Output = Result<Opened, StoreError>> + Send;
 
     /// For a proposal that needs approval (`item.approval` and its key,
-    /// fingerprint and version set): the approved, unused grant if there
-    /// is one; else the open item for the same tuple; else the denial; and
-    /// otherwise a new item, opened now (an expired one is marked so and
-    /// replaced).
+    /// fingerprint and version set): the proposer's approved, unused grant
+    /// if there is one; else the proposer's open item for the same tuple;
+    /// else the denial of the tuple (whoever proposed it); and otherwise a
+    /// new item, opened now (an expired one is marked so and replaced),
+    /// unless a cap of `limits` is reached ([`Requested::QueueFull`]).
     fn request_approval(
         &self,
         item: NewItem,
         now: UnixMillis,
+        limits: &QueueLimits,
     ) -> impl Future<Output = Result<Requested, StoreError>> + Send;
 
     /// One item, expiry applied at `now`.
@@ -515,7 +732,10 @@ pub trait ReviewStore: Send + Sync {
         now: UnixMillis,
     ) -> impl Future<Output = Result<Option<ReviewItem>, StoreError>> + Send;
 
-    /// A page of items, newest first, expiry applied at `now`.
+    /// A page of items, newest first, expiry applied at `now`. Each
+    /// item's `decision` is its summary ([`summary_of`]: at most
+    /// [`MAX_SUMMARY_BYTES`]), its `scope` left out when over
+    /// [`MAX_LISTED_SCOPE_BYTES`]: a page never holds whole texts.
     fn list_items(
         &self,
         query: &ListQuery,

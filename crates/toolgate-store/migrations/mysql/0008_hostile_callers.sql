@@ -1,0 +1,48 @@
+-- A review queue bounded against hostile callers, grants that serve only
+-- their proposer, and an Idempotency-Key memory with per-principal quotas
+-- (docs/http-api.md, "The review queue" and "Idempotency-Key").
+--
+-- Review items:
+-- `consumed_by`: the principal whose claim used an approval (always the
+--   item's proposer: the claim's UPDATE requires it).
+-- `queue_principal`: the key an item counts against in the queue's caps
+--   (`proposer_via` when a key acted for a user, else `proposer`); a key
+--   id is at most 256 bytes, so it fits an indexed VARCHAR.
+-- `dedup`: for a rejection, the SHA-256 of (principal, kind, reason,
+--   window): unique, so a rejection opens at most one item per principal,
+--   reason and window however many requests race. NULL for other kinds.
+-- `summary`: what a listing shows of the decision, at most 2 KiB (the
+--   decision itself when it fits). Rows written before this migration get
+--   their decision when it fits and a bare `{"truncated": true}` otherwise.
+-- `open_grant` digests now include the proposer: a live approval item
+-- written before this migration is not found by its proposer's retry,
+-- which opens a new one (the old one expires unused).
+ALTER TABLE toolgate_review_items
+    ADD COLUMN consumed_by TEXT NULL,
+    ADD COLUMN queue_principal VARCHAR(256) NULL,
+    ADD COLUMN dedup VARBINARY(32) NULL,
+    ADD COLUMN summary TEXT NULL;
+UPDATE toolgate_review_items SET
+    queue_principal = LEFT(COALESCE(proposer_via, proposer), 256),
+    summary = CASE WHEN LENGTH(decision) <= 2048 THEN decision
+                   ELSE '{"truncated":true}' END;
+CREATE INDEX toolgate_review_items_queue ON toolgate_review_items (queue_principal, status);
+CREATE UNIQUE INDEX toolgate_review_items_dedup ON toolgate_review_items (dedup);
+
+-- Each principal's running totals of finished Idempotency-Key answers
+-- (`answers`, `bytes` as counted against the quota): updated in the same
+-- transaction as the rows, so a request never counts or sums the table.
+CREATE TABLE toolgate_idempotency_totals (
+    principal VARCHAR(256) NOT NULL,
+    answers   BIGINT       NOT NULL,
+    bytes     BIGINT       NOT NULL,
+    PRIMARY KEY (principal),
+    CONSTRAINT toolgate_idempotency_totals_answers CHECK (answers >= 0),
+    CONSTRAINT toolgate_idempotency_totals_bytes CHECK (bytes >= 0)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+INSERT INTO toolgate_idempotency_totals (principal, answers, bytes)
+    SELECT principal, COUNT(*), COALESCE(SUM(bytes), 0)
+    FROM toolgate_idempotency WHERE state = 'done' GROUP BY principal;
+-- A principal's finished answers, oldest first (its quota's eviction).
+CREATE INDEX toolgate_idempotency_principal_done
+    ON toolgate_idempotency (principal, state, finished_at);
