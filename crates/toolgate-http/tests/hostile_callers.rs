@@ -294,6 +294,10 @@ async fn items(app: &Router, query: &str) -> Vec<Value> {
     j["items"].as_array().cloned().unwrap_or_default()
 }
 
+/// The two tests that count the capability-less key's items on a shared
+/// database: run side by side, one sees the other's items as its own.
+static NOCAP_ITEMS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn unknown_tool(scope: Value) -> Value {
     json!({
         "provider": "envelope",
@@ -307,6 +311,7 @@ fn unknown_tool(scope: Value) -> Value {
 /// opened a review item of about 2 MB. Now each is refused
 /// (`invalid_scope`) before anything is stored, and audited.
 async fn huge_scopes_for_an_unknown_tool_open_nothing(url: Option<&str>) {
+    let _alone = NOCAP_ITEMS.lock().await;
     let (app, _, _) = app_on(url, Settings::default()).await;
     let newest = async || {
         items(&app, "limit=1")
@@ -350,6 +355,7 @@ async fn huge_scopes_for_an_unknown_tool_open_nothing_on_every_store() {
 /// answer names that item. (A key holding the capability opens an item per
 /// rejection, within the queue's caps.)
 async fn rejections_open_one_item_per_principal_and_reason(url: Option<&str>) {
+    let _alone = NOCAP_ITEMS.lock().await;
     let (app, _, _) = app_on(url, Settings::default()).await;
     // agent-2 holds no capability: invalid arguments for a credit (a tool
     // it may not use) open nothing.
