@@ -641,8 +641,9 @@ pub enum ReconciledStatus {
     /// The downstream system had applied the write: its receipt is now the
     /// claim's result.
     ReconciledApplied,
-    /// The downstream system had not applied it: the claim is closed and
-    /// nothing is executed for this key again.
+    /// The downstream system had not applied it and fenced the attempt's
+    /// idempotency key: the attempt is closed, and the next proposal for
+    /// the operation runs as a new attempt.
     ReconciledNotApplied,
 }
 

@@ -379,8 +379,10 @@ pub enum ReconcileOutcome {
         /// The downstream system's receipt.
         receipt: super::record::JsonText,
     },
-    /// The write did not happen. The claim is closed with this detail as its
-    /// result; nothing is executed for this key again.
+    /// The write did not happen, and the downstream system fenced the
+    /// attempt's idempotency key so that it never will. The attempt is
+    /// closed with this detail as its result; the operation may run again
+    /// only as a new attempt (`ClaimRecord::attempt` + 1).
     NotApplied {
         /// What the downstream system reported.
         detail: super::record::JsonText,
