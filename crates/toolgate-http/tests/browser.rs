@@ -749,7 +749,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         let page = card_ids(&d);
         // A full page links onward without knowing whether more exist: the
         // page after the last full one may be empty, and is the end.
-        if page.is_empty() && seen.len() % 2 == 0 {
+        if page.is_empty() && seen.len().is_multiple_of(2) {
             break;
         }
         assert!(
