@@ -8,6 +8,7 @@ Each scenario prints one line; any unexpected answer exits 1.
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -68,6 +69,30 @@ def customer_of(order_id):
 
 def refunds(order_id):
     return db_one("SELECT count(*) FROM shop.refunds WHERE order_id = %s", order_id)[0]
+
+
+def claim_row(key_hex):
+    """toolgate's own record of an operation, read from its claim store (the
+    SQLite file this run's `serve` writes): status, resolution, attempt,
+    lease end, result."""
+    with sqlite3.connect("file:%s?mode=ro" % os.environ["TOOLGATE_DB"], uri=True) as db:
+        return db.execute(
+            "SELECT status, resolution, attempt, lease_expires_at, result"
+            " FROM toolgate_claims WHERE operation_key = ?",
+            (bytes.fromhex(key_hex),),
+        ).fetchone()
+
+
+def wait_for_log(needle, timeout_s=15):
+    """Waits until the shop's log has a line containing `needle`."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with open(os.environ["SHOP_LOG"]) as f:
+            for line in f:
+                if needle in line:
+                    return line.strip()
+        time.sleep(0.1)
+    return None
 
 
 failures = []
@@ -135,13 +160,51 @@ def main():
     restart = os.environ.get("SHOP_RESTART_CMD")
     if restart:
         subprocess.run(restart, shell=True, check=True)
-    # Past the lease (2 s), reconciliation asks the shop's status URL.
-    time.sleep(2.5)
+    # Past the lease (4 s), reconciliation asks the shop's status URL.
+    lease_end_ms = claim_row(key_1004)[3]
+    time.sleep(max(0.0, lease_end_ms / 1000 + 0.2 - time.time()))
     s, _, d = call("POST", "/v1/claims/%s/reconcile" % key_1004, OPERATOR_KEY)
     expect("reconciled through the status URL", (s, d.get("status")), (200, "reconciled_applied"))
     s, _, d = propose(1004, 1, 4000)
     expect("  the retry replays the shop's result", (s, d["outcome"]), (200, "replayed"))
     expect("  and the shop still has one refund", refunds(1004), 1)
+
+    # 9. The late-commit race. The shop's first attempt for order 1006 works
+    #    6 s before it writes (run.sh set SHOP_SLOW_ORDER): toolgate's call
+    #    gives up at its 2 s bound, the lease (4 s) ends, and the on-call
+    #    reconciles while the shop is still working.
+    s, _, d = propose(1006, 1, 1200)
+    expect("needs_reconciliation: the shop outlasts the call's bound",
+           (s, d["outcome"], d.get("reason")), (409, "needs_reconciliation", "executor_failed"))
+    key_1006 = d["operation_key"]
+    lease_end_ms = claim_row(key_1006)[3]
+    time.sleep(max(0.0, lease_end_ms / 1000 + 0.2 - time.time()))
+    s, _, d = call("POST", "/v1/claims/%s/reconcile" % key_1006, OPERATOR_KEY)
+    expect("reconciled_not_applied: the status URL fenced attempt 1",
+           (s, d.get("status")), (200, "reconciled_not_applied"))
+    # The shop's slow attempt now tries to write under the fenced key.
+    line = wait_for_log("refused %s: " % key_1006)
+    expect("  the late commit is refused (fenced)",
+           line is not None and line.endswith(": fenced"), True)
+    expect("  no refund in the shop's table", refunds(1006), 0)
+    row = claim_row(key_1006)
+    expect("  toolgate's record agrees: attempt 1 not applied",
+           row[:3], ("completed", "reconciled_not_applied", 1))
+
+    # 10. The same proposal again: a new attempt of the same operation,
+    #     authorised, read and sent again under its own key; applied once.
+    s, _, d = propose(1006, 1, 1200)
+    expect("executed: the same proposal runs as attempt 2", (s, d["outcome"]), (201, "executed"))
+    expect("  same operation key", d["operation_key"], key_1006)
+    shop_row = db_one("SELECT idempotency_key, result FROM shop.refunds WHERE order_id = %s", 1006)
+    expect("  one refund, under attempt 2's key", shop_row[0], key_1006 + ".2")
+    row = claim_row(key_1006)
+    expect("  toolgate's record agrees: attempt 2 executed",
+           row[:3], ("completed", "executed", 2))
+    expect("  toolgate's result is the shop's", json.loads(row[4]), json.loads(shop_row[1]))
+    s, _, d = propose(1006, 1, 1200)
+    expect("  a retry replays it", (s, d["outcome"]), (200, "replayed"))
+    expect("  still one refund", refunds(1006), 1)
 
     print("refunds e2e: %d failed" % len(failures))
     return 1 if failures else 0

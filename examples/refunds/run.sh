@@ -41,6 +41,8 @@ sed -e "s|127.0.0.1:9100|127.0.0.1:$shop_port|g" \
     -e "s|^listen = .*|listen = \"127.0.0.1:$gate_port\"|" \
     "$here/toolgate.toml" > "$work/toolgate.toml"
 
+# Order 1006's first attempt works longer than its lease (e2e.py, 9).
+export SHOP_SLOW_ORDER=1006 SHOP_SLOW_MS=6000
 start_shop() {
   # The first shop dies after committing order 1004's refund (e2e.py, 8).
   SHOP_CRASH_AFTER_COMMIT_ORDER=${1:-} python3 "$here/shop.py" "$shop_port" \
@@ -66,7 +68,8 @@ curl -fsS "http://127.0.0.1:$gate_port/readyz" >/dev/null || { cat "$work/toolga
 
 # e2e.py restarts the shop (without the crash) after scenario 8.
 export SHOP_RESTART_CMD="bash -c 'while kill -0 \$(cat $work/shop.pid) 2>/dev/null; do sleep 0.1; done; SHOP_CRASH_AFTER_COMMIT_ORDER= nohup python3 $here/shop.py $shop_port >>$work/shop.log 2>&1 & echo \$! > $work/shop.pid; sleep 1'"
-if ! TOOLGATE_URL="http://127.0.0.1:$gate_port" python3 "$here/e2e.py"; then
+if ! TOOLGATE_URL="http://127.0.0.1:$gate_port" TOOLGATE_DB="$work/toolgate-refunds.db" \
+     SHOP_LOG="$work/shop.log" python3 "$here/e2e.py"; then
   echo "--- toolgate.log (tail)" >&2; tail -n 40 "$work/toolgate.log" >&2
   echo "--- shop.log (tail)" >&2; tail -n 40 "$work/shop.log" >&2
   exit 1

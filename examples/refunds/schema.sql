@@ -26,16 +26,28 @@ CREATE TABLE shop.orders (
     version        integer NOT NULL DEFAULT 1
 );
 
--- One row per refund applied. The idempotency key is toolgate's operation
--- key: a second delivery of the same refund finds its row and answers with
--- the same result instead of refunding twice.
+-- One row per idempotency key toolgate sent (`<operation key>` for an
+-- operation's first attempt, `<operation key>.<n>` after it), written by
+-- whichever comes first: the refund (with its result) or a status request
+-- (with none: a fence). The primary key makes the two exclusive, so a status
+-- answer of "not applied" stays true for good: a refund arriving after it
+-- fails on the key and is refused (410 fenced), never committed.
+CREATE TABLE shop.webhook_keys (
+    idempotency_key text PRIMARY KEY,
+    -- NULL: fenced by a status request; nothing may be written under the key.
+    result          text NULL,
+    created_at      timestamptz NOT NULL DEFAULT now()
+);
+
+-- One row per refund applied. A second delivery of the same refund finds
+-- its key's result and answers with it instead of refunding twice.
 CREATE TABLE shop.refunds (
     id              serial PRIMARY KEY,
     order_id        integer NOT NULL REFERENCES shop.orders (id),
     amount_minor    integer NOT NULL,
     reason          text NOT NULL,
     agent           text NOT NULL,
-    idempotency_key text NOT NULL UNIQUE,
+    idempotency_key text NOT NULL UNIQUE REFERENCES shop.webhook_keys (idempotency_key),
     result          text NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now()
 );

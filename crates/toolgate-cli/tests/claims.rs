@@ -135,6 +135,8 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
                 "holder": stuck_holder.to_hex(),
                 "claimed_at": T0.0,
                 "lease_expires_at": T0.0 + lease_ms,
+                "attempt": 1,
+                "idempotency_key": stuck_key.to_hex(),
                 "stuck_for_ms": 5_000,
                 "proposal": {
                     "arguments": {"amount_minor": 1500, "reason_code": "late_delivery"},

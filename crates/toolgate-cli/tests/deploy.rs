@@ -208,6 +208,51 @@ fn each_start_time_mistake_exits_2_naming_file_tool_and_field() {
             );
         }
     }
+    // A lease that could end while the webhook call can still land: refused
+    // at start by both commands, naming both fields.
+    let tools = GOOD_TOOLS.replace(
+        "executor = { kind = \"client\" }",
+        "executor = { kind = \"webhook\", url = \"http://127.0.0.1:1/r\", status_url = \"http://127.0.0.1:1/s\", secret_env = \"TG_DEPLOY_TEST_SECRET\", timeout_ms = 3000 }",
+    );
+    for (lease, refused) in [(2000, true), (3999, true), (4000, false)] {
+        let (_dir, file) = deployment("lease", APP_DB, &tools);
+        let text = std::fs::read_to_string(&file).expect("read");
+        std::fs::write(
+            &file,
+            text.replacen(
+                "policy = \"policy.toml\"\n",
+                &format!("policy = \"policy.toml\"\nlease_ms = {lease}\n"),
+                1,
+            ),
+        )
+        .expect("write");
+        let path = file.display().to_string();
+        // `serve` only where it must refuse: a file it accepts would serve.
+        let serve = ["serve", "--config", path.as_str()];
+        let check = ["config", "check", path.as_str()];
+        let commands: &[&[&str]] = if refused {
+            &[&serve, &check]
+        } else {
+            &[&check]
+        };
+        for &command in commands {
+            let run = toolgate(command);
+            let named = run
+                .stderr
+                .contains(&format!("{path}: lease_ms: {lease} ms"))
+                && run
+                    .stderr
+                    .contains("tools[refund_order].executor.timeout_ms (3000 ms)");
+            if refused {
+                assert_eq!(run.code, 2, "lease {lease}: {command:?}: {}", run.stderr);
+                assert!(named, "lease {lease}: {command:?}: {}", run.stderr);
+            } else {
+                // Long enough: whatever else the command meets (the unset
+                // secret), it is not the lease.
+                assert!(!run.stderr.contains("lease_ms"), "{}", run.stderr);
+            }
+        }
+    }
     // A key in client mode would take every tool's write for the caller's
     // and a webhook would never be called: refused, naming the key.
     let (_dir, file) = deployment("client-key", APP_DB, GOOD_TOOLS);
@@ -412,6 +457,32 @@ fn deterministic_deployment_failures_are_not_retry_later() {
         assert_eq!(status, 403, "{body}");
         assert!(body.contains("\"forbidden\""), "{body}");
     }
+    server.kill().expect("kill");
+    let _ = server.wait();
+
+    // A resource that does not exist: the state query finds no row. The
+    // request's fault, answered `404 resource_not_found` every time (not
+    // an outage, `503`), without the query's text. Cedar here permits
+    // without reading the order, so the state read is what finds out.
+    let (dir, file) = deployment("no-such-order", APP_DB, GOOD_TOOLS);
+    std::fs::write(
+        dir.join("policy.cedar"),
+        "permit(principal, action, resource);\n",
+    )
+    .expect("cedar");
+    let (mut server, addr) = serve_file(&file);
+    for _ in 0..2 {
+        let (status, body) = http(&addr, "/v1/decisions", &refund_request(99, 1));
+        assert_eq!(status, 404, "{body}");
+        assert!(body.contains("\"resource_not_found\""), "{body}");
+        assert!(
+            !body.contains("SELECT") && !body.contains("orders"),
+            "{body}"
+        );
+    }
+    // An order that exists is decided as before.
+    let (status, body) = http(&addr, "/v1/decisions", &refund_request(7, 3));
+    assert_eq!(status, 200, "{body}");
     server.kill().expect("kill");
     let _ = server.wait();
 

@@ -167,21 +167,38 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
         .expect("reconcile");
     assert_eq!(again.status.code(), Some(1), "{again:?}");
 
-    // The retry now answers the claim's true outcome: nothing was written
-    // (state_changed, lease_expired), with the recorded not-applied answer,
-    // never `replayed`, which would claim a write.
+    // "Not applied" is final for that attempt and not a dead end: the retry
+    // runs the same operation again as attempt 2 (authorised, read and
+    // claimed again) and writes once.
     let d = retry(UnixMillis(after_lease.0 + 10)).await;
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    assert_eq!(d.key(), Some(key));
+    assert_eq!(desk.credit_count(&ticket).await.expect("count"), 1);
     assert_eq!(
-        (d.outcome(), d.reason()),
-        (Outcome::StateChanged, Some(Reason::LeaseExpired)),
-        "{d:?}"
+        store
+            .fetch(&key)
+            .await
+            .expect("fetch")
+            .expect("row")
+            .attempt,
+        2
     );
-    assert_eq!(d.result().expect("result")["applied"], false);
-    assert_eq!(desk.credit_count(&ticket).await.expect("count"), 0);
+    // A retry of that replays it: still one credit.
+    let d = retry(UnixMillis(after_lease.0 + 20)).await;
+    assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
+    assert_eq!(desk.credit_count(&ticket).await.expect("count"), 1);
     let trail = store.audit_trail(&key, 10).await.expect("audit");
-    let outcomes: Vec<&str> = trail.iter().map(|e| e.outcome()).collect();
-    assert!(outcomes.contains(&"needs_reconciliation"), "{outcomes:?}");
-    assert!(outcomes.contains(&"reconciled_not_applied"), "{outcomes:?}");
+    let outcomes: Vec<(&str, Option<u32>)> =
+        trail.iter().map(|e| (e.outcome(), e.attempt())).collect();
+    assert!(
+        outcomes.contains(&("needs_reconciliation", Some(1))),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.contains(&("reconciled_not_applied", Some(1))),
+        "{outcomes:?}"
+    );
+    assert!(outcomes.contains(&("executed", Some(2))), "{outcomes:?}");
 }
 
 fn runtime() -> tokio::runtime::Runtime {

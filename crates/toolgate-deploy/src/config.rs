@@ -171,6 +171,48 @@ impl DeploySection {
     }
 }
 
+impl DeploySection {
+    /// The longest a tool's executor may run one call, where the gate bounds
+    /// it: a webhook's `timeout_ms` (or its default). `client` tools have
+    /// none: the application applies the permit up to the lease's end,
+    /// which its `lease_expires_at` says.
+    pub fn executor_bounds(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.tools.iter().filter_map(|t| match &t.executor {
+            ExecutorConfig::Client => None,
+            ExecutorConfig::Webhook { timeout_ms, .. } => Some((
+                t.name.as_str(),
+                timeout_ms.unwrap_or(crate::DEFAULT_WEBHOOK_TIMEOUT_MS),
+            )),
+        })
+    }
+
+    /// Checks that a claim's lease (`lease_ms`) outlasts every executor
+    /// call it can cover, plus [`crate::LEASE_MARGIN_MS`]: a lease that ends
+    /// while the gate's own call can still land would let reconciliation
+    /// record "not applied" for a write that then commits (docs/design.md
+    /// invariant 8). The error is on `lease_ms` and names the executor's
+    /// field too.
+    pub fn check_lease(&self, lease_ms: u64) -> Result<(), ConfigError> {
+        let margin = crate::LEASE_MARGIN_MS;
+        match self
+            .executor_bounds()
+            .find(|(_, bound)| lease_ms < bound.saturating_add(margin))
+        {
+            None => Ok(()),
+            Some((tool, bound)) => Err(ConfigError::new(
+                "lease_ms",
+                format!(
+                    "{lease_ms} ms is shorter than tools[{tool}].executor.timeout_ms \
+                     ({bound} ms) plus the {margin} ms margin: a claim's lease must outlast \
+                     the webhook call it covers; set lease_ms to at least {} or lower \
+                     tools[{tool}].executor.timeout_ms",
+                    bound.saturating_add(margin)
+                ),
+            )),
+        }
+    }
+}
+
 /// A TOML error as "line N: message" (the file is named by the caller).
 fn located(text: &str, e: &toml::de::Error) -> ConfigError {
     let message = match e.span() {
@@ -273,5 +315,50 @@ mod tests {
         .unwrap_err();
         assert!(e.message().contains("secrt_env"), "{e}");
         assert!(e.message().starts_with("line 4: "), "{e}");
+    }
+
+    fn webhook_tool(timeout: Option<u64>) -> DeploySection {
+        let timeout = timeout.map_or(String::new(), |t| format!(", timeout_ms = {t}"));
+        DeploySection::from_toml(&format!(
+            r#"
+            [[tools]]
+            name = "refund_order"
+            executor = {{ kind = "webhook", url = "http://a/", status_url = "http://a/s"{timeout} }}
+            state = {{ source = "none" }}
+            cedar = {{ principal_type = "A", resource_type = "R", resource_field = "id" }}
+            "#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_lease_must_outlast_the_webhook_call_and_the_margin() {
+        let s = webhook_tool(Some(3000));
+        let e = s.check_lease(2000).unwrap_err();
+        assert_eq!(e.field(), "lease_ms");
+        assert!(
+            e.message()
+                .contains("tools[refund_order].executor.timeout_ms (3000 ms)"),
+            "{e}"
+        );
+        assert!(e.message().contains("at least 4000"), "{e}");
+        assert!(s.check_lease(3999).is_err());
+        s.check_lease(4000).unwrap();
+        // The default timeout counts when the file sets none.
+        let d = webhook_tool(None);
+        assert!(d.check_lease(5999).is_err());
+        d.check_lease(6000).unwrap();
+        // A client tool has no call of the gate's to outlast.
+        let c = DeploySection::from_toml(
+            r#"
+            [[tools]]
+            name = "t"
+            executor = { kind = "client" }
+            state = { source = "none" }
+            cedar = { principal_type = "A", resource_type = "R", resource_field = "id" }
+            "#,
+        )
+        .unwrap();
+        c.check_lease(1).unwrap();
     }
 }

@@ -29,7 +29,6 @@ mod config;
 mod db;
 mod http;
 mod params;
-mod sign;
 mod sources;
 mod webhook;
 
@@ -53,9 +52,8 @@ pub use config::{
 pub use db::{AppDb, MAX_ROWS};
 pub use http::MAX_BODY_BYTES;
 pub use params::{Dialect, Rewritten, rewrite};
-pub use sign::{HEADER as SIGNATURE_HEADER, header_value as signature_header, hmac_sha256};
 pub use sources::{EntityQuery, StateReader};
-pub use webhook::{WebhookExecutor, permit_body};
+pub use webhook::{WebhookExecutor, call_bound, permit_body, request_target};
 
 /// Default wait for a webhook's answer.
 pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 5000;
@@ -63,6 +61,14 @@ pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 5000;
 pub const DEFAULT_STATE_TIMEOUT_MS: u64 = 2000;
 /// Default limit on one application database query.
 pub const DEFAULT_STATEMENT_TIMEOUT_MS: u64 = 2000;
+/// How much longer than its executor's bound a claim's lease must run
+/// (`lease_ms` against a webhook's `timeout_ms`, [`DeploySection::check_lease`]),
+/// and how much of the remaining lease a webhook call leaves unused. It
+/// covers what happens after the call answers and before the completion is
+/// checked against the lease: reading the answer, the completion's
+/// transaction, and the difference between the gate's clock and the claim
+/// store's.
+pub const LEASE_MARGIN_MS: u64 = 1000;
 /// Longest timeout a file may set, for any of them.
 pub const MAX_TIMEOUT_MS: u64 = 120_000;
 /// Shortest webhook secret accepted: shorter ones can be guessed.

@@ -136,7 +136,7 @@ impl StateReader {
                 // Rows the query answered but that are not one version are
                 // a deployment error: every retry reads the same rows.
                 match rows.as_slice() {
-                    [] => Err(StateError::new(
+                    [] => Err(StateError::not_found(
                         "no such resource: the state query returned no row",
                     )),
                     [row] => match row.as_slice() {
@@ -172,7 +172,7 @@ impl StateReader {
                     .map_err(|e| StateError::new(format!("state URL: {}", describe(&e))))?;
                 let status = response.status();
                 if status == StatusCode::NOT_FOUND {
-                    return Err(StateError::new(
+                    return Err(StateError::not_found(
                         "no such resource: the state URL answered 404",
                     ));
                 }

@@ -62,15 +62,21 @@ async fn a_201_json_object_is_applied_and_is_the_recorded_result() {
     assert!(r.signature_ok, "the shop's own HMAC must verify the header");
     assert_eq!(r.idempotency_key.as_deref(), Some(key.to_hex().as_str()));
     assert_eq!(r.content_type.as_deref(), Some("application/json"));
+    // The lease's end, as the claim recorded it: the last moment the shop
+    // may commit this attempt.
+    let lease_end = store.fetch(&key).await.unwrap().unwrap().lease_expires_at;
     assert_eq!(
         r.body,
         json!({
             "operation_key": key.to_hex(),
+            "attempt": 1,
+            "idempotency_key": key.to_hex(),
             "tool": "refund_order",
             "arguments": {"amount_minor": 500},
             "scope": {"order_id": 1, "version_seen": "3"},
             "precondition_version": "3",
             "actor": "agent-ana",
+            "lease_expires_at": lease_end.0,
         })
     );
 
@@ -112,6 +118,7 @@ async fn unknown_outcomes_stay_in_flight_and_are_never_resent() {
         ("array", 5000, "not a JSON object"),
         ("hang", 300, "timed out"),
         ("refuse", 5000, "refused the write (HTTP 422"),
+        ("fenced", 5000, "refused the attempt (HTTP 410, fenced)"),
     ] {
         let (d, shop, store) = one(mode, timeout_ms).await;
         let ana = agent("agent-ana");
@@ -170,18 +177,18 @@ async fn reconciliation_asks_the_status_url_signed() {
         (200, "not json".to_owned(), "not valid JSON"),
     ] {
         *shop.status_answer.lock().unwrap() = (code, body);
-        let e = reconcile(&store, &d.executor, &key, "operator", LATER)
+        let e = reconcile(&store, &d.executor, &key, "operator", later())
             .await
             .unwrap_err();
         assert!(e.to_string().contains(why), "{why}: {e}");
-        assert!(store.fetch(&key).await.unwrap().unwrap().is_stuck(LATER));
+        assert!(store.fetch(&key).await.unwrap().unwrap().is_stuck(later()));
     }
 
     *shop.status_answer.lock().unwrap() = (
         200,
         json!({"applied": true, "result": {"refund_id": 7}}).to_string(),
     );
-    let report = reconcile(&store, &d.executor, &key, "operator", LATER)
+    let report = reconcile(&store, &d.executor, &key, "operator", later())
         .await
         .unwrap();
     match report {
@@ -194,7 +201,7 @@ async fn reconciliation_asks_the_status_url_signed() {
     assert_eq!(asked.len(), 5);
     for a in &asked {
         assert!(a.signature_ok);
-        assert_eq!(a.operation_key.as_deref(), Some(key.to_hex().as_str()));
+        assert_eq!(a.idempotency_key.as_deref(), Some(key.to_hex().as_str()));
     }
     // Reconciled: a retry replays the result; the webhook was called once.
     let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
@@ -213,16 +220,90 @@ async fn a_status_url_saying_not_applied_closes_the_claim_as_not_applied() {
         .unwrap();
     let key = d1.key().unwrap();
     *shop.status_answer.lock().unwrap() = (200, r#"{"applied": false}"#.to_owned());
-    let report = reconcile(&store, &d.executor, &key, "operator", LATER)
+    let report = reconcile(&store, &d.executor, &key, "operator", later())
         .await
         .unwrap();
     match report {
         ReconcileReport::Recorded(ReconcileOutcome::NotApplied { detail }) => {
             let v: Value = detail.value().unwrap();
             assert_eq!(v["applied"], json!(false));
+            assert_eq!(v["attempt"], json!(1));
+            assert_eq!(v["idempotency_key"], json!(key.to_hex()));
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_fenced_not_applied_the_same_proposal_runs_once_as_attempt_2() {
+    // The shop answers the first POST 410 fenced and every later one 201.
+    let (d, shop, store) = one("second", 5000).await;
+    let ana = agent("agent-ana");
+    let d1 = propose(&d, &store, &ana, json!(1), 500, "3", 1)
+        .await
+        .unwrap();
+    assert_eq!(d1.outcome(), Outcome::NeedsReconciliation, "{d1:?}");
+    let key = d1.key().unwrap();
+    // Still leased: the same proposal is in flight, and nothing is sent.
+    let d2 = propose(&d, &store, &ana, json!(1), 500, "3", 2)
+        .await
+        .unwrap();
+    assert_eq!(d2.outcome(), Outcome::InFlight, "{d2:?}");
+    assert_eq!(shop.received.lock().unwrap().len(), 1);
+
+    *shop.status_answer.lock().unwrap() = (200, r#"{"applied": false}"#.to_owned());
+    let report = reconcile(&store, &d.executor, &key, "operator", later())
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            report,
+            ReconcileReport::Recorded(ReconcileOutcome::NotApplied { .. })
+        ),
+        "{report:?}"
+    );
+
+    // The same proposal again: a new attempt, authorised, read and sent
+    // again under its own idempotency key; executed once.
+    let d3 = propose(&d, &store, &ana, json!(1), 500, "3", 3)
+        .await
+        .unwrap();
+    assert_eq!(d3.outcome(), Outcome::Executed, "{d3:?}");
+    let received = shop.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2);
+    let attempt_2 = format!("{}.2", key.to_hex());
+    assert_eq!(
+        received[1].idempotency_key.as_deref(),
+        Some(attempt_2.as_str())
+    );
+    assert_eq!(received[1].body["attempt"], json!(2));
+    assert_eq!(received[1].body["idempotency_key"], json!(attempt_2));
+    assert_eq!(received[1].body["operation_key"], json!(key.to_hex()));
+    assert!(received[1].signature_ok);
+    let row = store.fetch(&key).await.unwrap().unwrap();
+    assert_eq!(row.attempt, 2);
+    assert_eq!(row.idempotency_key(), attempt_2);
+
+    // A retry now replays attempt 2's result; nothing is sent.
+    let d4 = propose(&d, &store, &ana, json!(1), 500, "3", 4)
+        .await
+        .unwrap();
+    assert_eq!(d4.outcome(), Outcome::Replayed, "{d4:?}");
+    assert_eq!(shop.received.lock().unwrap().len(), 2);
+
+    // Every attempt is audited as its own.
+    let trail = store.audit_trail(&key, 100).await.unwrap();
+    let seen: Vec<(&str, Option<u32>)> = trail.iter().map(|e| (e.outcome(), e.attempt())).collect();
+    assert_eq!(
+        seen,
+        [
+            ("needs_reconciliation", Some(1)),
+            ("in_flight", Some(1)),
+            ("reconciled_not_applied", Some(1)),
+            ("executed", Some(2)),
+            ("replayed", Some(2)),
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

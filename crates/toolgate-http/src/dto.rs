@@ -445,9 +445,17 @@ pub struct Permit {
     pub operation_key: String,
     /// The holder token (hex): proof of ownership for the completion.
     pub holder: String,
-    /// When the lease ends (Unix ms). Past it the claim needs
-    /// reconciliation; a completion is refused.
+    /// When the lease ends (Unix ms): the last moment the application may
+    /// apply the write. Past it the claim may be reconciled, a completion is
+    /// refused, and a write must not be applied (a reconciliation that
+    /// found it not applied may already have let a new attempt run).
     pub lease_expires_at: i64,
+    /// Which attempt of the operation this permit is for, from 1: an
+    /// attempt reconciled as not applied is followed by the next.
+    pub attempt: u32,
+    /// The key to record the write under downstream: the operation key
+    /// for attempt 1, `<operation key>.<attempt>` after it.
+    pub idempotency_key: String,
     /// The validated arguments, canonical (RFC 8785).
     #[schema(value_type = Object)]
     pub arguments: Value,
@@ -467,6 +475,8 @@ impl Permit {
             operation_key: lease.key.to_hex(),
             holder: lease.holder.to_hex(),
             lease_expires_at: lease.expires_at.0,
+            attempt: lease.attempt,
+            idempotency_key: lease.idempotency_key(),
             arguments,
             canonical_arguments: canonical.to_owned(),
             precondition_version: precondition.to_owned(),
@@ -631,8 +641,9 @@ pub enum ReconciledStatus {
     /// The downstream system had applied the write: its receipt is now the
     /// claim's result.
     ReconciledApplied,
-    /// The downstream system had not applied it: the claim is closed and
-    /// nothing is executed for this key again.
+    /// The downstream system had not applied it and fenced the attempt's
+    /// idempotency key: the attempt is closed, and the next proposal for
+    /// the operation runs as a new attempt.
     ReconciledNotApplied,
 }
 
@@ -706,6 +717,11 @@ pub struct ClaimView {
     pub claimed_at: i64,
     /// When its lease ends or ended (Unix ms).
     pub lease_expires_at: i64,
+    /// Which attempt of the operation the row holds, from 1.
+    pub attempt: u32,
+    /// The key the attempt's write is recorded under downstream, and what
+    /// its reconciliation asks about (and fences).
+    pub idempotency_key: String,
     /// How long past its lease it is (0 while the lease runs).
     pub stuck_for_ms: i64,
     /// What was proposed, and by whom.
@@ -732,6 +748,8 @@ impl ClaimView {
             },
             claimed_at: r.claimed_at.0,
             lease_expires_at: r.lease_expires_at.0,
+            attempt: r.attempt,
+            idempotency_key: r.idempotency_key(),
             stuck_for_ms: now.saturating_sub(r.lease_expires_at.0).max(0),
             proposal: ClaimProposal {
                 arguments: r.proposal.arguments_value().ok(),

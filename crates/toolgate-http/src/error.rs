@@ -81,6 +81,10 @@ pub enum ProblemCode {
     UnsupportedListing,
     /// 404: no such route, claim or reviewer item.
     NotFound,
+    /// 404: the tool's state source found no resource for the request's
+    /// scope (no row, or its URL answered 404): the request names
+    /// something that does not exist; nothing was claimed.
+    ResourceNotFound,
     /// 405: the route exists, the method does not (`Allow` lists those that
     /// do).
     MethodNotAllowed,
@@ -135,7 +139,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 38] = [
+    pub const ALL: [Self; 39] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::InvalidBody,
@@ -154,6 +158,7 @@ impl ProblemCode {
         Self::InvalidRequest,
         Self::UnsupportedListing,
         Self::NotFound,
+        Self::ResourceNotFound,
         Self::MethodNotAllowed,
         Self::RequestTimeout,
         Self::LeaseExpired,
@@ -197,6 +202,7 @@ impl ProblemCode {
             Self::InvalidRequest => "invalid_request",
             Self::UnsupportedListing => "unsupported_listing",
             Self::NotFound => "not_found",
+            Self::ResourceNotFound => "resource_not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::RequestTimeout => "request_timeout",
             Self::LeaseExpired => "lease_expired",
@@ -231,7 +237,7 @@ impl ProblemCode {
             | Self::UnsupportedListing => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::MissingCapability | Self::ActorNotAllowed => StatusCode::FORBIDDEN,
-            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::NotFound | Self::ResourceNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             Self::IdempotencyKeyInFlight
@@ -284,6 +290,7 @@ impl ProblemCode {
             Self::InvalidRequest => "Invalid request",
             Self::UnsupportedListing => "Unsupported listing",
             Self::NotFound => "Not found",
+            Self::ResourceNotFound => "Resource not found",
             Self::MethodNotAllowed => "Method not allowed",
             Self::RequestTimeout => "Request timeout",
             Self::LeaseExpired => "Lease expired",
@@ -433,6 +440,17 @@ impl ApiError {
     pub(crate) fn unavailable(internal: impl std::fmt::Display) -> Self {
         tracing::warn!(error = %internal, "a store or source did not answer");
         Self::new(ProblemCode::StoreUnavailable, UNAVAILABLE_DETAIL)
+    }
+
+    /// `404 resource_not_found`: the state source found no resource for the
+    /// request's scope. The request's fault, not an outage: logged at info,
+    /// and the source's words (which table, which host) stay in the log.
+    pub(crate) fn resource_not_found(internal: impl std::fmt::Display) -> Self {
+        tracing::info!(error = %internal, "the request's resource does not exist");
+        Self::new(
+            ProblemCode::ResourceNotFound,
+            "the state source has no resource for this scope; nothing was decided or written",
+        )
     }
 
     /// `500 deployment_error` with a generic detail; the specifics (which

@@ -118,6 +118,17 @@ pub(crate) const FORBIDDEN_DETAIL: &str =
 /// A denial and an evaluation error look alike to the caller (`forbidden`,
 /// reason `not_authorized`, one message); the audit entry, written before
 /// this, keeps the true reason.
+/// The reason the sidecar sends for a decision's `reason`: an authoriser's
+/// evaluation error is sent as a denial (see [`conceal_authorisation`]);
+/// every other reason as it is. docs/error-codes.md's pairs table says the
+/// same (`tests/problems.rs`).
+pub fn sent_reason(reason: Reason) -> Reason {
+    match reason {
+        Reason::AuthorizationError => Reason::NotAuthorized,
+        other => other,
+    }
+}
+
 pub(crate) fn conceal_authorisation(decision: &mut Decision, principal: &Principal) {
     let Decision::Forbidden {
         tool,
@@ -138,6 +149,6 @@ pub(crate) fn conceal_authorisation(decision: &mut Decision, principal: &Princip
         detail = message.as_str(),
         "authorisation refused"
     );
-    *reason = Reason::NotAuthorized;
+    *reason = sent_reason(*reason);
     FORBIDDEN_DETAIL.clone_into(message);
 }

@@ -1,8 +1,9 @@
 //! The optional review webhook (docs/design.md §14): a new review item is
 //! announced to a channel (chat, an issue tracker) with a signed POST of
-//! `{"id", "kind", "tool", "created_at"}`, the same signature as the
-//! deployment's webhook executor (`Toolgate-Signature: t=<unix seconds>,
-//! v1=<hex HMAC-SHA256 over "<t>.<body>">`). Fire and forget, on its own
+//! `{"id", "kind", "tool", "created_at"}`, signed as every request toolgate
+//! sends an application (`toolgate::sign`: `Toolgate-Signature: t=<unix
+//! seconds>,v2=<hex HMAC-SHA256 over "<t>\n<METHOD>\n<target>\n<body>">`).
+//! Fire and forget, on its own
 //! task with a short timeout: a slow or failing receiver never delays a
 //! decision, and a lost announcement loses nothing (the item is in the
 //! claim database and on `/review`). Approving stays an authenticated
@@ -10,9 +11,8 @@
 
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use toolgate::claim::UnixMillis;
+use toolgate::sign;
 
 /// Where new review items are announced.
 #[derive(Clone)]
@@ -35,22 +35,17 @@ impl std::fmt::Debug for ReviewWebhook {
     }
 }
 
-/// The signature header's name.
-pub const SIGNATURE_HEADER: &str = "Toolgate-Signature";
-
-/// The header value for `body` sent at `unix_seconds`.
-pub fn signature(secret: &[u8], unix_seconds: u64, body: &[u8]) -> String {
-    let mut signed = Vec::with_capacity(body.len() + 21);
-    signed.extend_from_slice(unix_seconds.to_string().as_bytes());
-    signed.push(b'.');
-    signed.extend_from_slice(body);
-    // INVARIANT: HMAC takes a key of any length, so this cannot fail.
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret).expect("HMAC accepts any key length");
-    mac.update(&signed);
-    format!(
-        "t={unix_seconds},v1={}",
-        hex::encode(mac.finalize().into_bytes())
-    )
+/// The request target `url` is POSTed with (its path and query as on the
+/// request line), which the signature covers; `/` for a URL that does not
+/// parse, which the request then fails on anyway.
+fn target(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_owned(),
+        },
+        Err(_) => "/".to_owned(),
+    }
 }
 
 /// Announces item `id` on its own task, if a webhook is configured.
@@ -80,8 +75,8 @@ pub fn announce(
             .timeout(hook.timeout)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .header(
-                SIGNATURE_HEADER,
-                signature(&hook.secret, t, body.as_bytes()),
+                sign::HEADER,
+                sign::header_value(&hook.secret, t, "POST", &target(&hook.url), body.as_bytes()),
             )
             .body(body)
             .send()

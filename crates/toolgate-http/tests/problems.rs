@@ -378,3 +378,46 @@ fn every_problem_code_is_documented_with_its_status() {
     }
     assert!(rows.is_empty(), "documented but not produced: {rows:?}");
 }
+
+/// The pair the sidecar sends for every pair a decision can have is the one
+/// docs/error-codes.md's pairs table says: "as is", or the pair it names.
+#[test]
+fn every_pair_is_sent_as_the_pairs_table_says() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/error-codes.md"
+    ))
+    .unwrap();
+    let start = doc
+        .find("## Decisions: outcome and reason pairs")
+        .expect("docs/error-codes.md has a pairs section");
+    let rest = &doc[start + 2..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    for (outcome, reason) in toolgate::pipeline::decision_pairs() {
+        let reason_cell = reason.map_or("—".to_owned(), |r| format!("`{}`", r.as_str()));
+        let prefix = format!("| `{}` | {reason_cell} |", outcome.as_str());
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no pairs row starts with {prefix}"));
+        let sent_cell = row
+            .split('|')
+            .map(str::trim)
+            .nth(3)
+            .unwrap_or_else(|| panic!("{row}: no HTTP column"));
+        let sent = reason.map(toolgate_http::sent_reason);
+        if sent == reason {
+            assert!(
+                sent_cell == "as is" || sent_cell.starts_with("the problem "),
+                "{row}: the sidecar sends this pair as it is"
+            );
+        } else {
+            let want = format!(
+                "`{}` / `{}`",
+                outcome.as_str(),
+                sent.map_or("—", |r| r.as_str())
+            );
+            assert_eq!(sent_cell, want, "{row}");
+        }
+    }
+}

@@ -529,15 +529,16 @@ async fn a_new_item_is_announced_on_the_signed_webhook() {
         .parse()
         .unwrap();
     // Verified as a receiver would, independently of the sender's code:
-    // HMAC-SHA256 over "<t>.<raw body>".
+    // HMAC-SHA256 over "<t>\nPOST\n<target>\n<raw body>" (signature v2).
     let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::KeyInit>::new_from_slice(b"s3cret").unwrap();
-    hmac::Mac::update(&mut mac, format!("{t}.").as_bytes());
+    hmac::Mac::update(&mut mac, format!("{t}\nPOST\n/toolgate-items\n").as_bytes());
     hmac::Mac::update(&mut mac, raw);
     let want = hex::encode(hmac::Mac::finalize(mac).into_bytes());
-    assert_eq!(sig, format!("t={t},v1={want}"));
+    assert_eq!(sig, format!("t={t},v2={want}"));
+    let now = t + 1;
     assert_eq!(
-        sig,
-        toolgate_http::review_webhook_signature(b"s3cret", t, raw)
+        toolgate::sign::verify(b"s3cret", sig, now, 300, "POST", "/toolgate-items", raw),
+        Ok(())
     );
     let announced =
         toolgate::decode::decode_strict(raw, &toolgate::decode::Limits::provider_body()).unwrap();

@@ -100,7 +100,9 @@ impl Executor for UpstreamExecutor {
             .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
         let result = route
             .client
-            .call(permit.tool(), arguments, &permit.key().to_hex())
+            // The attempt's key (`<operation key>`, then `<key>.<n>`): an
+            // attempt the status tool fenced never blocks the next one.
+            .call(permit.tool(), arguments, &permit.idempotency_key())
             .await
             .map_err(|e| ExecError::new(e.to_string()))?;
         Ok(ExecOutcome::Applied {
@@ -118,7 +120,7 @@ impl Executor for UpstreamExecutor {
         };
         match route
             .client
-            .status(&status.name, &status.key_argument, &claim.key.to_hex())
+            .status(&status.name, &status.key_argument, &claim.idempotency_key())
             .await
             .map_err(|e| ExecError::new(e.to_string()))?
         {

@@ -39,6 +39,10 @@ pub(crate) struct BudgetSql {
     pub(crate) subtract: &'static str,
     /// Held amounts per budget (`budget`, `reserved`): no binds.
     pub(crate) reserved: &'static str,
+    /// Removes a claim's released ledger rows before its next attempt
+    /// reserves again under the same (key, budget): (key). Their amounts
+    /// went back to the counters when they were released.
+    pub(crate) forget_released: &'static str,
 }
 
 /// The ledger row of a reservation within its limit, read from the counter
@@ -74,6 +78,8 @@ macro_rules! qmark_sql {
                 WHERE operation_key = ? AND budget = ? AND state IN ('reserved', 'over_limit')",
             subtract: "UPDATE toolgate_budget_counters SET used = used - ? \
                 WHERE budget = ? AND scope = ? AND window_start = ?",
+            forget_released: "DELETE FROM toolgate_budget_reservations \
+                WHERE operation_key = ? AND state = 'released'",
         }
     };
 }
@@ -143,4 +149,6 @@ pub(crate) const POSTGRES: BudgetSql = BudgetSql {
         WHERE operation_key = $1 AND budget = $2 AND state IN ('reserved', 'over_limit')",
     subtract: "UPDATE toolgate_budget_counters SET used = used - $1 \
         WHERE budget = $2 AND scope = $3 AND window_start = $4",
+    forget_released: "DELETE FROM toolgate_budget_reservations \
+        WHERE operation_key = $1 AND state = 'released'",
 };

@@ -83,7 +83,18 @@ pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
 pub(crate) mod qmark {
     pub(crate) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor FROM toolgate_claims WHERE operation_key = ?";
+        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
+        WHERE operation_key = ?";
+    /// The next attempt over a row reconciled as not applied, only while
+    /// it is still that attempt. Binds: fingerprint, tool, arguments,
+    /// scope, version_seen, proposer, holder, lease_expires_at, claimed_at,
+    /// executor, the new attempt, key, the closed attempt.
+    pub(crate) const REOPEN_CLAIM: &str = "UPDATE toolgate_claims \
+        SET fingerprint = ?, tool = ?, arguments = ?, scope = ?, version_seen = ?, \
+        proposer = ?, status = 'in_flight', holder = ?, lease_expires_at = ?, claimed_at = ?, \
+        executor = ?, attempt = ?, completed_at = NULL, resolution = NULL, result = NULL \
+        WHERE operation_key = ? AND status = 'completed' \
+        AND resolution = 'reconciled_not_applied' AND attempt = ?";
     pub(crate) const COMPLETE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
         WHERE operation_key = ? AND status = 'in_flight' AND holder = ? \
@@ -104,13 +115,13 @@ pub(crate) mod qmark {
         WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
     pub(crate) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor FROM toolgate_claims \
+        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
         WHERE status = 'in_flight' AND lease_expires_at <= ? \
         ORDER BY lease_expires_at, operation_key LIMIT ?";
     pub(crate) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via, attempt) \
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
     pub(crate) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint, via FROM toolgate_audit WHERE operation_key = ? \
+        operation_key, fingerprint, via, attempt FROM toolgate_audit WHERE operation_key = ? \
         ORDER BY id LIMIT ?";
 }

@@ -184,6 +184,7 @@ where
         .bind(Some(p.key.as_slice()))
         .bind(Some(p.fingerprint.as_slice()))
         .bind(None::<&str>)
+        .bind(1_i64)
         .execute(&mut *tx)
         .await
         .map_err(e("floor: audit"))?;
@@ -248,6 +249,7 @@ async fn sqlite_pair(writer: &crate::sqlite::Writer, p: Pair) -> Result<(), Stor
                     p.key.as_slice(),
                     p.fingerprint.as_slice(),
                     None::<&str>,
+                    1_i64,
                 ])?;
             Ok(changed)
         })

@@ -87,6 +87,7 @@ pub mod sql {
 impl Dialect for sqlx::MySql {
     const INSERT_CLAIM: &str = sql::INSERT_CLAIM;
     const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
+    const REOPEN_CLAIM: &str = qmark::REOPEN_CLAIM;
     const COMPLETE: &str = qmark::COMPLETE;
     const RECONCILE: &str = qmark::RECONCILE;
     const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
@@ -377,6 +378,13 @@ fn migrator() -> Migrator {
             "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
             MigrationType::Simple,
             include_str!("../migrations/mysql/0008_hostile_callers.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            9,
+            "attempts of one operation".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/mysql/0009_attempts.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -19,6 +19,8 @@ pub(crate) trait Dialect: sqlx::Database {
     const INSERT_CLAIM: &'static str;
     /// One claim row by key.
     const SELECT_CLAIM: &'static str;
+    /// The next attempt over a row reconciled as not applied.
+    const REOPEN_CLAIM: &'static str;
     /// The ownership- and lease-checked completion.
     const COMPLETE: &'static str;
     /// Closing a stuck claim.
@@ -76,6 +78,7 @@ where
     for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB> + sqlx::ColumnIndex<DB::Row>,
     for<'a> Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<i64>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
     Vec<u8>: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
     String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
@@ -101,6 +104,40 @@ where
             .bind(attempt.lease_expires_at.0)
             .bind(attempt.now.0)
             .bind(req.executor().as_str())
+            .execute(&mut *self.tx)
+            .await
+            .map(drop)
+    }
+
+    async fn reopen_claim(
+        &mut self,
+        req: &ClaimRequest,
+        attempt: &Attempt,
+        closed: u32,
+    ) -> Result<u64, sqlx::Error> {
+        let p = req.proposal();
+        let done = sqlx::query(DB::REOPEN_CLAIM)
+            .bind(req.fingerprint().as_bytes().as_slice())
+            .bind(p.tool())
+            .bind(p.arguments())
+            .bind(p.scope())
+            .bind(p.version_seen())
+            .bind(p.proposer())
+            .bind(req.holder().as_bytes().as_slice())
+            .bind(attempt.lease_expires_at.0)
+            .bind(attempt.now.0)
+            .bind(req.executor().as_str())
+            .bind(i64::from(closed) + 1)
+            .bind(req.key().as_bytes().as_slice())
+            .bind(i64::from(closed))
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(DB::rows_affected(&done))
+    }
+
+    async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), sqlx::Error> {
+        sqlx::query(DB::BUDGET.forget_released)
+            .bind(key.as_bytes().as_slice())
             .execute(&mut *self.tx)
             .await
             .map(drop)
@@ -304,6 +341,7 @@ where
             .bind(entry.key().map(|k| k.as_bytes().as_slice()))
             .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice()))
             .bind(entry.via())
+            .bind(entry.attempt().map(i64::from))
             .execute(&mut *self.tx)
             .await
             .map(drop)

@@ -40,7 +40,15 @@ impl Dialect for sqlx::Postgres {
         ON CONFLICT (operation_key) DO NOTHING";
     const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor FROM toolgate_claims WHERE operation_key = $1";
+        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
+        WHERE operation_key = $1";
+    const REOPEN_CLAIM: &str = "UPDATE toolgate_claims \
+        SET fingerprint = $1, tool = $2, arguments = $3, scope = $4, version_seen = $5, \
+        proposer = $6, status = 'in_flight', holder = $7, lease_expires_at = $8, \
+        claimed_at = $9, executor = $10, attempt = $11, completed_at = NULL, \
+        resolution = NULL, result = NULL \
+        WHERE operation_key = $12 AND status = 'completed' \
+        AND resolution = 'reconciled_not_applied' AND attempt = $13";
     const COMPLETE: &str = "UPDATE toolgate_claims \
         SET status = 'completed', completed_at = $1, resolution = 'executed', result = $2 \
         WHERE operation_key = $3 AND status = 'in_flight' AND holder = $4 \
@@ -58,14 +66,14 @@ impl Dialect for sqlx::Postgres {
             WHERE v.item_id = $11 AND v.reviewer IN ($12, $13))";
     const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
         scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor FROM toolgate_claims \
+        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
         WHERE status = 'in_flight' AND lease_expires_at <= $1 \
         ORDER BY lease_expires_at, operation_key LIMIT $2";
     const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint, via) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
+        (at, actor, tool, outcome, reason, operation_key, fingerprint, via, attempt) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
     const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint, via FROM toolgate_audit WHERE operation_key = $1 \
+        operation_key, fingerprint, via, attempt FROM toolgate_audit WHERE operation_key = $1 \
         ORDER BY id LIMIT $2";
     const CONNECTION_ID: &str = "SELECT CAST(pg_backend_pid() AS BIGINT) AS id";
 
@@ -262,6 +270,13 @@ fn migrator() -> Migrator {
             "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
             MigrationType::Simple,
             include_str!("../migrations/postgres/0008_hostile_callers.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            9,
+            "attempts of one operation".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/postgres/0009_attempts.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -141,6 +141,21 @@ pub(crate) trait Statements {
         attempt: &Attempt,
     ) -> Result<(), Self::Error>;
 
+    /// Replaces the row on `request.key()` with `request` as attempt
+    /// `closed + 1`, only where the row is attempt `closed` reconciled as
+    /// not applied; rows changed (matched, on MySQL, which is the same for
+    /// this update: the attempt number changes).
+    async fn reopen_claim(
+        &mut self,
+        request: &ClaimRequest,
+        attempt: &Attempt,
+        closed: u32,
+    ) -> Result<u64, Self::Error>;
+
+    /// Removes `key`'s released budget reservations, whose amounts are
+    /// back on their counters, before its next attempt reserves again.
+    async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), Self::Error>;
+
     /// The claim row on `key`, decoded ([`crate::rows`]).
     async fn read_claim(
         &mut self,
@@ -398,9 +413,26 @@ async fn claim_unit<S: Statements>(
         Some(Ok(row)) => row,
     };
     let read_at = attempt.now.max(clock());
-    let lease = match request.judge(row, read_at) {
+    let mut judged = request.judge(row, read_at);
+    if let ReadBack::Reopen { attempt: closed } = judged {
+        // The closed attempt was fenced and reconciled as not applied: this
+        // request becomes the next attempt, where the row is still that
+        // closed attempt (a concurrent next attempt changed it otherwise,
+        // and this one retries and reads that one's row). Won, as any
+        // claim, only by our token read back and the commit.
+        if s.reopen_claim(request, attempt, closed).await? != 1 {
+            return Ok((Verdict::Retry, End::Rollback));
+        }
+        s.budget_forget_released(request.key()).await?;
+        judged = match s.read_claim(request.key()).await? {
+            None => return Ok((Verdict::Retry, End::Rollback)),
+            Some(Err(problem)) => return Ok((Verdict::Corrupt(problem), End::Rollback)),
+            Some(Ok(row)) => request.judge(row, read_at),
+        };
+    }
+    let lease = match judged {
         ReadBack::Theirs(raw) => return Ok((Verdict::Theirs(raw), End::Rollback)),
-        ReadBack::Lapsed => return Ok((Verdict::Retry, End::Rollback)),
+        ReadBack::Lapsed | ReadBack::Reopen { .. } => return Ok((Verdict::Retry, End::Rollback)),
         ReadBack::Ours(lease) => lease,
     };
     if let Some(grant) = request.grant() {
@@ -531,6 +563,8 @@ async fn after_failed_commit<B: ClaimBackend>(
         Ok(Some(row)) => match request.judge(row, now) {
             ReadBack::Ours(lease) => AttemptOutcome::Done(RawClaim::Acquired(lease)),
             ReadBack::Theirs(raw) => AttemptOutcome::Done(raw),
+            // Still the closed attempt: our next attempt did not commit.
+            ReadBack::Reopen { .. } => AttemptOutcome::Retry,
             // Ours, committed, but its lease is over by now: the write may
             // not start, and the claim is reconciled like any stuck one.
             ReadBack::Lapsed => AttemptOutcome::Fail(StoreError::new(

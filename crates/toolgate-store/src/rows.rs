@@ -49,12 +49,18 @@ pub(crate) fn claim(row: &impl Columns) -> Result<ClaimRecord, CorruptRecord> {
         resolution: row.opt_text("resolution")?,
         result: row.opt_text("result")?,
         executor: row.text("executor")?,
+        attempt: row.int("attempt")?,
     })
 }
 
 /// An audit row (the `AUDIT_TRAIL` columns), validated by the same
 /// constructor that made the entry.
 pub(crate) fn audit(row: &impl Columns) -> Result<AuditEntry, CorruptRecord> {
+    let attempt = row
+        .opt_int("attempt")?
+        .map(|a| u32::try_from(a).ok().filter(|a| *a >= 1))
+        .map(|a| a.ok_or_else(|| CorruptRecord::new("attempt", "is not a number from 1")))
+        .transpose()?;
     let key = row
         .opt_bytes("operation_key")?
         .map(|b| OperationKey::from_slice(&b))
@@ -75,6 +81,7 @@ pub(crate) fn audit(row: &impl Columns) -> Result<AuditEntry, CorruptRecord> {
         fingerprint,
     )?
     .with_via(row.opt_text("via")?)
+    .map(|e| e.with_attempt(attempt))
 }
 
 fn unreadable(col: &'static str, e: impl std::fmt::Display) -> CorruptRecord {

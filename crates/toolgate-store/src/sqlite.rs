@@ -53,6 +53,7 @@ impl Dialect for sqlx::Sqlite {
         VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
         ON CONFLICT (operation_key) DO NOTHING";
     const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
+    const REOPEN_CLAIM: &str = qmark::REOPEN_CLAIM;
     const COMPLETE: &str = qmark::COMPLETE;
     const RECONCILE: &str = qmark::RECONCILE;
     const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
@@ -179,6 +180,41 @@ impl Statements for WriterTx<'_> {
                 attempt.now.0,
                 req.executor().as_str(),
             ])
+            .map(drop)
+    }
+
+    async fn reopen_claim(
+        &mut self,
+        req: &ClaimRequest,
+        attempt: &Attempt,
+        closed: u32,
+    ) -> Result<u64, rusqlite::Error> {
+        let p = req.proposal();
+        let n = self
+            .0
+            .prepare_cached(qmark::REOPEN_CLAIM)?
+            .execute(rusqlite::params![
+                req.fingerprint().as_bytes().as_slice(),
+                p.tool(),
+                p.arguments(),
+                p.scope(),
+                p.version_seen(),
+                p.proposer(),
+                req.holder().as_bytes().as_slice(),
+                attempt.lease_expires_at.0,
+                attempt.now.0,
+                req.executor().as_str(),
+                i64::from(closed) + 1,
+                req.key().as_bytes().as_slice(),
+                i64::from(closed),
+            ])?;
+        Ok(n as u64)
+    }
+
+    async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), rusqlite::Error> {
+        self.0
+            .prepare_cached(<sqlx::Sqlite as Dialect>::BUDGET.forget_released)?
+            .execute([key.as_bytes().as_slice()])
             .map(drop)
     }
 
@@ -362,6 +398,7 @@ impl Statements for WriterTx<'_> {
                 entry.key().map(|k| k.as_bytes().as_slice()),
                 entry.fingerprint().map(|f| f.as_bytes().as_slice()),
                 entry.via(),
+                entry.attempt(),
             ])
             .map(drop)
     }
@@ -630,6 +667,13 @@ fn migrator() -> Migrator {
             "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
             MigrationType::Simple,
             include_str!("../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
+            false,
+        ),
+        Migration::new(
+            9,
+            "attempts of one operation".into(),
+            MigrationType::Simple,
+            include_str!("../migrations/sqlite/0009_attempts.sql").into_sql_str(),
             false,
         ),
     ]);

@@ -188,6 +188,27 @@ async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
     let held = store.budget_reserved().await.unwrap();
     assert!(held.contains(&(budget.clone(), 3000)), "{held:?}");
 
+    // won[2], reconciled as not applied, runs again as attempt 2: it
+    // reserves again (its released row does not stand in the way), and
+    // gives back again when that attempt is not applied either.
+    let again = conformance::request(&ns, won[2].key, 1, 1500, conformance::T0)
+        .with_budgets(vec![reservation(&budget, 1000)]);
+    match store.claim(again).await.unwrap() {
+        RawClaim::Acquired(lease) => assert_eq!(lease.attempt, 2),
+        other => panic!("attempt 2: {other:?}"),
+    }
+    let held = store.budget_reserved().await.unwrap();
+    assert!(held.contains(&(budget.clone(), 4000)), "{held:?}");
+    assert!(!fits(&*store, &ns, 108, &budget, 1001).await);
+    assert!(fits(&*store, &ns, 109, &budget, 1000).await);
+    let r = store
+        .record_reconciliation(&won[2].key, &not_applied(), far_future())
+        .await
+        .unwrap();
+    assert!(matches!(r, Reconciled::Recorded));
+    let held = store.budget_reserved().await.unwrap();
+    assert!(held.contains(&(budget.clone(), 3000)), "{held:?}");
+
     approved_beyond_the_limit(&*store).await;
 }
 

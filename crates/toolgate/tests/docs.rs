@@ -50,6 +50,72 @@ fn pipeline_outcomes_and_reasons_are_documented() {
     }
 }
 
+/// The rows of the "outcome and reason pairs" table: (outcome, reason or
+/// `None` for `—`).
+fn documented_pairs(doc: &str) -> Vec<(String, Option<String>)> {
+    let start = doc
+        .find("## Decisions: outcome and reason pairs")
+        .expect("docs/error-codes.md has a \"Decisions: outcome and reason pairs\" section");
+    let rest = &doc[start + 2..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    section
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let outcome = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let reason = match *cells.get(2)? {
+                "—" => None,
+                r => Some(r.strip_prefix('`')?.strip_suffix('`')?.to_owned()),
+            };
+            Some((outcome.to_owned(), reason))
+        })
+        .collect()
+}
+
+/// Every (outcome, reason) pair a decision can have, from the types, has a
+/// row, and every row is a pair a decision can have.
+#[test]
+fn every_outcome_reason_pair_is_documented() {
+    let doc = error_codes_doc();
+    let mut documented = documented_pairs(&doc);
+    for (outcome, reason) in toolgate::pipeline::decision_pairs() {
+        let pair = (
+            outcome.as_str().to_owned(),
+            reason.map(|r| r.as_str().to_owned()),
+        );
+        let at = documented
+            .iter()
+            .position(|d| *d == pair)
+            .unwrap_or_else(|| panic!("docs/error-codes.md has no pair row for {pair:?}"));
+        documented.remove(at);
+    }
+    assert!(
+        documented.is_empty(),
+        "documented pairs no decision has: {documented:?}"
+    );
+}
+
+#[test]
+fn the_pairs_check_fails_when_a_row_is_missing() {
+    let doc = error_codes_doc();
+    let row = "| `needs_reconciliation` | `lease_expired` |";
+    assert!(doc.contains(row));
+    let cut: String = doc
+        .lines()
+        .filter(|l| !l.starts_with(row))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let pairs = documented_pairs(&cut);
+    assert!(!pairs.contains(&(
+        "needs_reconciliation".to_owned(),
+        Some("lease_expired".to_owned())
+    )));
+    assert!(pairs.contains(&(
+        "needs_reconciliation".to_owned(),
+        Some("lease_lost".to_owned())
+    )));
+}
+
 /// A refused request's audit outcome and every refusal code have a row in
 /// the section that says what they mean there (several of them are problem
 /// codes too, documented in another table).

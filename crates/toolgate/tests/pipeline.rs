@@ -431,7 +431,15 @@ impl SpyPipeline {
             holder: self.holder(),
             lease: Duration::from_secs(30),
         };
-        block_on(decide(&gate, proposal, &request)).unwrap()
+        let d = block_on(decide(&gate, proposal, &request)).unwrap();
+        // Every decision is one of the pairs docs/error-codes.md lists.
+        assert!(
+            toolgate::pipeline::decision_pairs().contains(&(d.outcome(), d.reason())),
+            "({}, {:?}) is not in decision_pairs()",
+            d.outcome(),
+            d.reason().map(|r| r.as_str())
+        );
+        d
     }
 
     fn decide(&self, proposal: contract::Checked, seen: i64, now: i64) -> Decision {
@@ -753,8 +761,9 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
     assert_eq!(w.credits(), 0);
 
     // Reconciling asks the executor and records its answer; it never runs
-    // the write. Afterwards the retry gets the reconciled outcome: not
-    // applied, so `state_changed`, never `replayed`.
+    // the write. "Not applied" is final for that attempt, and not a dead
+    // end: the retry runs the same operation again as attempt 2,
+    // authorised, read and claimed again, and executes once.
     let key = d.key().unwrap();
     w.log.lock().unwrap().clear();
     let r = block_on(reconcile(
@@ -774,10 +783,50 @@ fn in_flight_then_needs_reconciliation_never_a_second_execution() {
         ["fetch", "reconcile", "record_reconciliation", "audit"]
     );
     let d = w.decide(w.credit(1500), 7, T0 + 33_000);
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    assert_eq!(
+        w.calls(),
+        ["authorize", "state", "claim", "execute", "complete"]
+    );
+    assert_eq!(w.credits(), 1);
+    let row = block_on(w.store.fetch(&key)).unwrap().unwrap();
+    assert_eq!(row.attempt, 2);
+    // And a retry of that replays it: one write.
+    let d = w.decide(w.credit(1500), 7, T0 + 34_000);
+    assert_eq!(d.outcome(), Outcome::Replayed, "{d:?}");
+    assert_eq!(w.credits(), 1);
+}
+
+/// After an attempt reconciled as not applied, a retry against a version
+/// that has moved meanwhile is `state_changed` with `version_mismatch`: the
+/// model must read again, and nothing is claimed or sent.
+#[test]
+fn after_not_applied_a_moved_version_is_version_mismatch() {
+    let w = SpyPipeline::new();
+    *w.exec.mode.lock().unwrap() = ExecMode::Fail;
+    let d = w.decide(w.credit(1500), 7, T0);
+    assert_eq!(d.reason(), Some(Reason::ExecutorFailed));
+    *w.exec.mode.lock().unwrap() = ExecMode::Normal;
+    let key = d.key().unwrap();
+    let r = block_on(reconcile(
+        w.store.as_ref(),
+        &w.exec,
+        &key,
+        "operator:ops-1",
+        UnixMillis(T0 + 32_000),
+    ))
+    .unwrap();
+    assert!(matches!(
+        r,
+        ReconcileReport::Recorded(ReconcileOutcome::NotApplied { .. })
+    ));
+    *w.state.version.lock().unwrap() = 8;
+    let d = w.decide(w.credit(1500), 7, T0 + 33_000);
     assert_eq!(d.outcome(), Outcome::StateChanged, "{d:?}");
-    assert_eq!(d.reason(), Some(Reason::LeaseExpired));
-    assert_eq!(d.result().unwrap()["applied"], false);
+    assert_eq!(d.reason(), Some(Reason::VersionMismatch));
+    assert_eq!(w.calls(), ["authorize", "state", "fetch", "audit"]);
     assert_eq!(w.credits(), 0);
+    assert_eq!(block_on(w.store.fetch(&key)).unwrap().unwrap().attempt, 1);
 }
 
 #[test]

@@ -129,6 +129,32 @@ export class ToolgateClient {
 }
 
 /**
+ * A permit whose lease has ended: the write must not be applied. Past
+ * `lease_expires_at` the claim may be reconciled as not applied, and a new
+ * attempt of the same operation may then run: a write applied now could be
+ * applied twice. Nothing is written; ask the gate again.
+ */
+export class PermitExpired extends Error {
+  constructor(permit, nowMs) {
+    super(
+      `the permit for attempt ${permit.attempt} of ${permit.operation_key.slice(0, 12)}... ` +
+        `expired at ${permit.lease_expires_at} (now ${nowMs}): not writing`,
+    );
+    this.permit = permit;
+  }
+}
+
+/**
+ * Throws PermitExpired unless `permit` may still be applied now. Call it
+ * inside your write's transaction, as its last step before COMMIT, and
+ * record the write under `permit.idempotency_key` (one key per attempt), so
+ * that the write and the check commit together.
+ */
+export function checkPermit(permit, nowMs = Date.now()) {
+  if (nowMs >= permit.lease_expires_at) throw new PermitExpired(permit, nowMs);
+}
+
+/**
  * What the application does with each outcome; returns a short note. Every
  * outcome the gate can give is listed: one it does not know is a bug (or a
  * newer server), never something to guess about.
@@ -212,14 +238,33 @@ async function main() {
   //   UPDATE tickets SET ... WHERE id = 'T-300' AND version = <precondition_version>
   // `canonical_arguments` is the exact JSON text the gate checked, if you
   // store the arguments yourself.
+  // The permit is applied only until its `lease_expires_at`: the last step
+  // before COMMIT checks it, and the write is recorded under the attempt's
+  // `idempotency_key`.
+  expect(
+    permit.attempt === 1 && permit.idempotency_key === permit.operation_key,
+    'expected attempt 1, keyed by the operation key',
+  );
+  checkPermit(permit);
   const result = {
     credit_id: `node-${permit.operation_key.slice(0, 8)}`,
     amount_minor: permit.arguments.amount_minor,
+    idempotency_key: permit.idempotency_key,
   };
   console.log(
     `node: ${'write (simulated)'.padEnd(22)} UPDATE tickets ... WHERE id = 'T-300' ` +
       `AND version = ${permit.precondition_version} -> ${JSON.stringify(result)}`,
   );
+
+  // A permit past its lease is never applied: the client says so and writes
+  // nothing.
+  try {
+    checkPermit({ ...permit, lease_expires_at: Date.now() - 1 });
+    throw new DemoFailure('a permit past its lease should be refused');
+  } catch (e) {
+    if (!(e instanceof PermitExpired)) throw e;
+    console.log(`node: ${'permit past its lease'.padEnd(22)} refused: ${e.message}`);
+  }
 
   // 4. Record the result against the claim, with the permit's holder token.
   const completion = await gate.complete(permit.operation_key, permit.holder, result);

@@ -194,6 +194,40 @@ function handle(array $decision): string
     };
 }
 
+/**
+ * A permit whose lease has ended: the write must not be applied. Past
+ * `lease_expires_at` the claim may be reconciled as not applied, and a new
+ * attempt of the same operation may then run: a write applied now could be
+ * applied twice. Nothing is written; ask the gate again.
+ */
+final class PermitExpired extends RuntimeException
+{
+    public function __construct(public readonly array $permit, int $nowMs)
+    {
+        parent::__construct(sprintf(
+            'the permit for attempt %d of %s... expired at %d (now %d): not writing',
+            $permit['attempt'],
+            substr($permit['operation_key'], 0, 12),
+            $permit['lease_expires_at'],
+            $nowMs,
+        ));
+    }
+}
+
+/**
+ * Throws PermitExpired unless $permit may still be applied now. Call it
+ * inside your write's transaction, as its last step before COMMIT, and
+ * record the write under $permit['idempotency_key'] (one key per attempt),
+ * so that the write and the check commit together.
+ */
+function check_permit(array $permit, ?int $nowMs = null): void
+{
+    $now = $nowMs ?? (int) floor(microtime(true) * 1000);
+    if ($now >= $permit['lease_expires_at']) {
+        throw new PermitExpired($permit, $now);
+    }
+}
+
 final class DemoFailure extends RuntimeException
 {
 }
@@ -249,9 +283,18 @@ function demo(): void
     //   UPDATE tickets SET ... WHERE id = 'T-300' AND version = <precondition_version>
     // `canonical_arguments` is the exact JSON text the gate checked, if you
     // store the arguments yourself.
+    // The permit is applied only until its `lease_expires_at`: the last
+    // step before COMMIT checks it, and the write is recorded under the
+    // attempt's `idempotency_key`.
+    expect(
+        $permit['attempt'] === 1 && $permit['idempotency_key'] === $permit['operation_key'],
+        'expected attempt 1, keyed by the operation key',
+    );
+    check_permit($permit);
     $result = [
         'credit_id' => 'php-' . substr($permit['operation_key'], 0, 8),
         'amount_minor' => $permit['arguments']['amount_minor'],
+        'idempotency_key' => $permit['idempotency_key'],
     ];
     printf(
         "php: %-22s UPDATE tickets ... WHERE id = 'T-300' AND version = %s -> %s\n",
@@ -259,6 +302,15 @@ function demo(): void
         $permit['precondition_version'],
         json_encode($result),
     );
+
+    // A permit past its lease is never applied: the client says so and
+    // writes nothing.
+    try {
+        check_permit(['lease_expires_at' => (int) floor(microtime(true) * 1000) - 1] + $permit);
+        throw new DemoFailure('a permit past its lease should be refused');
+    } catch (PermitExpired $e) {
+        printf("php: %-22s refused: %s\n", 'permit past its lease', $e->getMessage());
+    }
 
     // 4. Record the result against the claim, with the permit's holder token.
     $completion = $gate->complete($permit['operation_key'], $permit['holder'], $result);

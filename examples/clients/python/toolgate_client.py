@@ -26,6 +26,7 @@ Exits 0 only if every step of the demo gave the answer it should.
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -51,6 +52,34 @@ class ToolgateError(Exception):
         self.title = title
         self.detail = detail
         self.type = type_uri
+
+
+class PermitExpired(Exception):
+    """A permit whose lease has ended: the write must not be applied.
+
+    Past `lease_expires_at` the claim may be reconciled as not applied, and
+    a new attempt of the same operation may then run: a write applied now
+    could be applied twice. Nothing is written; ask the gate again.
+    """
+
+    def __init__(self, permit, now_ms):
+        super().__init__(
+            f"the permit for attempt {permit['attempt']} of {permit['operation_key'][:12]}... "
+            f"expired at {permit['lease_expires_at']} (now {now_ms}): not writing"
+        )
+        self.permit = permit
+
+
+def check_permit(permit, now_ms=None):
+    """Raises PermitExpired unless `permit` may still be applied now.
+
+    Call it inside your write's transaction, as its last step before
+    COMMIT, and record the write under `permit["idempotency_key"]` (one key
+    per attempt), so that the write and the check commit together.
+    """
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    if now >= permit["lease_expires_at"]:
+        raise PermitExpired(permit, now)
 
 
 class Toolgate:
@@ -229,14 +258,30 @@ def main():
     #   UPDATE tickets SET ... WHERE id = 'T-300' AND version = <precondition_version>
     # `canonical_arguments` is the exact JSON text the gate checked, if you
     # store the arguments yourself.
+    # The permit is applied only until its `lease_expires_at`: the last
+    # step before COMMIT checks it, and the write is recorded under the
+    # attempt's `idempotency_key`.
+    expect(permit["attempt"] == 1 and permit["idempotency_key"] == permit["operation_key"],
+           "expected attempt 1, keyed by the operation key")
+    check_permit(permit)
     result = {
         "credit_id": "py-" + permit["operation_key"][:8],
         "amount_minor": permit["arguments"]["amount_minor"],
+        "idempotency_key": permit["idempotency_key"],
     }
     print(
         f"python: {'write (simulated)':<22} UPDATE tickets ... WHERE id = 'T-300' AND version = "
         f"{permit['precondition_version']} -> {json.dumps(result)}"
     )
+
+    # A permit past its lease is never applied: the client says so and
+    # writes nothing.
+    late = {**permit, "lease_expires_at": int(time.time() * 1000) - 1}
+    try:
+        check_permit(late)
+        raise DemoFailure("a permit past its lease should be refused")
+    except PermitExpired as e:
+        print(f"python: {'permit past its lease':<22} refused: {e}")
 
     # 4. Record the result against the claim, with the permit's holder token.
     completion = gate.complete(permit["operation_key"], permit["holder"], result)

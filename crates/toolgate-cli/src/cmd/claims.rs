@@ -30,7 +30,8 @@ enum Command {
 ///   {"operation_key":"<hex>","fingerprint":"<hex>","tool":"...",
 ///    "status":"in_flight","executor":"in_process"|"client"|"webhook",
 ///    "holder":"<hex>","claimed_at":<ms>,
-///    "lease_expires_at":<ms>,"stuck_for_ms":<ms>,
+///    "lease_expires_at":<ms>,"attempt":<n>,"idempotency_key":"<hex>[.<n>]",
+///    "stuck_for_ms":<ms>,
 ///    "proposal":{"arguments":{...},"scope":{...},"version_seen":"...",
 ///                "proposer":"..."}}
 ///
@@ -137,6 +138,8 @@ fn claim_line(r: &ClaimRecord, now: UnixMillis) -> Value {
         "holder": r.holder.to_hex(),
         "claimed_at": r.claimed_at.0,
         "lease_expires_at": r.lease_expires_at.0,
+        "attempt": r.attempt,
+        "idempotency_key": r.idempotency_key(),
         "stuck_for_ms": now.0.saturating_sub(r.lease_expires_at.0),
         "proposal": {
             "arguments": arguments,

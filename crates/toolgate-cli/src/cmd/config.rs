@@ -412,6 +412,14 @@ impl Deployment {
             review_queue,
             public_url: file.public_url.clone(),
         };
+        if let Application::Tools(section) = &application {
+            // Checked here, before anything connects, so that `serve` and
+            // `config check` both refuse it.
+            let lease_ms = u64::try_from(settings.lease.as_millis()).unwrap_or(u64::MAX);
+            section
+                .check_lease(lease_ms)
+                .map_err(|e| err(e.field(), e.message().to_owned()))?;
+        }
         if let Some(db) = &file.db {
             check_db_url(db).map_err(|m| err("db", m))?;
         }

@@ -184,22 +184,24 @@ pub fn independent_hmac(key: &[u8], msg: &[u8]) -> [u8; 32] {
         .into()
 }
 
-/// Whether a `Toolgate-Signature` header signs `body` with [`SECRET`].
-pub fn signature_ok(header: Option<&str>, body: &[u8]) -> bool {
+/// Whether a `Toolgate-Signature` header signs (`method`, `target`,
+/// `body`) with [`SECRET`] (signature v2: HMAC-SHA256 over
+/// `"<t>\n<METHOD>\n<target>\n<body>"`), written out here as a receiver
+/// would, independently of the crate's code.
+pub fn signature_ok(header: Option<&str>, method: &str, target: &str, body: &[u8]) -> bool {
     let Some(h) = header else { return false };
-    let Some((t, v1)) = h
+    let Some((t, v2)) = h
         .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
+        .and_then(|rest| rest.split_once(",v2="))
     else {
         return false;
     };
     if t.parse::<u64>().is_err() {
         return false;
     }
-    let mut signed = t.as_bytes().to_vec();
-    signed.push(b'.');
+    let mut signed = format!("{t}\n{method}\n{target}\n").into_bytes();
     signed.extend_from_slice(body);
-    hex::encode(independent_hmac(SECRET.as_bytes(), &signed)) == v1
+    hex::encode(independent_hmac(SECRET.as_bytes(), &signed)) == v2
 }
 
 /// One request the shop received.
@@ -215,7 +217,7 @@ pub struct Received {
 /// One status question the shop received.
 #[derive(Debug, Clone)]
 pub struct StatusAsked {
-    pub operation_key: Option<String>,
+    pub idempotency_key: Option<String>,
     pub signature_ok: bool,
 }
 
@@ -244,7 +246,12 @@ async fn webhook(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let ok = signature_ok(header(&headers, "toolgate-signature").as_deref(), &body);
+    let ok = signature_ok(
+        header(&headers, "toolgate-signature").as_deref(),
+        "POST",
+        &format!("/w/{mode}"),
+        &body,
+    );
     shop.received.lock().unwrap().push(Received {
         mode: mode.clone(),
         signature_ok: ok,
@@ -269,6 +276,16 @@ async fn webhook(
         "precondition" => StatusCode::PRECONDITION_FAILED.into_response(),
         "error" => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         "refuse" => json_answer(StatusCode::UNPROCESSABLE_ENTITY, json!({"error": "no"})),
+        "fenced" => json_answer(StatusCode::GONE, json!({"error": "fenced"})),
+        // Fenced the first time, applied after: a new attempt's key is not
+        // the fenced one.
+        "second" if shop.received.lock().unwrap().len() == 1 => {
+            json_answer(StatusCode::GONE, json!({"error": "fenced"}))
+        }
+        "second" => json_answer(
+            StatusCode::CREATED,
+            json!({"refund_id": 8, "status": "issued"}),
+        ),
         "text" => (StatusCode::OK, "refunded").into_response(),
         "array" => json_answer(StatusCode::OK, json!([1, 2])),
         "hang" => {
@@ -284,11 +301,18 @@ async fn webhook(
 async fn status(
     State(shop): State<Shop>,
     Query(q): Query<HashMap<String, String>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
 ) -> Response {
+    let target = uri.path_and_query().map_or("/status", |p| p.as_str());
     shop.status_asked.lock().unwrap().push(StatusAsked {
-        operation_key: q.get("operation_key").cloned(),
-        signature_ok: signature_ok(header(&headers, "toolgate-signature").as_deref(), b""),
+        idempotency_key: q.get("idempotency_key").cloned(),
+        signature_ok: signature_ok(
+            header(&headers, "toolgate-signature").as_deref(),
+            "GET",
+            target,
+            b"",
+        ),
     });
     let (code, body) = shop.status_answer.lock().unwrap().clone();
     (
@@ -337,7 +361,24 @@ pub fn agent(id: &str) -> Principal {
     Principal::new(id, ["refund:issue"]).unwrap()
 }
 
-pub const LATER: UnixMillis = UnixMillis(60_000);
+/// The wall clock: the webhook executor bounds its call by the time left
+/// on the claim's lease, read from it.
+pub fn now() -> UnixMillis {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    UnixMillis(i64::try_from(ms).unwrap())
+}
+
+/// A minute from now: every lease [`propose`] gives has ended by then.
+pub fn later() -> UnixMillis {
+    now().plus_millis(60_000)
+}
+
+/// The lease [`propose`] gives: longer than any webhook timeout the tests
+/// set plus the margin, so that the webhook's own timeout decides.
+pub const LEASE: Duration = Duration::from_secs(10);
 
 /// One proposal to refund `amount` on `order`, the model having seen
 /// `version_seen`, through the real pipeline with the deployment's parts.
@@ -394,9 +435,9 @@ pub async fn propose_with(
         version_seen: &version_seen,
         attributes,
         approval: None,
-        now: UnixMillis(1_000),
+        now: now(),
         holder: HolderToken::from_bytes([holder; 16]),
-        lease: Duration::from_millis(10),
+        lease: LEASE,
     };
     decide(&gate, proposal, &request).await
 }

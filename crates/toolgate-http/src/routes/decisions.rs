@@ -82,6 +82,7 @@ const DECISION_JSON: &str = "application/json";
         (status = 400, description = "`invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "`forbidden` (a decision)", body = DecisionResponse),
+        (status = 404, description = "`resource_not_found`: the tool's state source has no resource for the scope; nothing was decided or written", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`in_flight`, `state_changed`, `needs_reconciliation` (decisions); `idempotency_key_in_flight` (a problem)", content(
             (DecisionResponse = "application/json"),
             (Problem = "application/problem+json"))),
@@ -642,6 +643,11 @@ async fn run_inner<P: GateComponents>(
             // answer every time, so not a retry-later.
             Err(GateError::State(e)) if e.is_misconfigured() => {
                 return Err(ApiError::deployment(e));
+            }
+            // The scope names a resource the state source does not have:
+            // the request's fault, the same answer on every retry.
+            Err(GateError::State(e)) if e.is_not_found() => {
+                return Err(ApiError::resource_not_found(e));
             }
             Err(e) => return Err(ApiError::unavailable(e)),
         };

@@ -16,6 +16,7 @@ pub struct AuditEntry {
     key: Option<OperationKey>,
     fingerprint: Option<Fingerprint>,
     via: Option<String>,
+    attempt: Option<u32>,
 }
 
 fn text(field: &'static str, value: String) -> Result<String, CorruptRecord> {
@@ -65,6 +66,7 @@ impl AuditEntry {
             key,
             fingerprint,
             via: None,
+            attempt: None,
         })
     }
 
@@ -74,6 +76,21 @@ impl AuditEntry {
     pub fn with_via(mut self, via: Option<String>) -> Result<Self, CorruptRecord> {
         self.via = via.map(|v| text("via", v)).transpose()?;
         Ok(self)
+    }
+
+    /// The entry for attempt `attempt` of its operation (docs/design.md
+    /// invariant 8: every attempt is audited as its own); `None` for
+    /// entries about no claim in particular.
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: Option<u32>) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// The attempt of the operation the entry is about, when it is about
+    /// one claim attempt.
+    pub fn attempt(&self) -> Option<u32> {
+        self.attempt
     }
 
     /// When the decision was made.

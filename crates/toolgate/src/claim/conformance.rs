@@ -820,7 +820,8 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
 /// operator reconciles the claim (the downstream system says the write did
 /// not happen), then the old holder finishes and tries to complete. Its
 /// completion matches zero rows and says `Reconcile`; the reconciliation
-/// stands, and a retry replays it rather than executing.
+/// stands, and a retry is the operation's next attempt, never the stalled
+/// one's completion.
 pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: &Namespace) {
     let check = "completion_after_takeover_reconciles";
     let key = ns.key(12, 0);
@@ -865,9 +866,163 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
     );
     assert_eq!(completion.result, detail, "{check}");
     match ok(check, store.claim(request(ns, key, 1, 1500, later)).await) {
-        RawClaim::Completed(r) => assert_eq!(r.result(), Some(&detail), "{check}"),
+        RawClaim::Acquired(lease) => {
+            assert_eq!(lease.attempt, 2, "{check}");
+            assert_ne!(lease.holder, stalled.holder, "{check}");
+        }
+        other => panic!("{check}: expected attempt 2 Acquired, got {other:?}"),
+    }
+    // The stalled holder still owns nothing.
+    let late = ok(
+        check,
+        complete(store, &key, &stalled.holder, &json("{}"), later).await,
+    );
+    assert_eq!(late, Completion::Reconcile, "{check}");
+}
+
+/// A claim reconciled as not applied is taken over by the next claim on
+/// its key as attempt 2, with that claim's proposal, holder and lease; the
+/// closed attempt's holder can no longer complete it. A claim reconciled as
+/// applied, or closed by its own execution (a failed precondition), stays
+/// closed.
+pub async fn not_applied_runs_again_as_the_next_attempt<S: ClaimStore>(store: &S, ns: &Namespace) {
+    let check = "not_applied_runs_again_as_the_next_attempt";
+    let key = ns.key(17, 0);
+    let first = acquire(check, store, request(ns, key, 1, 1500, T0)).await;
+    assert_eq!(first.attempt, 1, "{check}");
+    assert_eq!(first.idempotency_key(), key.to_hex(), "{check}");
+    let not_applied = ReconcileOutcome::NotApplied {
+        detail: json(r#"{"applied":false}"#),
+    };
+    let at = first.expires_at;
+    match ok(
+        check,
+        store.record_reconciliation(&key, &not_applied, at).await,
+    ) {
+        Reconciled::Recorded => {}
+        other => panic!("{check}: expected Recorded, got {other:?}"),
+    }
+    // Other arguments are welcome: nothing was written for the first ones.
+    let second = acquire(check, store, request(ns, key, 2, 900, at)).await;
+    assert_eq!(second.attempt, 2, "{check}");
+    assert_eq!(
+        second.idempotency_key(),
+        format!("{}.2", key.to_hex()),
+        "{check}"
+    );
+    assert_ne!(second.holder, first.holder, "{check}");
+    assert_eq!(second.expires_at, at.plus_millis(30_000), "{check}");
+    let row = fetch(check, store, &key).await;
+    assert_eq!(row.attempt, 2, "{check}");
+    assert_eq!(row.status, ClaimStatus::InFlight, "{check}");
+    assert_eq!(row.completion, None, "{check}");
+    assert_eq!(row.fingerprint, fingerprint(2), "{check}");
+    assert!(row.proposal.arguments().contains("900"), "{check}");
+    assert_eq!(row.claimed_at, at, "{check}");
+    // The closed attempt's holder owns nothing now.
+    let late = ok(
+        check,
+        complete(store, &key, &first.holder, &json("{}"), at).await,
+    );
+    assert_eq!(late, Completion::Reconcile, "{check}");
+    // While attempt 2 is in flight, the same proposal is in flight.
+    match ok(check, store.claim(request(ns, key, 2, 900, at)).await) {
+        RawClaim::InFlight(r) => assert_eq!(r.attempt, 2, "{check}"),
+        other => panic!("{check}: expected InFlight, got {other:?}"),
+    }
+    let c = ok(
+        check,
+        complete(store, &key, &second.holder, &json(r#"{"ok":2}"#), at).await,
+    );
+    assert_eq!(c, Completion::Recorded, "{check}");
+    match ok(check, store.claim(request(ns, key, 2, 900, at)).await) {
+        RawClaim::Completed(r) => assert_eq!(r.attempt, 2, "{check}"),
         other => panic!("{check}: expected Completed, got {other:?}"),
     }
+
+    // Reconciled as applied: closed for good.
+    let applied_key = ns.key(17, 1);
+    let a = acquire(check, store, request(ns, applied_key, 1, 1, T0)).await;
+    let applied = ReconcileOutcome::Applied {
+        receipt: json(r#"{"refund_id":1}"#),
+    };
+    match ok(
+        check,
+        store
+            .record_reconciliation(&applied_key, &applied, a.expires_at)
+            .await,
+    ) {
+        Reconciled::Recorded => {}
+        other => panic!("{check}: expected Recorded, got {other:?}"),
+    }
+    match ok(
+        check,
+        store
+            .claim(request(ns, applied_key, 1, 1, a.expires_at))
+            .await,
+    ) {
+        RawClaim::Completed(r) => assert_eq!(r.attempt, 1, "{check}"),
+        other => panic!("{check}: expected Completed, got {other:?}"),
+    }
+    // Closed by its own execution with a not-applied result (a failed
+    // precondition): the version moved, and the model must read again.
+    let failed_key = ns.key(17, 2);
+    let f = acquire(check, store, request(ns, failed_key, 1, 1, T0)).await;
+    let failed = json(r#"{"applied":false,"reason":"precondition_failed"}"#);
+    let c = ok(
+        check,
+        complete(store, &failed_key, &f.holder, &failed, T0).await,
+    );
+    assert_eq!(c, Completion::Recorded, "{check}");
+    match ok(check, store.claim(request(ns, failed_key, 1, 1, T0)).await) {
+        RawClaim::Completed(r) => assert_eq!(r.attempt, 1, "{check}"),
+        other => panic!("{check}: expected Completed, got {other:?}"),
+    }
+}
+
+/// Many claims race for the next attempt of one operation reconciled as not
+/// applied: exactly one wins attempt 2, every other one sees it in flight.
+pub async fn concurrent_next_attempts_one_winner<S: ClaimStore + 'static>(
+    store: Arc<S>,
+    ns: &Namespace,
+    spawn: Spawner,
+    attempts: usize,
+) {
+    let check = "concurrent_next_attempts_one_winner";
+    let key = ns.key(18, 0);
+    let first = acquire(check, &*store, request(ns, key, 1, 1, T0)).await;
+    let at = first.expires_at;
+    let not_applied = ReconcileOutcome::NotApplied {
+        detail: json(r#"{"applied":false}"#),
+    };
+    match ok(
+        check,
+        store.record_reconciliation(&key, &not_applied, at).await,
+    ) {
+        Reconciled::Recorded => {}
+        other => panic!("{check}: expected Recorded, got {other:?}"),
+    }
+    let mut tasks = Vec::with_capacity(attempts);
+    for _ in 0..attempts {
+        let store = Arc::clone(&store);
+        let req = request(ns, key, 1, 1, at);
+        tasks.push(spawn(Box::pin(async move { store.claim(req).await })));
+    }
+    let mut winners = Vec::new();
+    for r in JoinAll::new(tasks).await {
+        match ok(check, r) {
+            RawClaim::Acquired(lease) => {
+                assert_eq!(lease.attempt, 2, "{check}");
+                winners.push(lease.holder);
+            }
+            RawClaim::InFlight(r) => assert_eq!(r.attempt, 2, "{check}"),
+            other => panic!("{check}: unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{check}: winners {winners:?}");
+    let row = fetch(check, &*store, &key).await;
+    assert_eq!(Some(&row.holder), winners.first(), "{check}");
+    assert_eq!(row.attempt, 2, "{check}");
 }
 
 /// Runs every check. `attempts` is the race width (12 or more is a fair
@@ -893,6 +1048,8 @@ pub async fn run_all<S: ClaimStore + 'static>(
     completion_after_the_lease_reconciles(&*store, ns).await;
     stuck_claims_and_reconciliation(&*store, ns).await;
     completion_after_takeover_reconciles(&*store, ns).await;
+    not_applied_runs_again_as_the_next_attempt(&*store, ns).await;
+    concurrent_next_attempts_one_winner(Arc::clone(&store), ns, spawn, attempts).await;
     concurrent_claims_one_winner(store, ns, spawn, attempts).await;
 }
 
@@ -939,5 +1096,33 @@ impl<T> Future for JoinAll<T> {
         } else {
             Poll::Ready(this.done.iter_mut().filter_map(Option::take).collect())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::claim::MemoryClaimStore;
+
+    /// The memory store's futures are ready at their first poll; this runs
+    /// one to its end without a runtime.
+    fn block_on<F: Future>(fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        loop {
+            if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                return out;
+            }
+        }
+    }
+
+    fn inline(fut: BoxFuture<ClaimResult>) -> BoxFuture<ClaimResult> {
+        fut
+    }
+
+    #[test]
+    fn the_memory_store_passes_the_suite() {
+        let store = Arc::new(MemoryClaimStore::new());
+        block_on(run_all(store, &Namespace::new([7; 16]), inline, 12));
     }
 }

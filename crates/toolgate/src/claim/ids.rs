@@ -157,6 +157,20 @@ id_type!(
     "operation key"
 );
 
+impl OperationKey {
+    /// The idempotency key attempt `attempt` of this operation is sent
+    /// downstream with, and fenced by (docs/design.md invariant 8): the
+    /// key's hex for attempt 1, `<hex>.<n>` for attempt n >= 2. Per attempt,
+    /// so that fencing one attempt never refuses the next.
+    pub fn attempt_key(&self, attempt: u32) -> String {
+        if attempt <= 1 {
+            self.to_hex()
+        } else {
+            format!("{}.{attempt}", self.to_hex())
+        }
+    }
+}
+
 id_type!(
     /// SHA-256 over the canonical (RFC 8785) arguments of a proposal. Same
     /// key, different fingerprint is a `conflict`.
@@ -182,6 +196,14 @@ id_type!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempt_keys_are_the_key_then_the_key_and_the_attempt() {
+        let key = OperationKey::from_bytes([0xab; 32]);
+        assert_eq!(key.attempt_key(1), "ab".repeat(32));
+        assert_eq!(key.attempt_key(2), format!("{}.2", "ab".repeat(32)));
+        assert_eq!(key.attempt_key(17), format!("{}.17", "ab".repeat(32)));
+    }
 
     #[test]
     fn hex_round_trip() {

@@ -78,7 +78,14 @@ impl MemoryClaimStore {
         // Budgets, checked before anything is written, as the SQL stores'
         // rollback leaves nothing behind: only the inserting attempt
         // reserves, and without an approval never past a limit.
-        let fresh = !state.claims.contains_key(request.key());
+        // A row reconciled as not applied is replaced by this request as
+        // the operation's next attempt, as if there were none.
+        let closed = state
+            .claims
+            .get(request.key())
+            .filter(|r| r.reopenable())
+            .map(|r| r.attempt);
+        let fresh = closed.is_some() || !state.claims.contains_key(request.key());
         if fresh && request.grant().is_none() {
             for r in request.budgets() {
                 let used = state
@@ -99,26 +106,34 @@ impl MemoryClaimStore {
         // in the same critical section; if it no longer holds, nothing is
         // written (the SQL stores' conditional UPDATE, docs/design.md §14).
         if let Some(grant) = request.grant()
-            && !state.claims.contains_key(request.key())
+            && fresh
             && !self.reviews.consume(grant, &request)?
         {
             return Ok(RawClaim::GrantUnusable);
         }
-        let row = state
-            .claims
-            .entry(*request.key())
-            .or_insert_with(|| ClaimRecord {
-                key: *request.key(),
-                fingerprint: *request.fingerprint(),
-                proposal: request.proposal().clone(),
-                status: ClaimStatus::InFlight,
-                holder: *request.holder(),
-                lease_expires_at: request.lease_expires_at(),
-                claimed_at: request.now(),
-                executor: request.executor(),
-                completion: None,
-            })
-            .clone();
+        if fresh {
+            state.claims.insert(
+                *request.key(),
+                ClaimRecord {
+                    key: *request.key(),
+                    fingerprint: *request.fingerprint(),
+                    proposal: request.proposal().clone(),
+                    status: ClaimStatus::InFlight,
+                    holder: *request.holder(),
+                    lease_expires_at: request.lease_expires_at(),
+                    claimed_at: request.now(),
+                    attempt: closed.map_or(1, |a| a.saturating_add(1)),
+                    executor: request.executor(),
+                    completion: None,
+                },
+            );
+        }
+        let Some(row) = state.claims.get(request.key()).cloned() else {
+            return Err(StoreError::new(
+                StoreErrorKind::Invariant,
+                "a claim row vanished inside its critical section",
+            ));
+        };
         if fresh {
             for r in request.budgets() {
                 let counter = (r.budget.clone(), r.scope.clone(), r.window_start.0);
@@ -140,6 +155,13 @@ impl MemoryClaimStore {
                 return Err(StoreError::new(
                     StoreErrorKind::Invariant,
                     "a fresh claim's lease ended at its own claim time",
+                ));
+            }
+            // A closed attempt was replaced above, in this critical section.
+            ReadBack::Reopen { .. } => {
+                return Err(StoreError::new(
+                    StoreErrorKind::Invariant,
+                    "a closed attempt was still on the row after its replacement",
                 ));
             }
         })

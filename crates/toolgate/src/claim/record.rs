@@ -113,8 +113,11 @@ pub enum Resolution {
     /// the write had happened. The result is its receipt.
     ReconciledApplied,
     /// An operator reconciled an expired claim; the downstream system said
-    /// the write had not happened. Nothing is ever executed for this key
-    /// again: a new operation needs a new key (for example a new version).
+    /// the write had not happened, and fenced the attempt's idempotency key
+    /// so that a late commit of it can never succeed (docs/design.md
+    /// invariant 8). The attempt is over for good; the same operation may
+    /// run again only as a new attempt ([`ClaimRecord::attempt`] + 1),
+    /// authorised, read and budgeted again.
     ReconciledNotApplied,
 }
 
@@ -340,6 +343,9 @@ pub struct ClaimRecord {
     pub lease_expires_at: UnixMillis,
     /// When the claim was won.
     pub claimed_at: UnixMillis,
+    /// Which attempt of the operation this row holds, from 1. A new attempt
+    /// replaces a row reconciled as not applied, and only such a row.
+    pub attempt: u32,
     /// Who performs the write: reconciliation asks only this executor.
     pub executor: ExecutorKind,
     /// Completion: when, how and with what result. `Some` exactly when the
@@ -393,6 +399,8 @@ pub struct StoredClaim {
     pub result: Option<String>,
     /// `executor` column.
     pub executor: String,
+    /// `attempt` column.
+    pub attempt: i64,
 }
 
 impl ClaimRecord {
@@ -406,6 +414,10 @@ impl ClaimRecord {
         let holder = HolderToken::from_slice(&row.holder).map_err(|e| ("holder", e))?;
         let status = ClaimStatus::parse(&row.status)
             .ok_or_else(|| CorruptRecord::new("status", "is not in_flight or completed"))?;
+        let attempt = u32::try_from(row.attempt)
+            .ok()
+            .filter(|a| *a >= 1)
+            .ok_or_else(|| CorruptRecord::new("attempt", "is not a number from 1"))?;
         let executor = ExecutorKind::parse(&row.executor).ok_or_else(|| {
             CorruptRecord::new("executor", "is not in_process, client or webhook")
         })?;
@@ -447,9 +459,24 @@ impl ClaimRecord {
             holder,
             lease_expires_at: UnixMillis(row.lease_expires_at),
             claimed_at: UnixMillis(row.claimed_at),
+            attempt,
             executor,
             completion,
         })
+    }
+
+    /// The idempotency key the downstream system knows this row's attempt
+    /// by ([`OperationKey::attempt_key`]).
+    pub fn idempotency_key(&self) -> String {
+        self.key.attempt_key(self.attempt)
+    }
+
+    /// Whether the attempt was closed as reconciled not applied: the only
+    /// state in which the operation may run again, as a new attempt.
+    pub fn reopenable(&self) -> bool {
+        self.completion
+            .as_ref()
+            .is_some_and(|c| c.resolution == Resolution::ReconciledNotApplied)
     }
 
     /// Whether the claim is in flight and its lease has ended at `now`.
@@ -494,6 +521,7 @@ mod tests {
             resolution: None,
             result: None,
             executor: "client".into(),
+            attempt: 1,
         }
     }
 
@@ -529,6 +557,8 @@ mod tests {
             ("status", Box::new(|r| r.status = "done".into())),
             ("executor", Box::new(|r| r.executor = "remote".into())),
             ("executor", Box::new(|r| r.executor.clear())),
+            ("attempt", Box::new(|r| r.attempt = 0)),
+            ("attempt", Box::new(|r| r.attempt = i64::from(u32::MAX) + 1)),
             ("status", Box::new(|r| r.result = Some("{}".into()))),
             (
                 "status",

@@ -237,6 +237,15 @@ impl ClaimRequest {
     /// other row is someone else's claim and is final whatever happens to
     /// the transaction, which wrote nothing.
     pub fn judge(&self, row: ClaimRecord, now: UnixMillis) -> ReadBack {
+        if row.reopenable() {
+            // The attempt on the row was fenced and reconciled as not
+            // applied: the operation runs again as the next attempt, for
+            // this proposal whatever its arguments (nothing was written
+            // for the earlier ones).
+            return ReadBack::Reopen {
+                attempt: row.attempt,
+            };
+        }
         let ours = row.holder == self.holder
             && row.fingerprint == self.fingerprint
             && row.status == ClaimStatus::InFlight;
@@ -248,6 +257,7 @@ impl ClaimRequest {
                 key: row.key,
                 holder: row.holder,
                 expires_at: row.lease_expires_at,
+                attempt: row.attempt,
             });
         }
         ReadBack::Theirs(if row.fingerprint != self.fingerprint {
@@ -270,8 +280,18 @@ pub struct Lease {
     pub key: OperationKey,
     /// The winning attempt's token.
     pub holder: HolderToken,
-    /// When the lease ends.
+    /// When the lease ends: the last moment the write may be applied.
     pub expires_at: UnixMillis,
+    /// Which attempt of the operation this is, from 1.
+    pub attempt: u32,
+}
+
+impl Lease {
+    /// The idempotency key the write is sent downstream with
+    /// ([`OperationKey::attempt_key`]).
+    pub fn idempotency_key(&self) -> String {
+        self.key.attempt_key(self.attempt)
+    }
 }
 
 /// The row read back in the claim transaction, judged by
@@ -290,6 +310,14 @@ pub enum ReadBack {
     /// The row is this attempt's, but its lease has already ended (the
     /// attempt took longer than its lease): roll back and try again.
     Lapsed,
+    /// The row's attempt was reconciled as not applied: the store replaces
+    /// it with this request as attempt `attempt + 1`, only where the row is
+    /// still that closed attempt, and reads back again (the new row is won
+    /// only by its holder token read back, as any claim).
+    Reopen {
+        /// The closed attempt's number.
+        attempt: u32,
+    },
 }
 
 /// What a claim attempt found. Plain data: the pipeline turns `Acquired`
@@ -351,8 +379,10 @@ pub enum ReconcileOutcome {
         /// The downstream system's receipt.
         receipt: super::record::JsonText,
     },
-    /// The write did not happen. The claim is closed with this detail as its
-    /// result; nothing is executed for this key again.
+    /// The write did not happen, and the downstream system fenced the
+    /// attempt's idempotency key so that it never will. The attempt is
+    /// closed with this detail as its result; the operation may run again
+    /// only as a new attempt (`ClaimRecord::attempt` + 1).
     NotApplied {
         /// What the downstream system reported.
         detail: super::record::JsonText,

@@ -68,6 +68,29 @@ impl Outcome {
         Self::ContentFiltered,
     ];
 
+    /// Whether a decision with this outcome may come without a reason.
+    /// Exhaustive, with [`Reason::outcomes`]: the two say every (outcome,
+    /// reason) pair a decision can have ([`decision_pairs`]).
+    pub const fn may_lack_reason(self) -> bool {
+        match self {
+            Self::Answer
+            | Self::Abstain
+            | Self::Executed
+            | Self::Replayed
+            | Self::InFlight
+            | Self::Conflict
+            | Self::Permitted
+            | Self::Refused
+            | Self::Truncated
+            | Self::ContentFiltered => true,
+            Self::StateChanged
+            | Self::NeedsReconciliation
+            | Self::PendingApproval
+            | Self::Rejected
+            | Self::Forbidden => false,
+        }
+    }
+
     /// The stable snake_case code.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -145,8 +168,40 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The outcomes a decision with this reason can have. Exhaustive (no
+    /// wildcard): a new reason does not compile until it says where it
+    /// appears, and [`decision_pairs`] then lists its pairs.
+    pub const fn outcomes(self) -> &'static [Outcome] {
+        match self {
+            Self::Contract(_) | Self::MissingScope | Self::InvalidScope | Self::ApprovalDenied => {
+                &[Outcome::Rejected]
+            }
+            Self::MissingCapability | Self::NotAuthorized | Self::AuthorizationError => {
+                &[Outcome::Forbidden]
+            }
+            Self::VersionMismatch | Self::PreconditionFailed => &[Outcome::StateChanged],
+            Self::LeaseExpired | Self::LeaseLost | Self::ExecutorFailed => {
+                &[Outcome::NeedsReconciliation]
+            }
+            Self::ApprovalRequired => &[Outcome::PendingApproval],
+            Self::BudgetExceeded => &[Outcome::PendingApproval, Outcome::Rejected],
+            Self::BudgetExceededApproved => &[Outcome::Executed],
+        }
+    }
+
+    /// Every reason: the contract's ([`contract::RejectReason::ALL`]) and
+    /// the pipeline's own ([`Reason::OWN`]).
+    pub fn all() -> impl Iterator<Item = Self> {
+        contract::RejectReason::ALL
+            .into_iter()
+            .map(Self::Contract)
+            .chain(Self::OWN)
+    }
+
     /// The pipeline's own reasons (the contract's are listed with
-    /// [`contract::RejectReason::ALL`]), for documentation checks.
+    /// [`contract::RejectReason::ALL`]), for documentation checks. The
+    /// match in `own_listed` names the same variants: a new reason does
+    /// not compile until it is listed there, next to this list.
     pub const OWN: [Self; 14] = [
         Self::MissingCapability,
         Self::NotAuthorized,
@@ -184,6 +239,52 @@ impl Reason {
             Self::BudgetExceededApproved => "budget_exceeded_approved",
         }
     }
+}
+
+/// Whether `r` is one of [`Reason::OWN`]'s variants, by a match that names
+/// every variant: adding one to [`Reason`] breaks the build here until it is
+/// sorted in or out, which is where [`Reason::OWN`] is kept up to date.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "the exhaustiveness guard of Reason::OWN")
+)]
+const fn own_listed(r: Reason) -> bool {
+    match r {
+        Reason::Contract(_) => false,
+        Reason::MissingCapability
+        | Reason::NotAuthorized
+        | Reason::AuthorizationError
+        | Reason::MissingScope
+        | Reason::InvalidScope
+        | Reason::VersionMismatch
+        | Reason::PreconditionFailed
+        | Reason::LeaseExpired
+        | Reason::LeaseLost
+        | Reason::ExecutorFailed
+        | Reason::ApprovalRequired
+        | Reason::ApprovalDenied
+        | Reason::BudgetExceeded
+        | Reason::BudgetExceededApproved => true,
+    }
+}
+
+/// Every (outcome, reason) pair a pipeline decision can have, `None` for a
+/// decision without a reason: built from [`Outcome::ALL`],
+/// [`Outcome::may_lack_reason`], [`Reason::all`] and [`Reason::outcomes`],
+/// never kept by hand. docs/error-codes.md has a row for each
+/// (`tests/docs.rs`).
+pub fn decision_pairs() -> Vec<(Outcome, Option<Reason>)> {
+    let mut pairs: Vec<(Outcome, Option<Reason>)> = Outcome::ALL
+        .into_iter()
+        .filter(|o| o.may_lack_reason())
+        .map(|o| (o, None))
+        .collect();
+    for reason in Reason::all() {
+        for outcome in reason.outcomes() {
+            pairs.push((*outcome, Some(reason)));
+        }
+    }
+    pairs
 }
 
 impl fmt::Display for Reason {
@@ -286,13 +387,12 @@ pub enum Decision {
         prior: ProposalRecord,
     },
     /// `state_changed`: the version the model read is not current
-    /// (`version_mismatch`), the executor's precondition failed
-    /// (`precondition_failed`), or the claim was reconciled as not applied
-    /// (`lease_expired`). Nothing was written.
+    /// (`version_mismatch`), or the executor's precondition failed
+    /// (`precondition_failed`). Nothing was written.
     StateChanged {
         /// The operation.
         operation: Operation,
-        /// Which of the three.
+        /// Which of the two.
         reason: Reason,
         /// What the caller is told.
         message: String,
@@ -676,5 +776,38 @@ impl Decision {
             "prior": prior,
             "budget": self.budget().map(BudgetReport::to_json),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_lists_exactly_the_own_reasons() {
+        for r in Reason::OWN {
+            assert!(own_listed(r), "{r}");
+        }
+        for r in contract::RejectReason::ALL {
+            assert!(!own_listed(Reason::Contract(r)), "{}", r.as_str());
+        }
+        let distinct: std::collections::HashSet<_> = Reason::OWN.into_iter().collect();
+        assert_eq!(distinct.len(), Reason::OWN.len());
+    }
+
+    #[test]
+    fn every_reason_has_an_outcome_that_needs_or_allows_it() {
+        for r in Reason::all() {
+            assert!(!r.outcomes().is_empty(), "{r}");
+        }
+        // An outcome that always carries a reason has at least one.
+        for o in Outcome::ALL.into_iter().filter(|o| !o.may_lack_reason()) {
+            assert!(
+                decision_pairs()
+                    .iter()
+                    .any(|(po, r)| *po == o && r.is_some()),
+                "{o}"
+            );
+        }
     }
 }

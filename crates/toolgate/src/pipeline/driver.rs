@@ -158,12 +158,16 @@ where
     C: ClaimStore,
     E: Executor,
 {
-    let Decided { decision, audited } = run(gate, proposal, request).await?;
+    let Decided {
+        decision,
+        audited,
+        attempt,
+    } = run(gate, proposal, request).await?;
     if audited {
         return Ok(decision);
     }
     let appended = match audit_entry(&decision, request.principal, request.now) {
-        Ok(entry) => gate.claims.append_audit(&entry).await,
+        Ok(entry) => gate.claims.append_audit(&entry.with_attempt(attempt)).await,
         Err(e) => Err(StoreError::corrupt(&e)),
     };
     match appended {
@@ -181,6 +185,9 @@ where
 struct Decided {
     decision: Decision,
     audited: bool,
+    /// The claim attempt the decision is about, if one: its audit entry
+    /// names it.
+    attempt: Option<u32>,
 }
 
 impl From<Decision> for Decided {
@@ -188,8 +195,31 @@ impl From<Decision> for Decided {
         Self {
             decision,
             audited: false,
+            attempt: None,
         }
     }
+}
+
+impl Decided {
+    /// A decision about attempt `attempt` of its operation.
+    fn about(decision: Decision, attempt: u32) -> Self {
+        Self {
+            attempt: Some(attempt),
+            ..Self::from(decision)
+        }
+    }
+}
+
+/// A decision on an operation someone already holds ([`existing`]), about
+/// the attempt on its row.
+fn existing_decided(
+    policy: &Policy,
+    bound: &Bound,
+    record: ClaimRecord,
+    now: UnixMillis,
+) -> Result<Decided, GateError> {
+    let attempt = record.attempt;
+    existing(policy, bound, record, now).map(|d| Decided::about(d, attempt))
 }
 
 /// The one audit entry of `decision`, made by `principal` at `now` (and,
@@ -386,9 +416,13 @@ where
         // A retry of a completed operation: the write moved the version.
         // Its claim was committed before its write, so it is there now
         // (also when the original is racing this retry); the retry is a
-        // replay (or in flight), never `state_changed` (invariant 4).
-        if let Some(record) = gate.claims.fetch(bound.key()).await? {
-            return existing(gate.policy, &bound, record, request.now).map(Decided::from);
+        // replay (or in flight), never `state_changed` (invariant 4). An
+        // attempt reconciled as not applied wrote nothing: the version
+        // moved for another reason, and the model must read again.
+        if let Some(record) = gate.claims.fetch(bound.key()).await?
+            && !record.reopenable()
+        {
+            return existing_decided(gate.policy, &bound, record, request.now);
         }
         let d = Decision::StateChanged {
             operation: operation(&bound),
@@ -418,9 +452,12 @@ where
     let needs_approval = bound.authorized().validated().needs_approval();
     if needs_approval && approval.is_none() {
         // A retry of an approved operation that was written replays it
-        // without asking a person again (invariant 4).
-        if let Some(record) = gate.claims.fetch(bound.key()).await? {
-            return existing(gate.policy, &bound, record, request.now).map(Decided::from);
+        // without asking a person again (invariant 4). A new attempt after
+        // one reconciled as not applied needs its own approval.
+        if let Some(record) = gate.claims.fetch(bound.key()).await?
+            && !record.reopenable()
+        {
+            return existing_decided(gate.policy, &bound, record, request.now);
         }
         let d = pending_approval(
             &bound,
@@ -450,13 +487,17 @@ where
         None => claim_request,
     }
     .with_budgets(budgets.clone());
+    // A claim reconciled as not applied (fenced downstream) is taken over
+    // by this claim as the operation's next attempt: authorised, read and
+    // budgeted again above, on the same operation key, with a new holder
+    // token (docs/design.md invariant 8).
     let lease = match gate.claims.claim(claim_request).await? {
         RawClaim::Acquired(lease) => lease,
         RawClaim::InFlight(r)
         | RawClaim::Completed(r)
         | RawClaim::Mismatch(r)
         | RawClaim::Expired(r) => {
-            return existing(gate.policy, &bound, r, request.now).map(Decided::from);
+            return existing_decided(gate.policy, &bound, r, request.now);
         }
         RawClaim::OverBudget {
             budget,
@@ -509,6 +550,7 @@ where
 {
     let bound = claimed.bound();
     let now = request.now;
+    let attempt = claimed.lease().attempt;
     let reply = || bound.authorized().validated().reply().to_owned();
     let executed = |result: Value| Decision::Executed {
         operation: operation(bound),
@@ -520,12 +562,15 @@ where
         // Invariant 7: zero rows means this holder no longer owns the
         // claim. Whatever the executor did stands (nothing, when the
         // completion ran in its write's transaction); reconcile.
-        Decided::from(Decision::NeedsReconciliation {
-            operation: operation(bound),
-            reason: Reason::LeaseLost,
-            message: message.to_owned(),
-            prior: None,
-        })
+        Decided::about(
+            Decision::NeedsReconciliation {
+                operation: operation(bound),
+                reason: Reason::LeaseLost,
+                message: message.to_owned(),
+                prior: None,
+            },
+            attempt,
+        )
     };
     // The `executed` entry does not depend on the receipt: built before the
     // write, so an executor on the claim store's database can commit it
@@ -534,6 +579,7 @@ where
         let placeholder = executed(Value::Null);
         audit_entry(&placeholder, request.principal, now)
             .map_err(|e| GateError::Corrupt(e.to_string()))?
+            .with_attempt(Some(attempt))
     };
     let completion =
         AppliedCompletion::new(*bound.key(), claimed.lease().holder, now, executed_entry);
@@ -546,6 +592,7 @@ where
             return Ok(Decided {
                 decision: executed(json_value(&receipt)?),
                 audited: true,
+                attempt: Some(attempt),
             });
         }
         Ok(Completed::LeaseLost) => {
@@ -565,7 +612,7 @@ where
                 message: e.to_string(),
                 prior: None,
             };
-            return Ok(d.into());
+            return Ok(Decided::about(d, attempt));
         }
     };
     let (result, decision, entry) = match outcome {
@@ -595,7 +642,8 @@ where
             // The entry this decision gets if the completion is recorded:
             // written with it, in one transaction.
             let entry = audit_entry(&d, request.principal, now)
-                .map_err(|e| GateError::Corrupt(e.to_string()))?;
+                .map_err(|e| GateError::Corrupt(e.to_string()))?
+                .with_attempt(Some(attempt));
             (result, d, entry)
         }
         ExecOutcome::Deferred => {
@@ -607,7 +655,7 @@ where
                 permit: claimed.lease().clone(),
                 reply: reply(),
             };
-            return Ok(d.into());
+            return Ok(Decided::about(d, attempt));
         }
     };
     let recorded = gate
@@ -618,6 +666,7 @@ where
         Completion::Recorded => Ok(Decided {
             decision,
             audited: true,
+            attempt: Some(attempt),
         }),
         Completion::Reconcile => Ok(lease_lost(
             "completion matched no row: the claim was taken over or reconciled",
@@ -639,6 +688,17 @@ fn existing(
     record: ClaimRecord,
     now: UnixMillis,
 ) -> Result<Decision, GateError> {
+    if record.reopenable() {
+        // A store answers a claim on such a row with the next attempt
+        // (the conformance suite's `not_applied_runs_again_as_the_next_attempt`),
+        // and the driver's lookups skip it: one here is a store breaking
+        // its contract, never an answer to give.
+        return Err(GateError::Store(StoreError::new(
+            crate::claim::StoreErrorKind::Invariant,
+            "the claim store answered with an attempt reconciled as not applied \
+             instead of starting the next attempt",
+        )));
+    }
     check_record(policy, &record)?;
     let result = record.result().map(json_value).transpose()?;
     let operation = operation(bound);
@@ -655,14 +715,7 @@ fn existing(
     } else if let Some(not_applied) = closed_not_applied(&record, result.as_ref()) {
         // A closure that wrote nothing replays as what it was, never as
         // `replayed` (which says the write happened).
-        let message = match not_applied {
-            Reason::PreconditionFailed => {
-                "the executor's version precondition failed; nothing was written".to_owned()
-            }
-            _ => "the claim was reconciled as not applied: nothing was written; propose again \
-                  against the current version"
-                .to_owned(),
-        };
+        let message = "the executor's version precondition failed; nothing was written".to_owned();
         let current_version = result
             .as_ref()
             .and_then(|r| r.get("current_version"))
@@ -702,15 +755,16 @@ fn existing(
     Ok(d)
 }
 
-/// Why a completed claim wrote nothing, if it did not: reconciled as not
-/// applied, or closed by its own execution with a not-applied result (the
-/// executor's precondition failed; see `execute`), whose first answer was
-/// `state_changed`.
+/// Why a completed claim wrote nothing, if it did not: closed by its own
+/// execution with a not-applied result (the executor's precondition
+/// failed; see `execute`), whose first answer was `state_changed`. An
+/// attempt reconciled as not applied is not answered from at all: the next
+/// claim runs the operation again (see `existing`).
 fn closed_not_applied(record: &ClaimRecord, result: Option<&Value>) -> Option<Reason> {
     let completion = record.completion.as_ref()?;
     match completion.resolution {
-        crate::claim::Resolution::ReconciledNotApplied => Some(Reason::LeaseExpired),
-        crate::claim::Resolution::ReconciledApplied => None,
+        crate::claim::Resolution::ReconciledNotApplied
+        | crate::claim::Resolution::ReconciledApplied => None,
         crate::claim::Resolution::Executed => {
             let r = result?;
             (r.get("applied") == Some(&Value::Bool(false))
@@ -848,6 +902,7 @@ where
     E: Executor,
 {
     let record = claims.fetch(key).await?;
+    let asked_attempt = record.as_ref().map(|r| r.attempt);
     let report = match record {
         Some(r) if r.is_stuck(now) => {
             let outcome = match route {
@@ -901,6 +956,11 @@ where
             RECONCILE_AUDIT_OUTCOMES[3],
         ),
     };
+    let attempt = match &report {
+        ReconcileReport::Recorded(_) => asked_attempt,
+        ReconcileReport::NotStuck(r) => r.as_ref().map(|r| r.attempt),
+        ReconcileReport::ExplicitAnswerRequired(r) => Some(r.attempt),
+    };
     let entry = AuditEntry::new(
         now,
         actor.to_owned(),
@@ -910,7 +970,8 @@ where
         Some(*key),
         fingerprint,
     )
-    .map_err(|e| GateError::Corrupt(e.to_string()))?;
+    .map_err(|e| GateError::Corrupt(e.to_string()))?
+    .with_attempt(attempt);
     claims.append_audit(&entry).await?;
     Ok(report)
 }

@@ -67,6 +67,27 @@ impl ExecPermit<'_> {
     pub fn principal(&self) -> &Principal {
         self.claimed.bound().authorized().principal()
     }
+
+    /// Which attempt of the operation this is, from 1 (docs/design.md
+    /// invariant 8): an attempt reconciled as not applied is followed by
+    /// the next.
+    pub fn attempt(&self) -> u32 {
+        self.claimed.lease().attempt
+    }
+
+    /// The idempotency key to send downstream for this attempt
+    /// ([`OperationKey::attempt_key`]): what the downstream system records
+    /// the write under, and what reconciliation asks about and fences.
+    pub fn idempotency_key(&self) -> String {
+        self.claimed.lease().idempotency_key()
+    }
+
+    /// When the claim's lease ends: the last moment the write may be
+    /// applied. An executor bounds its call by it; past it, the claim may
+    /// be reconciled, and a write that lands later must be refused.
+    pub fn lease_expires_at(&self) -> UnixMillis {
+        self.claimed.lease().expires_at
+    }
 }
 
 /// What an execution did.

@@ -27,7 +27,7 @@ pub use crate::claim::ExecutorKind;
 pub use authz::{
     Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
 };
-pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection};
+pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
 pub use driver::{
     Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
     reconcile, reconcile_answered,

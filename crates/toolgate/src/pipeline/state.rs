@@ -83,6 +83,7 @@ impl StateScope<'_> {
 pub struct StateError {
     message: String,
     misconfigured: bool,
+    not_found: bool,
 }
 
 impl StateError {
@@ -92,7 +93,24 @@ impl StateError {
         Self {
             message: message.into(),
             misconfigured: false,
+            not_found: false,
         }
+    }
+
+    /// The source answered, and has no resource for the scope (no row, a
+    /// 404): the request names something that does not exist. Not an
+    /// outage: front doors answer it as the request's fault.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            misconfigured: false,
+            not_found: true,
+        }
+    }
+
+    /// Whether the source found no such resource ([`StateError::not_found`]).
+    pub fn is_not_found(&self) -> bool {
+        self.not_found
     }
 
     /// An error that every retry of the same request meets: the source is
@@ -103,6 +121,7 @@ impl StateError {
         Self {
             message: message.into(),
             misconfigured: true,
+            not_found: false,
         }
     }
 
