@@ -21,11 +21,13 @@ use toolgate::pipeline::Outcome;
 use toolgate::sign;
 use toolgate_deploy::{ConfigError, DeploySection, Deployment};
 
-/// What the state endpoint saw: the request target and whether the
-/// signature verified against the secret it was given.
+/// One GET: its request target and whether its signature verified.
+type Asked = (String, Result<(), sign::Refusal>);
+
+/// What the state endpoint saw, and the secret it verifies with.
 #[derive(Clone, Default)]
 struct Seen {
-    asked: Arc<Mutex<Vec<(String, Result<(), sign::Refusal>)>>>,
+    asked: Arc<Mutex<Vec<Asked>>>,
     secret: Arc<Mutex<Vec<u8>>>,
 }
 

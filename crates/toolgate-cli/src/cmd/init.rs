@@ -177,7 +177,7 @@ impl Receiver {
     fn command(self, port: u16) -> String {
         match self {
             Self::Python => "python3 receiver.py".to_owned(),
-            Self::Php => format!("PHP_CLI_SERVER_WORKERS=4 php -S 127.0.0.1:{port} receiver.php"),
+            Self::Php => format!("php -S 127.0.0.1:{port} receiver.php"),
             Self::Node => "node receiver.js".to_owned(),
         }
     }
