@@ -87,7 +87,7 @@ for backend in postgres mysql; do
     grep -q '"days"' "$dir/policy.toml"
     # This run's short lease and webhook wait, so that reconciliation is
     # reached in seconds.
-    sed -i -e 's/^lease_ms = .*/lease_ms = 6000/' -e 's/timeout_ms = 5000/timeout_ms = 2000/' \
+    sed -i -e 's/^lease_ms = .*/lease_ms = 10000/' -e 's/timeout_ms = 5000/timeout_ms = 2000/' \
       "$dir/toolgate.toml"
     "$toolgate" config check "$dir/toolgate.toml" >/dev/null
     # An entity query reading the DATE column is refused by config check,
