@@ -158,7 +158,8 @@ def execute(permit, key):
             cur.execute(
                 "INSERT INTO toolgate_receipts (idempotency_key) VALUES (%s)", (key,)
             )
-        except Exception as e:  # noqa: BLE001 - only a duplicate key is expected
+        # Each driver has its own error types; only a duplicate key is expected.
+        except Exception as e:
             if not is_duplicate(e):
                 raise
             db.rollback()
