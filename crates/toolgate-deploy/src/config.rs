@@ -101,6 +101,13 @@ pub enum StateConfig {
         /// Longest wait, in milliseconds (default 2000).
         #[serde(default)]
         timeout_ms: Option<u64>,
+        /// Environment variable holding the secret the GET is signed with
+        /// (default: the tool's webhook secret).
+        #[serde(default)]
+        secret_env: Option<String>,
+        /// File holding that secret (trailing newline ignored).
+        #[serde(default)]
+        secret_file: Option<PathBuf>,
     },
     /// No state read.
     None,

@@ -78,6 +78,9 @@ pub struct Query {
     pub rewritten: Rewritten,
     /// The column names the database reported when it was prepared.
     pub columns: Vec<String>,
+    /// The SQL type the database reported for each column, in the same
+    /// order (SQLite: the declared type, or `NULL` for an expression).
+    pub column_types: Vec<String>,
     /// The type the database inferred for each distinct parameter, in
     /// bind order, where it says (PostgreSQL); empty otherwise.
     pub param_types: Vec<String>,
@@ -186,7 +189,7 @@ impl AppDb {
         // A connection of its own, closed after: the statement it caches
         // was prepared without parameter types, and PostgreSQL would keep
         // the types it inferred for it.
-        let (columns, params, param_types) = match self {
+        let (columns, column_types, params, param_types) = match self {
             Self::Sqlite(pool, _) => prepare_alone(pool, text).await?,
             Self::Postgres(pool, _) => prepare_alone(pool, text).await?,
             Self::MySql(pool, _) => prepare_alone(pool, text).await?,
@@ -205,6 +208,7 @@ impl AppDb {
             written: sql.to_owned(),
             rewritten,
             columns,
+            column_types,
             param_types,
         })
     }
@@ -289,14 +293,13 @@ impl AppDb {
     }
 }
 
-/// Column names, parameter count and parameter types (where the backend
-/// infers them) of a prepared statement.
+/// Column names and types, parameter count and parameter types (where the
+/// backend infers them) of a prepared statement.
+type Described = (Vec<String>, Vec<String>, Option<usize>, Vec<String>);
+
 /// Prepares `sql` on a connection of its own and closes it (see
 /// [`AppDb::prepare`]): the same steps on every backend.
-async fn prepare_alone<DB>(
-    pool: &sqlx::Pool<DB>,
-    sql: String,
-) -> Result<(Vec<String>, Option<usize>, Vec<String>), String>
+async fn prepare_alone<DB>(pool: &sqlx::Pool<DB>, sql: String) -> Result<Described, String>
 where
     DB: sqlx::Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -311,8 +314,13 @@ where
     Ok(out)
 }
 
-fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>, Vec<String>) {
+fn describe<S: Statement>(st: &S) -> Described {
     let columns = st.columns().iter().map(|c| c.name().to_owned()).collect();
+    let column_types = st
+        .columns()
+        .iter()
+        .map(|c| c.type_info().name().to_owned())
+        .collect();
     let mut types = Vec::new();
     let params = st.parameters().map(|p| match p {
         sqlx::Either::Left(list) => {
@@ -321,7 +329,60 @@ fn describe<S: Statement>(st: &S) -> (Vec<String>, Option<usize>, Vec<String>) {
         }
         sqlx::Either::Right(n) => n,
     });
-    (columns, params, types)
+    (columns, column_types, params, types)
+}
+
+/// What a column's values become, judged from the type the database
+/// reported when the query was prepared: the same names the row readers
+/// below take, so a query `config check` accepts is one they can read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnKind {
+    /// Read as an integer (a Cedar long; a version).
+    Int,
+    /// Read as text (a Cedar string; a version).
+    Text,
+    /// Read as a boolean (a Cedar boolean).
+    Bool,
+    /// Known only per value: SQLite types values, not columns, and an
+    /// expression's column has no declared type. Each value is read as
+    /// what it holds (integer or text; a REAL or BLOB is refused then).
+    PerValue,
+}
+
+/// The kind of a column of SQL type `type_name` on `dialect`, or `None`
+/// when the readers cannot take it (a `DATE`, a `NUMERIC`, a `JSON`, …).
+pub fn column_kind(dialect: Dialect, type_name: &str) -> Option<ColumnKind> {
+    let upper = type_name.to_ascii_uppercase();
+    match dialect {
+        Dialect::Postgres => match upper.as_str() {
+            "INT2" | "INT4" | "INT8" => Some(ColumnKind::Int),
+            "BOOL" => Some(ColumnKind::Bool),
+            "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => Some(ColumnKind::Text),
+            _ => None,
+        },
+        Dialect::MySql => match upper.as_str() {
+            // TINYINT(1), which `BOOLEAN` declares.
+            "BOOLEAN" => Some(ColumnKind::Bool),
+            "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" | "TINYINT UNSIGNED"
+            | "SMALLINT UNSIGNED" | "MEDIUMINT UNSIGNED" | "INT UNSIGNED" | "BIGINT UNSIGNED" => {
+                Some(ColumnKind::Int)
+            }
+            "VARCHAR" | "CHAR" | "TEXT" | "TINYTEXT" | "MEDIUMTEXT" | "LONGTEXT" | "ENUM" => {
+                Some(ColumnKind::Text)
+            }
+            _ => None,
+        },
+        // A declared REAL or BLOB column holds floats or bytes, which no
+        // reader takes; every other declaration (a DATE holds text, a
+        // NUMERIC integers or text) is judged per value.
+        Dialect::Sqlite => match upper.as_str() {
+            "BOOLEAN" => Some(ColumnKind::Bool),
+            "INTEGER" => Some(ColumnKind::Int),
+            "TEXT" => Some(ColumnKind::Text),
+            "REAL" | "BLOB" => None,
+            _ => Some(ColumnKind::PerValue),
+        },
+    }
 }
 
 /// The rows' cells: a value the reader cannot take is

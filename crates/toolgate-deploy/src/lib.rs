@@ -119,15 +119,17 @@ fn timeout(field: &str, ms: Option<u64>, default_ms: u64) -> Result<Duration, Co
     }
 }
 
+/// The signing secret a tool's `section` (`executor` or `state`) names.
 fn read_secret(
     tool: &str,
+    section: &str,
     env: Option<&str>,
     file: Option<&Path>,
     base: &Path,
 ) -> Result<Vec<u8>, ConfigError> {
     let (field, secret) = match (env, file) {
         (Some(var), None) => {
-            let field = tool_field(tool, "executor.secret_env");
+            let field = tool_field(tool, &format!("{section}.secret_env"));
             match std::env::var(var) {
                 Ok(v) if !v.is_empty() => (field, v.into_bytes()),
                 Ok(_) => {
@@ -145,7 +147,7 @@ fn read_secret(
             }
         }
         (None, Some(path)) => {
-            let field = tool_field(tool, "executor.secret_file");
+            let field = tool_field(tool, &format!("{section}.secret_file"));
             let path = base.join(path);
             let mut bytes = std::fs::read(&path).map_err(|e| {
                 ConfigError::new(&field, format!("reading {}: {e}", path.display()))
@@ -164,14 +166,20 @@ fn read_secret(
         }
         (Some(_), Some(_)) => {
             return Err(ConfigError::new(
-                tool_field(tool, "executor"),
+                tool_field(tool, section),
                 "set one of secret_env and secret_file, not both",
             ));
         }
         (None, None) => {
+            let what = if section == "state" {
+                "an http state source needs a secret to sign its GET: secret_env or \
+                 secret_file here, or a webhook executor's"
+            } else {
+                "a webhook needs a secret: secret_env or secret_file"
+            };
             return Err(ConfigError::new(
-                tool_field(tool, "executor.secret_env"),
-                "a webhook needs a secret: secret_env or secret_file",
+                tool_field(tool, &format!("{section}.secret_env")),
+                what,
             ));
         }
     };
@@ -230,6 +238,68 @@ fn check_param_types(
                     "the database expects {inferred} for `:{name}`, which is bound as {bound} \
                      (its scope type in the policy); declare it in scope_types or cast it in \
                      the query"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The types of an entity query's columns, as the database reported them
+/// when it prepared the query: a type the row reader cannot take would
+/// deny every decision that reads the entity, so it is refused now, naming
+/// the entity type and the column.
+fn check_entity_columns(
+    field: &str,
+    entity_type: &str,
+    query: &db::Query,
+    dialect: Dialect,
+) -> Result<(), ConfigError> {
+    for (column, ty) in query.columns.iter().zip(&query.column_types) {
+        let kind = db::column_kind(dialect, ty);
+        let is_id = column == "id" || column.starts_with("parent_");
+        match kind {
+            None => {
+                return Err(ConfigError::new(
+                    field,
+                    format!(
+                        "entity type `{entity_type}`: column `{column}` has SQL type {ty}, \
+                         which no Cedar value is read from: cast it to an integer, text or \
+                         boolean in the query (docs/deploy.md, type mapping)"
+                    ),
+                ));
+            }
+            Some(db::ColumnKind::Bool) if is_id => {
+                return Err(ConfigError::new(
+                    field,
+                    format!(
+                        "entity type `{entity_type}`: column `{column}` is an entity id and \
+                         has SQL type {ty}: an id must be an integer or text"
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The state query's one column must hold a version: an integer or text.
+fn check_version_column(
+    field: &str,
+    query: &db::Query,
+    dialect: Dialect,
+) -> Result<(), ConfigError> {
+    for (column, ty) in query.columns.iter().zip(&query.column_types) {
+        if matches!(
+            db::column_kind(dialect, ty),
+            None | Some(db::ColumnKind::Bool)
+        ) {
+            return Err(ConfigError::new(
+                field,
+                format!(
+                    "column `{column}` has SQL type {ty}, which is not a version: return an \
+                     integer or text (cast it in the query)"
                 ),
             ));
         }
@@ -340,6 +410,9 @@ impl Deployment {
                 .map(String::as_str)
                 .collect();
 
+            // The http state source signs with the webhook's secret unless
+            // it names its own.
+            let mut webhook_secret = None;
             let executor = match &tool.executor {
                 ExecutorConfig::Client => ToolExecutor::Client,
                 ExecutorConfig::Webhook {
@@ -359,8 +432,14 @@ impl Deployment {
                         *timeout_ms,
                         DEFAULT_WEBHOOK_TIMEOUT_MS,
                     )?;
-                    let secret =
-                        read_secret(name, secret_env.as_deref(), secret_file.as_deref(), base)?;
+                    let secret = read_secret(
+                        name,
+                        "executor",
+                        secret_env.as_deref(),
+                        secret_file.as_deref(),
+                        base,
+                    )?;
+                    webhook_secret = Some(secret.clone());
                     ToolExecutor::Webhook(Box::new(WebhookExecutor::new(
                         client.clone(),
                         url,
@@ -375,7 +454,12 @@ impl Deployment {
                 // The executor's precondition alone decides: a webhook's
                 // 409/412, or the application's own check with `client`.
                 StateConfig::None => None,
-                StateConfig::Http { url, timeout_ms } => {
+                StateConfig::Http {
+                    url,
+                    timeout_ms,
+                    secret_env,
+                    secret_file,
+                } => {
                     let field = tool_field(name, "state.url");
                     for p in sources::placeholders(url).map_err(|e| ConfigError::new(&field, e))? {
                         if p != "actor" && !keys.contains(p.as_str()) {
@@ -391,9 +475,16 @@ impl Deployment {
                     // the template itself need not parse (`{` in a host).
                     let sample = url.replace(['{', '}'], "");
                     http::absolute_url(&sample).map_err(|e| ConfigError::new(&field, e))?;
+                    let secret = match (secret_env, secret_file, webhook_secret) {
+                        (None, None, Some(shared)) => shared,
+                        (env, file, _) => {
+                            read_secret(name, "state", env.as_deref(), file.as_deref(), base)?
+                        }
+                    };
                     Some(StateReader::Http {
                         client: client.clone(),
                         template: url.clone(),
+                        secret,
                         timeout: timeout(
                             &tool_field(name, "state.timeout_ms"),
                             *timeout_ms,
@@ -420,6 +511,7 @@ impl Deployment {
                             ),
                         ));
                     }
+                    check_version_column(&field, &prepared, dialect)?;
                     Some(StateReader::Sql {
                         db: db.clone(),
                         query: prepared,
@@ -440,8 +532,10 @@ impl Deployment {
             let mut queries = Vec::new();
             let mut request_types = BTreeSet::new();
             let mut types = BTreeSet::new();
-            for (i, entity) in tool.entities.iter().enumerate() {
-                let field = tool_field(name, &format!("entities[{i}]"));
+            for entity in &tool.entities {
+                // Named by type, which a reader finds in the file; a second
+                // entry for a type is refused just below.
+                let field = tool_field(name, &format!("entities[{}]", entity.type_name()));
                 if !types.insert(entity.type_name()) {
                     return Err(ConfigError::new(
                         format!("{field}.type"),
@@ -466,6 +560,7 @@ impl Deployment {
                                 "must return a column `id` (the entity id)",
                             ));
                         }
+                        check_entity_columns(&field, type_name, &prepared, dialect)?;
                         queries.push(EntityQuery {
                             type_name: type_name.clone(),
                             query: prepared,

@@ -1,11 +1,12 @@
 //! The per-tool state readers and Cedar entity queries.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::StatusCode;
 use serde_json::{Map, Value};
 use toolgate::pipeline::{StateError, StateVersion};
+use toolgate::sign;
 use toolgate_cedar::{Attr, EntityRecord};
 
 use crate::db::{AppDb, Bind, Cell, FetchError, Query};
@@ -52,19 +53,19 @@ pub enum StateReader {
         client: reqwest::Client,
         /// The URL with `{field}` placeholders.
         template: String,
+        /// The secret each GET is signed with (v2, `toolgate::sign`).
+        secret: Vec<u8>,
         /// Longest wait.
         timeout: Duration,
     },
 }
 
-/// Characters percent-encoded in a URL placeholder: everything but
-/// unreserved ones, so a value cannot add a path segment, a query or a
-/// fragment.
-const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+/// Characters percent-encoded in a URL placeholder: everything but `-`,
+/// `_` and `~`, so a value cannot add a path segment, a query or a
+/// fragment. `.` is encoded too, and a value of one or two dots alone is
+/// refused ([`fill`]): the URL standard reads `%2E%2E` as `..` when it is a
+/// whole segment, and a value must never move the request up the path.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'~');
 
 /// The `{field}` names in a URL template; `Err` on an unclosed brace.
 pub fn placeholders(template: &str) -> Result<Vec<String>, String> {
@@ -104,11 +105,31 @@ pub fn fill(template: &str, scope: &Map<String, Value>, actor: &str) -> Result<S
                 _ => return Err(format!("the scope has no string or integer `{name}`")),
             }
         };
+        if value == "." || value == ".." {
+            return Err(format!(
+                "`{name}` is `{value}`, which a URL would read as a path step"
+            ));
+        }
         out.extend(utf8_percent_encode(&value, COMPONENT));
         rest = &after[close + 1..];
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// The request target a GET of `url` sends on its request line: the path
+/// and, when there is one, `?` and the query. The signature covers it.
+pub fn request_target(url: &reqwest::Url) -> String {
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn cell_version(cell: &Cell) -> Option<StateVersion> {
@@ -160,13 +181,19 @@ impl StateReader {
             Self::Http {
                 client,
                 template,
+                secret,
                 timeout,
             } => {
-                let url = fill(template, scope, actor).map_err(StateError::new)?;
+                let filled = fill(template, scope, actor).map_err(StateError::new)?;
+                let url = reqwest::Url::parse(&filled)
+                    .map_err(|e| StateError::new(format!("state URL: {e}")))?;
+                let signature =
+                    sign::header_value(secret, unix_seconds(), "GET", &request_target(&url), b"");
                 let response = client
                     .get(url)
                     .timeout(*timeout)
                     .header(reqwest::header::ACCEPT, "application/json")
+                    .header(sign::HEADER, signature)
                     .send()
                     .await
                     .map_err(|e| StateError::new(format!("state URL: {}", describe(&e))))?;
@@ -258,8 +285,20 @@ mod tests {
         let mut scope = Map::new();
         scope.insert("sku".into(), json!("a/b?c#d e"));
         scope.insert("n".into(), json!(42));
-        let url = fill("http://h/x/{sku}/{n}?who={actor}", &scope, "ana b").unwrap();
-        assert_eq!(url, "http://h/x/a%2Fb%3Fc%23d%20e/42?who=ana%20b");
+        let url = fill("http://h/x/{sku}/{n}?who={actor}", &scope, "ana b.c").unwrap();
+        assert_eq!(url, "http://h/x/a%2Fb%3Fc%23d%20e/42?who=ana%20b%2Ec");
+        // A value of dots alone would be a path step once the URL is read.
+        for dots in [".", ".."] {
+            scope.insert("sku".into(), json!(dots));
+            assert!(fill("http://h/x/{sku}/v", &scope, "a").is_err(), "{dots}");
+        }
+        scope.insert("sku".into(), json!("..."));
+        let url = fill("http://h/x/{sku}/v", &scope, "a").unwrap();
+        assert_eq!(
+            reqwest::Url::parse(&url).unwrap().path(),
+            "/x/%2E%2E%2E/v",
+            "three dots are a name, kept encoded"
+        );
         assert_eq!(placeholders("http://h/{sku}/{n}").unwrap(), ["sku", "n"]);
         assert!(placeholders("http://h/{sku").is_err());
         assert!(placeholders("http://h/{s-k}").is_err());

@@ -73,14 +73,14 @@ async fn sql_errors_name_the_tool_and_field() {
         "tools[refund_order].state.query",
         "does not prepare: ",
     );
-    // The same for an entity query, which is named by its index.
+    // The same for an entity query, which is named by its entity type.
     let t = tool_toml("", GOOD_EXECUTOR, &sql_state("")).replace(
         "blocked_reason FROM orders WHERE id",
         "blocked_reason FROM orders WHERE idd",
     );
     assert_err(
         load(&with_db(&db, &t)).await,
-        "tools[refund_order].entities[0].query",
+        "tools[refund_order].entities[Order].query",
         "does not prepare: ",
     );
     // A state query of two columns; an entity query without `id`.
@@ -98,7 +98,7 @@ async fn sql_errors_name_the_tool_and_field() {
         .replace("SELECT id, team, refundable", "SELECT team, refundable");
     assert_err(
         load(&with_db(&db, &t)).await,
-        "tools[refund_order].entities[0].query",
+        "tools[refund_order].entities[Order].query",
         "must return a column `id`",
     );
     // Positional placeholders would collide with the rewritten ones.
@@ -170,7 +170,7 @@ async fn cedar_mapping_errors() {
     let t4 = t.replace("type = \"Agent\"", "type = \"Order\"");
     assert_err(
         load(&with_db(&db, &t4)).await,
-        "tools[refund_order].entities[1].type",
+        "tools[refund_order].entities[Order].type",
         "a second source for `Order`",
     );
     // A `request` source provides its type like any other: the principal
@@ -185,7 +185,7 @@ async fn cedar_mapping_errors() {
     let t6 = format!("{t5}\n[[tools.entities]]\ntype = \"Agent\"\nsource = \"request\"\n");
     assert_err(
         load(&with_db(&db, &t6)).await,
-        "tools[refund_order].entities[2].type",
+        "tools[refund_order].entities[Agent].type",
         "a second source for `Agent`",
     );
 }

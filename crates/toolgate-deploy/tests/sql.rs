@@ -229,6 +229,82 @@ async fn exercise(url: &str, backend: &str) {
         );
     }
 
+    // Column types are read from the prepared statement: one no reader
+    // takes is refused at load, naming the tool, the entity type and the
+    // column, instead of denying every decision later. PostgreSQL and
+    // MariaDB type columns (a DATE is refused); SQLite types values, so
+    // only a declared REAL or BLOB is.
+    let refused_type = if url.starts_with("sqlite") {
+        "REAL"
+    } else {
+        "DATE"
+    };
+    exec_all(
+        url,
+        &[
+            format!("DROP TABLE IF EXISTS {prefix}extras"),
+            format!(
+                "CREATE TABLE {prefix}extras (id INTEGER PRIMARY KEY, odd {refused_type}, \
+                 fine VARCHAR(8))"
+            ),
+        ],
+    )
+    .await;
+    let tools = tool_toml(&prefix, "{ kind = \"client\" }", &sql_state(&prefix));
+    let with_odd = tools.replace(
+        &format!(
+            "SELECT id, team, parent_team AS \\\"parent_Team\\\" FROM {prefix}agents WHERE id = :actor"
+        ),
+        &format!(
+            "SELECT a.id, a.team, a.parent_team AS \\\"parent_Team\\\", x.odd FROM {prefix}agents a \
+             LEFT JOIN {prefix}extras x ON x.id = 1 WHERE a.id = :actor"
+        ),
+    );
+    assert_ne!(with_odd, tools, "{backend}: the replacement must apply");
+    let section =
+        DeploySection::from_toml(&format!("[app_db]\nurl = \"{url}\"\n{with_odd}")).unwrap();
+    let e = Deployment::load(&section, Path::new("."), &policy(), CEDAR)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.field(),
+        "tools[refund_order].entities[Agent].query",
+        "{backend}: {e}"
+    );
+    assert!(
+        e.message().contains(&format!(
+            "entity type `Agent`: column `odd` has SQL type {refused_type}"
+        )),
+        "{backend}: {e}"
+    );
+    // The same query with the column cast to text loads.
+    let cast = if url.starts_with("mysql") {
+        "CHAR"
+    } else {
+        "TEXT"
+    };
+    let with_cast = with_odd.replace("x.odd FROM", &format!("CAST(x.odd AS {cast}) AS odd FROM"));
+    let section =
+        DeploySection::from_toml(&format!("[app_db]\nurl = \"{url}\"\n{with_cast}")).unwrap();
+    Deployment::load(&section, Path::new("."), &policy(), CEDAR)
+        .await
+        .unwrap_or_else(|e| panic!("{backend}: {e}"));
+    // A state query whose column is not a version.
+    let bool_state = format!(
+        r#"{{ source = "sql", query = "SELECT refundable FROM {prefix}orders WHERE id = :order_id" }}"#
+    );
+    let e = load(url, &prefix, &bool_state, "").await.unwrap_err();
+    assert_eq!(
+        e.field(),
+        "tools[refund_order].state.query",
+        "{backend}: {e}"
+    );
+    assert!(
+        e.message().contains("which is not a version"),
+        "{backend}: {e}"
+    );
+    exec_all(url, &[format!("DROP TABLE IF EXISTS {prefix}extras")]).await;
+
     exec_all(url, &drop_schema(&prefix)).await;
 }
 

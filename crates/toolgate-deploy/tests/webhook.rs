@@ -344,7 +344,10 @@ async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
         tool_toml(
             "",
             "{ kind = \"client\" }",
-            &format!(r#"{{ source = "http", url = "{base}/orders/{{order_id}}/version" }}"#)
+            &format!(
+                r#"{{ source = "http", url = "{base}/orders/{{order_id}}/version", secret_file = "{}" }}"#,
+                secret_file("httpstate").display()
+            )
         )
     );
     let section = DeploySection::from_toml(&text).unwrap();

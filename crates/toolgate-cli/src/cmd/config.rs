@@ -625,6 +625,15 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
+/// `toolgate config check FILE` with no `--db`: what `toolgate init` ends
+/// with, so the scaffold is judged by the same checks as any file.
+pub fn check_file(file: &Path) -> ExitCode {
+    check(&CheckArgs {
+        file: file.to_path_buf(),
+        db: None,
+    })
+}
+
 fn check(args: &CheckArgs) -> ExitCode {
     let d = match Deployment::load(&args.file) {
         Ok(d) => d,

@@ -39,17 +39,21 @@ enum Command {
 ///       >> deploy.toml 2> agent-ana.key
 ///   $ toolgate config check deploy.toml
 ///
-/// A key for a client that performs its own writes (the decision carries a
-/// permit, the client completes the claim):
-///
-///   $ toolgate keys new --name billing --capabilities credit:issue --mode client
-///
-/// A key for a service that acts for its own end users: each decision
-/// request names the user in `"actor"`, and the capability check, Cedar
-/// and the claim see that user (the key is kept in the audit as `via`):
+/// A key for a service that acts for its own end users, such as a shop's
+/// backend beside a deployment file's [[tools]]: each decision request
+/// names the user in `"actor"`, and the capability check, Cedar and the
+/// claim see that user (the key is kept in the audit as `via`). Who writes
+/// is each tool's `executor` in the file, not the key's mode:
 ///
 ///   $ toolgate keys new --name shop-backend --capabilities refund:issue \
-///       --mode client --act-for-users
+///       --act-for-users >> toolgate.toml 2> shop-backend.key
+///
+/// `--mode client` belongs to the built-in support-desk example
+/// (`serve --demo`, `application = "support-desk"`): its client performs
+/// its own writes with the permit. Beside [[tools]] it is refused; a tool
+/// whose application writes itself says `executor = { kind = "client" }`.
+///
+///   $ toolgate keys new --name billing --capabilities credit:issue --mode client
 ///
 /// Exit 0, or 2 for usage errors and when no randomness is available.
 #[derive(clap::Args)]
@@ -66,7 +70,9 @@ struct NewArgs {
     #[arg(long, value_name = "CAP,...", value_delimiter = ',')]
     capabilities: Vec<String>,
     /// Who performs an action decided for this key: in_process (the
-    /// server's executor) or client (the caller, with a permit).
+    /// server's executor; with [[tools]], each tool's `executor`) or
+    /// client (the support-desk example's caller, with a permit; refused
+    /// beside [[tools]]).
     #[arg(long, value_name = "MODE", default_value = "in_process",
           value_parser = ["in_process", "client"])]
     mode: String,

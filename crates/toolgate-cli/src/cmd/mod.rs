@@ -8,6 +8,7 @@ pub mod config;
 pub mod decode;
 pub mod demo;
 pub mod eval;
+pub mod init;
 pub mod keys;
 pub mod man;
 pub mod mcp;
