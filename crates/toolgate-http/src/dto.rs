@@ -13,15 +13,19 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, Lease, ProposalRecord};
+use toolgate::claim::{
+    ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease, OperationKey, ProposalRecord,
+};
 use toolgate::contract;
+use toolgate::contract::EnvelopeMode;
 use toolgate::pipeline::{self, Decision, Outcome};
-use toolgate::provider::StopClass;
-use utoipa::ToSchema;
-use utoipa::openapi::RefOr;
+use toolgate::provider::{Provider, StopClass};
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{
     AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
 };
+use utoipa::openapi::{RefOr, Required};
+use utoipa::{IntoParams, ToSchema};
 
 /// `response`: the provider's body as JSON, or as a string holding it.
 fn response_schema() -> RefOr<Schema> {
@@ -58,6 +62,51 @@ fn scope_schema() -> RefOr<Schema> {
         .into()
 }
 
+/// A string schema that is one of `names`: the wire enums whose values
+/// come from a core type's stable names (`Provider::ALL`, the envelope
+/// modes), so the document lists exactly what the server parses.
+fn names_schema(
+    names: impl IntoIterator<Item = &'static str>,
+    nullable: bool,
+    description: &str,
+) -> RefOr<Schema> {
+    let ty = if nullable {
+        SchemaType::from_iter([Type::String, Type::Null])
+    } else {
+        SchemaType::Type(Type::String)
+    };
+    let mut values: Vec<serde_json::Value> = names.into_iter().map(Into::into).collect();
+    if nullable {
+        values.push(serde_json::Value::Null);
+    }
+    ObjectBuilder::new()
+        .schema_type(ty)
+        .enum_values(Some(values))
+        .description(Some(description))
+        .into()
+}
+
+/// `provider`: the name of one of [`Provider::ALL`].
+fn provider_schema() -> RefOr<Schema> {
+    names_schema(
+        Provider::ALL.map(Provider::as_str),
+        false,
+        "The provider whose response shape `response` has.",
+    )
+}
+
+/// The envelope modes a request may name, by their stable names.
+pub const ENVELOPE_MODES: [EnvelopeMode; 2] = [EnvelopeMode::Native, EnvelopeMode::Structured];
+
+/// `envelope`: one of [`ENVELOPE_MODES`], or null for the default.
+fn envelope_schema() -> RefOr<Schema> {
+    names_schema(
+        ENVELOPE_MODES.map(EnvelopeMode::as_str),
+        true,
+        "`native` (default) or `structured`.",
+    )
+}
+
 fn entities_schema() -> RefOr<Schema> {
     let entity = ObjectBuilder::new()
         .schema_type(SchemaType::Type(Type::Object))
@@ -81,13 +130,79 @@ fn entities_schema() -> RefOr<Schema> {
         .into()
 }
 
+/// An identifier of `bytes` bytes written in hex (either case), as the
+/// core's identifiers parse: the exact length and alphabet are in the
+/// schema, so a client generated from the document cannot send a key or
+/// token the server refuses for its shape.
+fn hex_schema(bytes: usize, description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!("^[0-9a-fA-F]{{{}}}$", bytes * 2)))
+        .min_length(Some(bytes * 2))
+        .max_length(Some(bytes * 2))
+        .description(Some(description))
+}
+
+/// An operation key: [`OperationKey::LEN`] bytes in hex.
+fn operation_key_schema() -> ObjectBuilder {
+    hex_schema(
+        OperationKey::LEN,
+        "the operation key: 64 hexadecimal digits (either case)",
+    )
+}
+
+/// A holder token: [`HolderToken::LEN`] bytes in hex.
+fn holder_schema() -> ObjectBuilder {
+    hex_schema(
+        HolderToken::LEN,
+        "the permit's holder token: 32 hexadecimal digits (either case)",
+    )
+}
+
+/// The `{key}` path parameter of the claim endpoints (for the document;
+/// the handlers read the segment as text and parse it).
+pub struct ClaimKeyPath;
+
+impl IntoParams for ClaimKeyPath {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![param(
+            "key",
+            ParameterIn::Path,
+            true,
+            "the operation key (64 hexadecimal digits, either case)",
+            operation_key_schema(),
+        )]
+    }
+}
+
+/// One parameter of the document, with a schema made from the types.
+pub(crate) fn param(
+    name: &str,
+    place: ParameterIn,
+    required: bool,
+    description: &str,
+    schema: ObjectBuilder,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(place)
+        .required(if required {
+            Required::True
+        } else {
+            Required::False
+        })
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
+}
+
 /// `POST /v1/decisions`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRequest {
     /// `anthropic`, `openai-chat`, `openai-responses`, `gemini` or
     /// `envelope`.
-    #[schema(example = "openai-chat")]
+    #[schema(schema_with = provider_schema, example = "openai-chat")]
     pub provider: String,
     /// The raw provider response body: as JSON, or as a string holding it
     /// (byte for byte what the provider sent; a stream must be a string).
@@ -110,6 +225,7 @@ pub struct DecisionRequest {
     pub attempt: Option<u32>,
     /// `native` (default) or `structured`.
     #[serde(default)]
+    #[schema(schema_with = envelope_schema)]
     pub envelope: Option<String>,
     /// The end user this request acts for, for a key configured with
     /// `act_for_users` (a service acting on behalf of its users): the
@@ -583,6 +699,7 @@ pub fn status_of(outcome: Outcome) -> u16 {
 #[serde(deny_unknown_fields)]
 pub struct CompleteRequest {
     /// The permit's holder token (hex).
+    #[schema(schema_with = holder_schema)]
     pub holder: String,
     /// The write's result (a receipt), recorded and replayed to retries.
     #[schema(value_type = Object)]
@@ -917,11 +1034,26 @@ pub struct ReviewActionResponse {
     pub item: ReviewItemView,
 }
 
+/// `note`: at most [`MAX_NOTE_BYTES`](toolgate::review::MAX_NOTE_BYTES)
+/// bytes. The schema's `maxLength` counts characters, so it is the byte
+/// limit: a longer text is always refused, and a text of that many
+/// characters passes whenever they are ASCII.
+fn note_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .max_length(Some(toolgate::review::MAX_NOTE_BYTES))
+        .description(Some(
+            "A note kept with the vote or closing: at most 2000 bytes of UTF-8 (maxLength counts \
+             characters, so a note of non-ASCII text reaches the limit sooner)",
+        ))
+}
+
 /// An optional body for a review action.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewActionRequest {
     /// A note kept with the vote or closing (at most 2000 bytes).
+    #[schema(schema_with = note_schema)]
     pub note: Option<String>,
 }
 

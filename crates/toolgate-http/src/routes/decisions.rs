@@ -81,7 +81,9 @@ const DECISION_JSON: &str = "application/json";
         (status = 202, description = "`pending_approval`", body = DecisionResponse),
         (status = 400, description = "`invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`forbidden` (a decision)", body = DecisionResponse),
+        (status = 403, description = "`forbidden` (a decision); `actor_not_allowed`: the key may not name an actor (a problem)", content(
+            (DecisionResponse = "application/json"),
+            (Problem = "application/problem+json"))),
         (status = 409, description = "`in_flight`, `state_changed`, `needs_reconciliation` (decisions); `idempotency_key_in_flight` (a problem)", content(
             (DecisionResponse = "application/json"),
             (Problem = "application/problem+json"))),
@@ -334,14 +336,16 @@ fn prepare<P: GateComponents>(
         ));
     }
     let mode = match req.envelope.as_deref() {
-        None | Some("native") => EnvelopeMode::Native,
-        Some("structured") => EnvelopeMode::Structured,
-        Some(_) => {
-            return Err(ApiError::new(
-                ProblemCode::InvalidBody,
-                "envelope must be native or structured",
-            ));
-        }
+        None => EnvelopeMode::Native,
+        Some(name) => crate::dto::ENVELOPE_MODES
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ProblemCode::InvalidBody,
+                    "envelope must be native or structured",
+                )
+            })?,
     };
     // The bound every request keeps, whatever tool it proposes (or if it
     // proposes none, or one the policy does not have): known fields, and
