@@ -8,12 +8,14 @@
 //! fails when the served one differs (`TOOLGATE_BLESS=1` rewrites it).
 
 use axum::body::Bytes;
-use serde_json::Value;
+use serde_json::{Value, json};
+use toolgate::provider::Provider;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
+use crate::dto::{EntityValue, ReconcileRequest, StrictJson};
 use crate::error::{PROBLEM_JSON, Problem, ProblemCode};
 use crate::state::GateComponents;
 
@@ -29,7 +31,7 @@ use crate::state::GateComponents;
             (docs/error-codes.md)."
     ),
     modifiers(&Bearer),
-    components(schemas(Problem, ProblemCode)),
+    components(schemas(Problem, ProblemCode, StrictJson, EntityValue, ReconcileRequest)),
     tags(
         (name = "decisions", description = "Decide one provider response"),
         (name = "claims", description = "Client completions, stuck claims, reconciliation"),
@@ -117,7 +119,35 @@ pub(crate) fn finish(mut api: utoipa::openapi::OpenApi) -> Value {
     }
     // Serialising utoipa's own types (maps of strings to schemas) cannot
     // fail; Null would make the drift test fail loudly if it ever did.
-    serde_json::to_value(&api).unwrap_or(Value::Null)
+    let mut doc = serde_json::to_value(&api).unwrap_or(Value::Null);
+    if let Some(request) = doc.pointer_mut("/components/schemas/DecisionRequest") {
+        add_stream_rule(request);
+    }
+    doc
+}
+
+/// What `stream: true` asks of the rest of a decision request, which
+/// utoipa's builders have no words for: the body as a string, from a
+/// provider that streams ([`Provider::supports_stream`]).
+fn add_stream_rule(request: &mut Value) {
+    let streaming: Vec<&str> = Provider::ALL
+        .into_iter()
+        .filter(|p| p.supports_stream())
+        .map(Provider::as_str)
+        .collect();
+    if let Some(obj) = request.as_object_mut() {
+        obj.insert(
+            "if".to_owned(),
+            json!({"properties": {"stream": {"const": true}}, "required": ["stream"]}),
+        );
+        obj.insert(
+            "then".to_owned(),
+            json!({"properties": {
+                "provider": {"enum": streaming},
+                "response": {"type": "string"}
+            }}),
+        );
+    }
 }
 
 /// The document as served and committed: pretty-printed, keys in a stable
@@ -142,5 +172,21 @@ pub(crate) struct ServedDocument(pub Bytes);
 impl ServedDocument {
     pub(crate) fn new(doc: &Value) -> Self {
         Self(Bytes::from(pretty(doc)))
+    }
+}
+
+/// Names the deployment's scope fields in the served document: a decision
+/// request's `scope` holds these and no other (`unknown_scope_field`).
+pub(crate) fn name_scope_fields(doc: &mut Value, fields: &std::collections::BTreeSet<String>) {
+    let Some(scope) = doc.pointer_mut("/components/schemas/DecisionRequest/properties/scope")
+    else {
+        return;
+    };
+    let value = serde_json::to_value(crate::dto::scope_value_schema()).unwrap_or(Value::Null);
+    let properties: serde_json::Map<String, Value> =
+        fields.iter().map(|f| (f.clone(), value.clone())).collect();
+    if let Some(obj) = scope.as_object_mut() {
+        obj.insert("properties".to_owned(), Value::Object(properties));
+        obj.insert("additionalProperties".to_owned(), Value::Bool(false));
     }
 }

@@ -346,10 +346,14 @@ pub async fn reconcile<P: GateComponents>(
 ) -> Result<Json<ReconcileResponse>, ApiError> {
     caller.require(OPERATE_CAPABILITY)?;
     let key = parse_key(&key)?;
-    let reported = if body.iter().all(u8::is_ascii_whitespace) {
+    // An empty body and `null` both ask the executor (the document's
+    // optional body).
+    let req: Option<ReconcileRequest> = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
-        let req: ReconcileRequest = strict_body(&body, app.settings().body_limit)?;
+        strict_body(&body, app.settings().body_limit)?
+    };
+    let reported = if let Some(req) = req {
         let answer = match (req.result, req.detail) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
@@ -376,6 +380,8 @@ pub async fn reconcile<P: GateComponents>(
         } else {
             ReconcileOutcome::NotApplied { detail: text }
         })
+    } else {
+        None
     };
     let answer = reconcile_claim(&app, caller.principal.id(), &key, reported).await?;
     Ok(Json(answer))
