@@ -348,7 +348,7 @@ pub async fn reconcile<P: GateComponents>(
     let key = parse_key(&key)?;
     // An empty body and `null` both ask the executor (the document's
     // optional body).
-    let req: Option<ReconcileRequest> = if body.iter().all(u8::is_ascii_whitespace) {
+    let req: Option<ReconcileRequest> = if body.is_empty() {
         None
     } else {
         strict_body(&body, app.settings().body_limit)?
