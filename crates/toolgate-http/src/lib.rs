@@ -103,7 +103,7 @@ pub fn router<P: GateComponents>(state: AppState<P>) -> Router {
     };
     let (routes, api) = routes::routes::<P>().split_for_parts();
     let mut doc = openapi::finish(api);
-    openapi::name_scope_fields(&mut doc, &state.inner.scope_fields);
+    openapi::name_scope_fields(&mut doc, &state.inner.policy, &state.inner.scope_fields);
     let document = openapi::ServedDocument::new(&doc);
     routes
         // Unknown paths and wrong methods get problems too (axum still

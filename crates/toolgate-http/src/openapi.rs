@@ -9,6 +9,9 @@
 
 use axum::body::Bytes;
 use serde_json::{Value, json};
+use toolgate::decode::Limits;
+use toolgate::op::ScopeType;
+use toolgate::op::scope::MAX_SCOPE_STRING_BYTES;
 use toolgate::provider::Provider;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -176,17 +179,64 @@ impl ServedDocument {
 }
 
 /// Names the deployment's scope fields in the served document: a decision
-/// request's `scope` holds these and no other (`unknown_scope_field`).
-pub(crate) fn name_scope_fields(doc: &mut Value, fields: &std::collections::BTreeSet<String>) {
+/// request's `scope` holds these and no other (`unknown_scope_field`),
+/// each of the type the policy gives it (`scope_types`, or the default:
+/// `version_seen` a version, any other field a string) when every tool
+/// naming it agrees; a field the tools type differently keeps the bounds
+/// every request is held to.
+pub(crate) fn name_scope_fields(
+    doc: &mut Value,
+    policy: &toolgate::contract::Policy,
+    fields: &std::collections::BTreeSet<String>,
+) {
     let Some(scope) = doc.pointer_mut("/components/schemas/DecisionRequest/properties/scope")
     else {
         return;
     };
-    let value = serde_json::to_value(crate::dto::scope_value_schema()).unwrap_or(Value::Null);
-    let properties: serde_json::Map<String, Value> =
-        fields.iter().map(|f| (f.clone(), value.clone())).collect();
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| {
+            let mut types = policy
+                .tools()
+                .iter()
+                .filter(|t| f == "version_seen" || t.operation_key().iter().any(|k| k == f))
+                .map(|t| t.scope_type(f));
+            let first = types.next();
+            let agreed = first.filter(|t| types.all(|u| u == *t));
+            (f.clone(), scope_value(agreed))
+        })
+        .collect();
     if let Some(obj) = scope.as_object_mut() {
         obj.insert("properties".to_owned(), Value::Object(properties));
         obj.insert("additionalProperties".to_owned(), Value::Bool(false));
+    }
+}
+
+/// The schema of a scope value of type `ty` (`ScopeType::canonicalise`),
+/// or, without one, the bounds of every scope value.
+fn scope_value(ty: Option<ScopeType>) -> Value {
+    let bound = Limits::INTEROPERABLE_INTEGER;
+    let no_control = crate::dto::NO_CONTROL;
+    match ty {
+        None => serde_json::to_value(crate::dto::scope_value_schema()).unwrap_or(Value::Null),
+        Some(ScopeType::String) => json!({
+            "type": "string", "minLength": 1, "maxLength": MAX_SCOPE_STRING_BYTES,
+            "pattern": no_control,
+            "description": "a string of 1 to 256 bytes of UTF-8 without control characters"
+        }),
+        // Fifteen digits at most: every such number is within ±(2^53−1).
+        Some(ScopeType::Integer) => json!({"oneOf": [
+            {"type": "integer", "minimum": -i128::from(bound), "maximum": bound},
+            {"type": "string", "pattern": "^-?(0|[1-9][0-9]{0,14})$",
+             "description": "the integer's decimal text, without leading zeros"}
+        ]}),
+        Some(ScopeType::Version) => json!({"oneOf": [
+            {"type": "integer", "minimum": 0, "maximum": bound},
+            {"type": "string", "minLength": 1, "maxLength": 128,
+             "pattern": "^[^\\s\\u0000-\\u001f\\u007f-\\u009f]([^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f])?$",
+             "description": "a version: 1 to 128 bytes without control, invisible or surrounding \
+                 white space characters; digits alone are a number's canonical text (`7`, \
+                 never `07`, `+7` or `-7`)"}
+        ]}),
     }
 }

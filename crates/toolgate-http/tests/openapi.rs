@@ -508,6 +508,13 @@ async fn the_document_and_the_server_agree_on_requests() {
     assert_eq!(scope["additionalProperties"], json!(false));
     let fields: Vec<&String> = scope["properties"].as_object().unwrap().keys().collect();
     assert_eq!(fields, ["customer_id", "ticket_id", "version_seen"]);
+    // Each of the type the policy gives it: here the defaults, a string
+    // and a version (an integer is a version, never a customer id).
+    assert_eq!(scope["properties"]["customer_id"]["type"], "string");
+    assert_eq!(
+        scope["properties"]["version_seen"]["oneOf"][0]["type"],
+        "integer"
+    );
     // A stream needs a string body from a provider that streams.
     assert_eq!(request["then"]["properties"]["response"]["type"], "string");
     // The claims' key and the stuck listing's one required value.
