@@ -13,24 +13,24 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, Lease, ProposalRecord};
+use toolgate::claim::{
+    ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease, OperationKey, ProposalRecord,
+};
 use toolgate::contract;
+use toolgate::contract::EnvelopeMode;
 use toolgate::pipeline::{self, Decision, Outcome};
-use toolgate::provider::StopClass;
-use utoipa::ToSchema;
-use utoipa::openapi::RefOr;
+use toolgate::provider::{Provider, StopClass};
+use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{
     AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
 };
+use utoipa::openapi::{RefOr, Required};
+use utoipa::{IntoParams, ToSchema};
 
 /// `response`: the provider's body as JSON, or as a string holding it.
 fn response_schema() -> RefOr<Schema> {
     OneOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .description(Some("the provider's response body as JSON")),
-        )
+        .item(strict_object().description(Some("the provider's response body as JSON")))
         .item(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -41,21 +41,123 @@ fn response_schema() -> RefOr<Schema> {
         .into()
 }
 
-/// `scope`: field names to non-empty strings or integers.
-fn scope_schema() -> RefOr<Schema> {
-    let value = OneOfBuilder::new()
+/// Characters no identifier may hold: `char::is_control`, the C0 and C1
+/// controls.
+pub(crate) const NO_CONTROL: &str = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$";
+
+/// The interoperable integer range every client number is held to.
+fn integer_bound() -> i64 {
+    i64::try_from(toolgate::decode::Limits::INTEROPERABLE_INTEGER).unwrap_or(i64::MAX)
+}
+
+/// One scope value: a string of 1 to 256 bytes without control
+/// characters, or an integer (`bounded_scope_value`).
+pub(crate) fn scope_value_schema() -> RefOr<Schema> {
+    OneOfBuilder::new()
         .item(
             ObjectBuilder::new()
                 .schema_type(Type::String)
-                .min_length(Some(1)),
+                .min_length(Some(1))
+                .max_length(Some(toolgate::op::scope::MAX_SCOPE_STRING_BYTES))
+                .pattern(Some(NO_CONTROL))
+                .description(Some(
+                    "1 to 256 bytes of UTF-8 without control characters (maxLength counts \
+                     characters: non-ASCII text reaches the limit sooner)",
+                )),
         )
-        .item(ObjectBuilder::new().schema_type(Type::Integer));
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(-integer_bound()))
+                .maximum(Some(integer_bound())),
+        )
+        .into()
+}
+
+/// `scope`: field names to bounded strings or integers. The served
+/// document names the deployment's fields (`openapi::name_scope_fields`).
+fn scope_schema() -> RefOr<Schema> {
     ObjectBuilder::new()
         .schema_type(SchemaType::Type(Type::Object))
-        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::OneOf(
-            value.build(),
-        )))))
+        .additional_properties(Some(AdditionalProperties::RefOr(scope_value_schema())))
         .into()
+}
+
+/// An attribute of an application-sent entity: strings, booleans,
+/// integers, and arrays and objects of those (Cedar's attribute values).
+pub struct EntityValue;
+
+impl utoipa::PartialSchema for EntityValue {
+    fn schema() -> RefOr<Schema> {
+        let nested = || RefOr::Ref(utoipa::openapi::Ref::from_schema_name("EntityValue"));
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(-integer_bound()))
+                    .maximum(Some(integer_bound())),
+            )
+            .item(utoipa::openapi::schema::ArrayBuilder::new().items(nested()))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .additional_properties(Some(AdditionalProperties::RefOr(nested()))),
+            )
+            .description(Some(
+                "An entity attribute: a string, boolean or integer, or an array or object of \
+                 those, nested at most 8 deep",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for EntityValue {}
+
+/// A string schema that is one of `names`: the wire enums whose values
+/// come from a core type's stable names (`Provider::ALL`, the envelope
+/// modes), so the document lists exactly what the server parses.
+fn names_schema(
+    names: impl IntoIterator<Item = &'static str>,
+    nullable: bool,
+    description: &str,
+) -> RefOr<Schema> {
+    let ty = if nullable {
+        SchemaType::from_iter([Type::String, Type::Null])
+    } else {
+        SchemaType::Type(Type::String)
+    };
+    let mut values: Vec<serde_json::Value> = names.into_iter().map(Into::into).collect();
+    if nullable {
+        values.push(serde_json::Value::Null);
+    }
+    ObjectBuilder::new()
+        .schema_type(ty)
+        .enum_values(Some(values))
+        .description(Some(description))
+        .into()
+}
+
+/// `provider`: the name of one of [`Provider::ALL`].
+fn provider_schema() -> RefOr<Schema> {
+    names_schema(
+        Provider::ALL.map(Provider::as_str),
+        false,
+        "The provider whose response shape `response` has.",
+    )
+}
+
+/// The envelope modes a request may name, by their stable names.
+pub const ENVELOPE_MODES: [EnvelopeMode; 2] = [EnvelopeMode::Native, EnvelopeMode::Structured];
+
+/// `envelope`: one of [`ENVELOPE_MODES`], or null for the default.
+fn envelope_schema() -> RefOr<Schema> {
+    names_schema(
+        ENVELOPE_MODES.map(EnvelopeMode::as_str),
+        true,
+        "`native` (default) or `structured`.",
+    )
 }
 
 fn entities_schema() -> RefOr<Schema> {
@@ -66,19 +168,145 @@ fn entities_schema() -> RefOr<Schema> {
             ObjectBuilder::new()
                 .schema_type(Type::String)
                 .min_length(Some(1))
-                .max_length(Some(128)),
+                .max_length(Some(128))
+                .pattern(Some(NO_CONTROL)),
         )
         .required("id")
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::Ref(
+            utoipa::openapi::Ref::from_schema_name("EntityValue"),
+        ))))
         .description(Some(
-            "The entity id, and its attributes: strings, booleans, integers, and arrays \
-             and objects of those",
+            "The entity id (1 to 128 bytes without control characters), and its attributes",
         ));
     ObjectBuilder::new()
         .schema_type(SchemaType::Type(Type::Object))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(128))
+                .pattern(Some("^[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*$")),
+        ))
         .additional_properties(Some(AdditionalProperties::RefOr(RefOr::T(Schema::Object(
             entity.build(),
         )))))
         .into()
+}
+
+/// Any JSON value a client sends (a result, a receipt, a provider body as
+/// JSON): what the strict decoder takes, which refuses integers beyond
+/// ±(2^53−1) wherever they are nested (`number_out_of_range`). A
+/// component of its own, since arrays and objects hold it again.
+pub struct StrictJson;
+
+impl utoipa::PartialSchema for StrictJson {
+    fn schema() -> RefOr<Schema> {
+        let bound = integer_bound();
+        let nested = || RefOr::Ref(utoipa::openapi::Ref::from_schema_name("StrictJson"));
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .item(ObjectBuilder::new().schema_type(Type::Boolean))
+            .item(ObjectBuilder::new().schema_type(Type::String))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Number)
+                    .minimum(Some(-bound))
+                    .maximum(Some(bound)),
+            )
+            .item(utoipa::openapi::schema::ArrayBuilder::new().items(nested()))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .additional_properties(Some(AdditionalProperties::RefOr(nested()))),
+            )
+            .description(Some(
+                "Any JSON value, numbers within ±(2^53−1): a larger integer is refused as \
+                 `number_out_of_range` wherever it is nested (a float beyond it is read, but \
+                 nothing here needs one)",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for StrictJson {}
+
+/// A JSON object whose members are [`StrictJson`].
+fn strict_object() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::RefOr(RefOr::Ref(
+            utoipa::openapi::Ref::from_schema_name("StrictJson"),
+        ))))
+}
+
+/// A [`StrictJson`] value.
+fn strict_json() -> RefOr<Schema> {
+    RefOr::Ref(utoipa::openapi::Ref::from_schema_name("StrictJson"))
+}
+
+/// An identifier of `bytes` bytes written in hex (either case), as the
+/// core's identifiers parse: the exact length and alphabet are in the
+/// schema, so a client generated from the document cannot send a key or
+/// token the server refuses for its shape.
+fn hex_schema(bytes: usize, description: &str) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!("^[0-9a-fA-F]{{{}}}$", bytes * 2)))
+        .min_length(Some(bytes * 2))
+        .max_length(Some(bytes * 2))
+        .description(Some(description))
+}
+
+/// An operation key: [`OperationKey::LEN`] bytes in hex.
+fn operation_key_schema() -> ObjectBuilder {
+    hex_schema(
+        OperationKey::LEN,
+        "the operation key: 64 hexadecimal digits (either case)",
+    )
+}
+
+/// A holder token: [`HolderToken::LEN`] bytes in hex.
+fn holder_schema() -> ObjectBuilder {
+    hex_schema(
+        HolderToken::LEN,
+        "the permit's holder token: 32 hexadecimal digits (either case)",
+    )
+}
+
+/// The `{key}` path parameter of the claim endpoints (for the document;
+/// the handlers read the segment as text and parse it).
+pub struct ClaimKeyPath;
+
+impl IntoParams for ClaimKeyPath {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![param(
+            "key",
+            ParameterIn::Path,
+            true,
+            "the operation key (64 hexadecimal digits, either case)",
+            operation_key_schema(),
+        )]
+    }
+}
+
+/// One parameter of the document, with a schema made from the types.
+pub(crate) fn param(
+    name: &str,
+    place: ParameterIn,
+    required: bool,
+    description: &str,
+    schema: ObjectBuilder,
+) -> Parameter {
+    ParameterBuilder::new()
+        .name(name)
+        .parameter_in(place)
+        .required(if required {
+            Required::True
+        } else {
+            Required::False
+        })
+        .description(Some(description))
+        .schema(Some(schema))
+        .build()
 }
 
 /// `POST /v1/decisions`.
@@ -87,7 +315,7 @@ fn entities_schema() -> RefOr<Schema> {
 pub struct DecisionRequest {
     /// `anthropic`, `openai-chat`, `openai-responses`, `gemini` or
     /// `envelope`.
-    #[schema(example = "openai-chat")]
+    #[schema(schema_with = provider_schema, example = "openai-chat")]
     pub provider: String,
     /// The raw provider response body: as JSON, or as a string holding it
     /// (byte for byte what the provider sent; a stream must be a string).
@@ -110,6 +338,7 @@ pub struct DecisionRequest {
     pub attempt: Option<u32>,
     /// `native` (default) or `structured`.
     #[serde(default)]
+    #[schema(schema_with = envelope_schema)]
     pub envelope: Option<String>,
     /// The end user this request acts for, for a key configured with
     /// `act_for_users` (a service acting on behalf of its users): the
@@ -593,9 +822,10 @@ pub fn status_of(outcome: Outcome) -> u16 {
 #[serde(deny_unknown_fields)]
 pub struct CompleteRequest {
     /// The permit's holder token (hex).
+    #[schema(schema_with = holder_schema)]
     pub holder: String,
     /// The write's result (a receipt), recorded and replayed to retries.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = strict_object)]
     pub result: Value,
 }
 
@@ -620,7 +850,7 @@ pub struct CompleteResponse {
 
 /// `POST /v1/claims/{key}/reconcile`: what the downstream system says. An
 /// empty body asks the server's executor instead.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReconcileRequest {
     /// Whether the write happened downstream.
@@ -633,6 +863,50 @@ pub struct ReconcileRequest {
     #[serde(default)]
     pub detail: Option<Value>,
 }
+
+/// The two shapes the handler takes: an applied write with its receipt
+/// as `result` (or, for compatibility, as `detail`), or a write that did
+/// not happen with a `detail`; `result` and `detail` are never both sent,
+/// and a `result` is never sent for a write that did not happen.
+impl utoipa::PartialSchema for ReconcileRequest {
+    fn schema() -> RefOr<Schema> {
+        let null = || ObjectBuilder::new().schema_type(Type::Null);
+        let shape = |applied: ObjectBuilder, result: RefOr<Schema>, detail: RefOr<Schema>| {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("applied", applied)
+                .required("applied")
+                .property("result", result)
+                .property("detail", detail)
+                .additional_properties(Some(AdditionalProperties::FreeForm(false)))
+        };
+        let applied_doc = "whether the write happened downstream";
+        utoipa::openapi::schema::AnyOfBuilder::new()
+            .item(shape(
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .enum_values(Some([true]))
+                    .description(Some(applied_doc)),
+                strict_json(),
+                null().into(),
+            ))
+            .item(shape(
+                ObjectBuilder::new()
+                    .schema_type(Type::Boolean)
+                    .description(Some(applied_doc)),
+                null().into(),
+                strict_json(),
+            ))
+            .description(Some(
+                "What the downstream system says: `{\"applied\": true, \"result\": <receipt>}` \
+                 or `{\"applied\": false, \"detail\": <why>}` (an applied write's receipt may \
+                 come as `detail` too); never both `result` and `detail`",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for ReconcileRequest {}
 
 /// How a reconciliation closed the claim (also its audit outcome).
 #[derive(Debug, Clone, Copy, Serialize, ToSchema)]
@@ -935,11 +1209,26 @@ pub struct ReviewActionResponse {
     pub item: ReviewItemView,
 }
 
+/// `note`: at most [`MAX_NOTE_BYTES`](toolgate::review::MAX_NOTE_BYTES)
+/// bytes. The schema's `maxLength` counts characters, so it is the byte
+/// limit: a longer text is always refused, and a text of that many
+/// characters passes whenever they are ASCII.
+fn note_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .max_length(Some(toolgate::review::MAX_NOTE_BYTES))
+        .description(Some(
+            "A note kept with the vote or closing: at most 2000 bytes of UTF-8 (maxLength counts \
+             characters, so a note of non-ASCII text reaches the limit sooner)",
+        ))
+}
+
 /// An optional body for a review action.
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReviewActionRequest {
     /// A note kept with the vote or closing (at most 2000 bytes).
+    #[schema(schema_with = note_schema)]
     pub note: Option<String>,
 }
 

@@ -103,7 +103,9 @@ pub fn router<P: GateComponents>(state: AppState<P>) -> Router {
         request_timeout: settings.request_timeout,
     };
     let (routes, api) = routes::routes::<P>().split_for_parts();
-    let document = openapi::ServedDocument::new(&openapi::finish(api));
+    let mut doc = openapi::finish(api);
+    openapi::name_scope_fields(&mut doc, &state.inner.policy, &state.inner.scope_fields);
+    let document = openapi::ServedDocument::new(&doc);
     routes
         // Unknown paths and wrong methods get problems too (axum still
         // adds `Allow` to a 405).

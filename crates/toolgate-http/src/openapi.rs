@@ -8,12 +8,17 @@
 //! fails when the served one differs (`TOOLGATE_BLESS=1` rewrites it).
 
 use axum::body::Bytes;
-use serde_json::Value;
+use serde_json::{Value, json};
+use toolgate::decode::Limits;
+use toolgate::op::ScopeType;
+use toolgate::op::scope::MAX_SCOPE_STRING_BYTES;
+use toolgate::provider::Provider;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
+use crate::dto::{EntityValue, ReconcileRequest, StrictJson};
 use crate::error::{PROBLEM_JSON, Problem, ProblemCode};
 use crate::state::GateComponents;
 
@@ -29,7 +34,7 @@ use crate::state::GateComponents;
             (docs/error-codes.md)."
     ),
     modifiers(&Bearer),
-    components(schemas(Problem, ProblemCode)),
+    components(schemas(Problem, ProblemCode, StrictJson, EntityValue, ReconcileRequest)),
     tags(
         (name = "decisions", description = "Decide one provider response"),
         (name = "claims", description = "Client completions, stuck claims, reconciliation"),
@@ -117,7 +122,35 @@ pub(crate) fn finish(mut api: utoipa::openapi::OpenApi) -> Value {
     }
     // Serialising utoipa's own types (maps of strings to schemas) cannot
     // fail; Null would make the drift test fail loudly if it ever did.
-    serde_json::to_value(&api).unwrap_or(Value::Null)
+    let mut doc = serde_json::to_value(&api).unwrap_or(Value::Null);
+    if let Some(request) = doc.pointer_mut("/components/schemas/DecisionRequest") {
+        add_stream_rule(request);
+    }
+    doc
+}
+
+/// What `stream: true` asks of the rest of a decision request, which
+/// utoipa's builders have no words for: the body as a string, from a
+/// provider that streams ([`Provider::supports_stream`]).
+fn add_stream_rule(request: &mut Value) {
+    let streaming: Vec<&str> = Provider::ALL
+        .into_iter()
+        .filter(|p| p.supports_stream())
+        .map(Provider::as_str)
+        .collect();
+    if let Some(obj) = request.as_object_mut() {
+        obj.insert(
+            "if".to_owned(),
+            json!({"properties": {"stream": {"const": true}}, "required": ["stream"]}),
+        );
+        obj.insert(
+            "then".to_owned(),
+            json!({"properties": {
+                "provider": {"enum": streaming},
+                "response": {"type": "string"}
+            }}),
+        );
+    }
 }
 
 /// The document as served and committed: pretty-printed, keys in a stable
@@ -142,5 +175,68 @@ pub(crate) struct ServedDocument(pub Bytes);
 impl ServedDocument {
     pub(crate) fn new(doc: &Value) -> Self {
         Self(Bytes::from(pretty(doc)))
+    }
+}
+
+/// Names the deployment's scope fields in the served document: a decision
+/// request's `scope` holds these and no other (`unknown_scope_field`),
+/// each of the type the policy gives it (`scope_types`, or the default:
+/// `version_seen` a version, any other field a string) when every tool
+/// naming it agrees; a field the tools type differently keeps the bounds
+/// every request is held to.
+pub(crate) fn name_scope_fields(
+    doc: &mut Value,
+    policy: &toolgate::contract::Policy,
+    fields: &std::collections::BTreeSet<String>,
+) {
+    let Some(scope) = doc.pointer_mut("/components/schemas/DecisionRequest/properties/scope")
+    else {
+        return;
+    };
+    let properties: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| {
+            let mut types = policy
+                .tools()
+                .iter()
+                .filter(|t| f == "version_seen" || t.operation_key().iter().any(|k| k == f))
+                .map(|t| t.scope_type(f));
+            let first = types.next();
+            let agreed = first.filter(|t| types.all(|u| u == *t));
+            (f.clone(), scope_value(agreed))
+        })
+        .collect();
+    if let Some(obj) = scope.as_object_mut() {
+        obj.insert("properties".to_owned(), Value::Object(properties));
+        obj.insert("additionalProperties".to_owned(), Value::Bool(false));
+    }
+}
+
+/// The schema of a scope value of type `ty` (`ScopeType::canonicalise`),
+/// or, without one, the bounds of every scope value.
+fn scope_value(ty: Option<ScopeType>) -> Value {
+    let bound = Limits::INTEROPERABLE_INTEGER;
+    let no_control = crate::dto::NO_CONTROL;
+    match ty {
+        None => serde_json::to_value(crate::dto::scope_value_schema()).unwrap_or(Value::Null),
+        Some(ScopeType::String) => json!({
+            "type": "string", "minLength": 1, "maxLength": MAX_SCOPE_STRING_BYTES,
+            "pattern": no_control,
+            "description": "a string of 1 to 256 bytes of UTF-8 without control characters"
+        }),
+        // Fifteen digits at most: every such number is within ±(2^53−1).
+        Some(ScopeType::Integer) => json!({"oneOf": [
+            {"type": "integer", "minimum": -i128::from(bound), "maximum": bound},
+            {"type": "string", "pattern": "^-?(0|[1-9][0-9]{0,14})$",
+             "description": "the integer's decimal text, without leading zeros"}
+        ]}),
+        Some(ScopeType::Version) => json!({"oneOf": [
+            {"type": "integer", "minimum": 0, "maximum": bound},
+            {"type": "string", "minLength": 1, "maxLength": 128,
+             "pattern": "^[^\\s\\u0000-\\u001f\\u007f-\\u009f]([^\\u0000-\\u001f\\u007f-\\u009f]*[^\\s\\u0000-\\u001f\\u007f-\\u009f])?$",
+             "description": "a version: 1 to 128 bytes without control, invisible or surrounding \
+                 white space characters; digits alone are a number's canonical text (`7`, \
+                 never `07`, `+7` or `-7`)"}
+        ]}),
     }
 }

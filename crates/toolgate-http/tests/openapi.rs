@@ -450,3 +450,174 @@ async fn answers_of_every_status_match_the_document() {
         );
     }
 }
+
+/// One request through `router`: its status and its body as JSON.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+async fn call(
+    router: &Router,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (StatusCode, Value) {
+    let mut b = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        b = b.header(*name, *value);
+    }
+    let resp = router
+        .clone()
+        .oneshot(b.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// The constraints the server enforces are in the document, made from the
+/// types that enforce them, and what the document allows the server takes.
+#[tokio::test]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+async fn the_document_and_the_server_agree_on_requests() {
+    let (state, _) = app();
+    let router = toolgate_http::router(state);
+    let doc: Value = serde_json::from_str(&served_text(&router).await).unwrap();
+    let request = &doc["components"]["schemas"]["DecisionRequest"];
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        names(&request["properties"]["provider"]["enum"]),
+        toolgate::provider::Provider::ALL.map(|p| p.as_str().to_owned())
+    );
+    // The deployment's scope fields and no other.
+    let scope = &request["properties"]["scope"];
+    assert_eq!(scope["additionalProperties"], json!(false));
+    let fields: Vec<&String> = scope["properties"].as_object().unwrap().keys().collect();
+    assert_eq!(fields, ["customer_id", "ticket_id", "version_seen"]);
+    // Each of the type the policy gives it: here the defaults, a string
+    // and a version (an integer is a version, never a customer id).
+    assert_eq!(scope["properties"]["customer_id"]["type"], "string");
+    assert_eq!(
+        scope["properties"]["version_seen"]["oneOf"][0]["type"],
+        "integer"
+    );
+    // A stream needs a string body from a provider that streams.
+    assert_eq!(request["then"]["properties"]["response"]["type"], "string");
+    // The claims' key and the stuck listing's one required value.
+    let key = &doc["paths"]["/v1/claims/{key}/reconcile"]["post"]["parameters"][0];
+    assert_eq!(key["required"], json!(true));
+    assert_eq!(key["schema"]["pattern"], "^[0-9a-fA-F]{64}$");
+    let stuck = &doc["paths"]["/v1/claims"]["get"]["parameters"][0];
+    assert_eq!(
+        (&stuck["name"], &stuck["required"]),
+        (&json!("stuck"), &json!(true))
+    );
+    assert_eq!(stuck["schema"]["enum"], json!([true]));
+
+    // A reconciliation body the server refuses, the document refuses too.
+    let reconcile = json!({"allOf": [{"$ref": "#/components/schemas/ReconcileRequest"}],
+        "components": doc["components"]});
+    let reconcile = jsonschema::validator_for(&reconcile).unwrap();
+    for (body, valid) in [
+        (json!({"applied": true, "result": {"id": 1}}), true),
+        (json!({"applied": false, "detail": "declined"}), true),
+        (json!({"applied": true, "detail": {"id": 1}}), true),
+        (json!({"applied": false, "result": {}}), false),
+        (json!({"applied": true, "result": 1, "detail": 2}), false),
+        (
+            json!({"applied": true, "result": {"n": 9_007_199_254_740_992_u64}}),
+            false,
+        ),
+    ] {
+        assert_eq!(reconcile.is_valid(&body), valid, "{body}");
+    }
+    let zeros = format!("/v1/claims/{}/reconcile", "0".repeat(64));
+    let op = format!("Bearer {OPERATOR_KEY}");
+    let op = [
+        ("authorization", op.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let (s, j) = call(
+        &router,
+        "POST",
+        &zeros,
+        &op,
+        r#"{"applied": false, "result": {}}"#,
+    )
+    .await;
+    assert_eq!(
+        (s, j["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body"))
+    );
+    // `null`, the optional body's other spelling, asks the executor like
+    // an empty body: the claim does not exist.
+    for body in ["", "null"] {
+        let (s, j) = call(&router, "POST", &zeros, &op, body).await;
+        assert_eq!(
+            (s, j["code"].as_str()),
+            (StatusCode::CONFLICT, Some("not_stuck")),
+            "{body:?}"
+        );
+    }
+    // The review actions' optional body likewise; whitespace is not JSON.
+    let rv = format!("Bearer {REVIEWER_KEY}");
+    let rv = [
+        ("authorization", rv.as_str()),
+        ("content-type", "application/json"),
+    ];
+    for (body, code) in [
+        ("null", "not_found"),
+        ("", "not_found"),
+        (" ", "invalid_body"),
+    ] {
+        let (_, j) = call(&router, "POST", "/v1/review/items/999/dismiss", &rv, body).await;
+        assert_eq!(j["code"].as_str(), Some(code), "{body:?}");
+    }
+    // A `before` above every id lists from the newest.
+    let (s, _) = call(
+        &router,
+        "GET",
+        &format!("/v1/review/items?before={}", u64::MAX),
+        &rv,
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // Idempotency-Key: bare or quoted once, never a quote inside.
+    let agent = format!("Bearer {AGENT_KEY}");
+    let answer = r#"{"provider": "envelope", "response": {"outcome": "answer", "reply": "Hi."}}"#;
+    for (key, status) in [
+        ("k-1", StatusCode::OK),
+        ("\"k-2\"", StatusCode::OK),
+        ("k\"3", StatusCode::BAD_REQUEST),
+        ("\"k-4", StatusCode::BAD_REQUEST),
+    ] {
+        let headers = [("authorization", agent.as_str()), ("idempotency-key", key)];
+        let (s, j) = call(&router, "POST", "/v1/decisions", &headers, answer).await;
+        assert_eq!(s, status, "{key}: {j}");
+    }
+    let header = &doc["paths"]["/v1/decisions"]["post"]["parameters"][0];
+    let pattern = matches_pattern(header["schema"]["pattern"].as_str().unwrap());
+    assert!(pattern(r#"k-1"#) && pattern(r#""k-2""#) && !pattern(r#"k"3"#) && !pattern(r#""k-4"#));
+}
+
+/// The header pattern as the document states it, checked by a JSON Schema
+/// validator (which reads ECMA-262 patterns).
+fn matches_pattern(pattern: &str) -> impl Fn(&str) -> bool {
+    let v = jsonschema::validator_for(&json!({"type": "string", "pattern": pattern})).unwrap();
+    move |s| v.is_valid(&json!(s))
+}

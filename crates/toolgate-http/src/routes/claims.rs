@@ -14,12 +14,14 @@ use toolgate::claim::{
 };
 use toolgate::pipeline::ReconcileReport;
 use utoipa::IntoParams;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use super::decisions::strict_body;
 use crate::auth::{Caller, OPERATE_CAPABILITY};
 use crate::dto::{
-    ClaimList, ClaimView, CompleteRequest, CompleteResponse, CompletedStatus, ListedClaim,
-    ReconcileRequest, ReconcileResponse, ReconciledStatus,
+    ClaimKeyPath, ClaimList, ClaimView, CompleteRequest, CompleteResponse, CompletedStatus,
+    ListedClaim, ReconcileRequest, ReconcileResponse, ReconciledStatus, param,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
 use crate::state::{AppState, GateComponents};
@@ -48,7 +50,7 @@ fn store_error(e: impl std::fmt::Display) -> ApiError {
 /// lease has not ended; anything else is 409 and nothing is written.
 #[utoipa::path(post, path = "/v1/claims/{key}/complete", tag = "claims",
     request_body(content = CompleteRequest, content_type = "application/json"),
-    params(("key" = String, Path, description = "the operation key (64 hex digits)")),
+    params(ClaimKeyPath),
     responses(
         (status = 200, description = "the result is recorded; retries replay it", body = CompleteResponse),
         (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
@@ -167,14 +169,52 @@ fn audit_entry(
     .and_then(|e| e.with_via(via.map(str::to_owned)))
 }
 
+/// `stuck`: required, and `true` is its one value.
+fn stuck_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Boolean)
+        .enum_values(Some([true]))
+}
+
+/// `limit`: any `u32`; above [`MAX_STUCK_PAGE`] it counts as that.
+fn stuck_limit_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(0))
+        .maximum(Some(u32::MAX))
+}
+
+/// The most stuck claims one listing returns.
+const MAX_STUCK_PAGE: u32 = 1000;
+
 /// The stuck listing's query string.
-#[derive(Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
+#[derive(Deserialize)]
 pub struct ListQuery {
     /// Must be `true`: only stuck claims are listed.
     stuck: Option<bool>,
     /// At most this many (default 100, at most 1000).
     limit: Option<u32>,
+}
+
+impl IntoParams for ListQuery {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            param(
+                "stuck",
+                ParameterIn::Query,
+                true,
+                "`true`: only stuck claims are listed (anything else is `unsupported_listing`)",
+                stuck_schema(),
+            ),
+            param(
+                "limit",
+                ParameterIn::Query,
+                false,
+                "at most this many (default 100; a larger number than 1000 lists 1000)",
+                stuck_limit_schema(),
+            ),
+        ]
+    }
 }
 
 /// `GET /v1/claims?stuck=true[&limit=N]`: claims in flight past their
@@ -204,7 +244,7 @@ pub async fn list<P: GateComponents>(
         ));
     }
     let now = crate::clock::now_millis();
-    let limit = q.limit.unwrap_or(100).min(1000);
+    let limit = q.limit.unwrap_or(100).min(MAX_STUCK_PAGE);
     let entries = app
         .components()
         .claims()
@@ -286,7 +326,7 @@ pub(super) async fn reconcile_claim<P: GateComponents>(
 #[utoipa::path(post, path = "/v1/claims/{key}/reconcile", tag = "claims",
     request_body(content = Option<ReconcileRequest>, content_type = "application/json",
         description = "the downstream system's answer; empty to ask the executor that owns the claim's write"),
-    params(("key" = String, Path, description = "the operation key (64 hex digits)")),
+    params(ClaimKeyPath),
     responses(
         (status = 200, description = "the claim is closed with the downstream answer", body = ReconcileResponse),
         (status = 400, description = "`invalid_operation_key`", body = Problem, content_type = "application/problem+json"),
@@ -306,10 +346,14 @@ pub async fn reconcile<P: GateComponents>(
 ) -> Result<Json<ReconcileResponse>, ApiError> {
     caller.require(OPERATE_CAPABILITY)?;
     let key = parse_key(&key)?;
-    let reported = if body.iter().all(u8::is_ascii_whitespace) {
+    // An empty body and `null` both ask the executor (the document's
+    // optional body).
+    let req: Option<ReconcileRequest> = if body.is_empty() {
         None
     } else {
-        let req: ReconcileRequest = strict_body(&body, app.settings().body_limit)?;
+        strict_body(&body, app.settings().body_limit)?
+    };
+    let reported = if let Some(req) = req {
         let answer = match (req.result, req.detail) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::new(
@@ -336,6 +380,8 @@ pub async fn reconcile<P: GateComponents>(
         } else {
             ReconcileOutcome::NotApplied { detail: text }
         })
+    } else {
+        None
     };
     let answer = reconcile_claim(&app, caller.principal.id(), &key, reported).await?;
     Ok(Json(answer))

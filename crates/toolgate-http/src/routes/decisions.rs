@@ -19,6 +19,8 @@ use toolgate::pipeline::{
 use toolgate::provider::Provider;
 use toolgate::review::{ApprovalTerms, NewItem, Opened, Opening, Requested, ReviewStore, opening};
 use tracing::Instrument;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
@@ -40,19 +42,55 @@ pub fn strict_body<T: DeserializeOwned>(body: &[u8], max: usize) -> Result<T, Ap
         .map_err(|e| ApiError::new(ProblemCode::InvalidBody, e.to_string()))
 }
 
-/// The `Idempotency-Key` value: 1 to 255 visible ASCII characters.
+/// The longest `Idempotency-Key`, in characters.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The `Idempotency-Key` header, for the document: 1 to 255 visible ASCII
+/// characters other than `"`, bare or quoted once (the draft's
+/// structured-field string).
+pub struct IdempotencyHeader;
+
+impl utoipa::IntoParams for IdempotencyHeader {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let key = format!("[!#-~]{{1,{MAX_IDEMPOTENCY_KEY}}}");
+        vec![crate::dto::param(
+            "Idempotency-Key",
+            ParameterIn::Header,
+            false,
+            "IETF httpapi draft: a repeat with the same body gets the first answer again; 409 \
+             `idempotency_key_in_flight` while the first runs; 422 `idempotency_key_reused` with \
+             another body. 1 to 255 visible ASCII characters other than `\"`, bare or in one \
+             pair of quotes",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!("^({key}|\"{key}\")$"))),
+        )]
+    }
+}
+
+/// The `Idempotency-Key` value: 1 to 255 visible ASCII characters other
+/// than `"`, bare or in one pair of quotes.
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     let Some(v) = headers.get("idempotency-key") else {
         return Ok(None);
     };
-    let text = v.to_str().ok().map(|s| s.trim_matches('"').to_owned());
+    let text = v.to_str().ok().map(|s| {
+        s.strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .unwrap_or(s)
+            .to_owned()
+    });
     match text {
-        Some(t) if !t.is_empty() && t.len() <= 255 && t.bytes().all(|b| b.is_ascii_graphic()) => {
+        Some(t)
+            if !t.is_empty()
+                && t.len() <= MAX_IDEMPOTENCY_KEY
+                && t.bytes().all(|b| b.is_ascii_graphic() && b != b'"') =>
+        {
             Ok(Some(t))
         }
         _ => Err(ApiError::new(
             ProblemCode::InvalidIdempotencyKey,
-            "Idempotency-Key must be 1 to 255 visible ASCII characters",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters other than '\"', bare or in one pair of quotes",
         )),
     }
 }
@@ -73,15 +111,16 @@ const DECISION_JSON: &str = "application/json";
 /// take is a problem (`application/problem+json`).
 #[utoipa::path(post, path = "/v1/decisions", tag = "decisions",
     request_body(content = DecisionRequest, content_type = "application/json"),
-    params(("Idempotency-Key" = Option<String>, Header,
-        description = "IETF httpapi draft: a repeat with the same body gets the first answer again; 409 `idempotency_key_in_flight` while the first runs; 422 `idempotency_key_reused` with another body")),
+    params(IdempotencyHeader),
     responses(
         (status = 200, description = "`answer`, `abstain`, `replayed`, `permitted`, `refused`, `truncated`, `content_filtered`", body = DecisionResponse),
         (status = 201, description = "`executed`", body = DecisionResponse),
         (status = 202, description = "`pending_approval`", body = DecisionResponse),
         (status = 400, description = "`invalid_idempotency_key`", body = Problem, content_type = "application/problem+json"),
         (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-        (status = 403, description = "`forbidden` (a decision)", body = DecisionResponse),
+        (status = 403, description = "`forbidden` (a decision); `actor_not_allowed`: the key may not name an actor (a problem)", content(
+            (DecisionResponse = "application/json"),
+            (Problem = "application/problem+json"))),
         (status = 404, description = "`resource_not_found`: the tool's state source has no resource for the scope; nothing was decided or written", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`in_flight`, `state_changed`, `needs_reconciliation` (decisions); `idempotency_key_in_flight` (a problem)", content(
             (DecisionResponse = "application/json"),
@@ -335,14 +374,16 @@ fn prepare<P: GateComponents>(
         ));
     }
     let mode = match req.envelope.as_deref() {
-        None | Some("native") => EnvelopeMode::Native,
-        Some("structured") => EnvelopeMode::Structured,
-        Some(_) => {
-            return Err(ApiError::new(
-                ProblemCode::InvalidBody,
-                "envelope must be native or structured",
-            ));
-        }
+        None => EnvelopeMode::Native,
+        Some(name) => crate::dto::ENVELOPE_MODES
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .ok_or_else(|| {
+                ApiError::new(
+                    ProblemCode::InvalidBody,
+                    "envelope must be native or structured",
+                )
+            })?,
     };
     // The bound every request keeps, whatever tool it proposes (or if it
     // proposes none, or one the policy does not have): known fields, and

@@ -9,16 +9,19 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::Value;
+use toolgate::pipeline::Outcome;
 use toolgate::review::{
     Closed, Closing, ItemStatus, ListQuery, ReviewItem, ReviewStore, Verdict, Voted,
 };
 use utoipa::IntoParams;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use super::decisions::strict_body;
 use crate::auth::{Caller, REVIEW_CAPABILITY};
 use crate::dto::{
     ReviewActionRequest, ReviewActionResponse, ReviewItemResponse, ReviewItemView, ReviewItems,
-    ReviewVote,
+    ReviewVote, param,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
 use crate::state::{AppState, GateComponents};
@@ -62,19 +65,88 @@ pub fn item_view(i: &ReviewItem) -> ReviewItemView {
     }
 }
 
+/// The outcomes whose decisions open a reviewer item: the `kind` a
+/// listing may ask for.
+pub const ITEM_KINDS: [Outcome; 5] = [
+    Outcome::PendingApproval,
+    Outcome::Conflict,
+    Outcome::StateChanged,
+    Outcome::Rejected,
+    Outcome::NeedsReconciliation,
+];
+
+/// A string query parameter that is one of `names`.
+fn one_of(names: impl IntoIterator<Item = &'static str>) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names))
+}
+
+fn status_schema() -> ObjectBuilder {
+    one_of(ItemStatus::ALL.map(ItemStatus::as_str))
+}
+
+fn kind_schema() -> ObjectBuilder {
+    one_of(ITEM_KINDS.map(Outcome::as_str))
+}
+
+fn limit_schema() -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(1))
+        .maximum(Some(toolgate::review::MAX_PAGE))
+}
+
 /// `GET /v1/review/items` parameters.
-#[derive(Debug, Default, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
 pub struct ListParams {
     /// Only items with an id below this (the previous page's `next_before`).
     pub before: Option<u64>,
     /// At most this many, 1 to 200 (default 50).
     pub limit: Option<u32>,
-    /// Only this status: `open`, `approved`, `denied`, `expired`, `resolved`, `dismissed`.
+    /// Only this status.
     pub status: Option<String>,
-    /// Only this kind (outcome code): `pending_approval`, `conflict`, `state_changed`, `rejected`, `needs_reconciliation`.
+    /// Only this kind (the outcome that opened the item).
     pub kind: Option<String>,
+}
+
+impl IntoParams for ListParams {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        vec![
+            param(
+                "before",
+                ParameterIn::Query,
+                false,
+                "only items with an id below this (the previous page's `next_before`)",
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(0))
+                    .maximum(Some(u64::MAX)),
+            ),
+            param(
+                "limit",
+                ParameterIn::Query,
+                false,
+                "at most this many (default 50)",
+                limit_schema(),
+            ),
+            param(
+                "status",
+                ParameterIn::Query,
+                false,
+                "only items of this status",
+                status_schema(),
+            ),
+            param(
+                "kind",
+                ParameterIn::Query,
+                false,
+                "only items of this kind (the outcome that opened them)",
+                kind_schema(),
+            ),
+        ]
+    }
 }
 
 /// The listing a page of the queue asks for.
@@ -92,28 +164,16 @@ pub fn list_query(p: &ListParams) -> Result<ListQuery, ApiError> {
     };
     let kind = match p.kind.as_deref() {
         None => None,
-        Some(k)
-            if [
-                "pending_approval",
-                "conflict",
-                "state_changed",
-                "rejected",
-                "needs_reconciliation",
-            ]
-            .contains(&k) =>
-        {
-            Some(k.to_owned())
-        }
+        Some(k) if ITEM_KINDS.iter().any(|o| o.as_str() == k) => Some(k.to_owned()),
         Some(_) => {
             return Err(bad(
                 "kind must be pending_approval, conflict, state_changed, rejected or needs_reconciliation",
             ));
         }
     };
-    let before = p
-        .before
-        .map(|b| i64::try_from(b).map_err(|_| bad("before is out of range")))
-        .transpose()?;
+    // Every id is below i64::MAX: a larger `before` asks for every item,
+    // as the largest does.
+    let before = p.before.map(|b| i64::try_from(b).unwrap_or(i64::MAX));
     Ok(ListQuery {
         before,
         limit,
@@ -322,11 +382,12 @@ fn item_id(id: Result<Path<u64>, PathRejection>) -> Result<u64, ApiError> {
 
 /// An optional `{"note": …}` body.
 fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
-    if body.iter().all(u8::is_ascii_whitespace) {
+    if body.is_empty() {
         return Ok(None);
     }
-    let req: ReviewActionRequest = strict_body(body, app.settings().body_limit)?;
-    Ok(req.note)
+    // `null` is no body, as the document's optional body allows.
+    let req: Option<ReviewActionRequest> = strict_body(body, app.settings().body_limit)?;
+    Ok(req.and_then(|r| r.note))
 }
 
 async fn handle<P: GateComponents>(
