@@ -19,9 +19,11 @@ use toolgate::review::{
     Closing, ItemStatus, ListQuery, ReviewSession, ReviewStore, Verdict, session_digest,
 };
 
+use super::item_id::ItemId;
 use super::review_api::{Action, ListParams, act, item_view, list_query, store_error};
 use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::{ReviewItemView, ReviewStatus};
+use crate::error::ApiError;
 use crate::review::SESSION_MS;
 use crate::state::{AppState, GateComponents};
 
@@ -663,11 +665,8 @@ pub async fn page<P: GateComponents>(
     let mut params = match params {
         Ok(Query(p)) => p,
         Err(e) => {
-            return crate::error::ApiError::new(
-                crate::error::ProblemCode::InvalidQuery,
-                e.body_text(),
-            )
-            .into_response();
+            return ApiError::new(crate::error::ProblemCode::InvalidQuery, e.body_text())
+                .into_response();
         }
     };
     // The filter form sends an empty value for "any".
@@ -715,7 +714,9 @@ pub async fn page<P: GateComponents>(
 pub async fn item_page<P: GateComponents>(
     State(app): State<AppState<P>>,
     headers: HeaderMap,
-    id: Result<Path<u64>, axum::extract::rejection::PathRejection>,
+    // Taken as a result: a page without a session answers with the login
+    // page before the id is looked at.
+    id: Result<ItemId, ApiError>,
 ) -> Response {
     let (who_am_i, csrf) = match reviewer(&app, &headers).await {
         Ok(Some(r)) => r,
@@ -723,14 +724,8 @@ pub async fn item_page<P: GateComponents>(
         Err(r) => return *r,
     };
     let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => {
-            return crate::error::ApiError::new(
-                crate::error::ProblemCode::InvalidPath,
-                e.body_text(),
-            )
-            .into_response();
-        }
+        Ok(ItemId(id)) => id,
+        Err(e) => return e.into_response(),
     };
     let now = crate::clock::now_millis();
     let found = match i64::try_from(id) {
@@ -794,8 +789,7 @@ pub async fn login<P: GateComponents>(
             .into_response();
     }
     let (Ok(token), Ok(csrf)) = (crate::clock::fresh_holder(), crate::clock::fresh_holder()) else {
-        return crate::error::ApiError::unavailable("the random number generator failed")
-            .into_response();
+        return ApiError::unavailable("the random number generator failed").into_response();
     };
     let token = token.to_hex();
     let now = crate::clock::now_millis();
