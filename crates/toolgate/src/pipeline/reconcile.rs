@@ -13,11 +13,32 @@ use crate::claim::{
 /// applied, not applied, not stuck, and a stuck claim whose owner was not
 /// asked (an explicit answer is required).
 pub const RECONCILE_AUDIT_OUTCOMES: [&str; 4] = [
-    "reconciled_applied",
-    "reconciled_not_applied",
-    "not_stuck",
-    "explicit_answer_required",
+    ReconcileAudit::Applied.as_str(),
+    ReconcileAudit::NotApplied.as_str(),
+    ReconcileAudit::NotStuck.as_str(),
+    ReconcileAudit::ExplicitAnswerRequired.as_str(),
 ];
+
+/// The audit outcome of one reconciliation, named by what happened rather
+/// than by its place in [`RECONCILE_AUDIT_OUTCOMES`].
+#[derive(Debug, Clone, Copy)]
+enum ReconcileAudit {
+    Applied,
+    NotApplied,
+    NotStuck,
+    ExplicitAnswerRequired,
+}
+
+impl ReconcileAudit {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::Applied => "reconciled_applied",
+            Self::NotApplied => "reconciled_not_applied",
+            Self::NotStuck => "not_stuck",
+            Self::ExplicitAnswerRequired => "explicit_answer_required",
+        }
+    }
+}
 
 /// What [`reconcile`] did.
 #[derive(Debug)]
@@ -144,19 +165,19 @@ where
             None,
             None,
             match o {
-                ReconcileOutcome::Applied { .. } => RECONCILE_AUDIT_OUTCOMES[0],
-                ReconcileOutcome::NotApplied { .. } => RECONCILE_AUDIT_OUTCOMES[1],
+                ReconcileOutcome::Applied { .. } => ReconcileAudit::Applied,
+                ReconcileOutcome::NotApplied { .. } => ReconcileAudit::NotApplied,
             },
         ),
         ReconcileReport::NotStuck(r) => (
             r.as_ref().map(|r| r.proposal.tool().to_owned()),
             r.as_ref().map(|r| r.fingerprint),
-            RECONCILE_AUDIT_OUTCOMES[2],
+            ReconcileAudit::NotStuck,
         ),
         ReconcileReport::ExplicitAnswerRequired(r) => (
             Some(r.proposal.tool().to_owned()),
             Some(r.fingerprint),
-            RECONCILE_AUDIT_OUTCOMES[3],
+            ReconcileAudit::ExplicitAnswerRequired,
         ),
     };
     let attempt = match &report {
@@ -168,7 +189,7 @@ where
         now,
         actor.to_owned(),
         tool,
-        outcome.to_owned(),
+        outcome.as_str().to_owned(),
         None,
         Some(*key),
         fingerprint,
