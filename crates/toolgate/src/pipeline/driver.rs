@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::authz::{Authorizer, AuthzDecision, Principal};
 use super::decision::{Decision, Operation, Reason, Rejection};
-use super::exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, Executor};
+use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
@@ -84,8 +84,6 @@ pub enum GateError {
     Store(StoreError),
     /// The state source failed.
     State(StateError),
-    /// The executor could not answer a reconciliation question.
-    Executor(ExecError),
     /// The authoriser could not reach a source it needs
     /// ([`AuthzDecision::Unavailable`]); nothing was decided or claimed.
     Authorizer(String),
@@ -106,7 +104,6 @@ impl fmt::Display for GateError {
         match self {
             Self::Store(e) => write!(f, "claim store: {e}"),
             Self::State(e) => write!(f, "{e}"),
-            Self::Executor(e) => write!(f, "{e}"),
             Self::Authorizer(m) => write!(f, "authoriser unavailable: {m}"),
             Self::Corrupt(m) => write!(f, "corrupt record: {m}"),
             Self::Audit { decision, error } => write!(
@@ -118,7 +115,15 @@ impl fmt::Display for GateError {
     }
 }
 
-impl std::error::Error for GateError {}
+impl std::error::Error for GateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) | Self::Audit { error: e, .. } => Some(e),
+            Self::State(e) => Some(e),
+            Self::Authorizer(_) | Self::Corrupt(_) => None,
+        }
+    }
+}
 
 impl From<StoreError> for GateError {
     fn from(e: StoreError) -> Self {
