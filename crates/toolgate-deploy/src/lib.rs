@@ -495,8 +495,9 @@ impl Deployment {
                 StateConfig::Sql { query } => {
                     let field = tool_field(name, "state.query");
                     check_params(&field, query, dialect, &keys)?;
-                    // INVARIANT: `needs_db` was true, so `db` is open.
-                    let Some(db) = &db else { continue };
+                    // `needs_db` was true, so `db` is open; were it not, the
+                    // tool must not load without its state read.
+                    let db = db.as_ref().ok_or_else(|| no_app_db(&field))?;
                     let prepared = db
                         .prepare(query)
                         .await
@@ -549,7 +550,7 @@ impl Deployment {
                     EntityConfig::Sql { type_name, query } => {
                         let field = format!("{field}.query");
                         check_params(&field, query, dialect, &keys)?;
-                        let Some(db) = &db else { continue };
+                        let db = db.as_ref().ok_or_else(|| no_app_db(&field))?;
                         let prepared = db.prepare(query).await.map_err(|e| {
                             ConfigError::new(&field, format!("does not prepare: {e}"))
                         })?;
@@ -846,4 +847,10 @@ impl Authorizer for DeployAuthorizer {
         self.entities(tool)
             .is_some_and(|e| e.reads_from_request(entity_type))
     }
+}
+
+/// An SQL source without an open `[app_db]`: the load refuses the tool
+/// rather than serving it without the source.
+fn no_app_db(field: &str) -> ConfigError {
+    ConfigError::new(field, "an SQL query needs [app_db], which is not open")
 }

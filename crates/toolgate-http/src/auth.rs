@@ -191,3 +191,22 @@ impl<P: GateComponents> FromRequestParts<AppState<P>> for Caller {
         })
     }
 }
+
+/// A caller whose key holds `toolgate:review`: the extractor every reviewer
+/// route takes, so that the capability is checked before anything of the
+/// request past its `Authorization` header is read.
+#[derive(Debug, Clone)]
+pub struct Reviewer(pub Caller);
+
+impl<P: GateComponents> FromRequestParts<AppState<P>> for Reviewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut RequestParts,
+        state: &AppState<P>,
+    ) -> Result<Self, Self::Rejection> {
+        let caller = Caller::from_request_parts(parts, state).await?;
+        caller.require(REVIEW_CAPABILITY)?;
+        Ok(Self(caller))
+    }
+}

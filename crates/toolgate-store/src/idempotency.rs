@@ -496,49 +496,58 @@ where
     }
 }
 
-#[cfg(feature = "postgres")]
-impl IdempotencyStore for PgClaimStore {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<Begun, StoreError> {
-        self.idem()
-            .begin(principal, key, payload, runner, now, lease_until)
-            .await
-    }
+/// The idempotency store of a pooled backend: every method is its
+/// [`Pooled`]'s, so PostgreSQL and MySQL share one body.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+macro_rules! pooled_idempotency_store {
+    ($store:ty) => {
+        impl IdempotencyStore for $store {
+            async fn idem_begin(
+                &self,
+                principal: &str,
+                key: &str,
+                payload: [u8; 32],
+                runner: &str,
+                now: UnixMillis,
+                lease_until: UnixMillis,
+            ) -> Result<Begun, StoreError> {
+                self.idem()
+                    .begin(principal, key, payload, runner, now, lease_until)
+                    .await
+            }
 
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
-    ) -> Result<(), StoreError> {
-        self.idem()
-            .finish(principal, key, runner, answer, now, bounds)
-            .await
-    }
+            async fn idem_finish(
+                &self,
+                principal: &str,
+                key: &str,
+                runner: &str,
+                answer: Remembered,
+                now: UnixMillis,
+                bounds: Bounds,
+            ) -> Result<(), StoreError> {
+                self.idem()
+                    .finish(principal, key, runner, answer, now, bounds)
+                    .await
+            }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        self.idem().forget(principal, key, runner).await
-    }
+            async fn idem_forget(
+                &self,
+                principal: &str,
+                key: &str,
+                runner: &str,
+            ) -> Result<(), StoreError> {
+                self.idem().forget(principal, key, runner).await
+            }
 
-    async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
-        self.idem().purge(now, bounds).await
-    }
+            async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
+                self.idem().purge(now, bounds).await
+            }
+        }
+    };
 }
+
+#[cfg(feature = "postgres")]
+pooled_idempotency_store!(PgClaimStore);
 
 #[cfg(feature = "postgres")]
 impl PgClaimStore {
@@ -551,48 +560,7 @@ impl PgClaimStore {
 }
 
 #[cfg(feature = "mysql")]
-impl IdempotencyStore for MySqlClaimStore {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<Begun, StoreError> {
-        self.idem()
-            .begin(principal, key, payload, runner, now, lease_until)
-            .await
-    }
-
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
-    ) -> Result<(), StoreError> {
-        self.idem()
-            .finish(principal, key, runner, answer, now, bounds)
-            .await
-    }
-
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        self.idem().forget(principal, key, runner).await
-    }
-
-    async fn idem_purge(&self, now: UnixMillis, bounds: Bounds) -> Result<(), StoreError> {
-        self.idem().purge(now, bounds).await
-    }
-}
+pooled_idempotency_store!(MySqlClaimStore);
 
 #[cfg(feature = "mysql")]
 impl MySqlClaimStore {

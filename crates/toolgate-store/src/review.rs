@@ -1140,80 +1140,97 @@ impl PgClaimStore {
     }
 }
 
-#[cfg(feature = "postgres")]
-impl ReviewStore for PgClaimStore {
-    async fn open_session(
-        &self,
-        digest: [u8; 32],
-        session: ReviewSession,
-        now: UnixMillis,
-    ) -> Result<(), StoreError> {
-        self.review().open_session(digest, session, now).await
-    }
+/// The review queue of a pooled backend: every method is its
+/// [`PooledReview`]'s, so PostgreSQL and MySQL share one body.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+macro_rules! pooled_review_store {
+    ($store:ty) => {
+        impl ReviewStore for $store {
+            async fn open_session(
+                &self,
+                digest: [u8; 32],
+                session: ReviewSession,
+                now: UnixMillis,
+            ) -> Result<(), StoreError> {
+                self.review().open_session(digest, session, now).await
+            }
 
-    async fn session(
-        &self,
-        digest: [u8; 32],
-        now: UnixMillis,
-    ) -> Result<Option<ReviewSession>, StoreError> {
-        self.review().session(digest, now).await
-    }
+            async fn session(
+                &self,
+                digest: [u8; 32],
+                now: UnixMillis,
+            ) -> Result<Option<ReviewSession>, StoreError> {
+                self.review().session(digest, now).await
+            }
 
-    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
-        self.review().close_session(digest).await
-    }
+            async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
+                self.review().close_session(digest).await
+            }
 
-    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
-        self.review().open_item(item, limits).await
-    }
+            async fn open_item(
+                &self,
+                item: NewItem,
+                limits: &QueueLimits,
+            ) -> Result<Opened, StoreError> {
+                self.review().open_item(item, limits).await
+            }
 
-    async fn request_approval(
-        &self,
-        item: NewItem,
-        now: UnixMillis,
-        limits: &QueueLimits,
-    ) -> Result<Requested, StoreError> {
-        self.review().request_approval(item, now, limits).await
-    }
+            async fn request_approval(
+                &self,
+                item: NewItem,
+                now: UnixMillis,
+                limits: &QueueLimits,
+            ) -> Result<Requested, StoreError> {
+                self.review().request_approval(item, now, limits).await
+            }
 
-    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
-        self.review().item(id, now).await
-    }
+            async fn item(
+                &self,
+                id: i64,
+                now: UnixMillis,
+            ) -> Result<Option<ReviewItem>, StoreError> {
+                self.review().item(id, now).await
+            }
 
-    async fn list_items(
-        &self,
-        query: &ListQuery,
-        now: UnixMillis,
-    ) -> Result<Vec<ReviewItem>, StoreError> {
-        self.review().list_items(query, now).await
-    }
+            async fn list_items(
+                &self,
+                query: &ListQuery,
+                now: UnixMillis,
+            ) -> Result<Vec<ReviewItem>, StoreError> {
+                self.review().list_items(query, now).await
+            }
 
-    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
-        self.review().open_items(now).await
-    }
+            async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
+                self.review().open_items(now).await
+            }
 
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Voted, StoreError> {
-        self.review().vote(id, reviewer, verdict, note, now).await
-    }
+            async fn vote(
+                &self,
+                id: i64,
+                reviewer: &str,
+                verdict: Verdict,
+                note: Option<&str>,
+                now: UnixMillis,
+            ) -> Result<Voted, StoreError> {
+                self.review().vote(id, reviewer, verdict, note, now).await
+            }
 
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Closed, StoreError> {
-        self.review().close(id, reviewer, closing, note, now).await
-    }
+            async fn close(
+                &self,
+                id: i64,
+                reviewer: &str,
+                closing: Closing,
+                note: Option<&str>,
+                now: UnixMillis,
+            ) -> Result<Closed, StoreError> {
+                self.review().close(id, reviewer, closing, note, now).await
+            }
+        }
+    };
 }
+
+#[cfg(feature = "postgres")]
+pooled_review_store!(PgClaimStore);
 
 #[cfg(feature = "mysql")]
 impl ReviewDialect for sqlx::MySql {
@@ -1268,79 +1285,7 @@ impl MySqlClaimStore {
 }
 
 #[cfg(feature = "mysql")]
-impl ReviewStore for MySqlClaimStore {
-    async fn open_session(
-        &self,
-        digest: [u8; 32],
-        session: ReviewSession,
-        now: UnixMillis,
-    ) -> Result<(), StoreError> {
-        self.review().open_session(digest, session, now).await
-    }
-
-    async fn session(
-        &self,
-        digest: [u8; 32],
-        now: UnixMillis,
-    ) -> Result<Option<ReviewSession>, StoreError> {
-        self.review().session(digest, now).await
-    }
-
-    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
-        self.review().close_session(digest).await
-    }
-
-    async fn open_item(&self, item: NewItem, limits: &QueueLimits) -> Result<Opened, StoreError> {
-        self.review().open_item(item, limits).await
-    }
-
-    async fn request_approval(
-        &self,
-        item: NewItem,
-        now: UnixMillis,
-        limits: &QueueLimits,
-    ) -> Result<Requested, StoreError> {
-        self.review().request_approval(item, now, limits).await
-    }
-
-    async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
-        self.review().item(id, now).await
-    }
-
-    async fn list_items(
-        &self,
-        query: &ListQuery,
-        now: UnixMillis,
-    ) -> Result<Vec<ReviewItem>, StoreError> {
-        self.review().list_items(query, now).await
-    }
-
-    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
-        self.review().open_items(now).await
-    }
-
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Voted, StoreError> {
-        self.review().vote(id, reviewer, verdict, note, now).await
-    }
-
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Closed, StoreError> {
-        self.review().close(id, reviewer, closing, note, now).await
-    }
-}
+pooled_review_store!(MySqlClaimStore);
 
 // ---- SQLite: rusqlite on the writer (writes) and the readers (reads) ----
 

@@ -1,5 +1,5 @@
-//! An application's write in the completion's transaction (issue 15, item
-//! 3): for an executor whose writes live in the claim store's own database,
+//! An application's write in the completion's transaction: for an
+//! executor whose writes live in the claim store's own database,
 //! the write and the claim's completion commit together, in one
 //! transaction instead of two.
 //!

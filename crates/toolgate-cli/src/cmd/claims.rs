@@ -1,4 +1,4 @@
-//! `toolgate claims`: operations on the claim store (issue 4, §7).
+//! `toolgate claims`: operations on the claim store (docs/design.md §8).
 
 use std::process::ExitCode;
 

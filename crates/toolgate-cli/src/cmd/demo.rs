@@ -1,5 +1,5 @@
 //! `toolgate demo`: the support-desk story end to end on embedded SQLite
-//! (docs/design.md §9, issue 5 deliverable 3). Every case goes through the real
+//! (docs/design.md §9). Every case goes through the real
 //! pipeline — contract, capability, Cedar, the SQLite claim store, the
 //! ticket's state, the credits executor — and the demo checks itself.
 

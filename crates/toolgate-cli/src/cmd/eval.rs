@@ -1,5 +1,5 @@
 //! `toolgate eval`: labelled cases through the real gate, rates with their
-//! denominators, and a release gate (docs/design.md §10, issue 6).
+//! denominators, and a release gate (docs/design.md §10).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

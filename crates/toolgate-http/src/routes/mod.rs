@@ -7,6 +7,7 @@
 
 mod claims;
 pub(crate) mod decisions;
+mod item_id;
 mod review_api;
 mod review_page;
 mod service;
@@ -35,40 +36,33 @@ pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
         .routes(routes!(review_api::deny))
         .routes(routes!(review_api::resolve))
         .routes(routes!(review_api::dismiss))
-        .route(
-            "/review",
-            get(review_page::page::<P>).layer(map_response(review_page::page_headers)),
-        )
-        .route(
-            "/review/login",
-            post(review_page::login::<P>).layer(map_response(review_page::page_headers)),
-        )
-        .route(
-            "/review/logout",
-            post(review_page::logout::<P>).layer(map_response(review_page::page_headers)),
-        )
-        .route(
-            "/review/items/{id}",
-            get(review_page::item_page::<P>).layer(map_response(review_page::page_headers)),
-        )
+        .merge(review_pages::<P>().into())
+}
+
+/// The reviewer page: HTML for a browser, every response of it (the
+/// method-not-allowed ones included) under the page's own headers.
+fn review_pages<P: GateComponents>() -> axum::Router<AppState<P>> {
+    axum::Router::new()
+        .route("/review", get(review_page::page::<P>))
+        .route("/review/login", post(review_page::login::<P>))
+        .route("/review/logout", post(review_page::logout::<P>))
+        .route("/review/items/{id}", get(review_page::item_page::<P>))
         .route(
             "/review/items/{id}/approve",
-            post(review_page::approve::<P>).layer(map_response(review_page::page_headers)),
+            post(review_page::approve::<P>),
         )
-        .route(
-            "/review/items/{id}/deny",
-            post(review_page::deny::<P>).layer(map_response(review_page::page_headers)),
-        )
+        .route("/review/items/{id}/deny", post(review_page::deny::<P>))
         .route(
             "/review/items/{id}/resolve",
-            post(review_page::resolve::<P>).layer(map_response(review_page::page_headers)),
+            post(review_page::resolve::<P>),
         )
         .route(
             "/review/items/{id}/dismiss",
-            post(review_page::dismiss::<P>).layer(map_response(review_page::page_headers)),
+            post(review_page::dismiss::<P>),
         )
         .route(
             "/review/items/{id}/reconcile",
-            post(review_page::reconcile::<P>).layer(map_response(review_page::page_headers)),
+            post(review_page::reconcile::<P>),
         )
+        .layer(map_response(review_page::page_headers))
 }

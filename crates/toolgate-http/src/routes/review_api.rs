@@ -5,8 +5,8 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use serde::Deserialize;
 use serde_json::Value;
 use toolgate::pipeline::Outcome;
@@ -18,7 +18,8 @@ use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use super::decisions::strict_body;
-use crate::auth::{Caller, REVIEW_CAPABILITY};
+use super::item_id::ItemId;
+use crate::auth::Reviewer;
 use crate::dto::{
     ReviewActionRequest, ReviewActionResponse, ReviewItemResponse, ReviewItemView, ReviewItems,
     ReviewVote, param,
@@ -227,10 +228,9 @@ pub(super) fn store_error(e: toolgate::claim::StoreError) -> ApiError {
     security(("bearer" = [])))]
 pub async fn list<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
+    _reviewer: Reviewer,
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ReviewItems>, ApiError> {
-    caller.require(REVIEW_CAPABILITY)?;
     let Query(params) =
         params.map_err(|e| ApiError::new(ProblemCode::InvalidQuery, e.body_text()))?;
     let query = list_query(&params)?;
@@ -252,11 +252,9 @@ pub async fn list<P: GateComponents>(
     security(("bearer" = [])))]
 pub async fn get_item<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    _reviewer: Reviewer,
+    ItemId(id): ItemId,
 ) -> Result<Json<ReviewItemResponse>, ApiError> {
-    caller.require(REVIEW_CAPABILITY)?;
-    let id = item_id(id)?;
     let not_found = || ApiError::not_found("no reviewer item has this id").at(item_path(id));
     let Ok(n) = i64::try_from(id) else {
         return Err(not_found());
@@ -374,12 +372,6 @@ pub async fn act<P: GateComponents>(
     Ok(item_view(&item))
 }
 
-/// The item id from the path; a non-number is `invalid_path`.
-fn item_id(id: Result<Path<u64>, PathRejection>) -> Result<u64, ApiError> {
-    id.map(|Path(id)| id)
-        .map_err(|e| ApiError::new(ProblemCode::InvalidPath, e.body_text()))
-}
-
 /// An optional `{"note": …}` body.
 fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.is_empty() {
@@ -392,13 +384,11 @@ fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<S
 
 async fn handle<P: GateComponents>(
     app: AppState<P>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    Reviewer(caller): Reviewer,
+    ItemId(id): ItemId,
     body: Bytes,
     action: Action,
 ) -> Result<Json<ReviewActionResponse>, ApiError> {
-    caller.require(REVIEW_CAPABILITY)?;
-    let id = item_id(id)?;
     let note = note_of(&app, &body)?;
     let item = act(&app, id, caller.principal.id(), action, note.as_deref()).await?;
     Ok(Json(ReviewActionResponse { item }))
@@ -424,11 +414,11 @@ async fn handle<P: GateComponents>(
     security(("bearer" = [])))]
 pub async fn approve<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    reviewer: Reviewer,
+    id: ItemId,
     body: Bytes,
 ) -> Result<Json<ReviewActionResponse>, ApiError> {
-    handle(app, caller, id, body, Action::Vote(Verdict::Approve)).await
+    handle(app, reviewer, id, body, Action::Vote(Verdict::Approve)).await
 }
 
 /// Denies a pending action: nothing runs, and the proposer's retry of the
@@ -449,11 +439,11 @@ pub async fn approve<P: GateComponents>(
     security(("bearer" = [])))]
 pub async fn deny<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    reviewer: Reviewer,
+    id: ItemId,
     body: Bytes,
 ) -> Result<Json<ReviewActionResponse>, ApiError> {
-    handle(app, caller, id, body, Action::Vote(Verdict::Deny)).await
+    handle(app, reviewer, id, body, Action::Vote(Verdict::Deny)).await
 }
 
 /// Marks a conflict, stale version, rejection or stuck claim as dealt
@@ -475,11 +465,11 @@ pub async fn deny<P: GateComponents>(
     security(("bearer" = [])))]
 pub async fn resolve<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    reviewer: Reviewer,
+    id: ItemId,
     body: Bytes,
 ) -> Result<Json<ReviewActionResponse>, ApiError> {
-    handle(app, caller, id, body, Action::Close(Closing::Resolved)).await
+    handle(app, reviewer, id, body, Action::Close(Closing::Resolved)).await
 }
 
 /// Dismisses a conflict, stale version, rejection or stuck-claim item,
@@ -500,9 +490,9 @@ pub async fn resolve<P: GateComponents>(
     security(("bearer" = [])))]
 pub async fn dismiss<P: GateComponents>(
     State(app): State<AppState<P>>,
-    caller: Caller,
-    id: Result<Path<u64>, PathRejection>,
+    reviewer: Reviewer,
+    id: ItemId,
     body: Bytes,
 ) -> Result<Json<ReviewActionResponse>, ApiError> {
-    handle(app, caller, id, body, Action::Close(Closing::Dismissed)).await
+    handle(app, reviewer, id, body, Action::Close(Closing::Dismissed)).await
 }

@@ -1,4 +1,4 @@
-//! The append-only audit log: one entry per decision (issue 4, §7).
+//! The append-only audit log: one entry per decision (docs/design.md §8).
 
 use super::ids::{Fingerprint, OperationKey};
 use super::record::{CorruptRecord, MAX_LABEL_BYTES, UnixMillis};

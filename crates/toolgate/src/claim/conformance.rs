@@ -816,7 +816,7 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     );
 }
 
-/// Fault (issue 4, deliverable 9): a holder stalls past its lease, an
+/// Fault: a holder stalls past its lease, an
 /// operator reconciles the claim (the downstream system says the write did
 /// not happen), then the old holder finishes and tries to complete. Its
 /// completion matches zero rows and says `Reconcile`; the reconciliation

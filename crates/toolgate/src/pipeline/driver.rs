@@ -9,13 +9,12 @@ use serde_json::{Map, Value, json};
 
 use super::authz::{Authorizer, AuthzDecision, Principal};
 use super::decision::{Decision, Operation, Reason, Rejection};
-use super::exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, Executor};
+use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
-    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, ExecutorKind, Fingerprint,
-    GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
-    StoreError, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, Fingerprint, GrantUse,
+    HolderToken, JsonText, OperationKey, RawClaim, StoreError, UnixMillis,
 };
 use crate::contract::{self, Policy};
 
@@ -85,8 +84,6 @@ pub enum GateError {
     Store(StoreError),
     /// The state source failed.
     State(StateError),
-    /// The executor could not answer a reconciliation question.
-    Executor(ExecError),
     /// The authoriser could not reach a source it needs
     /// ([`AuthzDecision::Unavailable`]); nothing was decided or claimed.
     Authorizer(String),
@@ -107,7 +104,6 @@ impl fmt::Display for GateError {
         match self {
             Self::Store(e) => write!(f, "claim store: {e}"),
             Self::State(e) => write!(f, "{e}"),
-            Self::Executor(e) => write!(f, "{e}"),
             Self::Authorizer(m) => write!(f, "authoriser unavailable: {m}"),
             Self::Corrupt(m) => write!(f, "corrupt record: {m}"),
             Self::Audit { decision, error } => write!(
@@ -119,7 +115,15 @@ impl fmt::Display for GateError {
     }
 }
 
-impl std::error::Error for GateError {}
+impl std::error::Error for GateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Store(e) | Self::Audit { error: e, .. } => Some(e),
+            Self::State(e) => Some(e),
+            Self::Authorizer(_) | Self::Corrupt(_) => None,
+        }
+    }
+}
 
 impl From<StoreError> for GateError {
     fn from(e: StoreError) -> Self {
@@ -801,177 +805,4 @@ fn check_record(policy: &Policy, record: &ClaimRecord) -> Result<(), GateError> 
         .schema()
         .validate(&args)
         .map_err(|v| GateError::Corrupt(format!("stored arguments: {}", v.message)))
-}
-
-/// The audit outcomes [`reconcile`] and [`reconcile_answered`] append:
-/// applied, not applied, not stuck, and a stuck claim whose owner was not
-/// asked (an explicit answer is required).
-pub const RECONCILE_AUDIT_OUTCOMES: [&str; 4] = [
-    "reconciled_applied",
-    "reconciled_not_applied",
-    "not_stuck",
-    "explicit_answer_required",
-];
-
-/// What [`reconcile`] did.
-#[derive(Debug)]
-pub enum ReconcileReport {
-    /// The downstream answer was recorded as the claim's result.
-    Recorded(ReconcileOutcome),
-    /// The claim was not stuck (still leased, completed, or absent); nothing
-    /// was asked or written.
-    NotStuck(Option<Box<ClaimRecord>>),
-    /// The claim is stuck, but its write is not the given executor's to
-    /// answer for: it was recorded as `client` (the application performed
-    /// it), or as another kind than the executor's. Nothing was asked or
-    /// written; only an explicit answer ([`reconcile_answered`]) closes it
-    /// (invariant 13).
-    ExplicitAnswerRequired(Box<ClaimRecord>),
-}
-
-/// Reconciles one stuck claim by asking the executor that owns its write
-/// what happened downstream, and records that. Never executes (invariant
-/// 8). The executor is asked only if the claim was recorded with its kind
-/// for the claim's tool ([`Executor::kind`]) and that kind is not
-/// [`ExecutorKind::Client`]; otherwise the report is
-/// [`ReconcileReport::ExplicitAnswerRequired`] and nothing is asked. Appends
-/// an audit entry (`actor` is the operator) either way.
-pub async fn reconcile<C, E>(
-    claims: &C,
-    executor: &E,
-    key: &OperationKey,
-    actor: &str,
-    now: UnixMillis,
-) -> Result<ReconcileReport, GateError>
-where
-    C: ClaimStore,
-    E: Executor,
-{
-    reconcile_routed(claims, Route::Ask(executor), key, actor, now).await
-}
-
-/// Reconciles one stuck claim with an explicit answer from the application
-/// or an operator who checked the downstream system: `applied` with its
-/// result, or `not_applied`. The only way to close a `client` claim, and
-/// valid for every kind. Never executes; appends an audit entry.
-pub async fn reconcile_answered<C>(
-    claims: &C,
-    answer: ReconcileOutcome,
-    key: &OperationKey,
-    actor: &str,
-    now: UnixMillis,
-) -> Result<ReconcileReport, GateError>
-where
-    C: ClaimStore,
-{
-    reconcile_routed::<C, Unasked>(claims, Route::Answer(answer), key, actor, now).await
-}
-
-/// Where a reconciliation's answer comes from.
-enum Route<'a, E> {
-    /// The owning executor, if it is the given one.
-    Ask(&'a E),
-    /// An explicit answer.
-    Answer(ReconcileOutcome),
-}
-
-/// The executor type of an explicit answer: there is none to ask.
-enum Unasked {}
-
-impl Executor for Unasked {
-    async fn execute(
-        &self,
-        _permit: super::exec::ExecPermit<'_>,
-    ) -> Result<ExecOutcome, ExecError> {
-        match *self {}
-    }
-    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
-        match *self {}
-    }
-}
-
-async fn reconcile_routed<C, E>(
-    claims: &C,
-    route: Route<'_, E>,
-    key: &OperationKey,
-    actor: &str,
-    now: UnixMillis,
-) -> Result<ReconcileReport, GateError>
-where
-    C: ClaimStore,
-    E: Executor,
-{
-    let record = claims.fetch(key).await?;
-    let asked_attempt = record.as_ref().map(|r| r.attempt);
-    let report = match record {
-        Some(r) if r.is_stuck(now) => {
-            let outcome = match route {
-                Route::Answer(answer) => Some(answer),
-                Route::Ask(executor) => {
-                    // INVARIANT (invariant 13): an executor answers only for
-                    // writes it owns. A client's write is known only to the
-                    // client; another executor's "not found" would be a
-                    // guess that could lead to a second write by hand.
-                    let owns = r.executor != ExecutorKind::Client
-                        && executor.kind(r.proposal.tool()) == r.executor;
-                    if owns {
-                        Some(executor.reconcile(&r).await.map_err(|e| {
-                            GateError::Store(StoreError::new(
-                                crate::claim::StoreErrorKind::Unavailable,
-                                e.to_string(),
-                            ))
-                        })?)
-                    } else {
-                        None
-                    }
-                }
-            };
-            match outcome {
-                None => ReconcileReport::ExplicitAnswerRequired(Box::new(r)),
-                Some(outcome) => match claims.record_reconciliation(key, &outcome, now).await? {
-                    Reconciled::Recorded => ReconcileReport::Recorded(outcome),
-                    Reconciled::NotStuck(row) => ReconcileReport::NotStuck(row.map(Box::new)),
-                },
-            }
-        }
-        other => ReconcileReport::NotStuck(other.map(Box::new)),
-    };
-    let (tool, fingerprint, outcome) = match &report {
-        ReconcileReport::Recorded(o) => (
-            None,
-            None,
-            match o {
-                ReconcileOutcome::Applied { .. } => RECONCILE_AUDIT_OUTCOMES[0],
-                ReconcileOutcome::NotApplied { .. } => RECONCILE_AUDIT_OUTCOMES[1],
-            },
-        ),
-        ReconcileReport::NotStuck(r) => (
-            r.as_ref().map(|r| r.proposal.tool().to_owned()),
-            r.as_ref().map(|r| r.fingerprint),
-            RECONCILE_AUDIT_OUTCOMES[2],
-        ),
-        ReconcileReport::ExplicitAnswerRequired(r) => (
-            Some(r.proposal.tool().to_owned()),
-            Some(r.fingerprint),
-            RECONCILE_AUDIT_OUTCOMES[3],
-        ),
-    };
-    let attempt = match &report {
-        ReconcileReport::Recorded(_) => asked_attempt,
-        ReconcileReport::NotStuck(r) => r.as_ref().map(|r| r.attempt),
-        ReconcileReport::ExplicitAnswerRequired(r) => Some(r.attempt),
-    };
-    let entry = AuditEntry::new(
-        now,
-        actor.to_owned(),
-        tool,
-        outcome.to_owned(),
-        None,
-        Some(*key),
-        fingerprint,
-    )
-    .map_err(|e| GateError::Corrupt(e.to_string()))?
-    .with_attempt(attempt);
-    claims.append_audit(&entry).await?;
-    Ok(report)
 }

@@ -19,6 +19,7 @@ mod budget;
 mod decision;
 mod driver;
 mod exec;
+mod reconcile;
 mod refusal;
 pub mod stage;
 mod state;
@@ -28,11 +29,9 @@ pub use authz::{
     Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
 };
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
-pub use driver::{
-    Approval, Gate, GateError, RECONCILE_AUDIT_OUTCOMES, ReconcileReport, Request, decide,
-    reconcile, reconcile_answered,
-};
+pub use driver::{Approval, Gate, GateError, Request, decide};
 pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
+pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,
     request_scope_fields,

@@ -12,7 +12,7 @@ use toolgate::provider::Provider;
 use super::timing::compare;
 
 /// The PHP reference (decode + amount check + key + fingerprint, PHP 8.2,
-/// opcache off) on this machine class, in ops/s, as given in issue 3. It
+/// opcache off) on this machine class, in ops/s, as measured where PHP runs. It
 /// cannot be run here, so it is the baseline every line is compared with.
 const PHP_REFERENCE_OPS_PER_S: f64 = 437_000.0;
 

@@ -49,7 +49,7 @@ use crate::cmd::serve::desk_state;
 ///     concurrency=… backend=… outcomes=<outcome>:<count>,…
 /// peak_rss_mb is the whole process, server and load generator. Every
 /// fresh credit must end `executed` exactly once; the outcomes show it.
-/// Target (issue 5): SQLite on 2 cores, >= 5000 decisions/s, p99 < 10 ms.
+/// Target: SQLite on 2 cores, >= 5000 decisions/s, p99 < 10 ms.
 ///
 /// --floor: every request is a fresh credit (so decisions_per_s counts
 /// fresh decisions only), and the store's own claim and completion
@@ -59,7 +59,7 @@ use crate::cmd::serve::desk_state;
 /// noise on a shared machine falls on both; the line ends with
 ///   floor_per_s=<pairs/s> ratio=<decisions_per_s / floor_per_s>
 ///     rounds=<N> round_ratios=<each round's ratio>,…
-/// where both rates are over all rounds. Target (issue 15): ratio >= 0.5
+/// where both rates are over all rounds. Target: ratio >= 0.5
 /// on PostgreSQL and MariaDB at 12 connections. The floor leaves its rows
 /// (tool `floor`) in the database.
 ///

@@ -1,33 +1,12 @@
-//! `/review`: the reviewer page, server-rendered HTML and CSS, no script.
-//!
-//! A browser cannot send a bearer header from a link, so the page has a
-//! login form: the reviewer pastes their API key once, the server checks it
-//! (it must carry `toolgate:review`) and sets a session cookie (`HttpOnly`,
-//! `SameSite=Strict`, path `/review`) holding a random session id, never the
-//! key. Every action (approve, deny, resolve, dismiss, and closing a stuck
-//! claim as applied or not applied) is a form post carrying the session's
-//! CSRF token, audited under the reviewer's id.
+//! The reviewer page's HTML: the queue, an item's card and the login form,
+//! every text escaped, no script.
 
-use axum::Form;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Redirect, Response};
-use serde::Deserialize;
 use serde_json::Value;
-use toolgate::claim::{JsonText, ReconcileOutcome};
-use toolgate::review::{
-    Closing, ItemStatus, ListQuery, ReviewSession, ReviewStore, Verdict, session_digest,
-};
+use toolgate::review::{ItemStatus, ListQuery};
 
-use super::review_api::{Action, ListParams, act, item_view, list_query, store_error};
-use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::{ReviewItemView, ReviewStatus};
-use crate::review::SESSION_MS;
-use crate::state::{AppState, GateComponents};
 
-const COOKIE: &str = "toolgate_review";
-
-fn esc(text: &str) -> String {
+pub(super) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -42,59 +21,10 @@ fn esc(text: &str) -> String {
     out
 }
 
-fn session_token(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value.to_owned())
-}
-
-/// Headers on every answer of the reviewer page: nothing cached (a page
-/// lists proposals and holds a CSRF token), never framed (clickjacking on
-/// the approve button), no script or remote resource at all, forms posted
-/// only here, no referrer leaving it.
-pub async fn page_headers(mut response: Response) -> Response {
-    let h = response.headers_mut();
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; \
-             frame-ancestors 'none'; base-uri 'none'",
-        ),
-    );
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    response
-}
-
-/// `Secure` on the session cookie unless the configured public URL is
-/// plain `http://` (the demo on loopback): chosen by the operator's
-/// configuration, never by the request's `Host`, which a proxy on the same
-/// host may forward as `127.0.0.1` while the browser speaks TLS.
-fn secure_attribute(public_url: Option<&str>) -> &'static str {
-    let plain = public_url.is_some_and(|u| {
-        u.get(..7)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
-    });
-    if plain { "" } else { "; Secure" }
-}
-
 /// An id as a card shows it: escaped, and, when it has characters outside
 /// ASCII, followed by their code points, so a look-alike (a Cyrillic `а`
 /// in `аgent-ana`) never reads as the id it imitates.
-fn who(id: &str) -> String {
+pub(super) fn who(id: &str) -> String {
     let foreign: Vec<String> = id
         .chars()
         .filter(|c| !c.is_ascii())
@@ -112,37 +42,7 @@ fn who(id: &str) -> String {
     }
 }
 
-/// Compares two tokens in time that does not depend on where they differ.
-fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-/// The reviewer's id and CSRF token, if the cookie names a live session
-/// (looked up by the token's digest in the claim database, so any replica
-/// knows it); a store failure is the store's error page.
-async fn reviewer<P: GateComponents>(
-    app: &AppState<P>,
-    headers: &HeaderMap,
-) -> Result<Option<(String, String)>, Box<Response>> {
-    let Some(token) = session_token(headers) else {
-        return Ok(None);
-    };
-    match app
-        .components()
-        .claims()
-        .session(session_digest(&token), crate::clock::now_millis())
-        .await
-    {
-        Ok(s) => Ok(s.map(|s| (s.principal, s.csrf))),
-        Err(e) => Err(Box::new(store_error(e).into_response())),
-    }
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}\
+pub(super) const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2rem;max-width:72rem;color:#222}\
 h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid #ccc}\
 .item{border:1px solid #ccc;border-radius:6px;padding:.8rem;margin:.8rem 0}\
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:1rem}\
@@ -150,14 +50,14 @@ h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem;border-bottom:1px solid 
 .status{font-weight:bold}.approved{color:#060}.denied{color:#900}\
 button{margin-right:.5rem;padding:.3rem .9rem}form.inline{display:inline}";
 
-fn page_shell(title: &str, body: &str) -> String {
+pub(super) fn page_shell(title: &str, body: &str) -> String {
     format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>{body}</body></html>",
         esc(title)
     )
 }
 
-fn login_page(message: Option<&str>) -> String {
+pub(super) fn login_page(message: Option<&str>) -> String {
     let note = message.map_or(String::new(), |m| {
         format!("<p class=\"status denied\">{}</p>", esc(m))
     });
@@ -171,7 +71,7 @@ fn login_page(message: Option<&str>) -> String {
     )
 }
 
-fn json_text(v: Option<&Value>) -> String {
+pub(super) fn json_text(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => "—".to_owned(),
         Some(v) => esc(&v.to_string()),
@@ -180,21 +80,21 @@ fn json_text(v: Option<&Value>) -> String {
 
 /// A string field as plain (escaped) text, without JSON quotes; any other
 /// value as its JSON text, escaped.
-fn plain(d: &Value, k: &str) -> String {
+pub(super) fn plain(d: &Value, k: &str) -> String {
     match d.get(k) {
         Some(Value::String(s)) => esc(&humane_text(s)),
         other => json_text(other),
     }
 }
 
-fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
+pub(super) fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
     d.get(k).filter(|v| !v.is_null())
 }
 
 /// The budget a `budget_exceeded` proposal would pass, shown next to it
 /// (docs/policy.md, "Budgets"): approving lets it reserve beyond the limit.
 /// Empty for every other item.
-fn budget_line(d: &Value) -> String {
+pub(super) fn budget_line(d: &Value) -> String {
     let Some(b) = field(d, "budget") else {
         return String::new();
     };
@@ -211,7 +111,7 @@ fn budget_line(d: &Value) -> String {
 
 /// The civil date of `days` since 1970-01-01 (H. Hinnant's algorithm), so
 /// the page needs no date crate.
-fn civil(days: i64) -> (i64, i64, i64) {
+pub(super) fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
@@ -225,7 +125,7 @@ fn civil(days: i64) -> (i64, i64, i64) {
 }
 
 /// Unix milliseconds as `2026-12-01 04:12:05 UTC`.
-fn utc(ms: i64) -> String {
+pub(super) fn utc(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (y, m, d) = civil(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
@@ -238,7 +138,7 @@ fn utc(ms: i64) -> String {
 }
 
 /// A duration in the largest unit that keeps it readable.
-fn span(ms: i64) -> String {
+pub(super) fn span(ms: i64) -> String {
     let s = ms.unsigned_abs() / 1000;
     match s {
         0..60 => format!("{s} s"),
@@ -249,7 +149,7 @@ fn span(ms: i64) -> String {
 }
 
 /// A moment, absolute and relative to `now` (the render time).
-fn when(ms: i64, now: i64) -> String {
+pub(super) fn when(ms: i64, now: i64) -> String {
     let rel = if ms <= now {
         format!("{} ago", span(now - ms))
     } else {
@@ -263,7 +163,7 @@ fn when(ms: i64, now: i64) -> String {
 
 /// A message with any Unix-millisecond time in it (13 digits, as the
 /// pipeline writes a lease's end) shown as a UTC time instead.
-fn humane_text(text: &str) -> String {
+pub(super) fn humane_text(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut digits = String::new();
     let flush = |digits: &mut String, out: &mut String| {
@@ -286,13 +186,13 @@ fn humane_text(text: &str) -> String {
 }
 
 /// Whether an integer argument is an amount in minor units (cents).
-fn is_minor(name: &str, description: Option<&str>) -> bool {
+pub(super) fn is_minor(name: &str, description: Option<&str>) -> bool {
     name.ends_with("_minor")
         || description.is_some_and(|d| d.to_ascii_lowercase().contains("minor unit"))
 }
 
 /// Minor units as an amount with two decimals: 2000 -> 20.00.
-fn amount(minor: i64) -> String {
+pub(super) fn amount(minor: i64) -> String {
     let sign = if minor < 0 { "-" } else { "" };
     let a = minor.unsigned_abs();
     format!("{sign}{}.{:02}", a / 100, a % 100)
@@ -302,7 +202,7 @@ fn amount(minor: i64) -> String {
 /// `description` (its name otherwise), amounts in minor units with two
 /// decimals beside the raw value, strings and enum values as plain text.
 /// Everything is escaped; a non-object is shown as escaped JSON.
-fn arguments(args: Option<&Value>, schema: Option<&Value>, class: &str) -> String {
+pub(super) fn arguments(args: Option<&Value>, schema: Option<&Value>, class: &str) -> String {
     let Some(Value::Object(map)) = args else {
         return format!("<div class=\"code {class}\">{}</div>", json_text(args));
     };
@@ -340,7 +240,7 @@ fn arguments(args: Option<&Value>, schema: Option<&Value>, class: &str) -> Strin
 
 /// The item's scope (the server-fixed fields: account, order, resource…),
 /// one `name: value` per field.
-fn scope_line(scope: Option<&str>) -> String {
+pub(super) fn scope_line(scope: Option<&str>) -> String {
     let parsed = scope.and_then(|s| {
         toolgate::decode::decode_strict(s.as_bytes(), &toolgate::decode::Limits::provider_body())
             .ok()
@@ -370,7 +270,12 @@ fn scope_line(scope: Option<&str>) -> String {
 /// they name, sharing the note field and the CSRF token. Its first submit
 /// button is disabled, so Enter in the note field submits nothing: an
 /// action is always a click on the button that names it.
-fn actions(id: u64, csrf: &str, buttons: &[(&str, &str, Option<&str>)], note_hint: &str) -> String {
+pub(super) fn actions(
+    id: u64,
+    csrf: &str,
+    buttons: &[(&str, &str, Option<&str>)],
+    note_hint: &str,
+) -> String {
     let mut out = format!(
         "<form class=\"act\" method=\"post\" action=\"/review/items/{id}/{first}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
          <button type=\"submit\" disabled hidden aria-hidden=\"true\"></button>\
@@ -396,13 +301,13 @@ fn actions(id: u64, csrf: &str, buttons: &[(&str, &str, Option<&str>)], note_hin
 }
 
 /// Everything one card needs besides the item.
-struct Card<'a> {
-    scope: Option<&'a str>,
-    schema: Option<&'a Value>,
-    now: i64,
+pub(super) struct Card<'a> {
+    pub(super) scope: Option<&'a str>,
+    pub(super) schema: Option<&'a Value>,
+    pub(super) now: i64,
 }
 
-fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
+pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
     let d = &i.decision;
     let now = card.now;
     let reason = field(d, "reason")
@@ -549,7 +454,7 @@ fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
     format!("{head}{body}{status}</div>")
 }
 
-fn status_name(s: ReviewStatus) -> &'static str {
+pub(super) fn status_name(s: ReviewStatus) -> &'static str {
     match s {
         ReviewStatus::Open => "open",
         ReviewStatus::Approved => "approved",
@@ -560,7 +465,7 @@ fn status_name(s: ReviewStatus) -> &'static str {
     }
 }
 
-const KINDS: [(&str, &str); 5] = [
+pub(super) const KINDS: [(&str, &str); 5] = [
     ("pending_approval", "Pending approval"),
     ("conflict", "Conflicts"),
     ("state_changed", "State changed"),
@@ -569,7 +474,7 @@ const KINDS: [(&str, &str); 5] = [
 ];
 
 /// The filter form: kind and status, submitted as a GET.
-fn filter_form(query: &ListQuery) -> String {
+pub(super) fn filter_form(query: &ListQuery) -> String {
     let option = |value: &str, label: &str, chosen: bool| {
         format!(
             "<option value=\"{value}\"{}>{label}</option>",
@@ -591,7 +496,7 @@ fn filter_form(query: &ListQuery) -> String {
     )
 }
 
-fn review_page(
+pub(super) fn review_page(
     cards: &[(ReviewItemView, Card<'_>)],
     next_before: Option<u64>,
     query: &ListQuery,
@@ -648,393 +553,6 @@ fn review_page(
     }
     body.push_str("</p>");
     page_shell("toolgate review", &body)
-}
-
-pub async fn page<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
-) -> Response {
-    let (who, csrf) = match reviewer(&app, &headers).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
-        Err(r) => return *r,
-    };
-    let mut params = match params {
-        Ok(Query(p)) => p,
-        Err(e) => {
-            return crate::error::ApiError::new(
-                crate::error::ProblemCode::InvalidQuery,
-                e.body_text(),
-            )
-            .into_response();
-        }
-    };
-    // The filter form sends an empty value for "any".
-    params.kind = params.kind.filter(|k| !k.is_empty());
-    params.status = params.status.filter(|s| !s.is_empty());
-    let query = match list_query(&params) {
-        Ok(q) => q,
-        Err(e) => return e.into_response(),
-    };
-    let now = crate::clock::now_millis();
-    let items = match app.components().claims().list_items(&query, now).await {
-        Ok(items) => items,
-        Err(e) => return store_error(e).into_response(),
-    };
-    let full = items.len() == usize::try_from(query.limit).unwrap_or(usize::MAX);
-    let next_before = if full {
-        items.last().and_then(|i| u64::try_from(i.id).ok())
-    } else {
-        None
-    };
-    let policy = app.policy();
-    let cards: Vec<(ReviewItemView, Card<'_>)> = items
-        .iter()
-        .map(|i| {
-            let schema = i
-                .tool
-                .as_deref()
-                .and_then(|t| policy.tool(t))
-                .map(|t| t.schema().source());
-            (
-                item_view(i),
-                Card {
-                    scope: i.scope.as_deref(),
-                    schema,
-                    now: now.0,
-                },
-            )
-        })
-        .collect();
-    Html(review_page(&cards, next_before, &query, &who, &csrf)).into_response()
-}
-
-/// `/review/items/{id}`: one item with its whole decision (a listing
-/// carries summaries only), and its actions.
-pub async fn item_page<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    id: Result<Path<u64>, axum::extract::rejection::PathRejection>,
-) -> Response {
-    let (who_am_i, csrf) = match reviewer(&app, &headers).await {
-        Ok(Some(r)) => r,
-        Ok(None) => return (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
-        Err(r) => return *r,
-    };
-    let id = match id {
-        Ok(Path(id)) => id,
-        Err(e) => {
-            return crate::error::ApiError::new(
-                crate::error::ProblemCode::InvalidPath,
-                e.body_text(),
-            )
-            .into_response();
-        }
-    };
-    let now = crate::clock::now_millis();
-    let found = match i64::try_from(id) {
-        Ok(n) => app.components().claims().item(n, now).await,
-        Err(_) => Ok(None),
-    };
-    let item = match found {
-        Ok(Some(item)) => item,
-        Ok(None) => {
-            return (
-                StatusCode::NOT_FOUND,
-                Html(page_shell(
-                    "toolgate review",
-                    "<p>No item has this id. <a href=\"/review\">Back to the queue</a>.</p>",
-                )),
-            )
-                .into_response();
-        }
-        Err(e) => return store_error(e).into_response(),
-    };
-    let policy = app.policy();
-    let schema = item
-        .tool
-        .as_deref()
-        .and_then(|t| policy.tool(t))
-        .map(|t| t.schema().source());
-    let card = Card {
-        scope: item.scope.as_deref(),
-        schema,
-        now: now.0,
-    };
-    let body = format!(
-        "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <a href=\"/review\">Back to the queue</a></p>{}",
-        esc(&who_am_i),
-        render_item(&item_view(&item), &card, &csrf)
-    );
-    Html(page_shell(&format!("toolgate review: item {id}"), &body)).into_response()
-}
-
-#[derive(Deserialize)]
-pub struct LoginForm {
-    key: String,
-}
-
-pub async fn login<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    Form(form): Form<LoginForm>,
-) -> Response {
-    let Some(key) = app.keys().lookup(form.key.trim()) else {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Html(login_page(Some("Unknown key."))),
-        )
-            .into_response();
-    };
-    if !key.principal.has_capability(REVIEW_CAPABILITY) {
-        return (
-            StatusCode::FORBIDDEN,
-            Html(login_page(Some("This key may not review."))),
-        )
-            .into_response();
-    }
-    let (Ok(token), Ok(csrf)) = (crate::clock::fresh_holder(), crate::clock::fresh_holder()) else {
-        return crate::error::ApiError::unavailable("the random number generator failed")
-            .into_response();
-    };
-    let token = token.to_hex();
-    let now = crate::clock::now_millis();
-    let session = ReviewSession {
-        principal: key.principal.id().to_owned(),
-        csrf: csrf.to_hex(),
-        expires_at: now.plus_millis(SESSION_MS),
-    };
-    if let Err(e) = app
-        .components()
-        .claims()
-        .open_session(session_digest(&token), session, now)
-        .await
-    {
-        return store_error(e).into_response();
-    }
-    let mut r = Redirect::to("/review").into_response();
-    if let Ok(v) = HeaderValue::from_str(&format!(
-        "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}{}",
-        SESSION_MS / 1000,
-        secure_attribute(app.settings().public_url.as_deref())
-    )) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
-    }
-    r
-}
-
-pub async fn logout<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-) -> Response {
-    if let Some(t) = session_token(&headers)
-        && let Err(e) = app
-            .components()
-            .claims()
-            .close_session(session_digest(&t))
-            .await
-    {
-        return store_error(e).into_response();
-    }
-    let mut r = Redirect::to("/review").into_response();
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static(
-            "toolgate_review=; HttpOnly; SameSite=Strict; Path=/review; Max-Age=0",
-        ),
-    );
-    r
-}
-
-#[derive(Deserialize)]
-pub struct ActionForm {
-    csrf: String,
-    note: Option<String>,
-}
-
-async fn checked<P: GateComponents>(
-    app: &AppState<P>,
-    headers: &HeaderMap,
-    form_csrf: &str,
-) -> Result<String, Box<Response>> {
-    match reviewer(app, headers).await? {
-        Some((who, csrf)) if same_token(&csrf, form_csrf) => Ok(who),
-        Some(_) => Err(Box::new(
-            (
-                StatusCode::FORBIDDEN,
-                Html(page_shell(
-                    "toolgate review",
-                    "<p class=\"status denied\">This form is stale. <a href=\"/review\">Reload the page</a>.</p>",
-                )),
-            )
-                .into_response(),
-        )),
-        None => Err(Box::new(
-            (StatusCode::UNAUTHORIZED, Html(login_page(None))).into_response(),
-        )),
-    }
-}
-
-async fn page_action<P: GateComponents>(
-    app: AppState<P>,
-    headers: HeaderMap,
-    id: u64,
-    form: ActionForm,
-    action: Action,
-) -> Response {
-    let who = match checked(&app, &headers, &form.csrf).await {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    let note = form
-        .note
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty());
-    match act(&app, id, &who, action, note).await {
-        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
-        Err(e) => e.into_response(),
-    }
-}
-
-pub async fn approve<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    Path(id): Path<u64>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    page_action(app, headers, id, form, Action::Vote(Verdict::Approve)).await
-}
-
-pub async fn deny<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    Path(id): Path<u64>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    page_action(app, headers, id, form, Action::Vote(Verdict::Deny)).await
-}
-
-pub async fn resolve<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    Path(id): Path<u64>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    page_action(app, headers, id, form, Action::Close(Closing::Resolved)).await
-}
-
-pub async fn dismiss<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    Path(id): Path<u64>,
-    Form(form): Form<ActionForm>,
-) -> Response {
-    page_action(app, headers, id, form, Action::Close(Closing::Dismissed)).await
-}
-
-#[derive(Deserialize)]
-pub struct ReconcileForm {
-    csrf: String,
-    note: Option<String>,
-    applied: String,
-}
-
-/// Room kept in the closing note for "reconciled as not applied: ".
-const NOTE_PREFIX_BYTES: usize = 64;
-
-/// Closes a stuck claim from its `needs_reconciliation` card, as applied or
-/// not applied, through the same reconciliation as
-/// `POST /v1/claims/{key}/reconcile` with an explicit answer (a
-/// client-executed claim needs one; these buttons are one), audited under
-/// the reviewer's id; then resolves the item with a note saying which.
-pub async fn reconcile<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-    Path(id): Path<u64>,
-    Form(form): Form<ReconcileForm>,
-) -> Response {
-    use crate::error::{ApiError, ProblemCode};
-    let who = match checked(&app, &headers, &form.csrf).await {
-        Ok(w) => w,
-        Err(r) => return *r,
-    };
-    let applied = match form.applied.as_str() {
-        "true" => true,
-        "false" => false,
-        _ => {
-            return ApiError::new(ProblemCode::InvalidBody, "applied must be true or false")
-                .into_response();
-        }
-    };
-    let note = form
-        .note
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty());
-    if note.is_some_and(|n| n.len() > toolgate::review::MAX_NOTE_BYTES - NOTE_PREFIX_BYTES) {
-        return ApiError::new(ProblemCode::InvalidBody, "note must be at most 1936 bytes")
-            .into_response();
-    }
-    let now = crate::clock::now_millis();
-    let path = format!("/v1/review/items/{id}");
-    let item = match i64::try_from(id) {
-        Ok(n) => app.components().claims().item(n, now).await,
-        Err(_) => Ok(None),
-    };
-    let item = match item {
-        Ok(Some(i)) => i,
-        Ok(None) => {
-            return ApiError::not_found("no reviewer item has this id")
-                .at(path)
-                .into_response();
-        }
-        Err(e) => return store_error(e).into_response(),
-    };
-    let key = match item.key {
-        Some(k) if item.kind == "needs_reconciliation" && item.status == ItemStatus::Open => k,
-        _ => {
-            return ApiError::new(
-                ProblemCode::NotPending,
-                "only an open needs_reconciliation item closes a claim as applied or not applied",
-            )
-            .at(path)
-            .into_response();
-        }
-    };
-    // The answer recorded with the claim: who said so, from where, and why.
-    let answer = serde_json::json!({"reconciled_by": who, "via": "review page", "note": note});
-    let text = match JsonText::result(answer.to_string()) {
-        Ok(t) => t,
-        Err(e) => {
-            return ApiError::new(ProblemCode::InvalidResult, e.to_string()).into_response();
-        }
-    };
-    let outcome = if applied {
-        ReconcileOutcome::Applied { receipt: text }
-    } else {
-        ReconcileOutcome::NotApplied { detail: text }
-    };
-    if let Err(e) = super::claims::reconcile_claim(&app, &who, &key, Some(outcome)).await {
-        return e.into_response();
-    }
-    let said = if applied { "applied" } else { "not applied" };
-    let closing = match note {
-        Some(n) => format!("reconciled as {said}: {n}"),
-        None => format!("reconciled as {said}"),
-    };
-    match act(
-        &app,
-        id,
-        &who,
-        Action::Close(Closing::Resolved),
-        Some(&closing),
-    )
-    .await
-    {
-        Ok(_) => Redirect::to(&format!("/review#item-{id}")).into_response(),
-        Err(e) => e.into_response(),
-    }
 }
 
 #[cfg(test)]
