@@ -88,3 +88,23 @@ pub fn describe(e: &reqwest::Error) -> String {
 pub fn timeout_or(ms: Option<u64>, default_ms: u64) -> Duration {
     Duration::from_millis(ms.unwrap_or(default_ms))
 }
+
+/// The request target a URL is sent with: its path and, when it has one,
+/// `?` and its query, as they appear on the request line (what the v2
+/// signature covers).
+pub fn request_target(url: &Url) -> String {
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+/// The `Toolgate-Signature` value for a request to `url` sent now: every
+/// request toolgate makes to an application (webhook, status URL, state
+/// GET) is signed through this one place.
+pub fn signature(secret: &[u8], method: &str, url: &Url, body: &[u8]) -> String {
+    let unix_seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    toolgate::sign::header_value(secret, unix_seconds, method, &request_target(url), body)
+}

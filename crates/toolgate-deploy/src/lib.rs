@@ -51,9 +51,10 @@ pub use config::{
 };
 pub use db::{AppDb, MAX_ROWS};
 pub use http::MAX_BODY_BYTES;
+pub use http::request_target;
 pub use params::{Dialect, Rewritten, rewrite};
 pub use sources::{EntityQuery, StateReader};
-pub use webhook::{WebhookExecutor, call_bound, permit_body, request_target};
+pub use webhook::{WebhookExecutor, call_bound, permit_body};
 
 /// Default wait for a webhook's answer.
 pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 5000;

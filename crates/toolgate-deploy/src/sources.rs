@@ -1,6 +1,6 @@
 //! The per-tool state readers and Cedar entity queries.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::StatusCode;
@@ -10,7 +10,7 @@ use toolgate::sign;
 use toolgate_cedar::{Attr, EntityRecord};
 
 use crate::db::{AppDb, Bind, Cell, FetchError, Query};
-use crate::http::{bounded_body, describe, strict_json};
+use crate::http::{bounded_body, describe, signature, strict_json};
 
 /// The binds for `query` from a canonical scope and the actor's id.
 pub fn binds(query: &Query, scope: &Map<String, Value>, actor: &str) -> Result<Vec<Bind>, String> {
@@ -119,19 +119,6 @@ pub fn fill(template: &str, scope: &Map<String, Value>, actor: &str) -> Result<S
 
 /// The request target a GET of `url` sends on its request line: the path
 /// and, when there is one, `?` and the query. The signature covers it.
-pub fn request_target(url: &reqwest::Url) -> String {
-    match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    }
-}
-
-fn unix_seconds() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 fn cell_version(cell: &Cell) -> Option<StateVersion> {
     match cell {
         Cell::Int(i) => Some(StateVersion::from(*i)),
@@ -187,8 +174,7 @@ impl StateReader {
                 let filled = fill(template, scope, actor).map_err(StateError::new)?;
                 let url = reqwest::Url::parse(&filled)
                     .map_err(|e| StateError::new(format!("state URL: {e}")))?;
-                let signature =
-                    sign::header_value(secret, unix_seconds(), "GET", &request_target(&url), b"");
+                let signature = signature(secret, "GET", &url, b"");
                 let response = client
                     .get(url)
                     .timeout(*timeout)

@@ -28,7 +28,7 @@ use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, ReconcileOutcome, Uni
 use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, StateVersion};
 use toolgate::sign;
 
-use crate::http::{bounded_body, describe, strict_json};
+use crate::http::{bounded_body, describe, signature, strict_json};
 
 /// One tool's webhook.
 #[derive(Debug, Clone)]
@@ -44,20 +44,6 @@ fn now_millis() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn unix_seconds() -> u64 {
-    u64::try_from(now_millis() / 1000).unwrap_or(0)
-}
-
-/// The request target a URL is sent with: its path and, when it has one,
-/// `?` and its query, as they appear on the request line (what the v2
-/// signature covers).
-pub fn request_target(url: &Url) -> String {
-    match url.query() {
-        Some(q) => format!("{}?{q}", url.path()),
-        None => url.path().to_owned(),
-    }
 }
 
 /// The permit as the webhook receives it.
@@ -147,13 +133,7 @@ impl WebhookExecutor {
         };
         let body = serde_json::to_vec(&permit_body(&permit))
             .map_err(|e| ExecError::new(format!("webhook: encoding the permit: {e}")))?;
-        let signature = sign::header_value(
-            &self.secret,
-            unix_seconds(),
-            "POST",
-            &request_target(&self.url),
-            &body,
-        );
+        let signature = signature(&self.secret, "POST", &self.url, &body);
         let sent = self
             .client
             .post(self.url.clone())
@@ -237,13 +217,7 @@ impl WebhookExecutor {
         let key = claim.idempotency_key();
         let mut url = self.status_url.clone();
         url.query_pairs_mut().append_pair("idempotency_key", &key);
-        let signature = sign::header_value(
-            &self.secret,
-            unix_seconds(),
-            "GET",
-            &request_target(&url),
-            b"",
-        );
+        let signature = signature(&self.secret, "GET", &url, b"");
         let fail = |why: String| ExecError::new(format!("status URL: {why}"));
         let response = self
             .client
@@ -290,6 +264,7 @@ impl WebhookExecutor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http::request_target;
 
     #[test]
     fn a_call_waits_at_most_the_lease_left_less_the_margin() {
