@@ -9,13 +9,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Call, CallError, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Front,
-    GateError, Note, Outcome, Pipeline, Principal, Refusal, Request, Settled, VERSION_SEEN,
-    VersionSeen, decide_call,
+    Call, CallError, ClientExecutor, Decision, Executor, Front, GateError, Note, Outcome, Pipeline,
+    Principal, Refusal, Request, Settled, VERSION_SEEN, VersionSeen, decide_call,
 };
 use toolgate::provider::Provider;
 use tracing::Instrument;
@@ -471,29 +469,6 @@ fn attribute_value(value: &Value, depth: usize) -> Result<(), String> {
         Value::Object(fields) => fields
             .values()
             .try_for_each(|v| attribute_value(v, depth + 1)),
-    }
-}
-
-/// The executor for client-mode principals: never writes; the decision is
-/// `permitted` and the client completes the claim. Its claims are recorded
-/// as `client`: the write is the application's, so no executor of the
-/// server is ever asked about it (invariant 13); a stuck one is closed only
-/// by an explicit answer.
-struct ClientExecutor;
-
-impl Executor for ClientExecutor {
-    async fn execute(&self, _permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
-        Ok(ExecOutcome::Deferred)
-    }
-
-    fn kind(&self, _tool: &str) -> ExecutorKind {
-        ExecutorKind::Client
-    }
-
-    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
-        Err(ExecError::new(
-            "a client-executed write is known only to the client; an explicit answer closes it",
-        ))
     }
 }
 

@@ -284,3 +284,26 @@ pub trait Executor: Send + Sync {
         claim: &ClaimRecord,
     ) -> impl Future<Output = Result<ReconcileOutcome, ExecError>> + Send;
 }
+
+/// The executor for client-mode principals: never writes; the decision is
+/// `permitted` and the client completes the claim. Its claims are recorded
+/// as `client`: the write is the application's, so no executor of the
+/// server is ever asked about it (invariant 13); a stuck one is closed only
+/// by an explicit answer.
+pub struct ClientExecutor;
+
+impl Executor for ClientExecutor {
+    async fn execute(&self, _permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        Ok(ExecOutcome::Deferred)
+    }
+
+    fn kind(&self, _tool: &str) -> ExecutorKind {
+        ExecutorKind::Client
+    }
+
+    async fn reconcile(&self, _claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        Err(ExecError::new(
+            "a client-executed write is known only to the client; an explicit answer closes it",
+        ))
+    }
+}

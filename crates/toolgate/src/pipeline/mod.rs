@@ -36,7 +36,9 @@ pub use authz::{
 };
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
 pub use driver::{Approval, Gate, GateError, Request, decide};
-pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
+pub use exec::{
+    AppliedCompletion, ClientExecutor, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
+};
 pub use front::{
     Call, CallError, FORBIDDEN_DETAIL, Front, Note, Pipeline, Settled, VERSION_SEEN, VersionSeen,
     conceal, decide_call, sent_reason,
