@@ -3,6 +3,37 @@
 
 use std::path::PathBuf;
 
+use axum::Router;
+use toolgate::contract::Policy;
+use toolgate_http::{AppState, Components, Settings};
+use toolgate_store::AnyClaimStore;
+
+use super::{DeskRef, POLICY, desk_components, keys};
+
+pub type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+
+/// One replica: the desk app over its own connection to the database at
+/// `url`, with `policy`.
+pub async fn replica_with(
+    url: &str,
+    desk: &DeskRef,
+    policy: Policy,
+) -> (Router, AppState<StoreComponents>) {
+    let store = AnyClaimStore::connect(url).await.unwrap();
+    let state = AppState::new(
+        policy,
+        desk_components(desk, store),
+        keys(),
+        Settings::default(),
+    );
+    (toolgate_http::router(state.clone()), state)
+}
+
+/// One replica with the test policy.
+pub async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
+    replica_with(url, desk, Policy::load(POLICY).unwrap()).await
+}
+
 /// Nanoseconds since the epoch, for names unique to a run.
 pub fn now_nanos() -> u64 {
     std::time::SystemTime::now()
@@ -37,3 +68,69 @@ pub fn temp_sqlite(prefix: &str) -> (PathBuf, String) {
     let url = format!("sqlite://{}", dir.join("claims.db").display());
     (dir, url)
 }
+
+/// Every store a check runs on, in order: in memory (`None`), SQLite in a
+/// file of its own, then PostgreSQL and MariaDB when their URLs are set.
+/// The SQLite directory goes when the test has passed; after a failure it
+/// stays for a look.
+pub struct EveryStore {
+    dir: PathBuf,
+    urls: Vec<Option<String>>,
+}
+
+impl EveryStore {
+    pub fn new(prefix: &str) -> Self {
+        let (dir, sqlite) = temp_sqlite(prefix);
+        let mut urls = vec![None, Some(sqlite)];
+        urls.extend(database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL").map(Some));
+        urls.extend(database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB").map(Some));
+        Self { dir, urls }
+    }
+
+    pub fn urls(&self) -> impl Iterator<Item = Option<&str>> {
+        self.urls.iter().map(Option::as_deref)
+    }
+}
+
+impl Drop for EveryStore {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Three tests of one durable check, `$check(url: &str)`: on SQLite in a
+/// file of its own (`$prefix` names its directory), and on PostgreSQL and
+/// MariaDB when their URLs are set.
+#[allow(unused_macros, reason = "each test binary uses part of the support")]
+macro_rules! on_each_backend {
+    ($check:ident, $prefix:literal: $sqlite:ident, $postgres:ident, $mariadb:ident) => {
+        #[tokio::test]
+        async fn $sqlite() {
+            let (dir, url) = crate::support::databases::temp_sqlite($prefix);
+            $check(&url).await;
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+
+        #[tokio::test]
+        async fn $postgres() {
+            let url =
+                crate::support::databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL");
+            if let Some(url) = url {
+                $check(&url).await;
+            }
+        }
+
+        #[tokio::test]
+        async fn $mariadb() {
+            let url =
+                crate::support::databases::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB");
+            if let Some(url) = url {
+                $check(&url).await;
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "each test binary uses part of the support")]
+pub(crate) use on_each_backend;
