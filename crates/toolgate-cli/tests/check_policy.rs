@@ -42,6 +42,21 @@ fn assert_subset(expected: &Value, actual: &Value, at: &str) {
     }
 }
 
+/// `toolgate policy export --policy POLICY --provider PROVIDER`.
+fn export(policy: &str, provider: &str) -> Run {
+    toolgate(
+        &[
+            "policy",
+            "export",
+            "--policy",
+            policy,
+            "--provider",
+            provider,
+        ],
+        b"",
+    )
+}
+
 #[test]
 #[expect(
     clippy::disallowed_methods,
@@ -207,17 +222,7 @@ fn a_rejection_is_a_successful_decision() {
 )]
 fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
     let policy = policy_path();
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "anthropic",
-        ],
-        b"",
-    );
+    let run = export(&policy, "anthropic");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(v["tools"][0]["name"], "apply_goodwill_credit");
@@ -229,17 +234,7 @@ fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
         run.stderr
     );
 
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "openai-chat",
-        ],
-        b"",
-    );
+    let run = export(&policy, "openai-chat");
     assert_eq!(run.code, 0);
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(v["parallel_tool_calls"], false);
@@ -250,17 +245,7 @@ fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
         run.stderr
     );
 
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "envelope",
-        ],
-        b"",
-    );
+    let run = export(&policy, "envelope");
     assert_eq!(run.code, 2, "export is for provider request formats only");
 }
 
