@@ -7,7 +7,9 @@ mod support;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use support::http::{assert_outcome, chunked_body, decide, send_text as send};
+use support::http::{
+    agent_post_with_length, assert_outcome, chunked_body, decide, send_text as send,
+};
 use support::*;
 
 fn post(path: &str, key: Option<&str>, body: &Value) -> Request<Body> {
@@ -232,11 +234,7 @@ async fn malformed_requests_are_refused_with_stable_codes() {
 async fn an_oversized_body_is_413_and_the_server_keeps_serving() {
     let (router, _) = app_router();
     let big = vec![b'x'; 3 * 1024 * 1024];
-    let req = Request::post("/v1/decisions")
-        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big.clone()))
-        .unwrap();
+    let req = agent_post_with_length(big.clone());
     let (s, _, _) = send(&router, req).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     // Streaming, without a Content-Length.

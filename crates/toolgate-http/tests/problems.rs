@@ -11,7 +11,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::http::chunked_body;
+use support::http::{agent_post_with_length, chunked_body};
 use support::*;
 use tower::ServiceExt;
 
@@ -54,6 +54,15 @@ fn request(method: &str, path: &str, key: Option<&str>, body: Body) -> Request<B
 
 fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
     request("POST", path, Some(key), Body::from(body.to_string()))
+}
+
+/// The agent's credit of 100 on ticket t-1 at version 7.
+fn small_credit() -> Request<Body> {
+    post(
+        "/v1/decisions",
+        AGENT_KEY,
+        &decision_body(credit(100), "t-1", "7"),
+    )
 }
 
 fn get(path: &str, key: &str) -> Request<Body> {
@@ -207,11 +216,7 @@ async fn routing_errors_are_problems() {
 async fn the_body_limit_is_a_problem_by_length_and_while_streaming() {
     let (router, _) = app_router();
     let big = vec![b'x'; 3 * 1024 * 1024];
-    let req = Request::post("/v1/decisions")
-        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big.clone()))
-        .unwrap();
+    let req = agent_post_with_length(big.clone());
     let a = send(&router, req).await;
     assert_problem(&a, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
     assert!(
@@ -244,15 +249,7 @@ async fn the_deadline_is_a_problem_and_the_decision_still_finishes() {
     // The executor waits on this lock, so the request cannot finish before
     // its deadline, however fast the machine.
     let held = desk.0.credits.lock().unwrap();
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     drop(held);
     assert_problem(&a, StatusCode::REQUEST_TIMEOUT, "request_timeout");
     // The decision ran to its end on its own task.
@@ -264,15 +261,7 @@ async fn the_deadline_is_a_problem_and_the_decision_still_finishes() {
 async fn a_failed_decision_task_is_a_500_problem() {
     let (router, desk) = app_router();
     *desk.0.panic_execute.lock().unwrap() = true;
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     assert_problem(&a, StatusCode::INTERNAL_SERVER_ERROR, "internal");
 }
 
@@ -291,15 +280,7 @@ async fn a_store_that_does_not_answer_is_503_and_not_ready() {
     // Liveness does not touch the store: the process still serves.
     let a = send(&router, request("GET", "/healthz", None, Body::empty())).await;
     assert_eq!(a.status, StatusCode::OK);
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     assert_problem(&a, StatusCode::SERVICE_UNAVAILABLE, "store_unavailable");
     // Back up: ready again.
     down.store(false, std::sync::atomic::Ordering::SeqCst);

@@ -69,6 +69,19 @@ pub fn assert_outcome(status: StatusCode, body: &Value, want: StatusCode, outcom
     );
 }
 
+/// `POST /v1/decisions` as the agent with `bytes` and their
+/// `Content-Length`.
+pub fn agent_post_with_length(bytes: Vec<u8>) -> Request<Body> {
+    Request::post("/v1/decisions")
+        .header(
+            header::AUTHORIZATION,
+            format!("Bearer {}", super::AGENT_KEY),
+        )
+        .header(header::CONTENT_LENGTH, bytes.len())
+        .body(Body::from(bytes))
+        .unwrap()
+}
+
 /// `bytes` as a body in 64 KiB chunks and without a size hint, so only the
 /// streaming limit can stop it.
 pub fn chunked_body(bytes: Vec<u8>) -> Body {
