@@ -131,10 +131,35 @@ impl toolgate::pipeline::Executor for Hold {
     }
 }
 
-struct Worker {
-    store: AnyClaimStore,
-    desk: SupportDesk,
-    authz: CedarAuthorizer<DeskEntities>,
+pub(super) struct Worker {
+    pub(super) store: AnyClaimStore,
+    pub(super) desk: SupportDesk,
+    pub(super) authz: CedarAuthorizer<DeskEntities>,
+}
+
+impl Worker {
+    /// A worker's own store on `db` with one connection, so that workers
+    /// race each other rather than share a pool, and the desk and its Cedar
+    /// authoriser over it.
+    pub(super) async fn connect(db: &str) -> Result<Worker, String> {
+        let options = StoreOptions {
+            max_connections: 1,
+            ..StoreOptions::default()
+        };
+        let store = AnyClaimStore::connect_with(db, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let desk = SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| e.to_string())?;
+        let authz = CedarAuthorizer::new(
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
+            DeskEntities(desk.clone()),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Worker { store, desk, authz })
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -218,23 +243,7 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
         args.workers
     };
     for _ in 0..workers_n {
-        let options = StoreOptions {
-            max_connections: 1,
-            ..StoreOptions::default()
-        };
-        let store = AnyClaimStore::connect_with(&args.db, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        let desk = SupportDesk::on_store(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        let authz = CedarAuthorizer::new(
-            desk_cedar::POLICIES,
-            &desk_cedar::mapping(),
-            DeskEntities(desk.clone()),
-        )
-        .map_err(|e| e.to_string())?;
-        workers.push(Worker { store, desk, authz });
+        workers.push(Worker::connect(&args.db).await?);
     }
 
     if args.hold_after_claim {

@@ -18,12 +18,12 @@ use tokio::sync::Barrier;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Gate, Outcome, Reason};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder};
+use toolgate_store::{AnyClaimStore, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 // The proposing agent, who must be the tickets' assignee to pass Cedar.
-use super::race::{AGENT, Hold, propose_credit};
+use super::race::{AGENT, Hold, Worker, propose_credit};
 
 /// The daily limit per customer, in minor units.
 const LIMIT: i64 = 10_000;
@@ -99,24 +99,11 @@ pub async fn race(
     let mut handles = Vec::new();
     let started = Instant::now();
     for w in 0..workers {
-        let store = AnyClaimStore::connect_with(
-            db,
-            StoreOptions {
-                max_connections: 1,
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let wdesk = SupportDesk::on_store(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        let authz = CedarAuthorizer::new(
-            desk_cedar::POLICIES,
-            &desk_cedar::mapping(),
-            DeskEntities(wdesk.clone()),
-        )
-        .map_err(|e| e.to_string())?;
+        let Worker {
+            store,
+            desk: wdesk,
+            authz,
+        } = Worker::connect(db).await?;
         let (policy, seeded, start) =
             (Arc::clone(&policy), Arc::clone(&seeded), Arc::clone(&start));
         handles.push(tokio::spawn(async move {
