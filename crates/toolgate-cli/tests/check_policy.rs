@@ -1,6 +1,11 @@
 //! `toolgate check` and `toolgate policy export|explain` as scripts see them:
 //! the built binary over every provider fixture, exit codes, one JSON line.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests read JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -14,10 +19,6 @@ fn policy_path() -> String {
     format!("{ROOT}/examples/support-desk/policy.toml")
 }
 
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn decision(run: &Run) -> Value {
     assert_eq!(run.code, 0, "stdout={} stderr={}", run.stdout, run.stderr);
     assert_eq!(run.stdout.lines().count(), 1, "one line: {:?}", run.stdout);
@@ -58,10 +59,6 @@ fn export(policy: &str, provider: &str) -> Run {
 }
 
 #[test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn check_gives_every_fixture_its_expected_decision_with_exit_0() {
     let policy = policy_path();
     let mut count = 0;
@@ -216,10 +213,6 @@ fn a_rejection_is_a_successful_decision() {
 }
 
 #[test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
     let policy = policy_path();
     let run = export(&policy, "anthropic");

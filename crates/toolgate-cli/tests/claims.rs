@@ -1,6 +1,11 @@
 //! `toolgate claims stuck`: the listing scripts read (issue 4, §7), on an
 //! embedded SQLite store.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests read JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -91,10 +96,6 @@ async fn one_claim_in_flight(
 /// One stuck claim, one live, one completed, one corrupt row: the listing
 /// shows exactly the stuck one in full and reports the corrupt one by key.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
     let db = TempDb::new();
     let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
@@ -193,10 +194,6 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
 /// asks no executor (the desk's would say "no credit found" about a write
 /// it never saw) and exits 2; the application's answer closes it.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn a_stuck_client_claim_needs_an_explicit_answer() {
     let (db, store, key) = one_claim_in_flight(0x6b, ExecutorKind::Client).await;
     let later = T0.0 + 3_600_000;
@@ -251,10 +248,6 @@ async fn a_stuck_client_claim_needs_an_explicit_answer() {
 /// `--not-applied DETAIL` closes a stuck claim as not applied, with the
 /// operator's note as its result.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn not_applied_records_the_operators_detail() {
     let (db, _store, key) = one_claim_in_flight(0x6c, ExecutorKind::Webhook).await;
     let later = T0.0 + 3_600_000;

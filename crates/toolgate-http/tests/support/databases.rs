@@ -60,6 +60,16 @@ pub fn database_url(var: &str, what: &str) -> Option<String> {
     }
 }
 
+/// `TOOLGATE_TEST_POSTGRES_URL`, by [`database_url`]'s rule.
+pub fn postgres_url() -> Option<String> {
+    database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL")
+}
+
+/// `TOOLGATE_TEST_MYSQL_URL`, by [`database_url`]'s rule.
+pub fn mariadb_url() -> Option<String> {
+    database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB")
+}
+
 /// A new directory for one test's SQLite file, and that file's URL. The
 /// caller removes the directory when the test has passed.
 pub fn temp_sqlite(prefix: &str) -> (PathBuf, String) {
@@ -82,8 +92,8 @@ impl EveryStore {
     pub fn new(prefix: &str) -> Self {
         let (dir, sqlite) = temp_sqlite(prefix);
         let mut urls = vec![None, Some(sqlite)];
-        urls.extend(database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL").map(Some));
-        urls.extend(database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB").map(Some));
+        urls.extend(postgres_url().map(Some));
+        urls.extend(mariadb_url().map(Some));
         Self { dir, urls }
     }
 
@@ -115,18 +125,14 @@ macro_rules! on_each_backend {
 
         #[tokio::test]
         async fn $postgres() {
-            let url =
-                crate::support::databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL");
-            if let Some(url) = url {
+            if let Some(url) = crate::support::databases::postgres_url() {
                 $check(&url).await;
             }
         }
 
         #[tokio::test]
         async fn $mariadb() {
-            let url =
-                crate::support::databases::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB");
-            if let Some(url) = url {
+            if let Some(url) = crate::support::databases::mariadb_url() {
                 $check(&url).await;
             }
         }
