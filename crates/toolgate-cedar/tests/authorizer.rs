@@ -23,17 +23,7 @@ use toolgate::pipeline::{
 use toolgate::provider::Provider;
 use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
 
-const POLICY: &str = r#"
-version = 1
-abstain_message = "A colleague will follow up."
-[[tools]]
-name = "refund_order"
-capability = "refund:issue"
-operation_key = ["order_id", "version_seen"]
-scope_types = { order_id = "integer" }
-schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
-             "properties":{"amount_minor":{"type":"integer","minimum":1,"maximum":5000}}}'''
-"#;
+const POLICY: &str = include_str!("../../../fixtures/policies/refund_order.toml");
 
 /// Agents refund orders of their own team, up to the order's total.
 const CEDAR: &str = r#"
@@ -106,6 +96,19 @@ impl EntitySource for Shop {
     }
 }
 
+impl Shop {
+    /// An EU order with a total of 3000, a directory that answers.
+    fn eu() -> Self {
+        Shop {
+            order_team: Mutex::new(json!("eu")),
+            order_total: Mutex::new(json!(3000)),
+            order_exists: Mutex::new(true),
+            asked_for: Mutex::new(None),
+            down: Mutex::new(false),
+        }
+    }
+}
+
 struct Fixed;
 impl StateSource for Fixed {
     fn current_version(
@@ -146,16 +149,9 @@ struct RefundPipeline {
 }
 
 fn refund_pipeline() -> RefundPipeline {
-    let shop = Shop {
-        order_team: Mutex::new(json!("eu")),
-        order_total: Mutex::new(json!(3000)),
-        order_exists: Mutex::new(true),
-        asked_for: Mutex::new(None),
-        down: Mutex::new(false),
-    };
     RefundPipeline {
         policy: Policy::load(POLICY).unwrap(),
-        authz: CedarAuthorizer::new(CEDAR, &mapping(), shop).unwrap(),
+        authz: CedarAuthorizer::new(CEDAR, &mapping(), Shop::eu()).unwrap(),
         store: MemoryClaimStore::new(),
         refunds: Refunds(Mutex::new(0)),
     }
@@ -215,6 +211,16 @@ fn try_run_with<A: Authorizer>(
     block_on(decide(&gate, proposal, &request))
 }
 
+/// Authorisation denied `d`, for `reason`.
+#[track_caller]
+fn assert_forbidden(d: &Decision, reason: Reason) {
+    assert_eq!(
+        (d.outcome(), d.reason()),
+        (Outcome::Forbidden, Some(reason)),
+        "{d:?}"
+    );
+}
+
 #[test]
 fn an_agent_of_the_orders_team_may_refund_within_its_total() {
     let w = refund_pipeline();
@@ -249,17 +255,9 @@ fn an_entity_source_that_does_not_answer_decides_nothing() {
 fn another_team_or_more_than_the_total_is_not_authorized() {
     let w = refund_pipeline();
     let d = run(&w, "agent-us", json!(42), 1500, 1);
-    assert_eq!(
-        (d.outcome(), d.reason()),
-        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
-        "{d:?}"
-    );
+    assert_forbidden(&d, Reason::NotAuthorized);
     let d = run(&w, "agent-eu", json!(43), 4000, 2);
-    assert_eq!(
-        (d.outcome(), d.reason()),
-        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
-        "{d:?}"
-    );
+    assert_forbidden(&d, Reason::NotAuthorized);
     assert_eq!(*w.refunds.0.lock().unwrap(), 0);
 }
 
@@ -270,11 +268,7 @@ fn an_attribute_of_the_wrong_type_is_an_evaluation_error_and_denies() {
     // not a false comparison, and any evaluation error denies.
     *w.authz.entity_source().order_total.lock().unwrap() = json!("3000");
     let d = run(&w, "agent-eu", json!(42), 1500, 1);
-    assert_eq!(
-        (d.outcome(), d.reason()),
-        (Outcome::Forbidden, Some(Reason::AuthorizationError)),
-        "{d:?}"
-    );
+    assert_forbidden(&d, Reason::AuthorizationError);
     assert_eq!(*w.refunds.0.lock().unwrap(), 0);
 }
 
@@ -293,13 +287,7 @@ fn an_order_the_source_does_not_know_denies() {
 fn a_borrowed_entity_source_replaces_the_own_one() {
     let w = refund_pipeline();
     *w.authz.entity_source().order_exists.lock().unwrap() = false;
-    let borrowed = Shop {
-        order_team: Mutex::new(json!("eu")),
-        order_total: Mutex::new(json!(3000)),
-        order_exists: Mutex::new(true),
-        asked_for: Mutex::new(None),
-        down: Mutex::new(false),
-    };
+    let borrowed = Shop::eu();
     let d = try_run_with(
         &w,
         &w.authz.with_entities(&borrowed),
@@ -323,23 +311,13 @@ fn a_borrowed_entity_source_replaces_the_own_one() {
         2,
     )
     .unwrap();
-    assert_eq!(
-        (d.outcome(), d.reason()),
-        (Outcome::Forbidden, Some(Reason::NotAuthorized)),
-        "{d:?}"
-    );
+    assert_forbidden(&d, Reason::NotAuthorized);
     assert_eq!(*w.refunds.0.lock().unwrap(), 1);
 }
 
 #[test]
 fn a_malformed_policy_or_type_name_is_a_load_error() {
-    let shop = || Shop {
-        order_team: Mutex::new(json!("eu")),
-        order_total: Mutex::new(json!(3000)),
-        order_exists: Mutex::new(true),
-        asked_for: Mutex::new(None),
-        down: Mutex::new(false),
-    };
+    let shop = Shop::eu;
     assert!(
         CedarAuthorizer::new(
             "permit (principal, action, resource) when { ",

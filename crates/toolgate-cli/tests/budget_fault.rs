@@ -14,21 +14,15 @@
 #[path = "support/databases.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+#[path = "support/race_worker.rs"]
+mod race_worker;
 
 use serde_json::{Map, json};
 use toolgate::claim::{ClaimStatus, ClaimStore, OperationKey, UnixMillis};
-use toolgate::contract::{self, CheckOptions, Policy};
-use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
-use toolgate::provider::Provider;
-use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, fresh_holder, now_millis};
-use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate::contract::Policy;
+use toolgate::pipeline::{Outcome, Reason};
+use toolgate_store::{AnyClaimStore, now_millis};
 use toolgate_support_desk::{POLICY, SeedTicket, SupportDesk};
-
-const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// The policy `bench race --budget` runs: the desk's daily budget per
 /// customer with its limit raised to 10000.
@@ -41,33 +35,11 @@ fn policy() -> Policy {
     Policy::load(&POLICY.replacen("limit = 4000\n", "limit = 10000\n", 1)).expect("policy")
 }
 
+/// Claims one credit with its 10.00 reserved and is killed: the claim's
+/// key and its customer.
 fn claim_then_sigkill(url: &str) -> (OperationKey, String) {
-    let mut child = Command::new(BIN)
-        .args([
-            "bench",
-            "race",
-            "--budget",
-            "--hold-after-claim",
-            "--db",
-            url,
-        ])
-        .args(["--workers", "1", "--tickets", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    let rest = line
-        .trim()
-        .strip_prefix("claimed ")
-        .unwrap_or_else(|| panic!("unexpected output {line:?}"));
-    let (key, customer) = rest.split_once(" customer ").expect("key and customer");
-    // SIGKILL: no destructor, no rollback handler, no release runs.
-    child.kill().expect("SIGKILL");
-    assert!(!child.wait().expect("wait").success());
+    let claimed = race_worker::claim_then_sigkill(url, &["--budget"]);
+    let (key, customer) = claimed.split_once(" customer ").expect("key and customer");
     (key.parse().expect("key"), customer.to_owned())
 }
 
@@ -79,14 +51,7 @@ async fn the_reservation_is_released_once(url: &str) {
     assert_eq!(row.status, ClaimStatus::InFlight);
 
     let after_lease = UnixMillis(row.lease_expires_at.0 + 1);
-    let reconcile = || {
-        Command::new(BIN)
-            .args(["claims", "reconcile", "--support-desk", "--db", url])
-            .arg(key.to_hex())
-            .args(["--now", &after_lease.0.to_string(), "--actor", "fault-test"])
-            .output()
-            .expect("reconcile")
-    };
+    let reconcile = || race_worker::reconcile(url, &key, after_lease, &["--actor", "fault-test"]);
     let out = reconcile();
     assert!(out.status.success(), "{out:?}");
     // Not stuck any more: exit 1, nothing written, nothing given back again.
@@ -102,46 +67,12 @@ async fn the_reservation_is_released_once(url: &str) {
         .collect();
     desk.seed(&tickets).await.expect("seed");
     let policy = policy();
-    let authz = CedarAuthorizer::new(
-        desk_cedar::POLICIES,
-        &desk_cedar::mapping(),
-        DeskEntities(desk.clone()),
-    )
-    .expect("cedar");
-    let gate = Gate {
-        policy: &policy,
-        authorizer: &authz,
-        state: &desk,
-        claims: &store,
-        executor: &desk,
-    };
     let (mut executed, mut over) = (0, 0);
     for t in &tickets {
-        let body = json!({"outcome": "action", "reply": "Credited.",
-            "proposed_action": {"tool": "apply_goodwill_credit",
-                "arguments": {"amount_minor": 1000, "reason_code": "late_delivery"}}});
-        let proposal = contract::check(
-            &policy,
-            Provider::Envelope,
-            body.to_string().as_bytes(),
-            &CheckOptions::default(),
-        );
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!(customer));
         scope.insert("ticket_id".into(), json!(t.id));
-        let principal = Principal::new("race-agent", ["credit:issue"]).expect("principal");
-        let seen = StateVersion::from(1);
-        let request = Request {
-            principal: &principal,
-            scope: &scope,
-            version_seen: &seen,
-            attributes: &Map::new(),
-            approval: None,
-            now: now_millis(),
-            holder: fresh_holder().expect("holder"),
-            lease: Duration::from_secs(30),
-        };
-        let d = decide(&gate, proposal, &request).await.expect("decide");
+        let d = race_worker::credit(&policy, &desk, &store, &scope, 1000, now_millis()).await;
         match (d.outcome(), d.reason()) {
             (Outcome::Executed, _) => executed += 1,
             (Outcome::PendingApproval, Some(Reason::BudgetExceeded)) => over += 1,
@@ -180,16 +111,7 @@ fn sqlite_killed_reservation_is_released_once() {
     }
 }
 
-#[test]
-fn postgres_killed_reservation_is_released_once() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        runtime().block_on(the_reservation_is_released_once(&url));
-    }
-}
-
-#[test]
-fn mariadb_killed_reservation_is_released_once() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        runtime().block_on(the_reservation_is_released_once(&url));
-    }
-}
+support::on_network_databases!(|url: &str| runtime().block_on(the_reservation_is_released_once(url)) =>
+    postgres_killed_reservation_is_released_once,
+    mariadb_killed_reservation_is_released_once
+);

@@ -66,16 +66,7 @@ fn sqlite_budget_race() {
     let _ = std::fs::remove_file(&path);
 }
 
-#[test]
-fn postgres_budget_race() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        the_limit_holds(&url);
-    }
-}
-
-#[test]
-fn mariadb_budget_race() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        the_limit_holds(&url);
-    }
-}
+support::on_network_databases!(|url: &str| the_limit_holds(url) =>
+    postgres_budget_race,
+    mariadb_budget_race
+);

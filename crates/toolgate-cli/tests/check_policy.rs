@@ -1,6 +1,11 @@
 //! `toolgate check` and `toolgate policy export|explain` as scripts see them:
 //! the built binary over every provider fixture, exit codes, one JSON line.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests read JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -14,10 +19,6 @@ fn policy_path() -> String {
     format!("{ROOT}/examples/support-desk/policy.toml")
 }
 
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn decision(run: &Run) -> Value {
     assert_eq!(run.code, 0, "stdout={} stderr={}", run.stdout, run.stderr);
     assert_eq!(run.stdout.lines().count(), 1, "one line: {:?}", run.stdout);
@@ -42,11 +43,22 @@ fn assert_subset(expected: &Value, actual: &Value, at: &str) {
     }
 }
 
+/// `toolgate policy export --policy POLICY --provider PROVIDER`.
+fn export(policy: &str, provider: &str) -> Run {
+    toolgate(
+        &[
+            "policy",
+            "export",
+            "--policy",
+            policy,
+            "--provider",
+            provider,
+        ],
+        b"",
+    )
+}
+
 #[test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn check_gives_every_fixture_its_expected_decision_with_exit_0() {
     let policy = policy_path();
     let mut count = 0;
@@ -201,23 +213,9 @@ fn a_rejection_is_a_successful_decision() {
 }
 
 #[test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
     let policy = policy_path();
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "anthropic",
-        ],
-        b"",
-    );
+    let run = export(&policy, "anthropic");
     assert_eq!(run.code, 0, "{}", run.stderr);
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(v["tools"][0]["name"], "apply_goodwill_credit");
@@ -229,17 +227,7 @@ fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
         run.stderr
     );
 
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "openai-chat",
-        ],
-        b"",
-    );
+    let run = export(&policy, "openai-chat");
     assert_eq!(run.code, 0);
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(v["parallel_tool_calls"], false);
@@ -250,17 +238,7 @@ fn policy_export_prints_the_request_fragment_and_warns_on_stderr() {
         run.stderr
     );
 
-    let run = toolgate(
-        &[
-            "policy",
-            "export",
-            "--policy",
-            &policy,
-            "--provider",
-            "envelope",
-        ],
-        b"",
-    );
+    let run = export(&policy, "envelope");
     assert_eq!(run.code, 2, "export is for provider request formats only");
 }
 

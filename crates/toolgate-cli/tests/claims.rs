@@ -1,12 +1,19 @@
 //! `toolgate claims stuck`: the listing scripts read (issue 4, §7), on an
 //! embedded SQLite store.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests read JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+
 use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::{Value, json};
 use toolgate::claim::conformance::{self, Namespace, T0};
-use toolgate::claim::{ClaimStore, Completion, JsonText, RawClaim};
+use toolgate::claim::{
+    ClaimStatus, ClaimStore, Completion, ExecutorKind, JsonText, OperationKey, RawClaim,
+};
 use toolgate_store::StoreOptions;
 use toolgate_store::sqlite::SqliteClaimStore;
 
@@ -46,13 +53,49 @@ fn toolgate(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// `toolgate claims stuck --db URL --now NOW`.
+fn stuck(db: &TempDb, now: i64) -> (i32, String, String) {
+    toolgate(&[
+        "claims",
+        "stuck",
+        "--db",
+        &db.url(),
+        "--now",
+        &now.to_string(),
+    ])
+}
+
+/// `toolgate claims reconcile --db URL --now NOW KEY`, then `answer`.
+fn reconcile(db: &TempDb, now: i64, key: &OperationKey, answer: &[&str]) -> (i32, String, String) {
+    let (url, now, key) = (db.url(), now.to_string(), key.to_hex());
+    let mut args = vec!["claims", "reconcile", "--db", &url, "--now", &now, &key];
+    args.extend_from_slice(answer);
+    toolgate(&args)
+}
+
+/// A fresh SQLite store with one claim of `executor`'s kind in flight
+/// since `T0`: the database, the store and the claim's key.
+async fn one_claim_in_flight(
+    namespace: u8,
+    executor: ExecutorKind,
+) -> (TempDb, SqliteClaimStore, OperationKey) {
+    let db = TempDb::new();
+    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
+        .await
+        .expect("open");
+    let ns = Namespace::new([namespace; 16]);
+    let key = ns.key(1, 0);
+    let req = conformance::request(&ns, key, 1, 1500, T0).with_executor(executor);
+    assert!(matches!(
+        store.claim(req).await.expect("claim"),
+        RawClaim::Acquired(_)
+    ));
+    (db, store, key)
+}
+
 /// One stuck claim, one live, one completed, one corrupt row: the listing
 /// shows exactly the stuck one in full and reports the corrupt one by key.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
     let db = TempDb::new();
     let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
@@ -104,14 +147,7 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
 
     let lease_ms = i64::try_from(conformance::LEASE.as_millis()).expect("lease");
     let now = T0.0 + lease_ms + 5_000;
-    let (code, stdout, stderr) = toolgate(&[
-        "claims",
-        "stuck",
-        "--db",
-        &db.url(),
-        "--now",
-        &now.to_string(),
-    ]);
+    let (code, stdout, stderr) = stuck(&db, now);
     assert_eq!(code, 0, "stderr: {stderr}");
     let lines: Vec<Value> = stdout
         .lines()
@@ -149,14 +185,7 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
     );
 
     // Before the lease ends nothing is stuck but the corrupt row.
-    let (code, stdout, _) = toolgate(&[
-        "claims",
-        "stuck",
-        "--db",
-        &db.url(),
-        "--now",
-        &(T0.0 + 1).to_string(),
-    ]);
+    let (code, stdout, _) = stuck(&db, T0.0 + 1);
     assert_eq!(code, 0);
     assert_eq!(stdout.lines().count(), 1, "{stdout}");
 }
@@ -165,38 +194,15 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
 /// asks no executor (the desk's would say "no credit found" about a write
 /// it never saw) and exits 2; the application's answer closes it.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn a_stuck_client_claim_needs_an_explicit_answer() {
-    use toolgate::claim::{ClaimStatus, ExecutorKind};
-    let db = TempDb::new();
-    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
-        .await
-        .expect("open");
-    let ns = Namespace::new([0x6b; 16]);
-    let key = ns.key(1, 0);
-    let req = conformance::request(&ns, key, 1, 1500, T0).with_executor(ExecutorKind::Client);
-    assert!(matches!(
-        store.claim(req).await.expect("claim"),
-        RawClaim::Acquired(_)
-    ));
-    let later = (T0.0 + 3_600_000).to_string();
+    let (db, store, key) = one_claim_in_flight(0x6b, ExecutorKind::Client).await;
+    let later = T0.0 + 3_600_000;
     let hex = key.to_hex();
-    let (code, stdout, _) = toolgate(&["claims", "stuck", "--db", &db.url(), "--now", &later]);
+    let (code, stdout, _) = stuck(&db, later);
     assert_eq!(code, 0);
     assert!(stdout.contains(r#""executor":"client""#), "{stdout}");
 
-    let (code, stdout, stderr) = toolgate(&[
-        "claims",
-        "reconcile",
-        "--db",
-        &db.url(),
-        "--now",
-        &later,
-        &hex,
-    ]);
+    let (code, stdout, stderr) = reconcile(&db, later, &key, &[]);
     assert_eq!(code, 2, "{stdout} {stderr}");
     let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     assert_eq!(
@@ -208,48 +214,26 @@ async fn a_stuck_client_claim_needs_an_explicit_answer() {
     assert_eq!(row.status, ClaimStatus::InFlight, "nothing was written");
 
     // Both answers at once is a usage error; a malformed receipt too.
-    let (code, _, _) = toolgate(&[
-        "claims",
-        "reconcile",
-        "--db",
-        &db.url(),
-        "--now",
-        &later,
-        &hex,
-        "--applied",
-        "{}",
-        "--not-applied",
-        "no",
-    ]);
+    let (code, _, _) = reconcile(
+        &db,
+        later,
+        &key,
+        &["--applied", "{}", "--not-applied", "no"],
+    );
     assert_eq!(code, 2);
-    let (code, _, stderr) = toolgate(&[
-        "claims",
-        "reconcile",
-        "--db",
-        &db.url(),
-        "--now",
-        &later,
-        &hex,
-        "--applied",
-        r#"{"a":1,"a":2}"#,
-    ]);
+    let (code, _, stderr) = reconcile(&db, later, &key, &["--applied", r#"{"a":1,"a":2}"#]);
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(
         store.fetch(&key).await.expect("fetch").expect("row").status,
         ClaimStatus::InFlight
     );
 
-    let (code, stdout, stderr) = toolgate(&[
-        "claims",
-        "reconcile",
-        "--db",
-        &db.url(),
-        "--now",
-        &later,
-        &hex,
-        "--applied",
-        r#"{"refund_id":"php-42"}"#,
-    ]);
+    let (code, stdout, stderr) = reconcile(
+        &db,
+        later,
+        &key,
+        &["--applied", r#"{"refund_id":"php-42"}"#],
+    );
     assert_eq!(code, 0, "{stderr}");
     let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     assert_eq!(
@@ -264,36 +248,15 @@ async fn a_stuck_client_claim_needs_an_explicit_answer() {
 /// `--not-applied DETAIL` closes a stuck claim as not applied, with the
 /// operator's note as its result.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn not_applied_records_the_operators_detail() {
-    use toolgate::claim::ExecutorKind;
-    let db = TempDb::new();
-    let store = SqliteClaimStore::connect(&db.url(), StoreOptions::default())
-        .await
-        .expect("open");
-    let ns = Namespace::new([0x6c; 16]);
-    let key = ns.key(1, 0);
-    let req = conformance::request(&ns, key, 1, 1500, T0).with_executor(ExecutorKind::Webhook);
-    assert!(matches!(
-        store.claim(req).await.expect("claim"),
-        RawClaim::Acquired(_)
-    ));
-    let later = (T0.0 + 3_600_000).to_string();
-    let hex = key.to_hex();
-    let (code, stdout, stderr) = toolgate(&[
-        "claims",
-        "reconcile",
-        "--db",
-        &db.url(),
-        "--now",
-        &later,
-        &hex,
-        "--not-applied",
-        "no refund in the shop's table",
-    ]);
+    let (db, _store, key) = one_claim_in_flight(0x6c, ExecutorKind::Webhook).await;
+    let later = T0.0 + 3_600_000;
+    let (code, stdout, stderr) = reconcile(
+        &db,
+        later,
+        &key,
+        &["--not-applied", "no refund in the shop's table"],
+    );
     assert_eq!(code, 0, "{stderr}");
     let line: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     assert_eq!(

@@ -340,22 +340,7 @@ fn a_good_file_serves_its_own_tool_with_its_own_tables() {
         "{}",
         check.stdout
     );
-    let mut server = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&file)
-        .env_remove("TOOLGATE_DB_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
-    let addr = loop {
-        let line = lines.next().expect("a line").expect("UTF-8");
-        if let Some(a) = line.strip_prefix("listening on http://") {
-            break a.to_owned();
-        }
-    };
+    let (mut server, addr) = serve_file(&file);
     let turn = |amount: u32| {
         serde_json::json!({
             "outcome": "action", "reply": "Refunded.",

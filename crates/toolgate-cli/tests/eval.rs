@@ -20,6 +20,12 @@ fn suite() -> PathBuf {
     root().join("examples/support-desk/eval")
 }
 
+/// `toolgate eval CASES --config CONFIG --format json`.
+fn eval_json_with(cases: &Path, config: &Path) -> (i32, String, String) {
+    let (cases, config) = (cases.to_str().unwrap(), config.to_str().unwrap());
+    eval(&[cases, "--config", config, "--format", "json"], &[])
+}
+
 fn eval(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .arg("eval")
@@ -581,16 +587,7 @@ fn assert_refunds_figures(r: &Value) {
 fn a_deployment_file_decides_its_own_cases() {
     let suite = refunds().join("eval");
     let config = refunds().join("toolgate.toml");
-    let (code, out, err) = eval(
-        &[
-            suite.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--format",
-            "json",
-        ],
-        &[],
-    );
+    let (code, out, err) = eval_json_with(&suite, &config);
     assert_eq!(code, 0, "{out}\n{err}");
     assert_refunds_figures(&json_of(&out));
 }
@@ -709,16 +706,7 @@ fn a_deployment_without_a_state_source_is_caught_by_the_precondition() {
     std::fs::write(dir.join("toolgate.toml"), stateless).unwrap();
     let stale = refunds().join("eval/07-stale-version-gemini.json");
     let config = dir.join("toolgate.toml");
-    let (code, out, err) = eval(
-        &[
-            stale.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--format",
-            "json",
-        ],
-        &[],
-    );
+    let (code, out, err) = eval_json_with(&stale, &config);
     assert_eq!(code, 0, "{out}\n{err}");
     let r = json_of(&out);
     assert_eq!(r["results"][0]["outcome"], "state_changed", "{r}");

@@ -48,11 +48,11 @@ use std::time::Instant;
 
 use faults::{
     BIN, FreshDatabase, PATIENCE, Reply, Scratch, Server, claims_stuck_cli, claims_stuck_http,
-    credit_body, credits, http, now_ms, versions, wait_for, write_config,
+    credit_body, credits, http, now_ms, seed_tickets, versions, wait_for, write_config,
 };
 use serde_json::Value;
 use toolgate_store::AnyClaimStore;
-use toolgate_support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::SeedTicket;
 
 /// Tickets per round; each is proposed twice.
 const TICKETS: usize = 150;
@@ -202,23 +202,10 @@ fn round(url: &str, dir: &Scratch, run: &str, round: usize, figures: &mut Figure
     let agent = format!("fault-{run}");
     let secret = format!("tg_fault_{}", support::random_hex());
     let config = write_config(&dir.0, &agent, &secret, LEASE_MS);
-    let tickets: Vec<SeedTicket> = (0..TICKETS)
-        .map(|i| SeedTicket {
-            id: format!("K{run}-{round}-{i}"),
-            customer_id: format!("KC{run}-{round}-{i}"),
-            assignee: agent.clone(),
-            version: 1,
-        })
-        .collect();
     let rt = runtime();
-    rt.block_on(async {
+    let tickets = rt.block_on(async {
         let store = AnyClaimStore::connect(url).await.expect("connect");
-        SupportDesk::on_store(&store)
-            .await
-            .expect("desk tables")
-            .seed(&tickets)
-            .await
-            .expect("seed");
+        seed_tickets(&store, 'K', &format!("{run}-{round}"), TICKETS, &agent).await
     });
 
     let (mut first, addr) = Server::start(&format!("r{round}-first"), &config, url, &dir.0);

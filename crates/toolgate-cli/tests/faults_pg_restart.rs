@@ -43,11 +43,11 @@ use std::time::Instant;
 
 use faults::{
     PATIENCE, Reply, Scratch, Server, claims_stuck_cli, claims_stuck_http, credits, http, now_ms,
-    request_text, versions, wait_for, write_config,
+    request_text, seed_tickets, versions, wait_for, write_config,
 };
 use serde_json::{Value, json};
 use toolgate_store::AnyClaimStore;
-use toolgate_support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::SeedTicket;
 
 const CLIENTS: usize = 12;
 const PER_WAVE: usize = 3;
@@ -257,26 +257,13 @@ fn postgres_restart_mid_race() {
     let agent = format!("pgr-{run}");
     let secret = format!("tg_pgr_{}", support::random_hex());
     let config = write_config(&dir.0, &agent, &secret, LEASE_MS);
-    let tickets: Vec<SeedTicket> = (0..PER_WAVE * WAVES)
-        .map(|i| SeedTicket {
-            id: format!("P{run}-{i}"),
-            customer_id: format!("PC{run}-{i}"),
-            assignee: agent.clone(),
-            version: 1,
-        })
-        .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(async {
+    let tickets = rt.block_on(async {
         let store = AnyClaimStore::connect(&url).await.expect("connect");
-        SupportDesk::on_store(&store)
-            .await
-            .expect("desk tables")
-            .seed(&tickets)
-            .await
-            .expect("seed");
+        seed_tickets(&store, 'P', &run, PER_WAVE * WAVES, &agent).await
     });
 
     let (server, addr) = Server::start("pg-restart", &config, &url, &dir.0);

@@ -4,34 +4,16 @@
 //! against docs/deploy.md and `config check`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 #[path = "support/databases.rs"]
 #[allow(dead_code, reason = "this test uses the module's random names only")]
 mod support;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+#[path = "support/mod.rs"]
+mod binary;
 
-fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    cmd.args(args)
-        .env_remove("TOOLGATE_DB_URL")
-        .env_remove("APP_DB_URL")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run toolgate");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8"),
-    }
-}
+use binary::toolgate_env as toolgate;
 
 /// An empty directory and an application database beside it: a SQLite
 /// file with the table `subscriptions`, `ends_on` a DATE column.

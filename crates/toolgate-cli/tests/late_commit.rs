@@ -47,18 +47,7 @@ use toolgate::provider::Provider;
 use toolgate_deploy::{DeploySection, Deployment};
 use toolgate_store::{AnyClaimStore, fresh_holder};
 
-const POLICY: &str = r#"
-version = 1
-abstain_message = "A colleague will follow up."
-
-[[tools]]
-name = "refund_order"
-capability = "refund:issue"
-operation_key = ["order_id", "version_seen"]
-scope_types = { order_id = "integer" }
-schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
-             "properties":{"amount_minor":{"type":"integer","minimum":1}}}'''
-"#;
+const POLICY: &str = include_str!("../../../fixtures/policies/refund_order.toml");
 
 const SECRET: &str = "late-commit-test-secret-32-bytes";
 
@@ -295,6 +284,14 @@ async fn past_the_lease(store: &AnyClaimStore, key: &OperationKey) -> UnixMillis
     now()
 }
 
+/// An operator's reconciliation of `key` once its lease has ended.
+async fn reconcile_after_the_lease(run: &Run, key: &OperationKey) -> ReconcileReport {
+    let at = past_the_lease(&run.store, key).await;
+    reconcile(&run.store, &run.d.executor, key, "fault-test", at)
+        .await
+        .expect("reconcile")
+}
+
 async fn late_outcome(r: &Receiver) -> String {
     let mut rx = r.late.subscribe();
     let got = rx.wait_for(Option::is_some).await.expect("watch");
@@ -303,13 +300,8 @@ async fn late_outcome(r: &Receiver) -> String {
 
 /// The first attempt's call ends unknown: toolgate's bound on the call ran
 /// out while the receiver held the write.
-async fn first_attempt(
-    d: &Deployment,
-    policy: &Policy,
-    store: &AnyClaimStore,
-    order: i64,
-) -> OperationKey {
-    let first = propose(d, policy, store, order).await;
+async fn first_attempt(run: &Run, order: i64) -> OperationKey {
+    let first = propose(&run.d, &run.policy, &run.store, order).await;
     assert_eq!(
         (first.outcome(), first.reason()),
         (Outcome::NeedsReconciliation, Some(Reason::ExecutorFailed)),
@@ -318,20 +310,20 @@ async fn first_attempt(
     first.key().expect("key")
 }
 
+/// One run's parts: the deployment and its policy, the claim store and
+/// the receiver holding the writes.
+struct Run {
+    d: Deployment,
+    policy: Policy,
+    store: AnyClaimStore,
+    receiver: Arc<Receiver>,
+}
+
 /// Reconcile first: the fence wins, the late commit is refused, and the
 /// retry is attempt 2, applied once.
-async fn reconcile_then_late_commit(
-    d: &Deployment,
-    policy: &Policy,
-    store: &AnyClaimStore,
-    receiver: &Receiver,
-    order: i64,
-) {
-    let key = first_attempt(d, policy, store, order).await;
-    let at = past_the_lease(store, &key).await;
-    let report = reconcile(store, &d.executor, &key, "fault-test", at)
-        .await
-        .expect("reconcile");
+async fn reconcile_then_late_commit(run: &Run, order: i64) {
+    let key = first_attempt(run, order).await;
+    let report = reconcile_after_the_lease(run, &key).await;
     assert!(
         matches!(
             report,
@@ -339,26 +331,26 @@ async fn reconcile_then_late_commit(
         ),
         "{report:?}"
     );
-    receiver.release.notify_one();
-    assert_eq!(late_outcome(receiver).await, "fenced");
+    run.receiver.release.notify_one();
+    assert_eq!(late_outcome(&run.receiver).await, "fenced");
 
     // toolgate's record equals the receiver's table: attempt 1 not applied.
-    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    let row = run.store.fetch(&key).await.expect("fetch").expect("row");
     let completion = row.completion.as_ref().expect("closed");
     assert_eq!(completion.resolution, Resolution::ReconciledNotApplied);
     assert_eq!(row.attempt, 1);
     assert_eq!(
-        receiver.rows.lock().unwrap().get(&key.to_hex()),
+        run.receiver.rows.lock().unwrap().get(&key.to_hex()),
         Some(&None)
     );
 
     // The retry: attempt 2, its own key, applied once.
-    let second = propose(d, policy, store, order).await;
+    let second = propose(&run.d, &run.policy, &run.store, order).await;
     assert_eq!(second.outcome(), Outcome::Executed, "{second:?}");
-    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    let row = run.store.fetch(&key).await.expect("fetch").expect("row");
     assert_eq!(row.attempt, 2);
     let attempt_2 = format!("{}.2", key.to_hex());
-    let table = receiver.rows.lock().unwrap().clone();
+    let table = run.receiver.rows.lock().unwrap().clone();
     let stored = table
         .get(&attempt_2)
         .cloned()
@@ -372,29 +364,20 @@ async fn reconcile_then_late_commit(
         .count();
     assert_eq!(applied, 1, "{table:?}");
     // A retry replays it; nothing is sent.
-    let sent = receiver.received.lock().unwrap().len();
-    let third = propose(d, policy, store, order).await;
+    let sent = run.receiver.received.lock().unwrap().len();
+    let third = propose(&run.d, &run.policy, &run.store, order).await;
     assert_eq!(third.outcome(), Outcome::Replayed, "{third:?}");
-    assert_eq!(receiver.received.lock().unwrap().len(), sent);
-    receiver.late.send_replace(None);
+    assert_eq!(run.receiver.received.lock().unwrap().len(), sent);
+    run.receiver.late.send_replace(None);
 }
 
 /// Commit first: the held write lands before anyone asks, and the status
 /// request finds it: toolgate records it as applied, with its result.
-async fn late_commit_then_reconcile(
-    d: &Deployment,
-    policy: &Policy,
-    store: &AnyClaimStore,
-    receiver: &Receiver,
-    order: i64,
-) {
-    let key = first_attempt(d, policy, store, order).await;
-    receiver.release.notify_one();
-    assert_eq!(late_outcome(receiver).await, "applied");
-    let at = past_the_lease(store, &key).await;
-    let report = reconcile(store, &d.executor, &key, "fault-test", at)
-        .await
-        .expect("reconcile");
+async fn late_commit_then_reconcile(run: &Run, order: i64) {
+    let key = first_attempt(run, order).await;
+    run.receiver.release.notify_one();
+    assert_eq!(late_outcome(&run.receiver).await, "applied");
+    let report = reconcile_after_the_lease(run, &key).await;
     assert!(
         matches!(
             report,
@@ -402,10 +385,11 @@ async fn late_commit_then_reconcile(
         ),
         "{report:?}"
     );
-    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    let row = run.store.fetch(&key).await.expect("fetch").expect("row");
     let completion = row.completion.as_ref().expect("closed");
     assert_eq!(completion.resolution, Resolution::ReconciledApplied);
-    let stored = receiver
+    let stored = run
+        .receiver
         .rows
         .lock()
         .unwrap()
@@ -414,9 +398,9 @@ async fn late_commit_then_reconcile(
         .flatten()
         .expect("applied row");
     assert_eq!(completion.result.value().expect("json"), stored);
-    let retry = propose(d, policy, store, order).await;
+    let retry = propose(&run.d, &run.policy, &run.store, order).await;
     assert_eq!(retry.outcome(), Outcome::Replayed, "{retry:?}");
-    receiver.late.send_replace(None);
+    run.receiver.late.send_replace(None);
 }
 
 async fn race_on(url: &str) {
@@ -426,10 +410,16 @@ async fn race_on(url: &str) {
     // Orders unique to this run: the claim database may be shared.
     let base_order =
         i64::from(u16::from_str_radix(&support::random_hex()[..4], 16).expect("hex")) * 1000 + 1;
+    let run = Run {
+        d,
+        policy,
+        store,
+        receiver,
+    };
     for n in 0..2 {
-        reconcile_then_late_commit(&d, &policy, &store, &receiver, base_order + n).await;
+        reconcile_then_late_commit(&run, base_order + n).await;
     }
-    late_commit_then_reconcile(&d, &policy, &store, &receiver, base_order + 10).await;
+    late_commit_then_reconcile(&run, base_order + 10).await;
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -447,16 +437,7 @@ fn sqlite_late_commit_race() {
     let _ = std::fs::remove_file(&path);
 }
 
-#[test]
-fn postgres_late_commit_race() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        runtime().block_on(race_on(&url));
-    }
-}
-
-#[test]
-fn mysql_late_commit_race() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
-        runtime().block_on(race_on(&url));
-    }
-}
+support::on_network_databases!(|url: &str| runtime().block_on(race_on(url)) =>
+    postgres_late_commit_race,
+    mysql_late_commit_race
+);

@@ -167,32 +167,9 @@ fn serve(dir: &Path, db: &str, extra: &str) -> Server {
     Server { child, log, addr }
 }
 
-/// One request on a fresh connection (`Connection: close`): status, body.
+/// One request as the agent on a fresh connection: status, body.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Result<(u16, Vec<u8>), String> {
-    let mut conn = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(PATIENCE))
-        .map_err(|e| e.to_string())?;
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {AGENT_SECRET}\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    conn.write_all(request.as_bytes())
-        .and_then(|()| conn.write_all(body.as_bytes()))
-        .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    conn.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or("no header end")?;
-    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no status in {head:?}"))?;
-    Ok((status, raw[end + 4..].to_vec()))
+    http_as(addr, AGENT_SECRET, method, path, body)
 }
 
 /// The soft limit on open files, from /proc (no libc binding needed).
@@ -202,11 +179,13 @@ fn open_files_limit() -> Option<u64> {
     line.split_whitespace().nth(3)?.parse().ok()
 }
 
-fn need_descriptors() {
+/// The open-files limit leaves room for `held` sockets in this process
+/// and in the server, and `spare` descriptors besides.
+fn need_descriptors(held: usize, spare: usize) {
     let limit = open_files_limit().unwrap_or(0);
     assert!(
-        limit >= (HALF_OPEN + 200) as u64,
-        "this test holds {HALF_OPEN} sockets open in this process and in the server; \
+        limit >= (held + spare) as u64,
+        "this test holds {held} sockets open in this process and in the server; \
          the open-files limit is {limit}: raise it (ulimit -n 4096) before running it"
     );
 }
@@ -253,7 +232,7 @@ fn healthz(addr: SocketAddr) -> u16 {
 
 #[test]
 fn half_open_connections_do_not_stop_healthz() {
-    need_descriptors();
+    need_descriptors(HALF_OPEN, 200);
     let dir = scratch("slowloris");
     let db = seeded_db(&dir.0);
 
@@ -669,7 +648,8 @@ fn ten_thousand_open_items_and_concurrent_review_loads_keep_memory_flat() {
     );
 }
 
-/// One request with `secret` on a fresh connection: status, body.
+/// One request with `secret` on a fresh connection (`Connection: close`):
+/// status, body.
 fn http_as(
     addr: SocketAddr,
     secret: &str,
@@ -744,12 +724,7 @@ fn ping(c: &mut TcpStream) -> bool {
 /// "answers at all".
 #[test]
 fn eleven_hundred_idle_keep_alive_connections_leave_the_probes_answering() {
-    let limit = open_files_limit().unwrap_or(0);
-    assert!(
-        limit >= (KEEP_ALIVE + 300) as u64,
-        "this test holds {KEEP_ALIVE} sockets open in this process and in the server; \
-         the open-files limit is {limit}: raise it (ulimit -n 4096) before running it"
-    );
+    need_descriptors(KEEP_ALIVE, 300);
     let dir = scratch("keepalive");
     let db = seeded_db(&dir.0);
     let server = serve(&dir.0, &db, "");

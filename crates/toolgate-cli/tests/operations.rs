@@ -12,34 +12,12 @@ use std::process::{Command, Stdio};
 #[path = "support/databases.rs"]
 mod support;
 
+#[path = "support/mod.rs"]
+mod binary;
+
+use binary::toolgate_env as toolgate;
+
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-/// What one run printed and how it exited.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `toolgate args` with `env` set and `TOOLGATE_DB_URL`/`RUST_LOG`
-/// removed unless `env` sets them: the caller's shell must not change what
-/// a test sees.
-fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
-    cmd.args(args)
-        .env_remove("TOOLGATE_DB_URL")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run toolgate");
-    Run {
-        code: out.status.code().expect("exit code"),
-        stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    }
-}
 
 /// A fresh directory under Cargo's per-target temporary directory.
 fn scratch(what: &str) -> PathBuf {

@@ -11,64 +11,24 @@
 #[path = "support/databases.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+#[path = "support/race_worker.rs"]
+mod race_worker;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use toolgate::claim::{ClaimStatus, ClaimStore, OperationKey, UnixMillis};
-use toolgate::contract::{self, CheckOptions, Policy};
-use toolgate::pipeline::{Gate, Outcome, Principal, Reason, Request, StateVersion, decide};
-use toolgate::provider::Provider;
-use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, fresh_holder};
-use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
+use toolgate::contract::Policy;
+use toolgate::pipeline::{Outcome, Reason};
+use toolgate_store::AnyClaimStore;
 use toolgate_support_desk::{POLICY, SupportDesk};
 
-const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
-
-/// Starts a race worker that claims and blocks, waits for the key it
-/// claimed, and kills it with SIGKILL.
-fn claim_then_sigkill(url: &str) -> OperationKey {
-    let mut child = Command::new(BIN)
-        .args([
-            "bench",
-            "race",
-            "--db",
-            url,
-            "--workers",
-            "1",
-            "--tickets",
-            "1",
-        ])
-        .arg("--hold-after-claim")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn toolgate");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read");
-    let key = line
-        .trim()
-        .strip_prefix("claimed ")
-        .unwrap_or_else(|| panic!("unexpected output {line:?}"))
-        .parse::<OperationKey>()
-        .expect("key");
-    // std's Child::kill is SIGKILL on Unix: no destructor, no rollback
-    // handler, no completion runs in the worker.
-    child.kill().expect("SIGKILL");
-    let status = child.wait().expect("wait");
-    assert!(!status.success());
-    key
-}
+use race_worker::{claim_then_sigkill, credit, reconcile};
 
 #[expect(
     clippy::disallowed_methods,
     reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
 )]
 async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
-    let key = claim_then_sigkill(url);
+    let key: OperationKey = claim_then_sigkill(url, &[]).parse().expect("key");
     let store = AnyClaimStore::connect(url).await.expect("connect");
     let desk = SupportDesk::on_store(&store).await.expect("desk");
 
@@ -85,47 +45,8 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
 
     // The same proposal after the lease: needs_reconciliation, no execution.
     let policy = Policy::load(POLICY).expect("policy");
-    let authz = CedarAuthorizer::new(
-        desk_cedar::POLICIES,
-        &desk_cedar::mapping(),
-        DeskEntities(desk.clone()),
-    )
-    .expect("cedar");
     let after_lease = UnixMillis(row.lease_expires_at.0 + 1);
-    let retry = |now: UnixMillis| {
-        let body = json!({"outcome": "action", "reply": "Retrying the credit.",
-            "proposed_action": {"tool": "apply_goodwill_credit",
-                "arguments": {"amount_minor": 101, "reason_code": "late_delivery"}}});
-        let proposal = contract::check(
-            &policy,
-            Provider::Envelope,
-            body.to_string().as_bytes(),
-            &CheckOptions::default(),
-        );
-        let gate = Gate {
-            policy: &policy,
-            authorizer: &authz,
-            state: &desk,
-            claims: &store,
-            executor: &desk,
-        };
-        let scope = scope.clone();
-        async move {
-            let principal = Principal::new("race-agent", ["credit:issue"]).expect("principal");
-            let seen = StateVersion::from(1);
-            let request = Request {
-                principal: &principal,
-                scope: &scope,
-                version_seen: &seen,
-                attributes: &Map::new(),
-                approval: None,
-                now,
-                holder: fresh_holder().expect("holder"),
-                lease: Duration::from_secs(30),
-            };
-            decide(&gate, proposal, &request).await.expect("decide")
-        }
-    };
+    let retry = |now: UnixMillis| credit(&policy, &desk, &store, &scope, 101, now);
     let d = retry(after_lease).await;
     assert_eq!(d.outcome(), Outcome::NeedsReconciliation, "{d:?}");
     assert_eq!(d.reason(), Some(Reason::LeaseExpired));
@@ -135,36 +56,14 @@ async fn killed_worker_leaves_a_claim_to_reconcile(url: &str) {
 
     // Reconcile: the credits table has no row for the key, so the claim is
     // closed as not applied; nothing is executed.
-    let out = Command::new(BIN)
-        .args([
-            "claims",
-            "reconcile",
-            "--support-desk",
-            "--db",
-            url,
-            &key.to_hex(),
-        ])
-        .args(["--now", &after_lease.0.to_string(), "--actor", "fault-test"])
-        .output()
-        .expect("reconcile");
+    let out = reconcile(url, &key, after_lease, &["--actor", "fault-test"]);
     assert!(out.status.success(), "{out:?}");
     let line: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(line["reconciled"], "not_applied");
     assert_eq!(line["result"]["applied"], false);
 
     // Reconciling again: not stuck any more (exit 1), nothing written.
-    let again = Command::new(BIN)
-        .args([
-            "claims",
-            "reconcile",
-            "--support-desk",
-            "--db",
-            url,
-            &key.to_hex(),
-        ])
-        .args(["--now", &after_lease.0.to_string()])
-        .output()
-        .expect("reconcile");
+    let again = reconcile(url, &key, after_lease, &[]);
     assert_eq!(again.status.code(), Some(1), "{again:?}");
 
     // "Not applied" is final for that attempt and not a dead end: the retry
@@ -216,16 +115,7 @@ fn sqlite_killed_worker_needs_reconciliation() {
     let _ = std::fs::remove_file(&path);
 }
 
-#[test]
-fn postgres_killed_worker_needs_reconciliation() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        runtime().block_on(killed_worker_leaves_a_claim_to_reconcile(&url));
-    }
-}
-
-#[test]
-fn mysql_killed_worker_needs_reconciliation() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
-        runtime().block_on(killed_worker_leaves_a_claim_to_reconcile(&url));
-    }
-}
+support::on_network_databases!(|url: &str| runtime().block_on(killed_worker_leaves_a_claim_to_reconcile(url)) =>
+    postgres_killed_worker_needs_reconciliation,
+    mysql_killed_worker_needs_reconciliation
+);

@@ -28,197 +28,26 @@
 #[path = "support/databases.rs"]
 mod support;
 
+#[path = "support/faults.rs"]
+mod faults;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use toolgate_http::ApiKey;
 use toolgate_store::AnyClaimStore;
-use toolgate_support_desk::{SeedTicket, SupportDesk};
+use toolgate_support_desk::SupportDesk;
+
+use faults::{
+    FreshDatabase, PATIENCE, Scratch, Server, exchange, hex, http, request_text, seed_tickets,
+    unhex,
+};
 
 const TICKETS: usize = 8;
 const CLIENTS: usize = 12;
-/// How long a server may take to migrate and bind, and a request to be
-/// answered, before the test gives up. A guard against hanging forever on
-/// a loaded machine, not a performance assertion.
-const PATIENCE: Duration = Duration::from_secs(120);
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Vec<u8> {
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
-        .collect()
-}
-
-/// A temporary directory for the deployment file and the server logs;
-/// removed at the end, kept (and named) when the test failed.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "scale-out: config and server logs kept in {}",
-                self.0.display()
-            );
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-/// One `toolgate serve` process. Dropping it kills the process, so a
-/// failed assertion never leaves a server running; on failure the tail of
-/// its log is printed.
-struct Server {
-    name: &'static str,
-    child: Child,
-    log: PathBuf,
-    lines: mpsc::Receiver<String>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("--- server {} log (last lines) ---", self.name);
-            eprintln!("{}", log_tail(&self.log, 30));
-        }
-    }
-}
-
-fn log_tail(path: &Path, n: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-impl Server {
-    /// Starts `toolgate serve MODE --db URL` on a free loopback port, MODE
-    /// being `--config FILE` or `--demo`. Returns at once; [`Server::ready`]
-    /// waits for it.
-    fn spawn(name: &'static str, mode: &[&std::ffi::OsStr], url: &str, dir: &Path) -> Server {
-        let log = dir.join(format!("server-{name}.log"));
-        // stderr (a JSON line per request) goes to a file: a pipe nobody
-        // drains would fill and stall the server.
-        let stderr = std::fs::File::create(&log).expect("server log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .arg("serve")
-            .args(mode)
-            .args(["--db", url, "--listen", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn toolgate serve");
-        // stdout is read on a thread so that waiting for the start line can
-        // have a deadline.
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Server {
-            name,
-            child,
-            log,
-            lines,
-        }
-    }
-
-    /// Waits for `listening on http://ADDR` (printed once the database is
-    /// migrated and the socket bound), then for `/healthz` to answer.
-    fn ready(&mut self, deadline: Instant) -> SocketAddr {
-        let addr = loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(a) = line.strip_prefix("listening on http://") {
-                        break a.parse::<SocketAddr>().expect("listen address");
-                    }
-                }
-                Err(e) => {
-                    let status = self.child.try_wait();
-                    panic!(
-                        "server {} did not report listening ({e}); exit status {status:?}; log:\n{}",
-                        self.name,
-                        log_tail(&self.log, 30)
-                    );
-                }
-            }
-        };
-        loop {
-            if let Ok((200, _)) = http(addr, "GET", "/healthz", None, "") {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "server {} at {addr} never answered /healthz",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        addr
-    }
-}
-
-fn request_text(method: &str, path: &str, key: Option<&str>, body: &str) -> String {
-    let auth = key.map_or_else(String::new, |k| format!("Authorization: Bearer {k}\r\n"));
-    format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-/// Sends one HTTP/1.1 request on `conn` and reads the whole response
-/// (`Connection: close`): status and body.
-fn exchange(mut conn: TcpStream, request: &str) -> Result<(u16, String), String> {
-    conn.set_read_timeout(Some(PATIENCE))
-        .map_err(|e| e.to_string())?;
-    conn.write_all(request.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    conn.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(raw).map_err(|e| e.to_string())?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("no header end in {text:?}"))?;
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("no status in {head:?}"))?;
-    Ok((status, body.to_owned()))
-}
-
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    key: Option<&str>,
-    body: &str,
-) -> Result<(u16, String), String> {
-    let conn = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    exchange(conn, &request_text(method, path, key, body))
-}
-
 /// What client `i` of the twelve proposes: eight the same credit in four
 /// wordings (the reply is not part of the fingerprint, so these replay one
 /// another), two a different amount and two a different reason (each a
@@ -540,8 +369,7 @@ fn two_servers_one_credit_per_ticket(urls: [&str; 2], backend: &str) {
     let url = urls[0];
     let cluster = urls[0] != urls[1];
     let run = support::random_hex()[..12].to_owned();
-    let dir = Scratch(std::env::temp_dir().join(format!("toolgate-scale-{run}")));
-    std::fs::create_dir_all(&dir.0).expect("scratch dir");
+    let dir = Scratch::new("scale", &run);
 
     // One deployment file for both replicas: the same policy, the same
     // key. The key's principal is this run's agent, assigned every ticket.
@@ -587,22 +415,7 @@ fn two_servers_one_credit_per_ticket(urls: [&str; 2], backend: &str) {
             .block_on(AnyClaimStore::connect(url))
             .expect("connect to the shared database"),
     };
-    let tickets: Vec<SeedTicket> = (0..TICKETS)
-        .map(|i| SeedTicket {
-            id: format!("S{run}-{i}"),
-            customer_id: format!("SC{run}-{i}"),
-            assignee: agent.clone(),
-            version: 1,
-        })
-        .collect();
-    rt.block_on(async {
-        SupportDesk::on_store(&store)
-            .await
-            .expect("desk tables")
-            .seed(&tickets)
-            .await
-            .expect("seed");
-    });
+    let tickets = rt.block_on(seed_tickets(&store, 'S', &run, TICKETS, &agent));
 
     let mut totals: BTreeMap<String, usize> = BTreeMap::new();
     let mut executed_on = [0usize; 2];
@@ -686,80 +499,14 @@ async fn caught_up(url: &str) {
     pool.close().await;
 }
 
-/// A database of its own next to the one `url` names, dropped again when
-/// this goes out of scope (also when the test failed): the only way to see
-/// processes migrate a fresh database together on every run. Needs the
-/// right to create databases (CI's users have it).
-struct FreshDatabase {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl FreshDatabase {
-    fn create(url: &str) -> FreshDatabase {
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let (server, db) = base.rsplit_once('/').expect("a database URL ends in /NAME");
-        let name = format!("{db}_scale_{}", &support::random_hex()[..12]);
-        let fresh = FreshDatabase {
-            admin: url.to_owned(),
-            url: if query.is_empty() {
-                format!("{server}/{name}")
-            } else {
-                format!("{server}/{name}?{query}")
-            },
-            name,
-        };
-        fresh
-            .execute(&format!("CREATE DATABASE {}", fresh.name))
-            .unwrap_or_else(|e| panic!("creating {}: {e}", fresh.name));
-        fresh
-    }
-
-    /// One statement on the database `url` named (not the fresh one).
-    fn execute(&self, statement: &str) -> Result<(), sqlx::Error> {
-        let statement = sqlx::AssertSqlSafe(statement.to_owned());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async {
-            if self.admin.starts_with("postgres") {
-                let pool = sqlx::PgPool::connect(&self.admin).await?;
-                sqlx::query(statement).execute(&pool).await.map(drop)
-            } else {
-                let pool = sqlx::MySqlPool::connect(&self.admin).await?;
-                sqlx::query(statement).execute(&pool).await.map(drop)
-            }
-        })
-    }
-}
-
-impl Drop for FreshDatabase {
-    fn drop(&mut self) {
-        // FORCE: a killed server's connections may not be gone yet.
-        let force = if self.admin.starts_with("postgres") {
-            " WITH (FORCE)"
-        } else {
-            ""
-        };
-        if let Err(e) = self.execute(&format!("DROP DATABASE IF EXISTS {}{force}", self.name)) {
-            eprintln!("scale-out: could not drop {}: {e}", self.name);
-        }
-    }
-}
-
 /// `toolgate serve --demo` twice at once on a fresh database, then a third
 /// time on the same one (a restart). All three must start: the claim and
 /// support-desk migrations serialise across processes (on MariaDB sqlx's
 /// own lock does not hold; toolgate-store takes one of its own), and the
 /// demo's seed leaves rows another process made alone.
 fn demo_replicas_share_a_fresh_database(url: &str) {
-    let dir = Scratch(
-        std::env::temp_dir().join(format!("toolgate-scale-{}", &support::random_hex()[..12])),
-    );
-    std::fs::create_dir_all(&dir.0).expect("scratch dir");
-    let fresh = FreshDatabase::create(url);
+    let dir = Scratch::new("scale", &support::random_hex()[..12]);
+    let fresh = FreshDatabase::create(url, "scale");
     let demo = ["--demo".as_ref()];
     let deadline = Instant::now() + PATIENCE;
     let mut a = Server::spawn("demo-A", &demo, &fresh.url, &dir.0);
@@ -785,19 +532,10 @@ fn mysql_two_servers_one_credit_per_ticket() {
     }
 }
 
-#[test]
-fn postgres_demo_replicas_share_a_fresh_database() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        demo_replicas_share_a_fresh_database(&url);
-    }
-}
-
-#[test]
-fn mysql_demo_replicas_share_a_fresh_database() {
-    if let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MariaDB") {
-        demo_replicas_share_a_fresh_database(&url);
-    }
-}
+support::on_network_databases!(|url: &str| demo_replicas_share_a_fresh_database(url) =>
+    postgres_demo_replicas_share_a_fresh_database,
+    mysql_demo_replicas_share_a_fresh_database
+);
 
 /// Two servers attached to different nodes of a Galera cluster (node 1
 /// and node 2 of `TOOLGATE_TEST_GALERA_URLS`), racing on the same tickets:

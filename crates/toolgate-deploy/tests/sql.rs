@@ -18,36 +18,30 @@ use toolgate_deploy::{ConfigError, DeploySection, Deployment};
 /// of the test's own.
 async fn exec_all(url: &str, statements: &[String]) {
     if url.starts_with("postgres") {
-        let pool = sqlx::PgPool::connect(url).await.unwrap();
-        for s in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-        pool.close().await;
+        run_all(sqlx::PgPool::connect(url).await.unwrap(), statements).await;
     } else if url.starts_with("mysql") {
-        let pool = sqlx::MySqlPool::connect(url).await.unwrap();
-        for s in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-        pool.close().await;
+        run_all(sqlx::MySqlPool::connect(url).await.unwrap(), statements).await;
     } else {
         let opts: sqlx::sqlite::SqliteConnectOptions = url.parse().unwrap();
         let pool = sqlx::SqlitePool::connect_with(opts.create_if_missing(true))
             .await
             .unwrap();
-        for s in statements {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
-                .execute(&pool)
-                .await
-                .unwrap();
-        }
-        pool.close().await;
+        run_all(pool, statements).await;
     }
+}
+
+/// Runs `statements` on `pool`, then closes it.
+async fn run_all<DB: sqlx::Database>(pool: sqlx::Pool<DB>, statements: &[String])
+where
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+{
+    for s in statements {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(s.clone()))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
 }
 
 /// The number of order rows, read with the test's own connection.
@@ -127,13 +121,7 @@ async fn exercise(url: &str, backend: &str) {
         "{backend}: {stale:?}"
     );
     assert_eq!(stale.current_version().unwrap().as_str(), "3");
-    for (actor, order, amount) in [
-        ("agent-ana", 3, 500),
-        ("agent-ana", 2, 500),
-        ("agent-ana", 4, 500),
-        ("agent-ana", 1, 10_001),
-        ("agent-eve", 1, 500),
-    ] {
+    for (actor, order, amount) in DENIED_REFUNDS {
         let dn = propose(
             &d,
             &MemoryClaimStore::new(),

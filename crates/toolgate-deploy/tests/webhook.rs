@@ -309,16 +309,9 @@ async fn after_a_fenced_not_applied_the_same_proposal_runs_once_as_attempt_2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cedar_sees_the_sql_entities() {
     let (d, shop, store) = one("ok", 5000).await;
-    // Another team's order; a blocked order; not refundable; over the
-    // order's limit; an agent with no parent team (NULL: no parent).
-    for (actor, order, amount) in [
-        ("agent-ana", 3, 500),
-        ("agent-ana", 2, 500),
-        ("agent-ana", 4, 500),
-        ("agent-ana", 1, 10_001),
-        ("agent-eve", 1, 500),
-        ("agent-nobody", 1, 500),
-    ] {
+    // The refunds the policies deny, and an agent the directory does not
+    // know.
+    for (actor, order, amount) in DENIED_REFUNDS.into_iter().chain([("agent-nobody", 1, 500)]) {
         let dn = propose(&d, &store, &agent(actor), json!(order), amount, "3", 9)
             .await
             .unwrap();
@@ -477,68 +470,37 @@ when { principal.team == resource.team && principal.tier == "senior" &&
         .unwrap()
         .clone()
     };
+    // Ana refunds `amount` on order 1 (version 3) with `entities` sent.
+    let refund = async |amount: i64, holder: u8, entities: &Map<String, Value>| {
+        propose_with(&d, &store, &ana, json!(1), amount, "3", holder, entities)
+            .await
+            .unwrap()
+    };
 
     // A junior agent: Cedar denies on the attribute the application sent.
-    let d1 = propose_with(
-        &d,
-        &store,
-        &ana,
-        json!(1),
-        500,
-        "3",
-        1,
-        &agent_entity("junior"),
-    )
-    .await
-    .unwrap();
+    let d1 = refund(500, 1, &agent_entity("junior")).await;
     assert_eq!(d1.outcome(), Outcome::Forbidden, "{d1:?}");
     assert_eq!(d1.reason(), Some(Reason::NotAuthorized), "{d1:?}");
     // Above the request-sent limit: denied too.
-    let d2 = propose_with(
-        &d,
-        &store,
-        &ana,
-        json!(1),
-        5000,
-        "3",
-        2,
-        &agent_entity("senior"),
-    )
-    .await
-    .unwrap();
+    let d2 = refund(5000, 2, &agent_entity("senior")).await;
     assert_eq!(d2.outcome(), Outcome::Forbidden, "{d2:?}");
     assert!(shop.received.lock().unwrap().is_empty());
 
     // The request-sourced entity missing: denied, naming it.
-    let d3 = propose(&d, &store, &ana, json!(1), 500, "3", 3)
-        .await
-        .unwrap();
+    let d3 = refund(500, 3, &Map::new()).await;
     assert_eq!(d3.outcome(), Outcome::Forbidden, "{d3:?}");
     assert_eq!(d3.reason(), Some(Reason::AuthorizationError), "{d3:?}");
     assert!(d3.message().unwrap().contains("`Agent`"), "{d3:?}");
     // A type the tool does not read from the request: denied, naming it.
     let mut extra = agent_entity("senior");
     extra.insert("Customer".into(), json!({"id": "c-1"}));
-    let d4 = propose_with(&d, &store, &ana, json!(1), 500, "3", 4, &extra)
-        .await
-        .unwrap();
+    let d4 = refund(500, 4, &extra).await;
     assert_eq!(d4.outcome(), Outcome::Forbidden, "{d4:?}");
     assert!(d4.message().unwrap().contains("`Customer`"), "{d4:?}");
     assert!(shop.received.lock().unwrap().is_empty());
 
     // A senior agent within the limit: executed.
-    let d5 = propose_with(
-        &d,
-        &store,
-        &ana,
-        json!(1),
-        500,
-        "3",
-        5,
-        &agent_entity("senior"),
-    )
-    .await
-    .unwrap();
+    let d5 = refund(500, 5, &agent_entity("senior")).await;
     assert_eq!(d5.outcome(), Outcome::Executed, "{d5:?}");
     let received = shop.received.lock().unwrap().clone();
     assert_eq!(received.len(), 1);

@@ -4,26 +4,13 @@
 
 mod support;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::http::{
+    agent_post_with_length, assert_outcome, chunked_body, decide, send_text as send,
+};
 use support::*;
-use tower::ServiceExt;
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, json, text)
-}
 
 fn post(path: &str, key: Option<&str>, body: &Value) -> Request<Body> {
     let mut b = Request::post(path).header(header::CONTENT_TYPE, "application/json");
@@ -41,15 +28,9 @@ fn get(path: &str, key: Option<&str>) -> Request<Body> {
     b.body(Body::empty()).unwrap()
 }
 
-async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
-    let (s, j, _) = send(app, post("/v1/decisions", Some(key), body)).await;
-    (s, j)
-}
-
 #[tokio::test]
 async fn every_endpoint_but_the_probes_and_the_document_needs_a_valid_key() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let (s, j, _) = send(&router, get("/healthz", None)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(j["status"], "ok");
@@ -91,8 +72,7 @@ async fn every_endpoint_but_the_probes_and_the_document_needs_a_valid_key() {
 
 #[tokio::test]
 async fn outcomes_map_to_the_design_statuses() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     // executed 201, then the same retry replayed 200, with the same result.
     let (s, first) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
     assert_eq!(s, StatusCode::CREATED, "{first}");
@@ -150,10 +130,7 @@ async fn outcomes_map_to_the_design_statuses() {
         &json!({"provider": "envelope", "response": "{\"outcome\":\"abstain\"}"}),
     )
     .await;
-    assert_eq!(
-        (s, a["outcome"].as_str()),
-        (StatusCode::OK, Some("abstain"))
-    );
+    assert_outcome(s, &a, StatusCode::OK, "abstain");
     assert_eq!(a["reply"], "A colleague will follow up.");
     // Approval needed: pending_approval 202.
     let refund = action("refund_order", json!({"amount_minor": 4000}));
@@ -173,8 +150,7 @@ async fn outcomes_map_to_the_design_statuses() {
 
 #[tokio::test]
 async fn provider_stops_are_decisions_not_errors() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let refusal = json!({
         "id": "msg_1", "type": "message", "role": "assistant", "model": "m",
         "content": [], "stop_reason": "refusal", "stop_sequence": null,
@@ -186,11 +162,7 @@ async fn provider_stops_are_decisions_not_errors() {
         &json!({"provider": "anthropic", "response": refusal}),
     )
     .await;
-    assert_eq!(
-        (s, d["outcome"].as_str()),
-        (StatusCode::OK, Some("refused")),
-        "{d}"
-    );
+    assert_outcome(s, &d, StatusCode::OK, "refused");
     let cut = json!({
         "id": "msg_2", "type": "message", "role": "assistant", "model": "m",
         "content": [{"type": "text", "text": "I will app"}], "stop_reason": "max_tokens",
@@ -202,17 +174,12 @@ async fn provider_stops_are_decisions_not_errors() {
         &json!({"provider": "anthropic", "response": cut}),
     )
     .await;
-    assert_eq!(
-        (s, d["outcome"].as_str()),
-        (StatusCode::OK, Some("truncated")),
-        "{d}"
-    );
+    assert_outcome(s, &d, StatusCode::OK, "truncated");
 }
 
 #[tokio::test]
 async fn malformed_requests_are_refused_with_stable_codes() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let cases: Vec<(String, &str)> = vec![
         // Duplicate keys in the request itself (the strict decoder).
         (
@@ -265,18 +232,13 @@ async fn malformed_requests_are_refused_with_stable_codes() {
 
 #[tokio::test]
 async fn an_oversized_body_is_413_and_the_server_keeps_serving() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let big = vec![b'x'; 3 * 1024 * 1024];
-    let req = Request::post("/v1/decisions")
-        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big.clone()))
-        .unwrap();
+    let req = agent_post_with_length(big.clone());
     let (s, _, _) = send(&router, req).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     // Streaming, without a Content-Length.
-    let stream = futures_like_stream(big);
+    let stream = chunked_body(big);
     let req = Request::post("/v1/decisions")
         .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
         .body(stream)
@@ -285,29 +247,6 @@ async fn an_oversized_body_is_413_and_the_server_keeps_serving() {
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     let (s, _) = decide(&router, AGENT_KEY, &decision_body(credit(10), "t-1", "7")).await;
     assert_eq!(s, StatusCode::CREATED);
-}
-
-fn futures_like_stream(bytes: Vec<u8>) -> Body {
-    // A body without a size hint, so only the streaming limit can stop it.
-    let chunks: Vec<axum::body::Bytes> = bytes
-        .chunks(64 * 1024)
-        .map(axum::body::Bytes::copy_from_slice)
-        .collect();
-    Body::new(Chunks(chunks.into_iter()))
-}
-
-struct Chunks(std::vec::IntoIter<axum::body::Bytes>);
-
-impl http_body::Body for Chunks {
-    type Data = axum::body::Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        std::task::Poll::Ready(self.0.next().map(|b| Ok(http_body::Frame::data(b))))
-    }
 }
 
 fn with_idem(key: &str, body: &Value, idem: &str) -> Request<Body> {
@@ -320,8 +259,7 @@ fn with_idem(key: &str, body: &Value, idem: &str) -> Request<Body> {
 
 #[tokio::test]
 async fn idempotency_key_replays_and_refuses_another_payload() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let body = decision_body(credit(300), "t-1", "7");
     let (s1, j1, _) = send(&router, with_idem(AGENT_KEY, &body, "k-1")).await;
     assert_eq!(s1, StatusCode::CREATED);
@@ -349,18 +287,13 @@ async fn an_idempotency_key_replays_nothing_to_a_caller_who_lost_access() {
     // Invariant 12: the remembered 201 carries the recorded result; after
     // the agent's access is revoked, the same request with the same key is
     // authorised again and gets `forbidden`, as it would without the key.
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let body = decision_body(credit(300), "t-1", "7");
     let (s, j, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
     assert_eq!(s, StatusCode::CREATED, "{j}");
     desk.0.revoked.lock().unwrap().insert("agent-1".into());
     let (s, j, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::FORBIDDEN, Some("forbidden")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::FORBIDDEN, "forbidden");
     assert!(j.get("result").is_none_or(Value::is_null), "{j}");
     // Access restored: the first answer again.
     desk.0.revoked.lock().unwrap().clear();
@@ -374,17 +307,12 @@ async fn an_idempotency_key_does_not_remember_an_answer_that_is_not_final() {
     // A client holds the permit; a keyed request for the same operation is
     // `in_flight`. Once the client completes, the same keyed request must see
     // the completed operation (`replayed`), not a stale 409.
-    let (state, _desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, _desk) = app_router();
     let body = decision_body(credit(1200), "t-1", "7");
     let (s, d) = decide(&router, CLIENT_KEY, &body).await;
     assert_eq!(d["outcome"], "permitted", "{s} {d}");
     let (s, j, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-f")).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("in_flight")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::CONFLICT, "in_flight");
     let key = d["permit"]["operation_key"].as_str().unwrap();
     let done = json!({"holder": d["permit"]["holder"], "result": {"refund_id": "r-1"}});
     let (s, c, _) = send(
@@ -398,11 +326,7 @@ async fn an_idempotency_key_does_not_remember_an_answer_that_is_not_final() {
     .await;
     assert_eq!(s, StatusCode::OK, "{c}");
     let (s, j, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-f")).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::OK, Some("replayed")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::OK, "replayed");
     assert_eq!(j["result"]["refund_id"], "r-1");
 }
 
@@ -414,8 +338,7 @@ async fn an_idempotency_key_does_not_remember_an_answer_that_is_not_final() {
 async fn idempotency_key_in_flight_is_409() {
     // Hold the first request inside the pipeline: the executor blocks on a
     // lock the test holds (one worker thread waits there).
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let body = decision_body(credit(300), "t-1", "7");
     let held = desk.0.credits.lock().unwrap();
     let r2 = router.clone();
@@ -446,8 +369,7 @@ async fn idempotency_key_in_flight_is_409() {
 
 #[tokio::test]
 async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let (s, d) = decide(
         &router,
         CLIENT_KEY,
@@ -476,10 +398,7 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
         &decision_body(credit(1200), "t-1", "7"),
     )
     .await;
-    assert_eq!(
-        (s, again["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("in_flight"))
-    );
+    assert_outcome(s, &again, StatusCode::CONFLICT, "in_flight");
     // A wrong holder: 409, nothing written.
     let wrong = json!({"holder": "00".repeat(16), "result": {"refund_id": "evil"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &wrong)).await;
@@ -520,8 +439,7 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
 
 #[tokio::test]
 async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let refund = |amount: i64| action("refund_order", json!({"amount_minor": amount}));
     let (s, p) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
     assert_eq!(s, StatusCode::ACCEPTED);
@@ -554,26 +472,16 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     );
     // The proposer's retry runs it, once, and uses the approval up.
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed")),
-        "{r}"
-    );
+    assert_outcome(s, &r, StatusCode::CREATED, "executed");
     assert_eq!(r["review_item"].as_u64(), Some(item));
     assert_eq!(desk.credits_for("t-1"), 1);
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::OK, Some("replayed"))
-    );
+    assert_outcome(s, &r, StatusCode::OK, "replayed");
     assert_eq!(desk.credits_for("t-1"), 1);
     // Other arguments under the same operation: a conflict, never executed
     // on the strength of the first approval.
     let (s, c) = decide(&router, AGENT_KEY, &decision_body(refund(9000), "t-1", "7")).await;
-    assert_eq!(
-        (s, c["outcome"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("conflict"))
-    );
+    assert_outcome(s, &c, StatusCode::UNPROCESSABLE_ENTITY, "conflict");
     // An approval whose version moved before the retry: the retry is
     // state_changed and writes nothing.
     let (_, p) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
@@ -583,10 +491,7 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     assert_eq!(s, StatusCode::OK);
     desk.set_version("t-2", "4");
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(100), "t-2", "3")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("state_changed"))
-    );
+    assert_outcome(s, &r, StatusCode::CONFLICT, "state_changed");
     assert_eq!(desk.credits_for("t-2"), 0);
     // Deny: nothing runs, approving afterwards is refused, and the retry is
     // rejected with `approval_denied`.
@@ -669,10 +574,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
     );
     // The retry is needs_reconciliation, not a second execution.
     let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("needs_reconciliation"))
-    );
+    assert_outcome(s, &r, StatusCode::CONFLICT, "needs_reconciliation");
     // Operators only.
     let (s, _, _) = send(&router, get("/v1/claims?stuck=true", Some(AGENT_KEY))).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
@@ -698,10 +600,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
         (StatusCode::CONFLICT, Some("not_stuck"))
     );
     let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::OK, Some("replayed"))
-    );
+    assert_outcome(s, &r, StatusCode::OK, "replayed");
     assert_eq!(r["result"], json!({"credit_id": "php-77"}));
     assert_eq!(desk.credits_for("t-1"), 0, "the server never executed it");
     // In-process stuck claim, reconciled by asking the server's executor.
@@ -721,8 +620,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
 
 #[tokio::test]
 async fn metrics_and_openapi_describe_the_service() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     decide(&router, AGENT_KEY, &decision_body(credit(1), "t-1", "7")).await;
     decide(&router, CLIENT_KEY, &decision_body(credit(2), "t-2", "3")).await;
     // Scraping needs toolgate:metrics: an agent's key is refused.

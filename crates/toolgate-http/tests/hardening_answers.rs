@@ -5,57 +5,20 @@
 mod support;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
+use support::http::{assert_outcome, decide, post, send};
 use support::{
-    AGENT_KEY, CLIENT_KEY, DeskRef, OPERATOR_KEY, POLICY, app_with, credit, decision_body, keys,
+    AGENT_KEY, CLIENT_KEY, DeskRef, OPERATOR_KEY, app_with, credit, decision_body, test_state,
 };
 use toolgate::claim::MemoryClaimStore;
-use toolgate::contract::Policy;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::{AppState, Components, Settings};
-use tower::ServiceExt;
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
+use toolgate_http::{Components, Settings};
 
 /// A client-mode permit on ticket t-1: (operation key, holder).
 async fn permit(router: &Router) -> (String, String) {
-    let (s, d) = send(
-        router,
-        post(
-            "/v1/decisions",
-            CLIENT_KEY,
-            &decision_body(credit(1200), "t-1", "7"),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, d["outcome"].as_str()),
-        (StatusCode::OK, Some("permitted")),
-        "{d}"
-    );
+    let (s, d) = decide(router, CLIENT_KEY, &decision_body(credit(1200), "t-1", "7")).await;
+    assert_outcome(s, &d, StatusCode::OK, "permitted");
     let p = &d["permit"];
     (
         p["operation_key"].as_str().unwrap().to_owned(),
@@ -91,20 +54,13 @@ async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
     assert!(p["detail"].as_str().unwrap().contains("1000 bytes"), "{p}");
     // Nothing recorded: the claim is still in flight, and the holder can
     // still complete it with a result under the cap.
-    let (s, d) = send(
+    let (s, d) = decide(
         &router,
-        post(
-            "/v1/decisions",
-            CLIENT_KEY,
-            &decision_body(credit(1200), "t-1", "7"),
-        ),
+        CLIENT_KEY,
+        &decision_body(credit(1200), "t-1", "7"),
     )
     .await;
-    assert_eq!(
-        (s, d["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("in_flight")),
-        "{d}"
-    );
+    assert_outcome(s, &d, StatusCode::CONFLICT, "in_flight");
     let small = result_of(1000);
     assert_eq!(small.to_string().len(), 1000);
     let (s, j) = send(
@@ -129,7 +85,7 @@ async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_recon
     });
     let router = toolgate_http::router(state);
     let body = decision_body(credit(1200), "t-1", "7");
-    let (s, d) = send(&router, post("/v1/decisions", AGENT_KEY, &body)).await;
+    let (s, d) = decide(&router, AGENT_KEY, &body).await;
     // The write happened downstream; the gate recorded nothing, so the
     // outcome is unknown to it: the claim stays in flight for
     // reconciliation, never executed again.
@@ -142,11 +98,8 @@ async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_recon
     );
     assert!(d.get("result").is_none_or(Value::is_null), "{d}");
     assert_eq!(desk.credits_for("t-1"), 1);
-    let (s, again) = send(&router, post("/v1/decisions", AGENT_KEY, &body)).await;
-    assert_eq!(
-        (s, again["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("in_flight"))
-    );
+    let (s, again) = decide(&router, AGENT_KEY, &body).await;
+    assert_outcome(s, &again, StatusCode::CONFLICT, "in_flight");
     assert_eq!(desk.credits_for("t-1"), 1, "never executed twice");
 }
 
@@ -260,29 +213,13 @@ async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alik
         claims: MemoryClaimStore::new(),
         executor: desk,
     };
-    let state = AppState::new(
-        Policy::load(POLICY).unwrap(),
-        components,
-        keys(),
-        Settings::default(),
-    );
+    let state = test_state(components);
     let router = toolgate_http::router(state);
-    let exists = send(
+    let exists = decide(&router, AGENT_KEY, &decision_body(credit(100), "t-1", "7")).await;
+    let missing = decide(
         &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
-    let missing = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-404", "7"),
-        ),
+        AGENT_KEY,
+        &decision_body(credit(100), "t-404", "7"),
     )
     .await;
     for (s, d) in [&exists, &missing] {

@@ -27,9 +27,9 @@ mod support;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::databases::{database_url, now_nanos, temp_sqlite};
+use support::databases::{EveryStore, now_nanos, on_each_backend};
+use support::http::{act, assert_outcome, decide, get, post, send_text as send, session_cookie};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
@@ -38,48 +38,6 @@ use toolgate::review::QueueLimits;
 use toolgate_http::{ApiKey, AppState, Components, ExecutionMode, KeyRing, Settings};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, json, text)
-}
-
-fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn get(path: &str, key: &str) -> Request<Body> {
-    Request::get(path)
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::empty())
-        .unwrap()
-}
-
-async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
-    let (s, j, _) = send(app, post("/v1/decisions", key, body)).await;
-    (s, j)
-}
-
-async fn act(app: &Router, key: &str, item: u64, what: &str) -> (StatusCode, Value) {
-    let (s, j, _) = send(
-        app,
-        post(&format!("/v1/review/items/{item}/{what}"), key, &json!({})),
-    )
-    .await;
-    (s, j)
-}
 
 fn refund(amount: i64, ticket: &str) -> Value {
     decision_body(
@@ -102,23 +60,13 @@ async fn app_on(url: Option<&str>, settings: Settings) -> (Router, DeskRef, Stor
     match url {
         None => {
             let (claims, store) = shared();
-            let components = Components {
-                authorizer: desk.clone(),
-                state: desk.clone(),
-                claims,
-                executor: desk.clone(),
-            };
+            let components = desk_components(&desk, claims);
             let state = AppState::new(policy, components, keys(), settings);
             (toolgate_http::router(state), desk, StoreRef::Memory(store))
         }
         Some(url) => {
             let store = AnyClaimStore::connect(url).await.unwrap();
-            let components = Components {
-                authorizer: desk.clone(),
-                state: desk.clone(),
-                claims: store.clone(),
-                executor: desk.clone(),
-            };
+            let components = desk_components(&desk, store.clone());
             let state = AppState::new(policy, components, keys(), settings);
             (toolgate_http::router(state), desk, StoreRef::Any(store))
         }
@@ -176,10 +124,7 @@ async fn ben_approves_anas_item_then_sends_it_himself(url: Option<&str>) {
     assert_ne!(ben["review_item"].as_u64(), Some(item), "{ben}");
     assert_eq!(desk.credits_for(&t), 0);
     let (s, retry) = decide(&app, AGENT_KEY, &refund(700, &t)).await;
-    assert_eq!(
-        (s, retry["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed"))
-    );
+    assert_outcome(s, &retry, StatusCode::CREATED, "executed");
     assert_eq!(
         store.proposer(&key_of(&retry)).await.as_deref(),
         Some("agent-1")
@@ -209,10 +154,7 @@ async fn a_client_key_after_approval(url: Option<&str>) {
     assert_ne!(php["review_item"].as_u64(), Some(item));
     // The proposer's own retry uses it.
     let (s, again) = decide(&app, AGENT_KEY, &refund(900, &t)).await;
-    assert_eq!(
-        (s, again["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed"))
-    );
+    assert_outcome(s, &again, StatusCode::CREATED, "executed");
 }
 
 #[tokio::test]
@@ -221,29 +163,16 @@ async fn ben_approves_anas_item_then_sends_it_himself_in_memory() {
     a_client_key_after_approval(None).await;
 }
 
-#[tokio::test]
-async fn ben_approves_anas_item_then_sends_it_himself_on_sqlite() {
-    let (dir, url) = temp_sqlite("toolgate-hostile");
-    ben_approves_anas_item_then_sends_it_himself(Some(&url)).await;
-    a_client_key_after_approval(Some(&url)).await;
-    let _ = std::fs::remove_dir_all(&dir);
+async fn ben_then_a_client_key(url: &str) {
+    ben_approves_anas_item_then_sends_it_himself(Some(url)).await;
+    a_client_key_after_approval(Some(url)).await;
 }
 
-#[tokio::test]
-async fn ben_approves_anas_item_then_sends_it_himself_on_postgres() {
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        ben_approves_anas_item_then_sends_it_himself(Some(&url)).await;
-        a_client_key_after_approval(Some(&url)).await;
-    }
-}
-
-#[tokio::test]
-async fn ben_approves_anas_item_then_sends_it_himself_on_mariadb() {
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        ben_approves_anas_item_then_sends_it_himself(Some(&url)).await;
-        a_client_key_after_approval(Some(&url)).await;
-    }
-}
+on_each_backend!(ben_then_a_client_key, "toolgate-hostile":
+    ben_approves_anas_item_then_sends_it_himself_on_sqlite,
+    ben_approves_anas_item_then_sends_it_himself_on_postgres,
+    ben_approves_anas_item_then_sends_it_himself_on_mariadb
+);
 
 /// `/review` after the grant was used: the page says who used it (it said
 /// "the proposer's retry used it" whoever had).
@@ -269,13 +198,7 @@ async fn review_page(app: &Router, path: &str) -> String {
         .body(Body::from(format!("key={REVIEWER_KEY}")))
         .unwrap();
     let r = app.clone().oneshot(login).await.unwrap();
-    let cookie = r.headers()[header::SET_COOKIE]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = session_cookie(&r);
     let (s, _, html) = send(
         app,
         Request::get(path)
@@ -347,15 +270,9 @@ async fn huge_scopes_for_an_unknown_tool_open_nothing(url: Option<&str>) {
 
 #[tokio::test]
 async fn huge_scopes_for_an_unknown_tool_open_nothing_on_every_store() {
-    huge_scopes_for_an_unknown_tool_open_nothing(None).await;
-    let (dir, url) = temp_sqlite("toolgate-hostile");
-    huge_scopes_for_an_unknown_tool_open_nothing(Some(&url)).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        huge_scopes_for_an_unknown_tool_open_nothing(Some(&url)).await;
-    }
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        huge_scopes_for_an_unknown_tool_open_nothing(Some(&url)).await;
+    let stores = EveryStore::new("toolgate-hostile");
+    for url in stores.urls() {
+        huge_scopes_for_an_unknown_tool_open_nothing(url).await;
     }
 }
 
@@ -380,10 +297,7 @@ async fn rejections_open_one_item_per_principal_and_reason(url: Option<&str>) {
             "7",
         );
         let (s, j) = decide(&app, NOCAP_KEY, &body).await;
-        assert_eq!(
-            (s, j["outcome"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("rejected"))
-        );
+        assert_outcome(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "rejected");
         assert!(j.get("review_item").is_none_or(Value::is_null), "{j}");
     }
     // An unknown tool: one item for the window, whoever asks how often.
@@ -423,15 +337,9 @@ async fn rejections_open_one_item_per_principal_and_reason(url: Option<&str>) {
 
 #[tokio::test]
 async fn rejections_open_one_item_per_principal_and_reason_on_every_store() {
-    rejections_open_one_item_per_principal_and_reason(None).await;
-    let (dir, url) = temp_sqlite("toolgate-hostile");
-    rejections_open_one_item_per_principal_and_reason(Some(&url)).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        rejections_open_one_item_per_principal_and_reason(Some(&url)).await;
-    }
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        rejections_open_one_item_per_principal_and_reason(Some(&url)).await;
+    let stores = EveryStore::new("toolgate-hostile");
+    for url in stores.urls() {
+        rejections_open_one_item_per_principal_and_reason(url).await;
     }
 }
 
@@ -458,10 +366,7 @@ async fn the_queue_has_caps(url: Option<&str>) {
     let mut opened = 0;
     for amount in 101..120 {
         let (s, j) = decide(&app, CLIENT_KEY, &body(amount)).await;
-        assert_eq!(
-            (s, j["outcome"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("conflict"))
-        );
+        assert_outcome(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "conflict");
         if j["review_item"].as_u64().is_some() {
             opened += 1;
         }
@@ -484,15 +389,9 @@ async fn the_queue_has_caps(url: Option<&str>) {
 
 #[tokio::test]
 async fn the_queue_has_caps_on_every_store() {
-    the_queue_has_caps(None).await;
-    let (dir, url) = temp_sqlite("toolgate-hostile");
-    the_queue_has_caps(Some(&url)).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        the_queue_has_caps(Some(&url)).await;
-    }
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        the_queue_has_caps(Some(&url)).await;
+    let stores = EveryStore::new("toolgate-hostile");
+    for url in stores.urls() {
+        the_queue_has_caps(url).await;
     }
 }
 
@@ -515,10 +414,7 @@ async fn a_listing_carries_summaries(url: Option<&str>) {
     .await;
     assert_eq!(s, StatusCode::OK, "{text}");
     let (s, d) = decide(&app, CLIENT_KEY, &decision_body(credit(200), &t, "7")).await;
-    assert_eq!(
-        (s, d["outcome"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("conflict"))
-    );
+    assert_outcome(s, &d, StatusCode::UNPROCESSABLE_ENTITY, "conflict");
     let item = d["review_item"].as_u64().unwrap();
     let listed = items(&app, "kind=conflict&limit=200").await;
     let mine = listed.iter().find(|i| i["id"] == item).expect("listed");
@@ -546,15 +442,9 @@ async fn a_listing_carries_summaries(url: Option<&str>) {
 
 #[tokio::test]
 async fn a_listing_carries_summaries_on_every_store() {
-    a_listing_carries_summaries(None).await;
-    let (dir, url) = temp_sqlite("toolgate-hostile");
-    a_listing_carries_summaries(Some(&url)).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        a_listing_carries_summaries(Some(&url)).await;
-    }
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        a_listing_carries_summaries(Some(&url)).await;
+    let stores = EveryStore::new("toolgate-hostile");
+    for url in stores.urls() {
+        a_listing_carries_summaries(url).await;
     }
 }
 
@@ -563,18 +453,8 @@ fn memory_app() -> (Router, std::sync::Arc<MemoryClaimStore>, DeskRef) {
     desk.set_version("t-1", "7");
     desk.set_version("t-9", "1");
     let (claims, store) = shared();
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims,
-        executor: desk.clone(),
-    };
-    let state = AppState::new(
-        Policy::load(POLICY).unwrap(),
-        components,
-        keys(),
-        Settings::default(),
-    );
+    let components = desk_components(&desk, claims);
+    let state = test_state(components);
     (toolgate_http::router(state), store, desk)
 }
 
@@ -588,10 +468,7 @@ async fn a_model_chosen_tool_name_is_audited_escaped_and_bounded() {
     for name in ["refund\norder", "refund\0order", long.as_str()] {
         let body = decision_body(action(name, json!({})), "t-1", "7");
         let (s, j) = decide(&app, AGENT_KEY, &body).await;
-        assert_eq!(
-            (s, j["outcome"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("rejected"))
-        );
+        assert_outcome(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "rejected");
     }
     let log = store.audit_log().unwrap();
     let tools: Vec<&str> = log
@@ -660,11 +537,7 @@ async fn version_seen_has_one_spelling() {
         b
     };
     let (s, first) = decide(&app, CLIENT_KEY, &body(json!(1))).await;
-    assert_eq!(
-        (s, first["outcome"].as_str()),
-        (StatusCode::OK, Some("permitted")),
-        "{first}"
-    );
+    assert_outcome(s, &first, StatusCode::OK, "permitted");
     for bad in [json!("01"), json!(" 1"), json!("1 "), json!("+1")] {
         let (s, j) = decide(&app, CLIENT_KEY, &body(bad.clone())).await;
         assert_eq!(
@@ -836,12 +709,7 @@ async fn a_state_source_failure_never_shows_its_sql() {
             claims: MemoryClaimStore::new(),
             executor: desk,
         };
-        let state = AppState::new(
-            Policy::load(POLICY).unwrap(),
-            components,
-            keys(),
-            Settings::default(),
-        );
+        let state = test_state(components);
         let app = toolgate_http::router(state);
         let (s, j, text) = send(
             &app,

@@ -17,33 +17,12 @@ use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use support::databases::{database_url, now_nanos, temp_sqlite};
+use support::databases::{now_nanos, on_each_backend, replica};
 use support::*;
 use toolgate::claim::UnixMillis;
-use toolgate::contract::Policy;
 use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
-use toolgate_http::{AppState, Components, Settings};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
-
-type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
-
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: store,
-        executor: desk.clone(),
-    };
-    let state = AppState::new(
-        Policy::load(POLICY).unwrap(),
-        components,
-        keys(),
-        Settings::default(),
-    );
-    (toolgate_http::router(state.clone()), state)
-}
 
 /// Status, body text and the problem code, if any.
 #[expect(
@@ -322,23 +301,8 @@ async fn quotas_are_per_principal(store: &AnyClaimStore, run: &str) {
     assert!(gone, "an answer past the retention stayed");
 }
 
-#[tokio::test]
-async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_sqlite() {
-    let (dir, url) = temp_sqlite("toolgate-idem");
-    durable_on(&url).await;
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[tokio::test]
-async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_postgres() {
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        durable_on(&url).await;
-    }
-}
-
-#[tokio::test]
-async fn the_memory_is_shared_by_replicas_and_survives_a_restart_on_mariadb() {
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        durable_on(&url).await;
-    }
-}
+on_each_backend!(durable_on, "toolgate-idem":
+    the_memory_is_shared_by_replicas_and_survives_a_restart_on_sqlite,
+    the_memory_is_shared_by_replicas_and_survives_a_restart_on_postgres,
+    the_memory_is_shared_by_replicas_and_survives_a_restart_on_mariadb
+);

@@ -488,8 +488,7 @@ async fn call(
     reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
 )]
 async fn the_document_and_the_server_agree_on_requests() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let doc: Value = serde_json::from_str(&served_text(&router).await).unwrap();
     let request = &doc["components"]["schemas"]["DecisionRequest"];
     let names = |v: &Value| -> Vec<String> {

@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::http::{agent_post_with_length, chunked_body};
 use support::*;
 use tower::ServiceExt;
 
@@ -55,6 +56,19 @@ fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
     request("POST", path, Some(key), Body::from(body.to_string()))
 }
 
+/// The agent's credit of 100 on ticket t-1 at version 7.
+fn small_credit() -> Request<Body> {
+    post(
+        "/v1/decisions",
+        AGENT_KEY,
+        &decision_body(credit(100), "t-1", "7"),
+    )
+}
+
+fn get(path: &str, key: &str) -> Request<Body> {
+    request("GET", path, Some(key), Body::empty())
+}
+
 /// Asserts `a` is a problem of `status` and `code`, with every member RFC
 /// 9457 and the documentation promise.
 #[track_caller]
@@ -75,8 +89,7 @@ fn assert_problem(a: &Answer, status: StatusCode, code: &str) {
 
 #[tokio::test]
 async fn handler_errors_are_problems() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     // 401, with the challenge.
     let a = send(
         &router,
@@ -88,53 +101,59 @@ async fn handler_errors_are_problems() {
         a.headers[header::WWW_AUTHENTICATE],
         "Bearer realm=\"toolgate\""
     );
-    // 400: a malformed header, an operation key, a listing, a query, a path.
+    // 400: a malformed header, an operation key, a listing, a query, a path;
+    // 403: a capability the key lacks; 409: reconciling a claim that is not
+    // stuck; 422: a body that is not the endpoint's.
     let bad_idem = Request::post("/v1/decisions")
         .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
         .header("Idempotency-Key", "")
         .body(Body::from("{}"))
         .unwrap();
-    let a = send(&router, bad_idem).await;
-    assert_problem(&a, StatusCode::BAD_REQUEST, "invalid_idempotency_key");
-    let a = send(
-        &router,
-        post("/v1/claims/zz/complete", CLIENT_KEY, &json!({})),
-    )
-    .await;
-    assert_problem(&a, StatusCode::BAD_REQUEST, "invalid_operation_key");
-    let a = send(
-        &router,
-        request("GET", "/v1/claims", Some(OPERATOR_KEY), Body::empty()),
-    )
-    .await;
-    assert_problem(&a, StatusCode::BAD_REQUEST, "unsupported_listing");
-    let a = send(
-        &router,
-        request(
-            "GET",
-            "/v1/claims?stuck=maybe",
-            Some(OPERATOR_KEY),
-            Body::empty(),
+    let key = "0".repeat(64);
+    let reconcile = format!("/v1/claims/{key}/reconcile");
+    let cases = [
+        (bad_idem, StatusCode::BAD_REQUEST, "invalid_idempotency_key"),
+        (
+            post("/v1/claims/zz/complete", CLIENT_KEY, &json!({})),
+            StatusCode::BAD_REQUEST,
+            "invalid_operation_key",
         ),
-    )
-    .await;
-    assert_problem(&a, StatusCode::BAD_REQUEST, "invalid_query");
-    let a = send(
-        &router,
-        post("/v1/review/items/first/approve", REVIEWER_KEY, &json!({})),
-    )
-    .await;
-    assert_problem(&a, StatusCode::BAD_REQUEST, "invalid_path");
-    // 403: a capability the key lacks.
-    let a = send(
-        &router,
-        request("GET", "/metrics", Some(AGENT_KEY), Body::empty()),
-    )
-    .await;
-    assert_problem(&a, StatusCode::FORBIDDEN, "missing_capability");
+        (
+            get("/v1/claims", OPERATOR_KEY),
+            StatusCode::BAD_REQUEST,
+            "unsupported_listing",
+        ),
+        (
+            get("/v1/claims?stuck=maybe", OPERATOR_KEY),
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+        ),
+        (
+            post("/v1/review/items/first/approve", REVIEWER_KEY, &json!({})),
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+        ),
+        (
+            get("/metrics", AGENT_KEY),
+            StatusCode::FORBIDDEN,
+            "missing_capability",
+        ),
+        (
+            post(&reconcile, OPERATOR_KEY, &json!({"applied": true})),
+            StatusCode::CONFLICT,
+            "not_stuck",
+        ),
+        (
+            post("/v1/decisions", AGENT_KEY, &json!({"provider": "envelope"})),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_body",
+        ),
+    ];
+    for (req, status, code) in cases {
+        assert_problem(&send(&router, req).await, status, code);
+    }
     // 409: completing a claim the caller does not hold (here none exists:
     // the same answer as for another's claim) names the resource.
-    let key = "0".repeat(64);
     let a = send(
         &router,
         post(
@@ -146,30 +165,11 @@ async fn handler_errors_are_problems() {
     .await;
     assert_problem(&a, StatusCode::CONFLICT, "stale_holder");
     assert_eq!(a.json["instance"], format!("/v1/claims/{key}"));
-    // 409: reconciling a claim that is not stuck.
-    let a = send(
-        &router,
-        post(
-            &format!("/v1/claims/{key}/reconcile"),
-            OPERATOR_KEY,
-            &json!({"applied": true}),
-        ),
-    )
-    .await;
-    assert_problem(&a, StatusCode::CONFLICT, "not_stuck");
-    // 422: a body that is not the endpoint's.
-    let a = send(
-        &router,
-        post("/v1/decisions", AGENT_KEY, &json!({"provider": "envelope"})),
-    )
-    .await;
-    assert_problem(&a, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
 }
 
 #[tokio::test]
 async fn decisions_keep_their_json_at_error_statuses() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let bad = action(
         "apply_goodwill_credit",
         json!({"amount_minor": 1500, "reason_code": "late_delivery", "approved_by": "boss"}),
@@ -187,8 +187,7 @@ async fn decisions_keep_their_json_at_error_statuses() {
 
 #[tokio::test]
 async fn routing_errors_are_problems() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let a = send(&router, request("GET", "/v2/nothing", None, Body::empty())).await;
     assert_problem(&a, StatusCode::NOT_FOUND, "not_found");
     // 405 keeps axum's Allow header.
@@ -215,14 +214,9 @@ async fn routing_errors_are_problems() {
 
 #[tokio::test]
 async fn the_body_limit_is_a_problem_by_length_and_while_streaming() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let big = vec![b'x'; 3 * 1024 * 1024];
-    let req = Request::post("/v1/decisions")
-        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
-        .header(header::CONTENT_LENGTH, big.len())
-        .body(Body::from(big.clone()))
-        .unwrap();
+    let req = agent_post_with_length(big.clone());
     let a = send(&router, req).await;
     assert_problem(&a, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
     assert!(
@@ -231,35 +225,13 @@ async fn the_body_limit_is_a_problem_by_length_and_while_streaming() {
         a.json
     );
     // No Content-Length: the body extractor stops at the limit.
-    let stream = futures_util_stream(big);
+    let stream = chunked_body(big);
     let req = Request::post("/v1/decisions")
         .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
         .body(stream)
         .unwrap();
     let a = send(&router, req).await;
     assert_problem(&a, StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
-}
-
-fn futures_util_stream(bytes: Vec<u8>) -> Body {
-    let chunks: Vec<axum::body::Bytes> = bytes
-        .chunks(64 * 1024)
-        .map(axum::body::Bytes::copy_from_slice)
-        .collect();
-    Body::new(Chunks(chunks.into_iter()))
-}
-
-struct Chunks(std::vec::IntoIter<axum::body::Bytes>);
-
-impl http_body::Body for Chunks {
-    type Data = axum::body::Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        std::task::Poll::Ready(self.0.next().map(|b| Ok(http_body::Frame::data(b))))
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -277,15 +249,7 @@ async fn the_deadline_is_a_problem_and_the_decision_still_finishes() {
     // The executor waits on this lock, so the request cannot finish before
     // its deadline, however fast the machine.
     let held = desk.0.credits.lock().unwrap();
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     drop(held);
     assert_problem(&a, StatusCode::REQUEST_TIMEOUT, "request_timeout");
     // The decision ran to its end on its own task.
@@ -295,18 +259,9 @@ async fn the_deadline_is_a_problem_and_the_decision_still_finishes() {
 
 #[tokio::test]
 async fn a_failed_decision_task_is_a_500_problem() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     *desk.0.panic_execute.lock().unwrap() = true;
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     assert_problem(&a, StatusCode::INTERNAL_SERVER_ERROR, "internal");
 }
 
@@ -325,15 +280,7 @@ async fn a_store_that_does_not_answer_is_503_and_not_ready() {
     // Liveness does not touch the store: the process still serves.
     let a = send(&router, request("GET", "/healthz", None, Body::empty())).await;
     assert_eq!(a.status, StatusCode::OK);
-    let a = send(
-        &router,
-        post(
-            "/v1/decisions",
-            AGENT_KEY,
-            &decision_body(credit(100), "t-1", "7"),
-        ),
-    )
-    .await;
+    let a = send(&router, small_credit()).await;
     assert_problem(&a, StatusCode::SERVICE_UNAVAILABLE, "store_unavailable");
     // Back up: ready again.
     down.store(false, std::sync::atomic::Ordering::SeqCst);

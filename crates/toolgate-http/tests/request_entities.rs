@@ -14,9 +14,8 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
-use toolgate::contract::Policy;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::{AppState, Components, Settings};
+use toolgate_http::Components;
 use tower::ServiceExt;
 
 /// Reads `Customer` entities from the request for the credit tool, records
@@ -52,12 +51,7 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
         claims: MemoryClaimStore::new(),
         executor: desk.clone(),
     };
-    let state = AppState::new(
-        Policy::load(POLICY).unwrap(),
-        components,
-        keys(),
-        Settings::default(),
-    );
+    let state = test_state(components);
     (toolgate_http::router(state), desk, authz)
 }
 
@@ -149,8 +143,7 @@ async fn a_type_the_tool_does_not_read_is_refused_loudly() {
 #[tokio::test]
 async fn an_authoriser_that_reads_no_entities_refuses_any() {
     // The desk's own authoriser keeps the trait's default: it reads none.
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     desk.set_version("t-1", "7");
     let (s, j) = decide(
         &router,

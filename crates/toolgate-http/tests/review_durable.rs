@@ -13,50 +13,14 @@
 mod support;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Value, json};
-use support::databases::{database_url, now_nanos, temp_sqlite};
+use support::databases::{StoreComponents, now_nanos, on_each_backend, replica_with};
+use support::http::{act, assert_outcome, decide, get, post, send_text as send};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Components, Settings};
-use toolgate_store::AnyClaimStore;
-use tower::ServiceExt;
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value, String) {
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, json, text)
-}
-
-fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-fn get(path: &str, key: &str) -> Request<Body> {
-    Request::get(path)
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::empty())
-        .unwrap()
-}
-
-async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
-    let (s, j, _) = send(app, post("/v1/decisions", key, body)).await;
-    (s, j)
-}
+use toolgate_http::{AppState, Settings};
 
 fn refund(amount: i64) -> Value {
     action("refund_order", json!({"amount_minor": amount}))
@@ -64,15 +28,6 @@ fn refund(amount: i64) -> Value {
 
 fn body(amount: i64, ticket: &str, version: &str) -> Value {
     decision_body(refund(amount), ticket, version)
-}
-
-async fn act(app: &Router, key: &str, item: u64, what: &str) -> (StatusCode, Value) {
-    let (s, j, _) = send(
-        app,
-        post(&format!("/v1/review/items/{item}/{what}"), key, &json!({})),
-    )
-    .await;
-    (s, j)
 }
 
 fn policy_with(approvers: &str) -> Policy {
@@ -118,30 +73,14 @@ async fn the_proposer_cannot_approve_and_each_vote_is_an_audit_row_naming_the_re
     );
     assert_eq!(j["item"]["votes"][0]["reviewer"], "reviewer-1");
     let (s, r) = decide(&router, LEAD_KEY, &body(700, "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed"))
-    );
+    assert_outcome(s, &r, StatusCode::CREATED, "executed");
     assert_eq!(desk.credits_for("t-1"), 1);
-    let key = key_of(&r);
-    let trail = state
-        .components()
-        .claims
-        .audit_trail(&key, 100)
-        .await
-        .unwrap();
-    assert!(
-        trail
-            .iter()
-            .any(|e| e.actor() == "reviewer-1" && e.outcome() == "approved"),
-        "{trail:?}"
-    );
+    assert_approved_by_reviewer_1(&state.components().claims, &r).await;
 }
 
 #[tokio::test]
 async fn in_client_mode_only_the_proposers_retry_receives_the_permit() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     let (s, p) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
     assert_eq!(s, StatusCode::ACCEPTED);
     let item = p["review_item"].as_u64().unwrap();
@@ -162,11 +101,7 @@ async fn in_client_mode_only_the_proposers_retry_receives_the_permit() {
     assert!(list["items"][0]["decision"]["permit"].is_null(), "{listed}");
     // The proposer's retry gets it, once.
     let (s, r) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::OK, Some("permitted")),
-        "{r}"
-    );
+    assert_outcome(s, &r, StatusCode::OK, "permitted");
     assert!(r["permit"]["holder"].is_string(), "{r}");
     assert_eq!(desk.credits_for("t-1"), 0);
     let (_, r) = decide(&router, CLIENT_KEY, &body(900, "t-1", "7")).await;
@@ -178,12 +113,7 @@ async fn in_client_mode_only_the_proposers_retry_receives_the_permit() {
 async fn a_tool_may_need_two_distinct_approvers() {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, MemoryClaimStore::new());
     let state = AppState::new(
         policy_with("approvers = 2"),
         components,
@@ -216,17 +146,13 @@ async fn a_tool_may_need_two_distinct_approvers() {
         (StatusCode::OK, Some("approved"))
     );
     let (s, r) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed"))
-    );
+    assert_outcome(s, &r, StatusCode::CREATED, "executed");
     assert_eq!(desk.credits_for("t-1"), 1);
 }
 
 #[tokio::test]
 async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     for q in [
         "limit=0",
         "limit=201",
@@ -265,18 +191,8 @@ async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
     );
 }
 
-type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
-
 async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: store,
-        executor: desk.clone(),
-    };
-    let state = AppState::new(policy_with(""), components, keys(), Settings::default());
-    (toolgate_http::router(state.clone()), state)
+    replica_with(url, desk, policy_with("")).await
 }
 
 /// Two replicas on one database, then a restart: items listed and acted on
@@ -333,10 +249,7 @@ async fn durable_on(url: &str) {
     );
     // A stale version on B: an item of another kind, resolved on A.
     let (s, stale) = decide(&b, AGENT_KEY, &decision_body(credit(100), &t2, "2")).await;
-    assert_eq!(
-        (s, stale["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("state_changed"))
-    );
+    assert_outcome(s, &stale, StatusCode::CONFLICT, "state_changed");
     let stale_item = stale["review_item"].as_u64().unwrap();
     assert!(stale_item > item);
     let (s, j, _) = send(
@@ -372,11 +285,7 @@ async fn durable_on(url: &str) {
     );
     // The proposer's retry after the restart uses the approval, once.
     let (s, r) = decide(&c, AGENT_KEY, &body(500, &t1, "7")).await;
-    assert_eq!(
-        (s, r["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed")),
-        "{r}"
-    );
+    assert_outcome(s, &r, StatusCode::CREATED, "executed");
     assert_eq!(desk.credits_for(&t1), 1);
     let (_, page, _) = send(
         &c,
@@ -394,13 +303,12 @@ async fn durable_on(url: &str) {
     let (_, p) = decide(&c, AGENT_KEY, &body(600, &t2, "3")).await;
     assert!(p["review_item"].as_u64().unwrap() > stale_item, "{p}");
     // The reviewers' actions are audit rows naming them.
-    let key = key_of(&r);
-    let trail = state
-        .components()
-        .claims
-        .audit_trail(&key, 100)
-        .await
-        .unwrap();
+    assert_approved_by_reviewer_1(&state.components().claims, &r).await;
+}
+
+/// The audit trail of `decision`'s claim has reviewer-1's approval.
+async fn assert_approved_by_reviewer_1(claims: &impl ClaimStore, decision: &Value) {
+    let trail = claims.audit_trail(&key_of(decision), 100).await.unwrap();
     assert!(
         trail
             .iter()
@@ -418,26 +326,11 @@ fn key_of(decision: &Value) -> OperationKey {
     OperationKey::from_slice(&bytes).unwrap()
 }
 
-#[tokio::test]
-async fn items_survive_a_restart_and_are_shared_by_replicas_on_sqlite() {
-    let (dir, url) = temp_sqlite("toolgate-review");
-    durable_on(&url).await;
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[tokio::test]
-async fn items_survive_a_restart_and_are_shared_by_replicas_on_postgres() {
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        durable_on(&url).await;
-    }
-}
-
-#[tokio::test]
-async fn items_survive_a_restart_and_are_shared_by_replicas_on_mariadb() {
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        durable_on(&url).await;
-    }
-}
+on_each_backend!(durable_on, "toolgate-review":
+    items_survive_a_restart_and_are_shared_by_replicas_on_sqlite,
+    items_survive_a_restart_and_are_shared_by_replicas_on_postgres,
+    items_survive_a_restart_and_are_shared_by_replicas_on_mariadb
+);
 
 /// The optional webhook: a real HTTP receiver on a loopback port gets one
 /// signed POST per new item, and the signature verifies over the raw body.
@@ -486,12 +379,7 @@ async fn a_new_item_is_announced_on_the_signed_webhook() {
     });
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, MemoryClaimStore::new());
     let settings = Settings {
         review_webhook: Some(toolgate_http::ReviewWebhook {
             url: format!("http://{addr}/toolgate-items"),

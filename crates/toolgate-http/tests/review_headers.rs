@@ -6,6 +6,7 @@ mod support;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use support::http::session_cookie;
 use support::*;
 use tower::ServiceExt;
 
@@ -23,8 +24,7 @@ fn login(host: &str) -> Request<Body> {
 
 #[tokio::test]
 async fn every_page_answer_is_uncached_unframed_and_scriptless() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let login_page = call(
         &router,
         Request::get("/review").body(Body::empty()).unwrap(),
@@ -56,8 +56,7 @@ async fn the_session_cookie_is_secure_unless_the_public_url_is_http() {
             .unwrap()
             .to_owned()
     };
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     for host in [
         "review.example.com",
         "127.0.0.1:8080",
@@ -82,16 +81,9 @@ async fn the_session_cookie_is_secure_unless_the_public_url_is_http() {
 
 #[tokio::test]
 async fn an_action_with_another_csrf_token_is_refused() {
-    let (state, _) = app();
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let r = call(&router, login("127.0.0.1")).await;
-    let session = r.headers()[header::SET_COOKIE]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let session = session_cookie(&r);
     for token in ["", "00", &"0".repeat(32)] {
         let r = call(
             &router,

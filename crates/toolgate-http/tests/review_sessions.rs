@@ -14,33 +14,11 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use support::databases::{database_url, now_nanos, temp_sqlite};
+use support::databases::{now_nanos, on_each_backend, replica};
 use support::*;
 use toolgate::claim::UnixMillis;
-use toolgate::contract::Policy;
 use toolgate::review::{ReviewSession, ReviewStore, session_digest};
-use toolgate_http::{AppState, Components, Settings};
-use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
-
-type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
-
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
-    let store = AnyClaimStore::connect(url).await.unwrap();
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: store,
-        executor: desk.clone(),
-    };
-    let state = AppState::new(
-        Policy::load(POLICY).unwrap(),
-        components,
-        keys(),
-        Settings::default(),
-    );
-    (toolgate_http::router(state.clone()), state)
-}
 
 async fn send(app: &Router, req: Request<Body>) -> (StatusCode, String, Option<String>) {
     let resp = app.clone().oneshot(req).await.unwrap();
@@ -230,23 +208,8 @@ async fn sessions_on(url: &str) {
     );
 }
 
-#[tokio::test]
-async fn sessions_are_shared_and_survive_a_restart_on_sqlite() {
-    let (dir, url) = temp_sqlite("toolgate-sessions");
-    sessions_on(&url).await;
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
-#[tokio::test]
-async fn sessions_are_shared_and_survive_a_restart_on_postgres() {
-    if let Some(url) = database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") {
-        sessions_on(&url).await;
-    }
-}
-
-#[tokio::test]
-async fn sessions_are_shared_and_survive_a_restart_on_mariadb() {
-    if let Some(url) = database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") {
-        sessions_on(&url).await;
-    }
-}
+on_each_backend!(sessions_on, "toolgate-sessions":
+    sessions_are_shared_and_survive_a_restart_on_sqlite,
+    sessions_are_shared_and_survive_a_restart_on_postgres,
+    sessions_are_shared_and_survive_a_restart_on_mariadb
+);

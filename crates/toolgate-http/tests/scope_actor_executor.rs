@@ -7,39 +7,12 @@ mod support;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::http::{assert_outcome, decide, post, send};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Components, Settings};
-use tower::ServiceExt;
-
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn send(app: &Router, req: Request<Body>) -> (StatusCode, Value) {
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
-}
-
-fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
-    Request::post(path)
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {key}"))
-        .body(Body::from(body.to_string()))
-        .unwrap()
-}
-
-async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
-    send(app, post("/v1/decisions", key, body)).await
-}
+use toolgate_http::{AppState, Settings};
 
 /// The test desk's policy with `ticket_id` typed as an integer.
 fn typed_app() -> (Router, DeskRef) {
@@ -54,12 +27,7 @@ needs_approval = false"#,
     assert_ne!(text, POLICY, "the test policy's credit tool has changed");
     let desk = DeskRef::default();
     desk.set_version("42", "7");
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, MemoryClaimStore::new());
     let state = AppState::new(
         Policy::load(&text).unwrap(),
         components,
@@ -139,23 +107,14 @@ async fn a_scope_value_of_the_wrong_type_is_invalid_scope() {
 
 #[tokio::test]
 async fn untyped_desk_scopes_work_as_before() {
-    let (state, desk) = app();
-    let router = toolgate_http::router(state);
+    let (router, desk) = app_router();
     // Strings for the ids and an integer version, as the desk sends them.
     let body = json!({"provider": "envelope", "response": credit(1500),
         "scope": {"customer_id": "c-1", "ticket_id": "t-1", "version_seen": 7}});
     let (s, j) = decide(&router, AGENT_KEY, &body).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::CREATED, Some("executed")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::CREATED, "executed");
     let (s, j) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::OK, Some("replayed")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::OK, "replayed");
     assert_eq!(desk.credits_for("t-1"), 1);
 }
 
@@ -170,12 +129,7 @@ fn delegating_app(lease: std::time::Duration) -> (AppState<TestComponents>, Desk
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, MemoryClaimStore::new());
     let service = |key: &str, id: &str, mode| ApiKey {
         sha256: ApiKey::digest(key),
         principal: Principal::new(id, ["credit:issue"]).unwrap(),
@@ -312,11 +266,7 @@ async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_th
         &decision_body(credit(1500), "t-1", "7"),
     )
     .await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::OK, Some("replayed")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::OK, "replayed");
     let entries = trail(&state, key_hex).await;
     let replayed = entries.iter().find(|e| e.outcome() == "replayed").unwrap();
     assert_eq!((replayed.actor(), replayed.via()), ("support-portal", None));
@@ -383,11 +333,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
         &decision_body(credit(1500), "t-1", "7"),
     )
     .await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::OK, Some("permitted")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::OK, "permitted");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
     let record = claim(&state, &key).await;
@@ -449,11 +395,7 @@ async fn a_stuck_in_process_claim_is_asked_of_its_executor() {
     let router = toolgate_http::router(state.clone());
     *desk.0.fail_execute.lock().unwrap() = true;
     let (s, j) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::CONFLICT, Some("needs_reconciliation")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::CONFLICT, "needs_reconciliation");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
     let record = claim(&state, &key).await;
@@ -480,11 +422,7 @@ async fn a_delegating_client_key_completes_the_permit_it_received_for_its_user()
         &as_actor(decision_body(credit(1500), "t-1", "7"), "agent-ana"),
     )
     .await;
-    assert_eq!(
-        (s, j["outcome"].as_str()),
-        (StatusCode::OK, Some("permitted")),
-        "{j}"
-    );
+    assert_outcome(s, &j, StatusCode::OK, "permitted");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let holder = j["permit"]["holder"].as_str().unwrap().to_owned();
     let (s, done) = send(

@@ -9,29 +9,52 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use support::*;
+use toolgate_http::AppState;
+
+/// Writes `request` on a new connection and reads until the server closes
+/// it: the whole answer as text.
+fn exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = s.write_all(request);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
 
 fn raw_post(addr: SocketAddr, key: &str, body: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
+    let request = format!(
         "POST /v1/decisions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
+    );
+    exchange(addr, request.as_bytes())
+}
+
+/// The test app served on a loopback port, with `grace` to finish the
+/// decisions in progress at shutdown.
+fn serve(state: AppState<TestComponents>, grace: Duration) -> (tokio::runtime::Runtime, Running) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let running = support::start(&runtime, state, grace);
+    (runtime, running)
+}
+
+/// Asks the server to stop and waits until `serve` has returned.
+fn stop(runtime: &tokio::runtime::Runtime, running: Running) {
+    running.stop.send(()).unwrap();
+    runtime.block_on(running.server).unwrap().unwrap();
 }
 
 #[test]
 fn shutdown_waits_for_the_decision_in_progress() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
     let (state, desk) = app();
-    let support::Running {
-        addr,
-        stop: stop_tx,
-        server,
-    } = support::start(&runtime, state, Duration::from_secs(30));
+    let (
+        runtime,
+        Running {
+            addr,
+            stop: stop_tx,
+            server,
+        },
+    ) = serve(state, Duration::from_secs(30));
     // Block the executor: the decision will sit between claim and
     // completion until the test lets go.
     let held = desk.0.credits.lock().unwrap();
@@ -63,26 +86,16 @@ fn shutdown_waits_for_the_decision_in_progress() {
 }
 
 fn metrics(addr: SocketAddr) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
+    let request = format!(
         "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {METRICS_KEY}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    out
+    );
+    exchange(addr, request.as_bytes())
 }
 
 #[test]
 fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (state, _) = app();
-    let support::Running {
-        addr,
-        stop: stop_tx,
-        server,
-    } = support::start(&runtime, state, Duration::from_secs(1));
+    let (runtime, running) = serve(app().0, Duration::from_secs(1));
+    let addr = running.addr;
     for key in [AGENT_KEY, "wrong"] {
         let mut s = TcpStream::connect(addr).unwrap();
         let big = vec![b'a'; 3_000_000];
@@ -107,8 +120,7 @@ fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
         &decision_body(credit(5), "t-1", "7").to_string(),
     );
     assert!(ok.starts_with("HTTP/1.1 201"), "{ok}");
-    stop_tx.send(()).unwrap();
-    runtime.block_on(server).unwrap().unwrap();
+    stop(&runtime, running);
 }
 
 /// What hyper answers before the router sees a request: a status line
@@ -117,21 +129,9 @@ fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
 /// exceptions to "every error is a problem" stay exactly these.
 #[test]
 fn requests_hyper_cannot_parse_get_the_documented_bare_answers() {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (state, _) = app();
-    let support::Running {
-        addr,
-        stop: stop_tx,
-        server,
-    } = support::start(&runtime, state, Duration::from_secs(1));
-    let raw = |request: &[u8]| {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let _ = s.write_all(request);
-        let mut out = Vec::new();
-        let _ = s.read_to_end(&mut out);
-        String::from_utf8_lossy(&out).into_owned()
-    };
+    let (runtime, running) = serve(app().0, Duration::from_secs(1));
+    let addr = running.addr;
+    let raw = |request: &[u8]| exchange(addr, request);
     let bad_line = raw(b"NOT A REQUEST LINE\r\n\r\n");
     let big_header = format!(
         "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
@@ -161,6 +161,5 @@ fn requests_hyper_cannot_parse_get_the_documented_bare_answers() {
         doc.contains("`431 Request Header\nFields Too Large`")
             || doc.contains("`431 Request Header Fields Too Large`")
     );
-    stop_tx.send(()).unwrap();
-    runtime.block_on(server).unwrap().unwrap();
+    stop(&runtime, running);
 }

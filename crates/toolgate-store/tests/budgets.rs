@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use toolgate::claim::conformance::{self, Namespace};
 use toolgate::claim::{
-    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, Completion, JsonText,
+    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, Completion, JsonText, Lease,
     MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
 };
 use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore, Verdict, Voted};
@@ -60,6 +60,31 @@ fn not_applied() -> ReconcileOutcome {
 
 fn far_future() -> UnixMillis {
     UnixMillis(4_000_000_000_000)
+}
+
+/// The completion of `lease`'s claim with `result`, at `T0`.
+async fn complete<S: ClaimStore>(
+    store: &S,
+    lease: &Lease,
+    result: &JsonText,
+    entry: &AuditEntry,
+) -> Completion {
+    store
+        .complete(&lease.key, &lease.holder, result, conformance::T0, entry)
+        .await
+        .unwrap()
+}
+
+/// An operator's reconciliation of `lease`'s claim, long after its lease.
+async fn reconcile<S: ClaimStore>(
+    store: &S,
+    lease: &Lease,
+    outcome: &ReconcileOutcome,
+) -> Reconciled {
+    store
+        .record_reconciliation(&lease.key, outcome, far_future())
+        .await
+        .unwrap()
 }
 
 async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
@@ -116,57 +141,24 @@ async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
         None,
     )
     .unwrap();
-    let done = store
-        .complete(
-            &won[0].key,
-            &won[0].holder,
-            &detail,
-            conformance::T0,
-            &entry,
-        )
-        .await
-        .unwrap();
+    let done = complete(&*store, &won[0], &detail, &entry).await;
     assert_eq!(done, Completion::Recorded);
     // The retried completion (same holder, same result) releases nothing more.
-    let again = store
-        .complete(
-            &won[0].key,
-            &won[0].holder,
-            &detail,
-            conformance::T0,
-            &entry,
-        )
-        .await
-        .unwrap();
+    let again = complete(&*store, &won[0], &detail, &entry).await;
     assert_eq!(again, Completion::Recorded);
     assert!(fits(&*store, &ns, 101, &budget, 1000).await);
     assert!(!fits(&*store, &ns, 102, &budget, 1001).await);
 
     // A completion that applied keeps its reservation.
     let applied = JsonText::result(r#"{"applied":true}"#.to_owned()).unwrap();
-    let _ = store
-        .complete(
-            &won[1].key,
-            &won[1].holder,
-            &applied,
-            conformance::T0,
-            &entry,
-        )
-        .await
-        .unwrap();
+    let _ = complete(&*store, &won[1], &applied, &entry).await;
     assert!(!fits(&*store, &ns, 103, &budget, 1001).await);
 
     // Reconciled as not applied: given back once; a second reconciliation
     // changes nothing and gives nothing back.
-    let r = store
-        .record_reconciliation(&won[2].key, &not_applied(), far_future())
-        .await
-        .unwrap();
+    let r = reconcile(&*store, &won[2], &not_applied()).await;
     assert!(matches!(r, Reconciled::Recorded));
-    let r = store
-        .record_reconciliation(&won[2].key, &not_applied(), far_future())
-        .await
-        .unwrap();
+    let r = reconcile(&*store, &won[2], &not_applied()).await;
     assert!(matches!(r, Reconciled::NotStuck(_)));
     // Held now: won[1], won[3], won[4] (3000).
     assert!(fits(&*store, &ns, 104, &budget, 2000).await);
@@ -176,10 +168,7 @@ async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
     let applied_receipt = ReconcileOutcome::Applied {
         receipt: JsonText::result(r#"{"applied":true}"#.to_owned()).unwrap(),
     };
-    let r = store
-        .record_reconciliation(&won[3].key, &applied_receipt, far_future())
-        .await
-        .unwrap();
+    let r = reconcile(&*store, &won[3], &applied_receipt).await;
     assert!(matches!(r, Reconciled::Recorded));
     assert!(!fits(&*store, &ns, 106, &budget, 2001).await);
     assert!(fits(&*store, &ns, 107, &budget, 2000).await);
@@ -201,10 +190,7 @@ async fn budgets_hold<S: ClaimStore + ReviewStore + 'static>(store: Arc<S>) {
     assert!(held.contains(&(budget.clone(), 4000)), "{held:?}");
     assert!(!fits(&*store, &ns, 108, &budget, 1001).await);
     assert!(fits(&*store, &ns, 109, &budget, 1000).await);
-    let r = store
-        .record_reconciliation(&won[2].key, &not_applied(), far_future())
-        .await
-        .unwrap();
+    let r = reconcile(&*store, &won[2], &not_applied()).await;
     assert!(matches!(r, Reconciled::Recorded));
     let held = store.budget_reserved().await.unwrap();
     assert!(held.contains(&(budget.clone(), 3000)), "{held:?}");

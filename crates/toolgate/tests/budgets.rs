@@ -384,34 +384,23 @@ mod pipeline {
             json!({"name": "daily_credit_per_customer", "limit": 5000, "used": 4000,
                    "remaining": 1000, "amount": 1500})
         );
-        // Nothing was claimed: the same proposal asks again, and what fits goes.
-        assert_eq!(
-            desk.credit("cus-42", "t-3", 1500, MORNING).outcome(),
-            Outcome::PendingApproval
-        );
-        assert_eq!(
-            desk.credit("cus-42", "t-4", 1000, MORNING).outcome(),
-            Outcome::Executed
-        );
-        // A replay of an executed credit reserves nothing more.
-        assert_eq!(
-            desk.credit("cus-42", "t-1", 2000, MORNING).outcome(),
-            Outcome::Replayed
-        );
-        // Another customer has a budget of its own.
-        assert_eq!(
-            desk.credit("cus-7", "t-5", 2000, MORNING).outcome(),
-            Outcome::Executed
-        );
-        // The day's last millisecond still counts in the day; the next day is new.
-        assert_eq!(
-            desk.credit("cus-42", "t-6", 1, DAY_END).outcome(),
-            Outcome::PendingApproval
-        );
-        assert_eq!(
-            desk.credit("cus-42", "t-6", 2000, NEXT_DAY).outcome(),
-            Outcome::Executed
-        );
+        for (customer, ticket, amount, at, outcome) in [
+            // Nothing was claimed: the same proposal asks again, and what
+            // fits goes.
+            ("cus-42", "t-3", 1500, MORNING, Outcome::PendingApproval),
+            ("cus-42", "t-4", 1000, MORNING, Outcome::Executed),
+            // A replay of an executed credit reserves nothing more.
+            ("cus-42", "t-1", 2000, MORNING, Outcome::Replayed),
+            // Another customer has a budget of its own.
+            ("cus-7", "t-5", 2000, MORNING, Outcome::Executed),
+            // The day's last millisecond still counts in the day; the next
+            // day is new.
+            ("cus-42", "t-6", 1, DAY_END, Outcome::PendingApproval),
+            ("cus-42", "t-6", 2000, NEXT_DAY, Outcome::Executed),
+        ] {
+            let d = desk.credit(customer, ticket, amount, at);
+            assert_eq!(d.outcome(), outcome, "{customer} {ticket} {amount}: {d:?}");
+        }
         assert_eq!(
             *desk.exec.applied.lock().unwrap(),
             [2000, 2000, 1000, 2000, 2000]

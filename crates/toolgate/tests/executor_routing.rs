@@ -2,10 +2,11 @@
 //! owns its write, and reconciliation asks that executor and no other. A
 //! delegated actor is what the pipeline sees, with the key kept as `via`.
 
-use std::future::Future;
-use std::pin::pin;
+mod support;
+
+use support::{REFUND_POLICY as POLICY, block_on};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde_json::{Map, json};
@@ -20,27 +21,6 @@ use toolgate::pipeline::{
     StateSource, StateVersion, decide, reconcile, reconcile_answered,
 };
 use toolgate::provider::Provider;
-
-const POLICY: &str = r#"
-version = 1
-abstain_message = "A colleague will follow up."
-
-[[tools]]
-name = "refund_order"
-capability = "refund:issue"
-operation_key = ["order_id", "version_seen"]
-scope_types = { order_id = "integer" }
-schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
-             "properties":{"amount_minor":{"type":"integer","minimum":1}}}'''
-"#;
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("a test future pended"),
-    }
-}
 
 /// Allows everyone except `agent-bob`.
 struct Authz;

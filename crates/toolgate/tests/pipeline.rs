@@ -5,11 +5,13 @@
 //! order. The futures involved never pend, so a minimal `block_on` drives
 //! them and the core needs no runtime even in its tests.
 
+mod support;
+
+use support::block_on;
+
 use std::future::Future;
-use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -30,15 +32,6 @@ use toolgate::provider::Provider;
 use toolgate::review::{
     ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Verdict, Voted,
 };
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("a spy future pended"),
-    }
-}
 
 type Log = Arc<Mutex<Vec<&'static str>>>;
 

@@ -3,10 +3,11 @@
 //! is never named two ways, and a value of the wrong type is `invalid_scope`
 //! before anything is authorised, read or claimed.
 
-use std::future::Future;
-use std::pin::pin;
+mod support;
+
+use support::{REFUND_POLICY as POLICY, block_on};
+
 use std::sync::Mutex;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -21,25 +22,13 @@ use toolgate::pipeline::{
 };
 use toolgate::provider::Provider;
 
-const POLICY: &str = r#"
-version = 1
-abstain_message = "A colleague will follow up."
-
-[[tools]]
-name = "refund_order"
-capability = "refund:issue"
-operation_key = ["order_id", "shop", "version_seen"]
-scope_types = { order_id = "integer" }
-schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
-             "properties":{"amount_minor":{"type":"integer","minimum":1}}}'''
-"#;
-
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("a test future pended"),
-    }
+/// The refund policy with the shop in the operation key too: one untyped
+/// scope field beside the typed order id.
+fn policy_text() -> String {
+    POLICY.replace(
+        r#"["order_id", "version_seen"]"#,
+        r#"["order_id", "shop", "version_seen"]"#,
+    )
 }
 
 /// Records the scope every part was shown.
@@ -87,7 +76,7 @@ struct ScopeRecordingPipeline {
 impl ScopeRecordingPipeline {
     fn new() -> Self {
         Self {
-            policy: Policy::load(POLICY).unwrap(),
+            policy: Policy::load(&policy_text()).unwrap(),
             seen: Seen::default(),
             store: MemoryClaimStore::new(),
         }
@@ -198,7 +187,7 @@ fn a_value_of_the_wrong_type_is_invalid_scope_and_touches_nothing() {
 
 #[test]
 fn the_policy_declares_types_only_for_key_fields_and_only_known_ones() {
-    let with = |types: &str| POLICY.replace(r#"{ order_id = "integer" }"#, types);
+    let with = |types: &str| policy_text().replace(r#"{ order_id = "integer" }"#, types);
     let unknown = Policy::load(&with(r#"{ order_id = "int" }"#)).unwrap_err();
     assert!(unknown.location.contains("scope_types"), "{unknown}");
     assert!(unknown.message.contains("unknown type"), "{unknown}");

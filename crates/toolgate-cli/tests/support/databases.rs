@@ -28,3 +28,28 @@ pub fn database_url(var: &str, what: &str) -> Option<String> {
 pub fn random_hex() -> String {
     toolgate_store::fresh_holder().expect("random").to_hex()
 }
+
+/// Two tests of one check, `$check(url)`: on PostgreSQL and on MariaDB,
+/// each when its URL is set ([`database_url`]'s rule).
+#[allow(unused_macros, reason = "each test binary uses part of the support")]
+macro_rules! on_network_databases {
+    ($check:expr => $postgres:ident, $mariadb:ident) => {
+        #[test]
+        fn $postgres() {
+            let url = crate::support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL");
+            if let Some(url) = url {
+                ($check)(&url);
+            }
+        }
+
+        #[test]
+        fn $mariadb() {
+            let url = crate::support::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB");
+            if let Some(url) = url {
+                ($check)(&url);
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "each test binary uses part of the support")]
+pub(crate) use on_network_databases;

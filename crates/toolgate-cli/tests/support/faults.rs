@@ -1,11 +1,12 @@
-//! What the fault tests (faults_kill.rs, faults_pg_restart.rs) share: a real
-//! `toolgate serve` process on the support-desk example, plain HTTP/1.1 to
-//! it, the example's own tables read straight from the database, and the
-//! `toolgate claims` commands.
+//! What the tests of real `toolgate serve` processes (faults_kill.rs,
+//! faults_pg_restart.rs, scale_out.rs) share: a server process on the
+//! support-desk example, plain HTTP/1.1 to it, the example's own tables
+//! read straight from the database, the `toolgate claims` commands, and a
+//! database of a test's own.
 
 #![allow(
     dead_code,
-    reason = "each fault test target uses its own part of this module"
+    reason = "each server test target uses its own part of this module"
 )]
 
 use std::collections::BTreeMap;
@@ -19,15 +20,23 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate_http::ApiKey;
 use toolgate_store::AnyClaimStore;
+use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 
 /// How long a server may take to start, or a request to be answered, before
 /// the test gives up: a guard against hanging, not a performance assertion.
-pub const PATIENCE: Duration = Duration::from_secs(60);
+pub const PATIENCE: Duration = Duration::from_secs(120);
 
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
 }
 
 /// A temporary directory for the deployment file, logs and SQLite files;
@@ -45,7 +54,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("fault test: files and logs kept in {}", self.0.display());
+            eprintln!("files and server logs kept in {}", self.0.display());
         } else {
             let _ = std::fs::remove_dir_all(&self.0);
         }
@@ -71,8 +80,9 @@ pub fn write_config(dir: &Path, agent: &str, secret: &str, lease_ms: u64) -> Pat
     config
 }
 
-/// One `toolgate serve --config FILE --db URL` process. Dropping it kills
-/// the process; on a failed test the tail of its log is printed.
+/// One `toolgate serve MODE --db URL` process. Dropping it kills the
+/// process, so a failed assertion never leaves a server running; on a
+/// failed test the tail of its log is printed.
 pub struct Server {
     pub name: String,
     pub child: Child,
@@ -98,23 +108,34 @@ pub fn log_tail(path: &Path, n: usize) -> String {
 }
 
 impl Server {
-    /// Starts the server on a free loopback port and waits until it reports
-    /// listening and answers `/healthz`.
+    /// Starts `toolgate serve --config FILE` on a free loopback port and
+    /// waits until it reports listening and answers `/healthz`.
     pub fn start(name: &str, config: &Path, url: &str, dir: &Path) -> (Server, SocketAddr) {
+        let mode = ["--config".as_ref(), config.as_os_str()];
+        let mut server = Server::spawn(name, &mode, url, dir);
+        let addr = server.ready(Instant::now() + PATIENCE);
+        (server, addr)
+    }
+
+    /// Starts `toolgate serve MODE --db URL` on a free loopback port, MODE
+    /// being `--config FILE` or `--demo`. Returns at once; [`Server::ready`]
+    /// waits for it.
+    pub fn spawn(name: &str, mode: &[&std::ffi::OsStr], url: &str, dir: &Path) -> Server {
         let log = dir.join(format!("server-{name}.log"));
         // stderr (a JSON line per request) goes to a file: a pipe nobody
         // drains would fill and stall the server.
         let stderr = std::fs::File::create(&log).expect("server log file");
         let mut child = Command::new(BIN)
             .arg("serve")
-            .arg("--config")
-            .arg(config)
+            .args(mode)
             .args(["--db", url, "--listen", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
             .expect("spawn toolgate serve");
+        // stdout is read on a thread so that waiting for the start line can
+        // have a deadline.
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
@@ -125,17 +146,17 @@ impl Server {
                 }
             }
         });
-        let mut server = Server {
+        Server {
             name: name.to_owned(),
             child,
             log,
             lines,
-        };
-        let addr = server.ready(Instant::now() + PATIENCE);
-        (server, addr)
+        }
     }
 
-    fn ready(&mut self, deadline: Instant) -> SocketAddr {
+    /// Waits for `listening on http://ADDR` (printed once the database is
+    /// migrated and the socket bound), then for `/healthz` to answer.
+    pub fn ready(&mut self, deadline: Instant) -> SocketAddr {
         let addr = loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
@@ -227,6 +248,33 @@ pub fn http(
 ) -> Result<(u16, String), String> {
     let conn = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     exchange(conn, &request_text(method, path, key, body))
+}
+
+/// The desk's tables on `store`, seeded with `n` tickets at version 1
+/// assigned to `agent`, each for a customer of its own: ticket
+/// `{letter}{tag}-{i}`, customer `{letter}C{tag}-{i}`.
+pub async fn seed_tickets(
+    store: &AnyClaimStore,
+    letter: char,
+    tag: &str,
+    n: usize,
+    agent: &str,
+) -> Vec<SeedTicket> {
+    let tickets: Vec<SeedTicket> = (0..n)
+        .map(|i| SeedTicket {
+            id: format!("{letter}{tag}-{i}"),
+            customer_id: format!("{letter}C{tag}-{i}"),
+            assignee: agent.to_owned(),
+            version: 1,
+        })
+        .collect();
+    SupportDesk::on_store(store)
+        .await
+        .expect("desk tables")
+        .seed(&tickets)
+        .await
+        .expect("seed");
+    tickets
 }
 
 /// A goodwill credit proposed for `ticket` at version 1, in the envelope
@@ -418,9 +466,11 @@ pub fn now_ms() -> i64 {
     i64::try_from(d.as_millis()).expect("millis")
 }
 
-/// A database of its own on the PostgreSQL server `url` names, dropped
-/// again when this goes out of scope: each run starts empty, and concurrent
-/// runs never see each other's claims.
+/// A database of its own next to the one `url` names (PostgreSQL or
+/// MariaDB), dropped again when this goes out of scope, also when the test
+/// failed: each run starts empty, concurrent runs never see each other's
+/// claims, and processes can be seen migrating a fresh database together.
+/// Needs the right to create databases (CI's users have it).
 pub struct FreshDatabase {
     admin: String,
     name: String,
@@ -450,6 +500,11 @@ impl FreshDatabase {
         fresh
     }
 
+    fn is_postgres(&self) -> bool {
+        self.admin.starts_with("postgres")
+    }
+
+    /// One statement on the database `url` named (not the fresh one).
     fn execute(&self, statement: &str) -> Result<(), sqlx::Error> {
         let statement = sqlx::AssertSqlSafe(statement.to_owned());
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -457,8 +512,13 @@ impl FreshDatabase {
             .build()
             .expect("runtime");
         rt.block_on(async {
-            let pool = sqlx::PgPool::connect(&self.admin).await?;
-            sqlx::query(statement).execute(&pool).await.map(drop)
+            if self.is_postgres() {
+                let pool = sqlx::PgPool::connect(&self.admin).await?;
+                sqlx::query(statement).execute(&pool).await.map(drop)
+            } else {
+                let pool = sqlx::MySqlPool::connect(&self.admin).await?;
+                sqlx::query(statement).execute(&pool).await.map(drop)
+            }
         })
     }
 }
@@ -466,11 +526,13 @@ impl FreshDatabase {
 impl Drop for FreshDatabase {
     fn drop(&mut self) {
         // FORCE: a killed server's connections may not be gone yet.
-        if let Err(e) = self.execute(&format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            self.name
-        )) {
-            eprintln!("fault test: could not drop {}: {e}", self.name);
+        let force = if self.is_postgres() {
+            " WITH (FORCE)"
+        } else {
+            ""
+        };
+        if let Err(e) = self.execute(&format!("DROP DATABASE IF EXISTS {}{force}", self.name)) {
+            eprintln!("could not drop the test database {}: {e}", self.name);
         }
     }
 }

@@ -27,18 +27,7 @@ use toolgate_deploy::Deployment;
 
 pub const REQUIRE: &str = "TOOLGATE_REQUIRE_DATABASES";
 
-pub const POLICY: &str = r#"
-version = 1
-abstain_message = "A colleague will follow up."
-
-[[tools]]
-name = "refund_order"
-capability = "refund:issue"
-operation_key = ["order_id", "version_seen"]
-scope_types = { order_id = "integer" }
-schema = '''{"type":"object","additionalProperties":false,"required":["amount_minor"],
-             "properties":{"amount_minor":{"type":"integer","minimum":1}}}'''
-"#;
+pub const POLICY: &str = include_str!("../../../../fixtures/policies/refund_order.toml");
 
 /// Same team, a refundable order, an amount within the order's limit; no
 /// blocked order; only staff.
@@ -51,6 +40,17 @@ when {
 forbid(principal, action, resource) when { resource has blocked_reason };
 forbid(principal, action, resource) unless { principal in Team::"staff" };
 "#;
+
+/// Refunds `CEDAR` denies, as (actor, order, amount): another team's
+/// order; a blocked order; one not refundable; over the order's limit; an
+/// agent with no parent team (NULL: no parent, so not in the staff).
+pub const DENIED_REFUNDS: [(&str, i64, i64); 5] = [
+    ("agent-ana", 3, 500),
+    ("agent-ana", 2, 500),
+    ("agent-ana", 4, 500),
+    ("agent-ana", 1, 10_001),
+    ("agent-eve", 1, 500),
+];
 
 pub const SECRET: &str = "a-test-secret-of-32-bytes-length";
 

@@ -5,6 +5,7 @@
 #![allow(dead_code, reason = "each test binary uses part of the support")]
 
 pub mod databases;
+pub mod http;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,56 +18,20 @@ use toolgate::claim::{
     StoreErrorKind, StuckEntry, UnixMillis,
 };
 use toolgate::contract::Policy;
+use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     Principal, StateError, StateScope, StateSource, StateVersion,
 };
-use toolgate_http::{ApiKey, AppState, Components, ExecutionMode, KeyRing, Settings};
+use toolgate::review::{
+    Closed, Closing, ListQuery, NewItem, Opened, QueueLimits, Requested, ReviewItem, ReviewSession,
+    ReviewStore, Verdict, Voted,
+};
+use toolgate_http::{
+    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
+};
 
-pub const POLICY: &str = r#"
-version = 1
-reply_max_bytes = 2000
-abstain_message = "A colleague will follow up."
-
-[[tools]]
-name = "apply_goodwill_credit"
-description = "Goodwill credit."
-capability = "credit:issue"
-operation_key = ["customer_id", "ticket_id", "version_seen"]
-needs_approval = false
-max_argument_bytes = 1024
-schema = '''
-{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["amount_minor", "reason_code"],
-  "properties": {
-    "amount_minor": {"type": "integer", "minimum": 1, "maximum": 2000},
-    "reason_code": {"type": "string", "enum": ["late_delivery", "damaged_item", "wrong_item"]}
-  }
-}
-'''
-
-[[tools]]
-name = "refund_order"
-description = "Refund an order; a person approves each one."
-capability = "refund:issue"
-operation_key = ["customer_id", "ticket_id", "version_seen"]
-needs_approval = true
-max_argument_bytes = 1024
-schema = '''
-{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["amount_minor"],
-  "properties": {
-    "amount_minor": {"type": "integer", "minimum": 1, "maximum": 50000}
-  }
-}
-'''
-"#;
+pub const POLICY: &str = include_str!("policy.toml");
 
 pub const AGENT_KEY: &str = "tg_test_agent_key";
 pub const CLIENT_KEY: &str = "tg_test_client_key";
@@ -232,16 +197,31 @@ pub fn keys() -> KeyRing {
     .unwrap()
 }
 
+/// The test policy, keys and default settings over `components`.
+pub fn test_state<P: GateComponents>(components: P) -> AppState<P> {
+    AppState::new(
+        Policy::load(POLICY).unwrap(),
+        components,
+        keys(),
+        Settings::default(),
+    )
+}
+
+/// The desk as authoriser, state source and executor, over `claims`.
+pub fn desk_components<C>(desk: &DeskRef, claims: C) -> Components<DeskRef, DeskRef, C, DeskRef> {
+    Components {
+        authorizer: desk.clone(),
+        state: desk.clone(),
+        claims,
+        executor: desk.clone(),
+    }
+}
+
 pub fn app_with(settings: Settings) -> (AppState<TestComponents>, DeskRef) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, MemoryClaimStore::new());
     let policy = Policy::load(POLICY).unwrap();
     (AppState::new(policy, components, keys(), settings), desk)
 }
@@ -267,199 +247,55 @@ impl SwitchStore {
     }
 }
 
+/// Each method checks the switch, then asks the in-memory store.
+macro_rules! switched {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {$(
+        async fn $name(&self, $($arg: $ty),*) -> Result<$ret, StoreError> {
+            self.up()?;
+            self.inner.$name($($arg),*).await
+        }
+    )*};
+}
+
 impl ClaimStore for SwitchStore {
-    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
-        self.up()?;
-        self.inner.claim(request).await
-    }
-
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        self.up()?;
-        self.inner.complete(key, holder, result, now, audit).await
-    }
-
-    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        self.up()?;
-        self.inner.fetch(key).await
-    }
-
-    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        self.up()?;
-        self.inner.list_stuck(now, limit).await
-    }
-
-    async fn record_reconciliation(
-        &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
-    ) -> Result<Reconciled, StoreError> {
-        self.up()?;
-        self.inner.record_reconciliation(key, outcome, now).await
-    }
-
-    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner.append_audit(entry).await
-    }
-
-    async fn audit_trail(
-        &self,
-        key: &OperationKey,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        self.up()?;
-        self.inner.audit_trail(key, limit).await
+    switched! {
+        claim(request: ClaimRequest) -> RawClaim;
+        complete(key: &OperationKey, holder: &HolderToken, result: &JsonText, now: UnixMillis,
+            audit: &AuditEntry) -> Completion;
+        fetch(key: &OperationKey) -> Option<ClaimRecord>;
+        list_stuck(now: UnixMillis, limit: u32) -> Vec<StuckEntry>;
+        record_reconciliation(key: &OperationKey, outcome: &ReconcileOutcome, now: UnixMillis)
+            -> Reconciled;
+        append_audit(entry: &AuditEntry) -> ();
+        audit_trail(key: &OperationKey, limit: u32) -> Vec<AuditEntry>;
     }
 }
 
-impl toolgate::idempotency::IdempotencyStore for SwitchStore {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<toolgate::idempotency::Begun, StoreError> {
-        self.up()?;
-        self.inner
-            .idem_begin(principal, key, payload, runner, now, lease_until)
-            .await
-    }
-
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: toolgate::idempotency::Remembered,
-        now: UnixMillis,
-        bounds: toolgate::idempotency::Bounds,
-    ) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner
-            .idem_finish(principal, key, runner, answer, now, bounds)
-            .await
-    }
-
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner.idem_forget(principal, key, runner).await
-    }
-
-    async fn idem_purge(
-        &self,
-        now: UnixMillis,
-        bounds: toolgate::idempotency::Bounds,
-    ) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner.idem_purge(now, bounds).await
+impl IdempotencyStore for SwitchStore {
+    switched! {
+        idem_begin(principal: &str, key: &str, payload: [u8; 32], runner: &str, now: UnixMillis,
+            lease_until: UnixMillis) -> Begun;
+        idem_finish(principal: &str, key: &str, runner: &str, answer: Remembered, now: UnixMillis,
+            bounds: Bounds) -> ();
+        idem_forget(principal: &str, key: &str, runner: &str) -> ();
+        idem_purge(now: UnixMillis, bounds: Bounds) -> ();
     }
 }
 
-impl toolgate::review::ReviewStore for SwitchStore {
-    async fn open_session(
-        &self,
-        digest: [u8; 32],
-        session: toolgate::review::ReviewSession,
-        now: UnixMillis,
-    ) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner.open_session(digest, session, now).await
-    }
-
-    async fn session(
-        &self,
-        digest: [u8; 32],
-        now: UnixMillis,
-    ) -> Result<Option<toolgate::review::ReviewSession>, StoreError> {
-        self.up()?;
-        self.inner.session(digest, now).await
-    }
-
-    async fn close_session(&self, digest: [u8; 32]) -> Result<(), StoreError> {
-        self.up()?;
-        self.inner.close_session(digest).await
-    }
-
-    async fn open_item(
-        &self,
-        item: toolgate::review::NewItem,
-        limits: &toolgate::review::QueueLimits,
-    ) -> Result<toolgate::review::Opened, StoreError> {
-        self.up()?;
-        self.inner.open_item(item, limits).await
-    }
-
-    async fn request_approval(
-        &self,
-        item: toolgate::review::NewItem,
-        now: UnixMillis,
-        limits: &toolgate::review::QueueLimits,
-    ) -> Result<toolgate::review::Requested, StoreError> {
-        self.up()?;
-        self.inner.request_approval(item, now, limits).await
-    }
-
-    async fn item(
-        &self,
-        id: i64,
-        now: UnixMillis,
-    ) -> Result<Option<toolgate::review::ReviewItem>, StoreError> {
-        self.up()?;
-        self.inner.item(id, now).await
-    }
-
-    async fn list_items(
-        &self,
-        query: &toolgate::review::ListQuery,
-        now: UnixMillis,
-    ) -> Result<Vec<toolgate::review::ReviewItem>, StoreError> {
-        self.up()?;
-        self.inner.list_items(query, now).await
-    }
-
-    async fn open_items(&self, now: UnixMillis) -> Result<u64, StoreError> {
-        self.up()?;
-        self.inner.open_items(now).await
-    }
-
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: toolgate::review::Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<toolgate::review::Voted, StoreError> {
-        self.up()?;
-        self.inner.vote(id, reviewer, verdict, note, now).await
-    }
-
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: toolgate::review::Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<toolgate::review::Closed, StoreError> {
-        self.up()?;
-        self.inner.close(id, reviewer, closing, note, now).await
+impl ReviewStore for SwitchStore {
+    switched! {
+        open_session(digest: [u8; 32], session: ReviewSession, now: UnixMillis) -> ();
+        session(digest: [u8; 32], now: UnixMillis) -> Option<ReviewSession>;
+        close_session(digest: [u8; 32]) -> ();
+        open_item(item: NewItem, limits: &QueueLimits) -> Opened;
+        request_approval(item: NewItem, now: UnixMillis, limits: &QueueLimits) -> Requested;
+        item(id: i64, now: UnixMillis) -> Option<ReviewItem>;
+        list_items(query: &ListQuery, now: UnixMillis) -> Vec<ReviewItem>;
+        open_items(now: UnixMillis) -> u64;
+        vote(id: i64, reviewer: &str, verdict: Verdict, note: Option<&str>, now: UnixMillis)
+            -> Voted;
+        close(id: i64, reviewer: &str, closing: Closing, note: Option<&str>, now: UnixMillis)
+            -> Closed;
     }
 }
 
@@ -471,18 +307,19 @@ pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool
     desk.set_version("t-1", "7");
     let store = SwitchStore::default();
     let down = Arc::clone(&store.down);
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims: store,
-        executor: desk.clone(),
-    };
+    let components = desk_components(&desk, store);
     let policy = Policy::load(POLICY).unwrap();
     (
         AppState::new(policy, components, keys(), Settings::default()),
         desk,
         down,
     )
+}
+
+/// The router of a default test app, and its desk.
+pub fn app_router() -> (axum::Router, DeskRef) {
+    let (state, desk) = app();
+    (toolgate_http::router(state), desk)
 }
 
 pub fn app() -> (AppState<TestComponents>, DeskRef) {

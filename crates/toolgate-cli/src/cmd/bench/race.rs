@@ -105,16 +105,17 @@ impl StateSource for MeetingState {
     }
 }
 
-/// Blocks forever before executing (the fault test's hook), after printing
-/// the operation key it won.
-struct Hold;
+/// Blocks forever before executing (the fault tests' hook), after printing
+/// `claimed KEY` and then its text (`bench race --budget` names the
+/// customer whose budget the claim reserved).
+pub(super) struct Hold(pub(super) String);
 
 impl toolgate::pipeline::Executor for Hold {
     async fn execute(
         &self,
         permit: toolgate::pipeline::ExecPermit<'_>,
     ) -> Result<toolgate::pipeline::ExecOutcome, toolgate::pipeline::ExecError> {
-        println!("claimed {}", permit.key());
+        println!("claimed {}{}", permit.key(), self.0);
         loop {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
@@ -130,10 +131,35 @@ impl toolgate::pipeline::Executor for Hold {
     }
 }
 
-struct Worker {
-    store: AnyClaimStore,
-    desk: SupportDesk,
-    authz: CedarAuthorizer<DeskEntities>,
+pub(super) struct Worker {
+    pub(super) store: AnyClaimStore,
+    pub(super) desk: SupportDesk,
+    pub(super) authz: CedarAuthorizer<DeskEntities>,
+}
+
+impl Worker {
+    /// A worker's own store on `db` with one connection, so that workers
+    /// race each other rather than share a pool, and the desk and its Cedar
+    /// authoriser over it.
+    pub(super) async fn connect(db: &str) -> Result<Worker, String> {
+        let options = StoreOptions {
+            max_connections: 1,
+            ..StoreOptions::default()
+        };
+        let store = AnyClaimStore::connect_with(db, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let desk = SupportDesk::on_store(&store)
+            .await
+            .map_err(|e| e.to_string())?;
+        let authz = CedarAuthorizer::new(
+            desk_cedar::POLICIES,
+            &desk_cedar::mapping(),
+            DeskEntities(desk.clone()),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Worker { store, desk, authz })
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -217,23 +243,7 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
         args.workers
     };
     for _ in 0..workers_n {
-        let options = StoreOptions {
-            max_connections: 1,
-            ..StoreOptions::default()
-        };
-        let store = AnyClaimStore::connect_with(&args.db, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        let desk = SupportDesk::on_store(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        let authz = CedarAuthorizer::new(
-            desk_cedar::POLICIES,
-            &desk_cedar::mapping(),
-            DeskEntities(desk.clone()),
-        )
-        .map_err(|e| e.to_string())?;
-        workers.push(Worker { store, desk, authz });
+        workers.push(Worker::connect(&args.db).await?);
     }
 
     if args.hold_after_claim {
@@ -248,9 +258,18 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
             authorizer: &w.authz,
             state: &state,
             claims: &w.store,
-            executor: &Hold,
+            executor: &Hold(String::new()),
         };
-        let d = propose(&gate, &policy, ticket, 0, args.key_includes_arguments).await;
+        let (amount, reply) = worker_credit(0);
+        let d = propose_credit(
+            &gate,
+            &policy,
+            ticket,
+            amount,
+            &reply,
+            args.key_includes_arguments,
+        )
+        .await;
         return Err(format!("the hold executor returned: {d:?}"));
     }
 
@@ -284,7 +303,8 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
                     claims: &worker.store,
                     executor: &worker.desk,
                 };
-                let d = propose(&gate, &policy, ticket, w, anti).await;
+                let (amount, reply) = worker_credit(w);
+                let d = propose_credit(&gate, &policy, ticket, amount, &reply, anti).await;
                 let mut t = Tally::default();
                 match d {
                     Ok(d) if won(&d) => t.won = 1,
@@ -370,24 +390,14 @@ fn won(d: &Decision) -> bool {
         )
 }
 
-async fn propose<A, S, E>(
-    gate: &Gate<'_, A, S, AnyClaimStore, E>,
-    policy: &Policy,
-    ticket: &SeedTicket,
-    worker: usize,
-    key_includes_arguments: bool,
-) -> Result<Decision, GateError>
-where
-    A: toolgate::pipeline::Authorizer,
-    S: StateSource,
-    E: toolgate::pipeline::Executor,
-{
-    // A different amount and a differently worded reply per worker.
+/// Worker `worker`'s credit: a different amount and a differently worded
+/// reply per worker.
+fn worker_credit(worker: usize) -> (i64, String) {
     let amount = 1 + (100 + 35 * worker as i64) % 2000;
     let reply = format!(
         "Worker {worker} here: I have applied a goodwill credit of {amount} cents for the late delivery."
     );
-    propose_credit(gate, policy, ticket, amount, &reply, key_includes_arguments).await
+    (amount, reply)
 }
 
 /// One agent's goodwill credit of `amount` on `ticket`, at the ticket's

@@ -12,18 +12,18 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::Barrier;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Gate, Outcome, Reason};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, StoreOptions, fresh_holder};
+use toolgate_store::{AnyClaimStore, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 // The proposing agent, who must be the tickets' assignee to pass Cedar.
-use super::race::{AGENT, propose_credit};
+use super::race::{AGENT, Hold, Worker, propose_credit};
 
 /// The daily limit per customer, in minor units.
 const LIMIT: i64 = 10_000;
@@ -46,31 +46,6 @@ pub fn policy() -> Result<Policy, String> {
     }
     let text = toolgate_support_desk::POLICY.replacen(desk, &format!("limit = {LIMIT}\n"), 1);
     Policy::load(&text).map_err(|e| e.to_string())
-}
-
-/// Blocks forever before executing (the fault test's hook), after printing
-/// the operation key it won and the customer whose budget it reserved.
-struct Hold(String);
-
-impl toolgate::pipeline::Executor for Hold {
-    async fn execute(
-        &self,
-        permit: toolgate::pipeline::ExecPermit<'_>,
-    ) -> Result<toolgate::pipeline::ExecOutcome, toolgate::pipeline::ExecError> {
-        println!("claimed {} customer {}", permit.key(), self.0);
-        loop {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-        }
-    }
-
-    async fn reconcile(
-        &self,
-        _claim: &toolgate::claim::ClaimRecord,
-    ) -> Result<toolgate::claim::ReconcileOutcome, toolgate::pipeline::ExecError> {
-        Err(toolgate::pipeline::ExecError::new(
-            "the hold executor never reconciles",
-        ))
-    }
 }
 
 pub async fn race(
@@ -108,7 +83,7 @@ pub async fn race(
             DeskEntities(desk.clone()),
         )
         .map_err(|e| e.to_string())?;
-        let hold = Hold(customer.clone());
+        let hold = Hold(format!(" customer {customer}"));
         let gate = Gate {
             policy: &policy,
             authorizer: &authz,
@@ -124,24 +99,11 @@ pub async fn race(
     let mut handles = Vec::new();
     let started = Instant::now();
     for w in 0..workers {
-        let store = AnyClaimStore::connect_with(
-            db,
-            StoreOptions {
-                max_connections: 1,
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let wdesk = SupportDesk::on_store(&store)
-            .await
-            .map_err(|e| e.to_string())?;
-        let authz = CedarAuthorizer::new(
-            desk_cedar::POLICIES,
-            &desk_cedar::mapping(),
-            DeskEntities(wdesk.clone()),
-        )
-        .map_err(|e| e.to_string())?;
+        let Worker {
+            store,
+            desk: wdesk,
+            authz,
+        } = Worker::connect(db).await?;
         let (policy, seeded, start) =
             (Arc::clone(&policy), Arc::clone(&seeded), Arc::clone(&start));
         handles.push(tokio::spawn(async move {
