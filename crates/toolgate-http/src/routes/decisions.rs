@@ -670,7 +670,7 @@ async fn run_inner<P: GateComponents>(
                 *decision
             }
             Err(GateError::Corrupt(m)) => {
-                return Err(ApiError::new(ProblemCode::CorruptRecord, m));
+                return Err(ApiError::new(ProblemCode::CorruptRecord, m.to_string()));
             }
             Err(GateError::Authorizer(m)) => {
                 // What did not answer names the application's tables and

@@ -228,6 +228,37 @@ pub enum AuthzDecision {
     },
 }
 
+/// An authoriser that could not decide because a source it needs did not
+/// answer ([`AuthzDecision::Unavailable`]): the cause of
+/// [`GateError::Authorizer`](super::GateError). Its message names the
+/// application's tables and hosts, so it is for the operator's log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizerUnavailable {
+    message: String,
+}
+
+impl AuthorizerUnavailable {
+    /// What did not answer.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// What did not answer.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for AuthorizerUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for AuthorizerUnavailable {}
+
 /// What an [`Authorizer`] is asked. Built only by the pipeline, after the
 /// proposal passed its contract and the principal holds the capability.
 #[derive(Debug)]

@@ -18,7 +18,10 @@ mod authz;
 mod budget;
 mod decision;
 mod driver;
+mod error;
 mod exec;
+mod existing;
+mod not_applied;
 mod reconcile;
 mod refusal;
 pub mod stage;
@@ -26,10 +29,12 @@ mod state;
 
 pub use crate::claim::ExecutorKind;
 pub use authz::{
-    Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
+    Authorizer, AuthorizerUnavailable, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal,
+    PrincipalError,
 };
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
-pub use driver::{Approval, Gate, GateError, Request, decide};
+pub use driver::{Approval, Gate, Request, decide};
+pub use error::GateError;
 pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
