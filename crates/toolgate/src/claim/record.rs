@@ -156,7 +156,8 @@ pub const MAX_LABEL_BYTES: usize = 256;
 
 /// Why a record, fresh or read back, is not valid. For a stored row this
 /// means corruption: the row must not be shown or used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
 pub struct CorruptRecord {
     field: &'static str,
     message: String,
@@ -181,14 +182,6 @@ impl CorruptRecord {
         &self.message
     }
 }
-
-impl fmt::Display for CorruptRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for CorruptRecord {}
 
 impl From<(&'static str, IdError)> for CorruptRecord {
     fn from((field, e): (&'static str, IdError)) -> Self {

@@ -4,8 +4,6 @@
 //!
 //! [`source`]: std::error::Error::source
 
-use std::fmt;
-
 use super::authz::AuthorizerUnavailable;
 use super::decision::Decision;
 use super::state::StateError;
@@ -13,77 +11,32 @@ use crate::claim::{CorruptRecord, StoreError};
 
 /// An infrastructure failure: a store, state source or audit log that could
 /// not answer. Decisions are never errors.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum GateError {
     /// The claim store failed.
-    Store(StoreError),
+    #[error("claim store: {0}")]
+    Store(#[from] StoreError),
     /// The state source failed.
-    State(StateError),
+    #[error("{0}")]
+    State(#[from] StateError),
     /// The authoriser could not reach a source it needs
     /// ([`AuthzDecision::Unavailable`](super::AuthzDecision)); nothing was
     /// decided or claimed.
-    Authorizer(AuthorizerUnavailable),
+    #[error("authoriser unavailable: {0}")]
+    Authorizer(#[from] AuthorizerUnavailable),
     /// A record read back from storage failed the tool's contract, or a
     /// proposal record could not be built; it is never shown.
-    Corrupt(CorruptRecord),
+    #[error("corrupt record: {0}")]
+    Corrupt(#[from] CorruptRecord),
     /// The decision was made but its audit entry could not be appended.
+    #[error("decision {} made but not audited: {error}", decision.outcome())]
     Audit {
         /// The decision (an `executed` one did happen).
         decision: Box<Decision>,
         /// The store's failure.
+        #[source]
         error: StoreError,
     },
-}
-
-impl fmt::Display for GateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Store(e) => write!(f, "claim store: {e}"),
-            Self::State(e) => write!(f, "{e}"),
-            Self::Authorizer(e) => write!(f, "authoriser unavailable: {e}"),
-            Self::Corrupt(e) => write!(f, "corrupt record: {e}"),
-            Self::Audit { decision, error } => write!(
-                f,
-                "decision {} made but not audited: {error}",
-                decision.outcome()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GateError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Store(e) | Self::Audit { error: e, .. } => Some(e),
-            Self::State(e) => Some(e),
-            Self::Authorizer(e) => Some(e),
-            Self::Corrupt(e) => Some(e),
-        }
-    }
-}
-
-impl From<StoreError> for GateError {
-    fn from(e: StoreError) -> Self {
-        Self::Store(e)
-    }
-}
-
-impl From<StateError> for GateError {
-    fn from(e: StateError) -> Self {
-        Self::State(e)
-    }
-}
-
-impl From<AuthorizerUnavailable> for GateError {
-    fn from(e: AuthorizerUnavailable) -> Self {
-        Self::Authorizer(e)
-    }
-}
-
-impl From<CorruptRecord> for GateError {
-    fn from(e: CorruptRecord) -> Self {
-        Self::Corrupt(e)
-    }
 }
 
 #[cfg(test)]
