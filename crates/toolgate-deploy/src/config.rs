@@ -170,7 +170,7 @@ impl DeploySection {
             #[serde(default)]
             tools: Vec<ToolConfig>,
         }
-        let whole: Whole = toml::from_str(text).map_err(|e| located(text, &e))?;
+        let whole: Whole = toml::from_str(text).map_err(|e| ConfigError::toml(text, &e))?;
         Ok(Self {
             app_db: whole.app_db,
             tools: whole.tools,
@@ -220,18 +220,6 @@ impl DeploySection {
     }
 }
 
-/// A TOML error as "line N: message" (the file is named by the caller).
-fn located(text: &str, e: &toml::de::Error) -> ConfigError {
-    let message = match e.span() {
-        Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!("line {line}: {}", e.message())
-        }
-        None => e.message().to_owned(),
-    };
-    ConfigError::new("", message)
-}
-
 /// A configuration error found at start: the field (`tools[refund_order].
 /// executor.url`) and what is wrong with it. Display prefixes the file
 /// once [`ConfigError::in_file`] has named it.
@@ -250,6 +238,20 @@ impl ConfigError {
             field: field.into(),
             message: message.into(),
         }
+    }
+
+    /// The TOML reader's error `e` in `text`, at its line: a deployment
+    /// file that does not parse, or a section of it that does not match
+    /// its fields.
+    pub fn toml(text: &str, e: &toml::de::Error) -> Self {
+        let message = match e.span() {
+            Some(span) => {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: {}", e.message())
+            }
+            None => e.message().to_owned(),
+        };
+        Self::new("", message)
     }
 
     /// The same error, naming the file it was found in.

@@ -256,7 +256,7 @@ impl AppDb {
                     };
                 }
                 let rows = q.fetch_all(pool).await.map_err(down)?;
-                read_rows(&rows, sqlite_cells)
+                read_rows(&rows, sqlite_cell)
             }
             Self::Postgres(pool, _) => {
                 let mut tx = pool.begin_with("BEGIN READ ONLY").await.map_err(down)?;
@@ -271,7 +271,7 @@ impl AppDb {
                 }
                 let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
                 tx.rollback().await.map_err(down)?;
-                read_rows(&rows, pg_cells)
+                read_rows(&rows, pg_cell)
             }
             Self::MySql(pool, _) => {
                 let mut tx = pool
@@ -287,7 +287,7 @@ impl AppDb {
                 }
                 let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
                 tx.rollback().await.map_err(down)?;
-                read_rows(&rows, mysql_cells)
+                read_rows(&rows, mysql_cell)
             }
         }
     }
@@ -387,13 +387,66 @@ pub fn column_kind(dialect: Dialect, type_name: &str) -> Option<ColumnKind> {
 
 /// The rows' cells: a value the reader cannot take is
 /// [`FetchError::Unreadable`] (the same rows give the same error again).
-fn read_rows<R>(
-    rows: &[R],
-    cells: fn(&R) -> Result<Cells, String>,
-) -> Result<Vec<Cells>, FetchError> {
+fn read_rows<R>(rows: &[R], cell: ReadCell<R>) -> Result<Vec<Cells>, FetchError>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+{
     rows.iter()
-        .map(|r| cells(r).map_err(FetchError::Unreadable))
+        .map(|r| row_cells(r, cell).map_err(FetchError::Unreadable))
         .collect()
+}
+
+/// A backend's reader of one non-NULL value, at a column index.
+type ReadCell<R> = fn(&R, usize, &Sql<'_>) -> Result<Cell, String>;
+
+/// A non-NULL value's column, as the backend types it.
+struct Sql<'a> {
+    /// The column's name.
+    name: &'a str,
+    /// The column's declared type.
+    declared: &'a str,
+    /// The value's own type (SQLite types values, not columns).
+    actual: &'a str,
+}
+
+impl Sql<'_> {
+    /// A failed read of this column.
+    fn error(&self, e: sqlx::Error) -> String {
+        format!("column `{}`: {e}", self.name)
+    }
+
+    /// A type no Cedar value or version is read from.
+    fn unsupported(&self, type_name: &str) -> String {
+        unsupported(self.name, type_name)
+    }
+}
+
+/// One row's cells in column order: NULL for NULL, any other value as
+/// the backend's `cell` reads it.
+fn row_cells<R>(row: &R, cell: ReadCell<R>) -> Result<Cells, String>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+{
+    let mut out = Vec::with_capacity(row.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let name = col.name().to_owned();
+        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
+        if raw.is_null() {
+            out.push((name, Cell::Null));
+            continue;
+        }
+        let actual = raw.type_info().name().to_owned();
+        let sql = Sql {
+            name: &name,
+            declared: col.type_info().name(),
+            actual: &actual,
+        };
+        let value = cell(row, i, &sql)?;
+        out.push((name, value));
+    }
+    Ok(out)
 }
 
 fn unsupported(column: &str, type_name: &str) -> String {
@@ -402,86 +455,50 @@ fn unsupported(column: &str, type_name: &str) -> String {
     )
 }
 
-fn pg_cells(row: &PgRow) -> Result<Cells, String> {
-    let mut out = Vec::with_capacity(row.len());
-    for (i, col) in row.columns().iter().enumerate() {
-        let name = col.name().to_owned();
-        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
-        if raw.is_null() {
-            out.push((name, Cell::Null));
-            continue;
+fn pg_cell(row: &PgRow, i: usize, sql: &Sql<'_>) -> Result<Cell, String> {
+    let get = |e| sql.error(e);
+    Ok(match sql.declared {
+        "INT2" => Cell::Int(row.try_get::<i16, _>(i).map_err(get)?.into()),
+        "INT4" => Cell::Int(row.try_get::<i32, _>(i).map_err(get)?.into()),
+        "INT8" => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
+        "BOOL" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => {
+            Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
         }
-        let ty = col.type_info().name().to_owned();
-        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
-        let cell = match ty.as_str() {
-            "INT2" => Cell::Int(row.try_get::<i16, _>(i).map_err(get)?.into()),
-            "INT4" => Cell::Int(row.try_get::<i32, _>(i).map_err(get)?.into()),
-            "INT8" => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
-            "BOOL" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
-            "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => {
-                Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
-            }
-            other => return Err(unsupported(&name, other)),
-        };
-        out.push((name, cell));
-    }
-    Ok(out)
+        other => return Err(sql.unsupported(other)),
+    })
 }
 
-fn mysql_cells(row: &MySqlRow) -> Result<Cells, String> {
-    let mut out = Vec::with_capacity(row.len());
-    for (i, col) in row.columns().iter().enumerate() {
-        let name = col.name().to_owned();
-        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
-        if raw.is_null() {
-            out.push((name, Cell::Null));
-            continue;
+fn mysql_cell(row: &MySqlRow, i: usize, sql: &Sql<'_>) -> Result<Cell, String> {
+    let get = |e| sql.error(e);
+    Ok(match sql.declared {
+        "BOOLEAN" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+        "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" => {
+            Cell::Int(row.try_get::<i64, _>(i).map_err(get)?)
         }
-        let ty = col.type_info().name().to_owned();
-        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
-        let cell = match ty.as_str() {
-            "BOOLEAN" => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
-            "TINYINT" | "SMALLINT" | "MEDIUMINT" | "INT" | "BIGINT" => {
-                Cell::Int(row.try_get::<i64, _>(i).map_err(get)?)
-            }
-            "TINYINT UNSIGNED" | "SMALLINT UNSIGNED" | "MEDIUMINT UNSIGNED" | "INT UNSIGNED"
-            | "BIGINT UNSIGNED" => {
-                let v = row.try_get::<u64, _>(i).map_err(get)?;
-                Cell::Int(
-                    i64::try_from(v).map_err(|_| format!("column `{name}`: {v} exceeds i64"))?,
-                )
-            }
-            "VARCHAR" | "CHAR" | "TEXT" | "TINYTEXT" | "MEDIUMTEXT" | "LONGTEXT" | "ENUM" => {
-                Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
-            }
-            other => return Err(unsupported(&name, other)),
-        };
-        out.push((name, cell));
-    }
-    Ok(out)
+        "TINYINT UNSIGNED" | "SMALLINT UNSIGNED" | "MEDIUMINT UNSIGNED" | "INT UNSIGNED"
+        | "BIGINT UNSIGNED" => {
+            let v = row.try_get::<u64, _>(i).map_err(get)?;
+            Cell::Int(
+                i64::try_from(v).map_err(|_| format!("column `{}`: {v} exceeds i64", sql.name))?,
+            )
+        }
+        "VARCHAR" | "CHAR" | "TEXT" | "TINYTEXT" | "MEDIUMTEXT" | "LONGTEXT" | "ENUM" => {
+            Cell::Text(row.try_get::<String, _>(i).map_err(get)?)
+        }
+        other => return Err(sql.unsupported(other)),
+    })
 }
 
-fn sqlite_cells(row: &SqliteRow) -> Result<Cells, String> {
-    let mut out = Vec::with_capacity(row.len());
-    for (i, col) in row.columns().iter().enumerate() {
-        let name = col.name().to_owned();
-        let raw = row.try_get_raw(i).map_err(|e| e.to_string())?;
-        if raw.is_null() {
-            out.push((name, Cell::Null));
-            continue;
-        }
-        // SQLite types values, not columns; a column declared BOOLEAN
-        // holds 0/1 integers and reads as a boolean.
-        let declared = col.type_info().name().to_ascii_uppercase();
-        let actual = raw.type_info().name().to_owned();
-        let get = |e: sqlx::Error| format!("column `{name}`: {e}");
-        let cell = match (declared.as_str(), actual.as_str()) {
-            ("BOOLEAN", "INTEGER") => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
-            (_, "INTEGER") => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
-            (_, "TEXT") => Cell::Text(row.try_get::<String, _>(i).map_err(get)?),
-            (_, other) => return Err(unsupported(&name, other)),
-        };
-        out.push((name, cell));
-    }
-    Ok(out)
+fn sqlite_cell(row: &SqliteRow, i: usize, sql: &Sql<'_>) -> Result<Cell, String> {
+    let get = |e| sql.error(e);
+    // SQLite types values, not columns; a column declared BOOLEAN holds 0/1
+    // integers and reads as a boolean.
+    let declared = sql.declared.to_ascii_uppercase();
+    Ok(match (declared.as_str(), sql.actual) {
+        ("BOOLEAN", "INTEGER") => Cell::Bool(row.try_get::<bool, _>(i).map_err(get)?),
+        (_, "INTEGER") => Cell::Int(row.try_get::<i64, _>(i).map_err(get)?),
+        (_, "TEXT") => Cell::Text(row.try_get::<String, _>(i).map_err(get)?),
+        (_, other) => return Err(sql.unsupported(other)),
+    })
 }

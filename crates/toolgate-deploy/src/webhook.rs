@@ -233,16 +233,21 @@ impl WebhookExecutor {
         }
         let body = bounded_body(response).await.map_err(fail)?;
         let value = strict_json(&body).map_err(fail)?;
-        match (value.get("applied"), value.get("result")) {
-            (Some(Value::Bool(true)), Some(result @ Value::Object(_))) => {
+        let answer = StatusAnswer::read(&value)
+            .ok_or_else(|| fail("the answer has no boolean `applied`".to_owned()))?;
+        match answer {
+            StatusAnswer {
+                applied: true,
+                result: Some(result @ Value::Object(_)),
+            } => {
                 let receipt = JsonText::result(result.to_string())
                     .map_err(|e| fail(format!("the result: {e}")))?;
                 Ok(ReconcileOutcome::Applied { receipt })
             }
-            (Some(Value::Bool(true)), _) => {
+            StatusAnswer { applied: true, .. } => {
                 Err(fail("`applied: true` without a `result` object".to_owned()))
             }
-            (Some(Value::Bool(false)), _) => {
+            StatusAnswer { applied: false, .. } => {
                 let detail = JsonText::result(
                     json!({
                         "applied": false,
@@ -256,8 +261,27 @@ impl WebhookExecutor {
                 .map_err(|e| fail(format!("the answer: {e}")))?;
                 Ok(ReconcileOutcome::NotApplied { detail })
             }
-            _ => Err(fail("the answer has no boolean `applied`".to_owned())),
         }
+    }
+}
+
+/// The status URL's answer: `{"applied": true, "result": {…}}` or
+/// `{"applied": false}`; other keys are the receiver's own.
+#[derive(serde::Deserialize)]
+struct StatusAnswer {
+    applied: bool,
+    #[serde(default)]
+    result: Option<Value>,
+}
+
+impl StatusAnswer {
+    /// The answer in `value`, if it is an object with a boolean `applied`.
+    fn read(value: &Value) -> Option<Self> {
+        use serde::Deserialize as _;
+        value
+            .is_object()
+            .then(|| Self::deserialize(value).ok())
+            .flatten()
     }
 }
 

@@ -653,7 +653,9 @@ fn refused_or_failed(e: CallError) -> ApiError {
                 None => e,
             }
         }
-        CallError::Gate(GateError::Corrupt(m)) => ApiError::new(ProblemCode::CorruptRecord, m),
+        CallError::Gate(GateError::Corrupt(m)) => {
+            ApiError::new(ProblemCode::CorruptRecord, m.to_string())
+        }
         // What did not answer names the application's tables and hosts:
         // the operator's log, not the caller's.
         CallError::Gate(GateError::Authorizer(m)) => {

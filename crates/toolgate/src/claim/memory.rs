@@ -192,10 +192,7 @@ impl MemoryClaimStore {
                 state.audit.push(audit.clone());
                 // A not-applied closure (a failed precondition) gives the
                 // claim's budget reservations back.
-                if result
-                    .value()
-                    .is_ok_and(|v| v.get("applied") == Some(&serde_json::Value::Bool(false)))
-                {
+                if result.is_not_applied() {
                     state.release_budgets(key);
                 }
                 Ok(Completion::Recorded)

@@ -9,6 +9,7 @@
 
 use std::fmt;
 
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use super::ids::{Fingerprint, HolderToken, IdError, OperationKey};
@@ -155,7 +156,8 @@ pub const MAX_LABEL_BYTES: usize = 256;
 
 /// Why a record, fresh or read back, is not valid. For a stored row this
 /// means corruption: the row must not be shown or used.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
 pub struct CorruptRecord {
     field: &'static str,
     message: String,
@@ -180,14 +182,6 @@ impl CorruptRecord {
         &self.message
     }
 }
-
-impl fmt::Display for CorruptRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
-
-impl std::error::Error for CorruptRecord {}
 
 impl From<(&'static str, IdError)> for CorruptRecord {
     fn from((field, e): (&'static str, IdError)) -> Self {
@@ -252,6 +246,23 @@ impl JsonText {
     /// so this only fails if the limits changed in between.
     pub fn value(&self) -> Result<Value, decode::Rejection> {
         decode::decode_strict(self.0.as_bytes(), &RESULT_JSON_LIMITS)
+    }
+
+    /// Whether this result says its write did not happen: an object whose
+    /// `applied` is `false` (the pipeline's closure after a failed
+    /// precondition, or an explicit not-applied answer). A completion with
+    /// such a result gives the claim's budget reservations back.
+    pub fn is_not_applied(&self) -> bool {
+        /// The one field read; the rest of the result is the writer's.
+        #[derive(serde::Deserialize)]
+        struct Flag {
+            applied: bool,
+        }
+        self.value()
+            .ok()
+            .filter(Value::is_object)
+            .and_then(|v| Flag::deserialize(&v).ok())
+            .is_some_and(|f| !f.applied)
     }
 }
 

@@ -6,7 +6,6 @@
 //! could have been a truthy `1`.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::future::Future;
 
 use serde_json::{Map, Value};
@@ -23,7 +22,8 @@ pub struct Principal {
 }
 
 /// Why a principal could not be built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("principal at '{pointer}': {message}")]
 pub struct PrincipalError {
     pointer: String,
     message: String,
@@ -47,14 +47,6 @@ impl PrincipalError {
         &self.message
     }
 }
-
-impl fmt::Display for PrincipalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "principal at '{}': {}", self.pointer, self.message)
-    }
-}
-
-impl std::error::Error for PrincipalError {}
 
 fn label(pointer: &str, text: &str) -> Result<(), PrincipalError> {
     if text.is_empty() || text.len() > MAX_LABEL_BYTES || text.chars().any(char::is_control) {
@@ -233,6 +225,30 @@ pub enum AuthzDecision {
         /// What did not answer (for the operator's log).
         message: String,
     },
+}
+
+/// An authoriser that could not decide because a source it needs did not
+/// answer ([`AuthzDecision::Unavailable`]): the cause of
+/// [`GateError::Authorizer`](super::GateError). Its message names the
+/// application's tables and hosts, so it is for the operator's log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AuthorizerUnavailable {
+    message: String,
+}
+
+impl AuthorizerUnavailable {
+    /// What did not answer.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// What did not answer.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
 }
 
 /// What an [`Authorizer`] is asked. Built only by the pipeline, after the

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::decision::{BudgetReport, Decision, Operation, Reason, Rejection};
 use super::stage::Bound;
-use crate::claim::{BudgetReservation, UnixMillis};
+use crate::claim::{BudgetReservation, CorruptRecord, UnixMillis};
 use crate::contract::ToolContract;
 use crate::contract::budget::{Over, Per};
 
@@ -17,7 +17,7 @@ pub(crate) fn reservations(
     contract: &ToolContract,
     bound: &Bound,
     now: UnixMillis,
-) -> Result<Vec<BudgetReservation>, String> {
+) -> Result<Vec<BudgetReservation>, CorruptRecord> {
     let authorized = bound.authorized();
     let arguments = authorized.validated().arguments();
     contract
@@ -25,10 +25,13 @@ pub(crate) fn reservations(
         .iter()
         .map(|b| {
             let amount = b.amount_of(arguments).ok_or_else(|| {
-                format!(
-                    "budget {}: the validated arguments have no integer at {}",
-                    b.name(),
-                    b.amount_pointer()
+                CorruptRecord::new(
+                    "arguments",
+                    format!(
+                        "budget {}: the validated arguments have no integer at {}",
+                        b.name(),
+                        b.amount_pointer()
+                    ),
                 )
             })?;
             // The values the sum is kept per, named, so two budgets' or two

@@ -1,22 +1,25 @@
 //! The driver: one generic async function wiring the stages to the
 //! pluggable authoriser, state source, claim store and executor, in
-//! docs/design.md §1's order. No runtime: the caller's executor polls it.
+//! docs/design.md §1's order, one small function a stage. No runtime: the
+//! caller's executor polls it.
 
-use std::fmt;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use super::authz::{Authorizer, AuthzDecision, Principal};
+use super::authz::{Authorizer, AuthorizerUnavailable, AuthzDecision, Principal};
 use super::decision::{Decision, Operation, Reason, Rejection};
+use super::error::GateError;
 use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
+use super::existing::{existing_decided, json_value};
+use super::not_applied::NotApplied;
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
-    AuditEntry, ClaimRecord, ClaimStatus, ClaimStore, Completion, Fingerprint, GrantUse,
-    HolderToken, JsonText, OperationKey, RawClaim, StoreError, UnixMillis,
+    AuditEntry, ClaimStore, Completion, CorruptRecord, Fingerprint, GrantUse, HolderToken,
+    JsonText, OperationKey, RawClaim, StoreError, UnixMillis,
 };
-use crate::contract::{self, Policy};
+use crate::contract::{self, Policy, ToolContract};
 
 /// The pluggable parts, borrowed for one decision.
 pub struct Gate<'a, A, S, C, E> {
@@ -76,67 +79,6 @@ pub struct Request<'a> {
     pub lease: Duration,
 }
 
-/// An infrastructure failure: a store, state source or audit log that could
-/// not answer. Decisions are never errors.
-#[derive(Debug)]
-pub enum GateError {
-    /// The claim store failed.
-    Store(StoreError),
-    /// The state source failed.
-    State(StateError),
-    /// The authoriser could not reach a source it needs
-    /// ([`AuthzDecision::Unavailable`]); nothing was decided or claimed.
-    Authorizer(String),
-    /// A record read back from storage failed the tool's contract, or a
-    /// proposal record could not be built; it is never shown.
-    Corrupt(String),
-    /// The decision was made but its audit entry could not be appended.
-    Audit {
-        /// The decision (an `executed` one did happen).
-        decision: Box<Decision>,
-        /// The store's failure.
-        error: StoreError,
-    },
-}
-
-impl fmt::Display for GateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Store(e) => write!(f, "claim store: {e}"),
-            Self::State(e) => write!(f, "{e}"),
-            Self::Authorizer(m) => write!(f, "authoriser unavailable: {m}"),
-            Self::Corrupt(m) => write!(f, "corrupt record: {m}"),
-            Self::Audit { decision, error } => write!(
-                f,
-                "decision {} made but not audited: {error}",
-                decision.outcome()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GateError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Store(e) | Self::Audit { error: e, .. } => Some(e),
-            Self::State(e) => Some(e),
-            Self::Authorizer(_) | Self::Corrupt(_) => None,
-        }
-    }
-}
-
-impl From<StoreError> for GateError {
-    fn from(e: StoreError) -> Self {
-        Self::Store(e)
-    }
-}
-
-impl From<StateError> for GateError {
-    fn from(e: StateError) -> Self {
-        Self::State(e)
-    }
-}
-
 /// Decides one proposal: the stateless decision from [`contract::check`]
 /// plus the server-fixed request, in docs/design.md §1's order:
 ///
@@ -166,7 +108,11 @@ where
         decision,
         audited,
         attempt,
-    } = run(gate, proposal, request).await?;
+    } = match stages(gate, proposal, request).await {
+        Ok(decided) => decided,
+        Err(Stop::Decided(decided)) => *decided,
+        Err(Stop::Failed(e)) => return Err(e),
+    };
     if audited {
         return Ok(decision);
     }
@@ -186,7 +132,7 @@ where
 /// A decision, and whether its audit entry was already written with the
 /// claim's completion (one commit for both; see
 /// [`ClaimStore::complete`]).
-struct Decided {
+pub(super) struct Decided {
     decision: Decision,
     audited: bool,
     /// The claim attempt the decision is about, if one: its audit entry
@@ -206,24 +152,12 @@ impl From<Decision> for Decided {
 
 impl Decided {
     /// A decision about attempt `attempt` of its operation.
-    fn about(decision: Decision, attempt: u32) -> Self {
+    pub(super) fn about(decision: Decision, attempt: u32) -> Self {
         Self {
             attempt: Some(attempt),
             ..Self::from(decision)
         }
     }
-}
-
-/// A decision on an operation someone already holds ([`existing`]), about
-/// the attempt on its row.
-fn existing_decided(
-    policy: &Policy,
-    bound: &Bound,
-    record: ClaimRecord,
-    now: UnixMillis,
-) -> Result<Decided, GateError> {
-    let attempt = record.attempt;
-    existing(policy, bound, record, now).map(|d| Decided::about(d, attempt))
 }
 
 /// The one audit entry of `decision`, made by `principal` at `now` (and,
@@ -232,7 +166,7 @@ fn audit_entry(
     decision: &Decision,
     principal: &Principal,
     now: UnixMillis,
-) -> Result<AuditEntry, crate::claim::CorruptRecord> {
+) -> Result<AuditEntry, CorruptRecord> {
     // The tool may be the model's own text (an unknown tool's name, with
     // a newline or 300 KB of it): kept as an escaped, bounded label, so it
     // is never a reason to skip the entry.
@@ -277,7 +211,7 @@ fn forbidden(v: &Validated, reason: Reason, message: String) -> Decision {
 }
 
 /// The operation a bound proposal names.
-fn operation(b: &Bound) -> Operation {
+pub(super) fn operation(b: &Bound) -> Operation {
     Operation {
         tool: b.authorized().validated().tool().to_owned(),
         key: *b.key(),
@@ -295,67 +229,136 @@ fn pending_approval(b: &Bound, message: &str) -> Decision {
     }
 }
 
-async fn run<A, S, C, E>(
+/// Why the stages stop before a won claim reaches the executor: with a
+/// decision (most of them do), or with a failure.
+enum Stop {
+    Decided(Box<Decided>),
+    Failed(GateError),
+}
+
+/// What one stage hands the next, or why the decision ends there.
+type Step<T> = Result<T, Stop>;
+
+impl From<Decided> for Stop {
+    fn from(d: Decided) -> Self {
+        Self::Decided(Box::new(d))
+    }
+}
+
+impl From<Decision> for Stop {
+    fn from(d: Decision) -> Self {
+        Decided::from(d).into()
+    }
+}
+
+impl From<GateError> for Stop {
+    fn from(e: GateError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// The failures a stage meets, each its [`GateError`].
+macro_rules! stop_on {
+    ($($cause:ty),*) => {$(
+        impl From<$cause> for Stop {
+            fn from(e: $cause) -> Self {
+                Self::Failed(e.into())
+            }
+        }
+    )*};
+}
+stop_on!(StoreError, StateError, CorruptRecord, AuthorizerUnavailable);
+
+/// The stages in docs/design.md §1's order, one call each.
+async fn stages<A, S, C, E>(
     gate: &Gate<'_, A, S, C, E>,
     proposal: contract::Checked,
     request: &Request<'_>,
-) -> Result<Decided, GateError>
+) -> Step<Decided>
 where
     A: Authorizer,
     S: StateSource,
     C: ClaimStore,
     E: Executor,
 {
-    // Stateless stages: anything but an action ends here.
+    let (validated, contract) = validate(gate.policy, proposal)?;
+    capability(&validated, request.principal)?;
+    let scope = canonical_scope(contract, &validated, request)?;
+    let authorized = authorize(gate.authorizer, validated, scope, request).await?;
+    let bound = bind(authorized)?;
+    // No separate claim lookup on the way to a write: the claim reads its
+    // row back and resolves an existing operation to it (replay, in
+    // flight, conflict), so a fresh decision saves a round trip. Every
+    // answer that would end the decision before the claim (a stale
+    // version, a missing approval) resolves the operation first instead
+    // (invariant 4).
+    current_version(gate, &bound, request).await?;
+    let grant = approval(gate, contract, &bound, request).await?;
+    let (claimed, budget_approved) = claim(gate, contract, bound, grant, request).await?;
+    Ok(execute(gate, &claimed, request, budget_approved).await?)
+}
+
+/// The stateless stages' verdict: anything but an action of a policy tool
+/// ends here.
+fn validate(policy: &Policy, proposal: contract::Checked) -> Step<(Validated, &ToolContract)> {
     let reply = proposal.reply.clone().unwrap_or_default();
-    let action = match proposal.into_action() {
-        Ok(action) => action,
-        Err(proposal) => return Ok(stateless(*proposal).into()),
-    };
-    let Some(contract) = gate.policy.tool(action.tool()) else {
-        let d = Decision::Rejected(Rejection::UnknownTool {
+    let action = proposal.into_action().map_err(|p| stateless(*p))?;
+    let Some(contract) = policy.tool(action.tool()) else {
+        return Err(Decision::Rejected(Rejection::UnknownTool {
             tool: action.tool().to_owned(),
             message: format!("tool {:?} is not in this gate's policy", action.tool()),
-        });
-        return Ok(d.into());
+        })
+        .into());
     };
-    let validated = Validated::new(action, reply, contract);
+    Ok((Validated::new(action, reply, contract), contract))
+}
 
-    // Capability: coarse, from the authenticated principal.
-    if !request.principal.has_capability(validated.capability()) {
-        let message = format!(
-            "{} lacks the capability {}",
-            request.principal.id(),
-            validated.capability()
-        );
-        return Ok(forbidden(&validated, Reason::MissingCapability, message).into());
+/// Capability: coarse, from the authenticated principal.
+fn capability(validated: &Validated, principal: &Principal) -> Step<()> {
+    if principal.has_capability(validated.capability()) {
+        return Ok(());
     }
+    let message = format!(
+        "{} lacks the capability {}",
+        principal.id(),
+        validated.capability()
+    );
+    Err(forbidden(validated, Reason::MissingCapability, message).into())
+}
 
-    // Typed scope (docs/design.md §13): every value in its canonical form
-    // before anything reads it, so `42` and `"42"` are one resource to the
-    // authoriser, the key, the state source and the executor alike.
+/// Typed scope (docs/design.md §13): every value in its canonical form
+/// before anything reads it, so `42` and `"42"` are one resource to the
+/// authoriser, the key, the state source and the executor alike.
+fn canonical_scope(
+    contract: &ToolContract,
+    validated: &Validated,
+    request: &Request<'_>,
+) -> Step<Map<String, Value>> {
     let mut scope = request.scope.clone();
     scope.insert(
         "version_seen".to_owned(),
         Value::String(request.version_seen.as_str().to_owned()),
     );
-    let scope = match contract.canonical_scope(&scope) {
-        Ok(s) => s,
-        Err(e) => {
-            let d = Decision::Rejected(Rejection::Scope {
-                reason: Reason::InvalidScope,
-                tool: validated.tool().to_owned(),
-                fingerprint: *validated.fingerprint(),
-                message: e.to_string(),
-            });
-            return Ok(d.into());
-        }
-    };
+    contract.canonical_scope(&scope).map_err(|e| {
+        Decision::Rejected(Rejection::Scope {
+            reason: Reason::InvalidScope,
+            tool: validated.tool().to_owned(),
+            fingerprint: *validated.fingerprint(),
+            message: e.to_string(),
+        })
+        .into()
+    })
+}
 
-    // Live authorisation, on every path (before the lookup that would tell
-    // fresh from replay from conflict).
-    let verdict = gate
-        .authorizer
+/// Live authorisation, on every path (before the lookup that would tell
+/// fresh from replay from conflict).
+async fn authorize<A: Authorizer>(
+    authorizer: &A,
+    validated: Validated,
+    scope: Map<String, Value>,
+    request: &Request<'_>,
+) -> Step<Authorized> {
+    let verdict = authorizer
         .authorize(&validated.authz_request(
             request.principal,
             &scope,
@@ -364,87 +367,88 @@ where
         ))
         .await;
     match verdict {
-        AuthzDecision::Allow => {}
+        AuthzDecision::Allow => Ok(Authorized::new(
+            validated,
+            request.principal.clone(),
+            scope,
+            request.version_seen.clone(),
+        )),
         AuthzDecision::Deny { message } => {
-            return Ok(forbidden(&validated, Reason::NotAuthorized, message).into());
+            Err(forbidden(&validated, Reason::NotAuthorized, message).into())
         }
         AuthzDecision::Error { message } => {
-            return Ok(forbidden(&validated, Reason::AuthorizationError, message).into());
+            Err(forbidden(&validated, Reason::AuthorizationError, message).into())
         }
-        AuthzDecision::Unavailable { message } => return Err(GateError::Authorizer(message)),
+        AuthzDecision::Unavailable { message } => Err(AuthorizerUnavailable::new(message).into()),
     }
-    let authorized = Authorized::new(
-        validated,
-        request.principal.clone(),
-        scope,
-        request.version_seen.clone(),
-    );
+}
 
-    // Operation key (the fingerprint came from the contract stage).
-    let bound = match Bound::new(authorized) {
-        Ok(b) => b,
-        Err((auth, e)) => {
-            let d = Decision::Rejected(Rejection::Scope {
-                reason: Reason::MissingScope,
-                tool: auth.validated().tool().to_owned(),
-                fingerprint: *auth.validated().fingerprint(),
-                message: e.to_string(),
-            });
-            return Ok(d.into());
-        }
-    };
+/// Operation key (the fingerprint came from the contract stage).
+fn bind(authorized: Authorized) -> Step<Bound> {
+    Bound::new(authorized).map_err(|(auth, e)| {
+        Decision::Rejected(Rejection::Scope {
+            reason: Reason::MissingScope,
+            tool: auth.validated().tool().to_owned(),
+            fingerprint: *auth.validated().fingerprint(),
+            message: e.to_string(),
+        })
+        .into()
+    })
+}
 
-    // No separate claim lookup on the way to a write: the claim reads its
-    // row back and resolves an existing operation to it (replay, in
-    // flight, conflict), so a fresh decision saves a round trip. Every
-    // answer that would end the decision before the claim (a stale
-    // version, a missing approval) resolves the operation first instead
-    // (invariant 4).
-    //
-    // Is the version the model read still current? A filter, not a lock:
-    // the executor applies it again as a precondition. A tool whose state
-    // source reads nothing leaves it to that precondition.
-    let current = if gate
-        .state
-        .reads_state(bound.authorized().validated().tool())
-    {
-        Some(
-            gate.state
-                .current_version(bound.authorized().state_scope())
-                .await?,
-        )
-    } else {
-        None
-    };
-    if let Some(current) = current.filter(|c| c != bound.authorized().version_seen()) {
-        // A retry of a completed operation: the write moved the version.
-        // Its claim was committed before its write, so it is there now
-        // (also when the original is racing this retry); the retry is a
-        // replay (or in flight), never `state_changed` (invariant 4). An
-        // attempt reconciled as not applied wrote nothing: the version
-        // moved for another reason, and the model must read again.
-        if let Some(record) = gate.claims.fetch(bound.key()).await?
-            && !record.reopenable()
-        {
-            return existing_decided(gate.policy, &bound, record, request.now);
-        }
-        let d = Decision::StateChanged {
-            operation: operation(&bound),
-            reason: Reason::VersionMismatch,
-            message: format!(
-                "the model read version {} but the current version is {current}",
-                bound.authorized().version_seen()
-            ),
-            current_version: Some(current),
-            result: None,
-            prior: None,
-        };
-        return Ok(d.into());
+/// Is the version the model read still current? A filter, not a lock: the
+/// executor applies it again as a precondition. A tool whose state source
+/// reads nothing leaves it to that precondition.
+async fn current_version<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    bound: &Bound,
+    request: &Request<'_>,
+) -> Step<()>
+where
+    S: StateSource,
+    C: ClaimStore,
+{
+    let authorized = bound.authorized();
+    if !gate.state.reads_state(authorized.validated().tool()) {
+        return Ok(());
     }
+    let current = gate.state.current_version(authorized.state_scope()).await?;
+    if current == *authorized.version_seen() {
+        return Ok(());
+    }
+    // A retry of a completed operation: the write moved the version. Its
+    // claim was committed before its write, so it is there now (also when
+    // the original is racing this retry); the retry is a replay (or in
+    // flight), never `state_changed` (invariant 4). An attempt reconciled
+    // as not applied wrote nothing: the version moved for another reason,
+    // and the model must read again.
+    held_operation(gate, bound, request.now).await?;
+    Err(Decision::StateChanged {
+        operation: operation(bound),
+        reason: Reason::VersionMismatch,
+        message: format!(
+            "the model read version {} but the current version is {current}",
+            authorized.version_seen()
+        ),
+        current_version: Some(current),
+        result: None,
+        prior: None,
+    }
+    .into())
+}
 
-    // Approval, bound to (key, fingerprint, version), and consumed by the
-    // claim below. An approval for other arguments or another version is
-    // not this proposal's.
+/// Approval, bound to (key, fingerprint, version), and consumed by the
+/// claim. An approval for other arguments or another version is not this
+/// proposal's. The grant the claim uses, if any.
+async fn approval<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    contract: &ToolContract,
+    bound: &Bound,
+    request: &Request<'_>,
+) -> Step<Option<GrantUse>>
+where
+    C: ClaimStore,
+{
     let approval = request
         .approval
         .filter(|a| {
@@ -458,31 +462,59 @@ where
         // A retry of an approved operation that was written replays it
         // without asking a person again (invariant 4). A new attempt after
         // one reconciled as not applied needs its own approval.
-        if let Some(record) = gate.claims.fetch(bound.key()).await?
-            && !record.reopenable()
-        {
-            return existing_decided(gate.policy, &bound, record, request.now);
-        }
-        let d = pending_approval(
-            &bound,
+        held_operation(gate, bound, request.now).await?;
+        return Err(pending_approval(
+            bound,
             "this tool needs a person's approval for this operation key, fingerprint and version",
-        );
-        return Ok(d.into());
+        )
+        .into());
     }
     // A tool without needs_approval takes an approval only for a proposal a
     // budget sent to a person: it lets that claim reserve beyond the limit.
-    let grant = approval.filter(|_| needs_approval || !contract.budgets().is_empty());
+    Ok(approval.filter(|_| needs_approval || !contract.budgets().is_empty()))
+}
 
-    // Claim.
+/// Before an answer that does not rest on the claim (a stale version, a
+/// missing approval): the operation's own answer if someone holds it. A
+/// claim reconciled as not applied holds nothing; the next attempt takes
+/// it over.
+async fn held_operation<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    bound: &Bound,
+    now: UnixMillis,
+) -> Step<()>
+where
+    C: ClaimStore,
+{
+    match gate.claims.fetch(bound.key()).await? {
+        Some(record) if !record.reopenable() => {
+            Err(existing_decided(gate.policy, bound, record, now)?.into())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The claim: wins the operation (with its budgets and the approval's
+/// grant, in one transaction), or answers from whoever holds it. Also
+/// whether the write is one a person approved over a budget.
+async fn claim<A, S, C, E>(
+    gate: &Gate<'_, A, S, C, E>,
+    contract: &ToolContract,
+    bound: Bound,
+    grant: Option<GrantUse>,
+    request: &Request<'_>,
+) -> Step<(Claimed, bool)>
+where
+    C: ClaimStore,
+    E: Executor,
+{
     // The claim records who owns the write, so reconciliation can ask that
     // executor and no other (invariant 13).
     let executor_kind = gate.executor.kind(bound.authorized().validated().tool());
     let claim_request = bound
-        .claim_request(request.holder, request.now, request.lease)
-        .map_err(|e| GateError::Corrupt(e.to_string()))?
+        .claim_request(request.holder, request.now, request.lease)?
         .with_executor(executor_kind);
-    let budgets =
-        super::budget::reservations(contract, &bound, request.now).map_err(GateError::Corrupt)?;
+    let budgets = super::budget::reservations(contract, &bound, request.now)?;
     // An approval on a tool that needs none was given over a budget: the
     // write it lets through is audited as such.
     let budget_approved = grant.is_some() && !contract.needs_approval();
@@ -495,14 +527,12 @@ where
     // by this claim as the operation's next attempt: authorised, read and
     // budgeted again above, on the same operation key, with a new holder
     // token (docs/design.md invariant 8).
-    let lease = match gate.claims.claim(claim_request).await? {
-        RawClaim::Acquired(lease) => lease,
+    match gate.claims.claim(claim_request).await? {
+        RawClaim::Acquired(lease) => Ok((Claimed::new(bound, lease), budget_approved)),
         RawClaim::InFlight(r)
         | RawClaim::Completed(r)
         | RawClaim::Mismatch(r)
-        | RawClaim::Expired(r) => {
-            return existing_decided(gate.policy, &bound, r, request.now);
-        }
+        | RawClaim::Expired(r) => Err(existing_decided(gate.policy, &bound, r, request.now)?.into()),
         RawClaim::OverBudget {
             budget,
             limit,
@@ -525,21 +555,17 @@ where
                 used,
                 amount,
             );
-            return Ok(d.into());
+            Err(d.into())
         }
-        RawClaim::GrantUnusable => {
-            // The approval was used, expired, denied or given under another
-            // policy since the request found it: nothing was written,
-            // and the proposal needs a person again (docs/design.md §14).
-            let d = pending_approval(
-                &bound,
-                "the approval for this proposal can no longer be used; it needs a person's approval again",
-            );
-            return Ok(d.into());
-        }
-    };
-    let claimed = Claimed::new(bound, lease);
-    execute(gate, &claimed, request, budget_approved).await
+        // The approval was used, expired, denied or given under another
+        // policy since the request found it: nothing was written, and the
+        // proposal needs a person again (docs/design.md §14).
+        RawClaim::GrantUnusable => Err(pending_approval(
+            &bound,
+            "the approval for this proposal can no longer be used; it needs a person's approval again",
+        )
+        .into()),
+    }
 }
 
 async fn execute<A, S, C, E>(
@@ -581,9 +607,7 @@ where
     // with the write and the completion.
     let executed_entry = {
         let placeholder = executed(Value::Null);
-        audit_entry(&placeholder, request.principal, now)
-            .map_err(|e| GateError::Corrupt(e.to_string()))?
-            .with_attempt(Some(attempt))
+        audit_entry(&placeholder, request.principal, now)?.with_attempt(Some(attempt))
     };
     let completion =
         AppliedCompletion::new(*bound.key(), claimed.lease().holder, now, executed_entry);
@@ -627,17 +651,17 @@ where
         ExecOutcome::PreconditionFailed { current } => {
             // Nothing was written. The claim is closed with a not-applied
             // result, so a retry replays this answer instead of writing.
-            let detail = json!({
-                "applied": false,
-                "reason": Reason::PreconditionFailed.as_str(),
-                "version_seen": bound.authorized().version_seen().as_str(),
-                "current_version": current.as_ref().map(StateVersion::as_str),
-            });
-            let result = JsonText::result(detail.to_string())
-                .map_err(|e| GateError::Corrupt(e.to_string()))?;
+            let not_applied = NotApplied::precondition_failed(
+                bound.authorized().version_seen(),
+                current.as_ref(),
+            );
+            let detail = not_applied
+                .to_value()
+                .map_err(|e| CorruptRecord::new("result", e.to_string()))?;
+            let result = JsonText::result(detail.to_string())?;
             let d = Decision::StateChanged {
                 operation: operation(bound),
-                reason: Reason::PreconditionFailed,
+                reason: not_applied.reason(),
                 message: "the executor's version precondition failed; nothing was written".into(),
                 current_version: current,
                 result: Some(detail),
@@ -645,9 +669,7 @@ where
             };
             // The entry this decision gets if the completion is recorded:
             // written with it, in one transaction.
-            let entry = audit_entry(&d, request.principal, now)
-                .map_err(|e| GateError::Corrupt(e.to_string()))?
-                .with_attempt(Some(attempt));
+            let entry = audit_entry(&d, request.principal, now)?.with_attempt(Some(attempt));
             (result, d, entry)
         }
         ExecOutcome::Deferred => {
@@ -676,133 +698,4 @@ where
             "completion matched no row: the claim was taken over or reconciled",
         )),
     }
-}
-
-/// A recorded result as JSON.
-fn json_value(text: &JsonText) -> Result<Value, GateError> {
-    text.value().map_err(|e| GateError::Corrupt(e.to_string()))
-}
-
-/// Someone already holds the operation: replay, conflict, in flight or
-/// needs reconciliation. The record passes the tool's contract again before
-/// any of it is shown.
-fn existing(
-    policy: &Policy,
-    bound: &Bound,
-    record: ClaimRecord,
-    now: UnixMillis,
-) -> Result<Decision, GateError> {
-    if record.reopenable() {
-        // A store answers a claim on such a row with the next attempt
-        // (the conformance suite's `not_applied_runs_again_as_the_next_attempt`),
-        // and the driver's lookups skip it: one here is a store breaking
-        // its contract, never an answer to give.
-        return Err(GateError::Store(StoreError::new(
-            crate::claim::StoreErrorKind::Invariant,
-            "the claim store answered with an attempt reconciled as not applied \
-             instead of starting the next attempt",
-        )));
-    }
-    check_record(policy, &record)?;
-    let result = record.result().map(json_value).transpose()?;
-    let operation = operation(bound);
-    let prior = record.proposal.clone();
-    let d = if record.fingerprint != *bound.fingerprint() {
-        Decision::Conflict {
-            operation,
-            message:
-                "this operation was already proposed with different arguments; a person decides"
-                    .to_owned(),
-            result,
-            prior,
-        }
-    } else if let Some(not_applied) = closed_not_applied(&record, result.as_ref()) {
-        // A closure that wrote nothing replays as what it was, never as
-        // `replayed` (which says the write happened).
-        let message = "the executor's version precondition failed; nothing was written".to_owned();
-        let current_version = result
-            .as_ref()
-            .and_then(|r| r.get("current_version"))
-            .and_then(Value::as_str)
-            .and_then(StateVersion::new);
-        Decision::StateChanged {
-            operation,
-            reason: not_applied,
-            message,
-            current_version,
-            result,
-            prior: Some(prior),
-        }
-    } else if record.status == ClaimStatus::Completed {
-        let result = result.ok_or_else(|| {
-            GateError::Corrupt("a completed claim has no recorded result".to_owned())
-        })?;
-        Decision::Replayed {
-            operation,
-            result,
-            reply: bound.authorized().validated().reply().to_owned(),
-            prior,
-        }
-    } else if record.is_stuck(now) {
-        Decision::NeedsReconciliation {
-            operation,
-            reason: Reason::LeaseExpired,
-            message: format!(
-                "the claim's lease ended at {} with the outcome unknown",
-                record.lease_expires_at
-            ),
-            prior: Some(prior),
-        }
-    } else {
-        Decision::InFlight { operation, prior }
-    };
-    Ok(d)
-}
-
-/// Why a completed claim wrote nothing, if it did not: closed by its own
-/// execution with a not-applied result (the executor's precondition
-/// failed; see `execute`), whose first answer was `state_changed`. An
-/// attempt reconciled as not applied is not answered from at all: the next
-/// claim runs the operation again (see `existing`).
-fn closed_not_applied(record: &ClaimRecord, result: Option<&Value>) -> Option<Reason> {
-    let completion = record.completion.as_ref()?;
-    match completion.resolution {
-        crate::claim::Resolution::ReconciledNotApplied
-        | crate::claim::Resolution::ReconciledApplied => None,
-        crate::claim::Resolution::Executed => {
-            let r = result?;
-            (r.get("applied") == Some(&Value::Bool(false))
-                && r.get("reason").and_then(Value::as_str)
-                    == Some(Reason::PreconditionFailed.as_str()))
-            .then_some(Reason::PreconditionFailed)
-        }
-    }
-}
-
-/// docs/design.md §8: records read back pass the same contract as fresh proposals.
-fn check_record(policy: &Policy, record: &ClaimRecord) -> Result<(), GateError> {
-    let tool = record.proposal.tool();
-    let contract = policy.tool(tool).ok_or_else(|| {
-        GateError::Corrupt(format!(
-            "stored proposal names tool {tool:?}, not in the policy"
-        ))
-    })?;
-    let args = record
-        .proposal
-        .arguments_value()
-        .map_err(|e| GateError::Corrupt(format!("stored arguments: {e}")))?;
-    let Some(map) = args.as_object() else {
-        return Err(GateError::Corrupt(
-            "stored arguments are not an object".into(),
-        ));
-    };
-    if let Some(k) = map.keys().find(|k| !contract.properties().contains(*k)) {
-        return Err(GateError::Corrupt(format!(
-            "stored arguments carry the undeclared key {k:?}"
-        )));
-    }
-    contract
-        .schema()
-        .validate(&args)
-        .map_err(|v| GateError::Corrupt(format!("stored arguments: {}", v.message)))
 }

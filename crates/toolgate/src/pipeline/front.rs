@@ -28,7 +28,8 @@ use serde_json::{Map, Value};
 
 use super::authz::{Authorizer, Principal};
 use super::decision::{Decision, Outcome, Reason};
-use super::driver::{Approval, Gate, GateError, Request, decide};
+use super::driver::{Approval, Gate, Request, decide};
+use super::error::GateError;
 use super::exec::Executor;
 use super::refusal::{Refusal, Refused, audit_refusal};
 use super::state::{StateSource, StateVersion};

@@ -23,8 +23,11 @@ mod authz;
 mod budget;
 mod decision;
 mod driver;
+mod error;
 mod exec;
+mod existing;
 mod front;
+mod not_applied;
 mod reconcile;
 mod refusal;
 pub mod stage;
@@ -32,10 +35,12 @@ mod state;
 
 pub use crate::claim::ExecutorKind;
 pub use authz::{
-    Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
+    Authorizer, AuthorizerUnavailable, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal,
+    PrincipalError,
 };
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
-pub use driver::{Approval, Gate, GateError, Request, decide};
+pub use driver::{Approval, Gate, Request, decide};
+pub use error::GateError;
 pub use exec::{
     AppliedCompletion, ClientExecutor, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
 };

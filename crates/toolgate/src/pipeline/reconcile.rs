@@ -2,7 +2,7 @@
 //! taking an explicit answer, and recording that with its audit entry.
 //! Never executes (invariant 8).
 
-use super::driver::GateError;
+use super::error::GateError;
 use super::exec::{ExecError, ExecOutcome, ExecPermit, Executor};
 use crate::claim::{
     AuditEntry, ClaimRecord, ClaimStore, ExecutorKind, OperationKey, ReconcileOutcome, Reconciled,
@@ -193,8 +193,7 @@ where
         None,
         Some(*key),
         fingerprint,
-    )
-    .map_err(|e| GateError::Corrupt(e.to_string()))?
+    )?
     .with_attempt(attempt);
     claims.append_audit(&entry).await?;
     Ok(report)

@@ -79,7 +79,8 @@ impl StateScope<'_> {
 }
 
 /// A state source could not answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("state source: {message}")]
 pub struct StateError {
     message: String,
     misconfigured: bool,
@@ -136,14 +137,6 @@ impl StateError {
         self.misconfigured
     }
 }
-
-impl fmt::Display for StateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "state source: {}", self.message)
-    }
-}
-
-impl std::error::Error for StateError {}
 
 /// Reads the current version of the resource an authorised proposal names.
 ///

@@ -440,8 +440,12 @@ where
             scope.insert(ARGUMENTS_FIELD.into(), json!(a.fingerprint().to_hex()));
         }
     }
-    let principal =
-        Principal::new(AGENT, ["credit:issue"]).map_err(|e| GateError::Corrupt(e.to_string()))?;
+    let principal = Principal::new(AGENT, ["credit:issue"]).map_err(|e| {
+        GateError::Corrupt(toolgate::claim::CorruptRecord::new(
+            "principal",
+            e.to_string(),
+        ))
+    })?;
     let seen = StateVersion::from(ticket.version);
     let holder = fresh_holder().map_err(GateError::Store)?;
     let request = Request {
