@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::authz::{Authorizer, AuthzDecision, Principal};
-use super::decision::{Decision, Operation, Reason, Rejection};
+use super::codes::Reason;
+use super::decision::{Decision, Operation, Rejection};
 use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};

@@ -16,6 +16,7 @@
 
 mod authz;
 mod budget;
+mod codes;
 mod decision;
 mod driver;
 mod exec;
@@ -28,7 +29,8 @@ pub use crate::claim::ExecutorKind;
 pub use authz::{
     Authorizer, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal, PrincipalError,
 };
-pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
+pub use codes::{Outcome, Reason, decision_pairs};
+pub use decision::{BudgetReport, Decision, Operation, PriorProposal, Rejection};
 pub use driver::{Approval, Gate, GateError, Request, decide};
 pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};

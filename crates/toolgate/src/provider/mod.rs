@@ -93,8 +93,18 @@ impl fmt::Display for Provider {
     }
 }
 
-/// How the provider said the turn ended, in toolgate's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How the provider said the turn ended, in toolgate's terms. Serde spells
+/// each class as its [`StopClass::as_str`] code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        as = StopClassCode,
+        description = "How the provider's turn ended (`docs/error-codes.md`, \"Stop classes\")."
+    )
+)]
 pub enum StopClass {
     /// A natural end of the turn (`end_turn`, `stop`, `STOP`, `completed`).
     Complete,
