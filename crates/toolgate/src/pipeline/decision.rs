@@ -237,8 +237,7 @@ impl BudgetReport {
     }
 }
 
-/// A proposal as recorded with its claim, as a decision about that claim
-/// reports it (`prior`).
+/// A proposal as recorded with its claim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -255,7 +254,8 @@ pub struct PriorProposal {
 }
 
 impl PriorProposal {
-    /// The report of the recorded proposal `p`.
+    /// The recorded proposal `p`, as a decision about its claim reports it
+    /// (`prior`).
     pub fn new(p: &ProposalRecord) -> Self {
         Self {
             tool: p.tool().to_owned(),
