@@ -13,9 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use toolgate::claim::{
-    ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease, OperationKey,
-};
+use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease, OperationKey};
 use toolgate::contract;
 use toolgate::contract::EnvelopeMode;
 use toolgate::pipeline::{BudgetReport, Decision, Outcome, PriorProposal, Reason};

@@ -74,7 +74,9 @@ impl ClaimStatus {
 /// the write, and a claim whose write the application performed itself
 /// (`client`) is closed only by an explicit answer. Serde spells each kind
 /// as its stored text ([`ExecutorKind::as_str`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(
     feature = "openapi",

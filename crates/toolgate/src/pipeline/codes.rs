@@ -370,7 +370,10 @@ mod tests {
     fn serde_spells_every_outcome_as_its_code_and_reads_it_back() {
         for o in Outcome::ALL {
             assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
-            assert_eq!(serde_json::from_value::<Outcome>(o.as_str().into()).unwrap(), o);
+            assert_eq!(
+                serde_json::from_value::<Outcome>(o.as_str().into()).unwrap(),
+                o
+            );
             assert_eq!(Outcome::parse(o.as_str()), Some(o));
         }
         assert!(serde_json::from_value::<Outcome>("Answer".into()).is_err());
@@ -380,7 +383,10 @@ mod tests {
     fn serde_spells_every_reason_as_its_flat_code_and_reads_it_back() {
         for r in Reason::all() {
             assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
-            assert_eq!(serde_json::from_value::<Reason>(r.as_str().into()).unwrap(), r);
+            assert_eq!(
+                serde_json::from_value::<Reason>(r.as_str().into()).unwrap(),
+                r
+            );
         }
         assert!(serde_json::from_value::<Reason>("contract".into()).is_err());
         assert!(serde_json::from_value::<Reason>(serde_json::json!(3)).is_err());

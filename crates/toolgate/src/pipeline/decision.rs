@@ -520,4 +520,3 @@ impl Decision {
         })
     }
 }
-
