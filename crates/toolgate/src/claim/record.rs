@@ -523,22 +523,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn serde_spells_every_claim_status_and_executor_kind_as_stored() {
-        for s in ClaimStatus::ALL {
-            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
-            assert_eq!(
-                serde_json::from_value::<ClaimStatus>(s.as_str().into()).unwrap(),
-                s
-            );
-            assert_eq!(ClaimStatus::parse(s.as_str()), Some(s));
-        }
-        for k in ExecutorKind::ALL {
-            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
-            assert_eq!(
-                serde_json::from_value::<ExecutorKind>(k.as_str().into()).unwrap(),
-                k
-            );
-        }
+    fn serde_spells_every_claim_status_as_stored() {
+        crate::assert_serde_spells_codes(ClaimStatus::ALL, ClaimStatus::as_str);
+        let parsed = ClaimStatus::ALL.map(|s| ClaimStatus::parse(s.as_str()));
+        assert_eq!(parsed, ClaimStatus::ALL.map(Some));
+    }
+
+    #[test]
+    fn serde_spells_every_executor_kind_as_stored() {
+        crate::assert_serde_spells_codes(ExecutorKind::ALL, ExecutorKind::as_str);
     }
 
     fn stored() -> StoredClaim {

@@ -178,12 +178,6 @@ mod tests {
 
     #[test]
     fn serde_spells_every_reject_reason_as_its_code() {
-        for r in RejectReason::ALL {
-            assert_eq!(serde_json::to_value(r).unwrap(), r.as_str());
-            assert_eq!(
-                serde_json::from_value::<RejectReason>(r.as_str().into()).unwrap(),
-                r
-            );
-        }
+        crate::assert_serde_spells_codes(RejectReason::ALL, RejectReason::as_str);
     }
 }
