@@ -17,7 +17,7 @@ use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease,
 use toolgate::contract;
 use toolgate::contract::EnvelopeMode;
 use toolgate::pipeline::{BudgetReport, Decision, Outcome, PriorProposal, Reason};
-use toolgate::provider::{Provider, StopClass};
+use toolgate::provider::{Provider, Stop};
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{
     AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
@@ -84,20 +84,6 @@ pub struct DecisionRequest {
     pub entities: Map<String, Value>,
 }
 
-/// The provider's stop.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StopView {
-    /// toolgate's classification.
-    pub class: StopClass,
-    /// The provider's own value (`max_tokens`, `length`, `SAFETY`, …).
-    pub raw: Option<String>,
-    /// Refusal or filter category, where the provider gives one.
-    pub category: Option<String>,
-    /// Refusal text or explanation, where the provider gives one.
-    pub explanation: Option<String>,
-}
-
 /// The stateless stages' detail, when they ended the decision.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -105,7 +91,7 @@ pub struct Stateless {
     /// JSON pointer to the offending value, where known.
     pub pointer: Option<String>,
     /// The provider's stop, where the body was read that far.
-    pub stop: Option<StopView>,
+    pub stop: Option<Stop>,
     /// Whether the one bounded re-ask is still allowed.
     pub repairable: bool,
     /// Which model attempt this was.
@@ -116,12 +102,7 @@ impl Stateless {
     fn new(d: &contract::Checked) -> Self {
         Self {
             pointer: d.pointer.clone(),
-            stop: d.stop.as_ref().map(|s| StopView {
-                class: s.class,
-                raw: s.raw.as_deref().map(str::to_owned),
-                category: s.category.clone(),
-                explanation: s.explanation.clone(),
-            }),
+            stop: d.stop.clone(),
             repairable: d.repairable,
             attempt: d.attempt,
         }
