@@ -23,3 +23,16 @@ pub mod pipeline;
 pub mod provider;
 pub mod review;
 pub mod sign;
+
+/// For the codes' tests: serde spells each of `values` as its stable code
+/// (`code`, the type's `as_str`) and reads that code back as the same value.
+#[cfg(test)]
+fn assert_serde_spells_codes<T>(values: impl IntoIterator<Item = T>, code: fn(T) -> &'static str)
+where
+    T: Copy + PartialEq + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    for v in values {
+        assert_eq!(serde_json::to_value(v).unwrap(), code(v), "{v:?}");
+        assert_eq!(serde_json::from_value::<T>(code(v).into()).unwrap(), v);
+    }
+}

@@ -1,5 +1,6 @@
 //! Architecture invariants that only Cargo's graph can show: the core links
-//! no async runtime, database driver or HTTP stack (ARCHITECTURE.md).
+//! no async runtime, database driver or HTTP stack, nor (without its
+//! `openapi` feature) the OpenAPI schema generator (ARCHITECTURE.md).
 
 use std::process::Command;
 
@@ -15,6 +16,9 @@ const FORBIDDEN: &[&str] = &[
     "tower",
     "tower-http",
     "mio",
+    // The OpenAPI schema generator: only with the `openapi` feature, which
+    // a front door turns on; the core alone never links it.
+    "utoipa",
 ];
 
 #[test]

@@ -1,5 +1,7 @@
 //! The claim routes' bodies: completing, reconciling and listing claims.
 
+use toolgate::claim::ClaimStatus;
+
 use super::*;
 
 /// `POST /v1/claims/{key}/complete`.
@@ -118,32 +120,6 @@ pub struct ReconcileResponse {
     pub result: Option<Value>,
 }
 
-/// Who performs a claim's write (`docs/error-codes.md`, "Executor kinds").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ExecutorCode {
-    /// A Rust executor in the gate's process: an empty reconciliation asks
-    /// it.
-    InProcess,
-    /// The application, holding a permit: only an explicit answer
-    /// (`applied`) reconciles the claim.
-    Client,
-    /// The application's webhook, called by the gate: an empty
-    /// reconciliation asks its status URL.
-    Webhook,
-}
-
-/// A claim's status.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ClaimStatusCode {
-    /// Claimed and not yet completed: the write may be running, or its
-    /// outcome is unknown once the lease has passed.
-    InFlight,
-    /// A result is recorded; retries of the same proposal replay it.
-    Completed,
-}
-
 /// A claim's proposal as listed for operators.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -168,10 +144,10 @@ pub struct ClaimView {
     /// The tool.
     pub tool: String,
     /// `in_flight` or `completed`.
-    pub status: ClaimStatusCode,
+    pub status: ClaimStatus,
     /// Who performs the write: reconciliation asks only this executor, and
     /// a `client` claim is closed only by an explicit answer.
-    pub executor: ExecutorCode,
+    pub executor: ExecutorKind,
     /// When it was claimed (Unix ms).
     pub claimed_at: i64,
     /// When its lease ends or ended (Unix ms).
@@ -196,15 +172,8 @@ impl ClaimView {
             operation_key: r.key.to_hex(),
             fingerprint: r.fingerprint.to_hex(),
             tool: r.proposal.tool().to_owned(),
-            status: match r.status {
-                toolgate::claim::ClaimStatus::InFlight => ClaimStatusCode::InFlight,
-                toolgate::claim::ClaimStatus::Completed => ClaimStatusCode::Completed,
-            },
-            executor: match r.executor {
-                ExecutorKind::InProcess => ExecutorCode::InProcess,
-                ExecutorKind::Client => ExecutorCode::Client,
-                ExecutorKind::Webhook => ExecutorCode::Webhook,
-            },
+            status: r.status,
+            executor: r.executor,
             claimed_at: r.claimed_at.0,
             lease_expires_at: r.lease_expires_at.0,
             attempt: r.attempt,

@@ -1,39 +1,8 @@
 //! The reviewer queue's bodies: items, votes and actions.
 
+use toolgate::review::{ItemStatus, Verdict};
+
 use super::*;
-
-/// A reviewer item's state (docs/design.md §14).
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ReviewStatus {
-    /// Waiting for a person.
-    Open,
-    /// Approved by enough distinct reviewers: the proposer's own retry of
-    /// the same proposal proceeds, once (`consumed_at` once it has).
-    Approved,
-    /// Denied: the proposer's retry gets `rejected`, `approval_denied`.
-    Denied,
-    /// Not approved, or not used, before `expires_at`: counts as denied.
-    Expired,
-    /// A non-approval item a reviewer marked as dealt with.
-    Resolved,
-    /// A non-approval item a reviewer dismissed.
-    Dismissed,
-}
-
-impl From<toolgate::review::ItemStatus> for ReviewStatus {
-    fn from(s: toolgate::review::ItemStatus) -> Self {
-        use toolgate::review::ItemStatus as S;
-        match s {
-            S::Open => Self::Open,
-            S::Approved => Self::Approved,
-            S::Denied => Self::Denied,
-            S::Expired => Self::Expired,
-            S::Resolved => Self::Resolved,
-            S::Dismissed => Self::Dismissed,
-        }
-    }
-}
 
 /// One reviewer's vote on an approval item.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -42,7 +11,8 @@ pub struct ReviewVote {
     /// The reviewer (their key's principal).
     pub reviewer: String,
     /// `approve` or `deny`.
-    pub verdict: String,
+    #[schema(value_type = String)]
+    pub verdict: Verdict,
     /// When (Unix ms).
     pub at: i64,
     /// Their note.
@@ -58,7 +28,8 @@ pub struct ReviewItemView {
     /// When it was recorded (Unix ms).
     pub at: i64,
     /// The decision's outcome that put it in the queue.
-    pub kind: String,
+    #[schema(value_type = String)]
+    pub kind: Outcome,
     /// The tool.
     pub tool: Option<String>,
     /// The principal whose proposal it is.
@@ -66,7 +37,7 @@ pub struct ReviewItemView {
     /// The key that named the proposer (actor delegation).
     pub proposer_via: Option<String>,
     /// Where it stands (an expiry is applied when it is read).
-    pub status: ReviewStatus,
+    pub status: ItemStatus,
     /// The operation key (hex); for `needs_reconciliation` the claim to
     /// reconcile (`/v1/claims/{key}`).
     pub operation_key: Option<String>,

@@ -30,20 +30,28 @@ use crate::state::{AppState, GateComponents};
 /// Default page size of a listing.
 pub const DEFAULT_PAGE: u32 = 50;
 
-pub fn item_view(i: &ReviewItem) -> ReviewItemView {
+/// Item `i` as sent. Its kind is the outcome that opened it: a row whose
+/// kind names no outcome is corrupt, and is reported so, never shown.
+pub fn item_view(i: &ReviewItem) -> Result<ReviewItemView, ApiError> {
+    let kind = Outcome::parse(&i.kind).ok_or_else(|| {
+        ApiError::new(
+            ProblemCode::CorruptRecord,
+            format!("reviewer item {}: its kind names no outcome", i.id),
+        )
+    })?;
     let decision = toolgate::decode::decode_strict(
         i.decision.as_bytes(),
         &toolgate::decode::Limits::provider_body(),
     )
     .unwrap_or(Value::Null);
-    ReviewItemView {
+    Ok(ReviewItemView {
         id: u64::try_from(i.id).unwrap_or(0),
         at: i.created_at.0,
-        kind: i.kind.clone(),
+        kind,
         tool: i.tool.clone(),
         proposer: i.proposer.clone(),
         proposer_via: i.proposer_via.clone(),
-        status: i.status.into(),
+        status: i.status,
         operation_key: i.key.map(|k| k.to_hex()),
         approvals_needed: i.approvals_needed,
         expires_at: i.expires_at.map(|t| t.0),
@@ -54,7 +62,7 @@ pub fn item_view(i: &ReviewItem) -> ReviewItemView {
             .iter()
             .map(|v| ReviewVote {
                 reviewer: v.reviewer.clone(),
-                verdict: v.verdict.as_str().to_owned(),
+                verdict: v.verdict,
                 at: v.at.0,
                 note: v.note.clone(),
             })
@@ -63,7 +71,7 @@ pub fn item_view(i: &ReviewItem) -> ReviewItemView {
         closed_at: i.closed_at.map(|t| t.0),
         note: i.note.clone(),
         decision,
-    }
+    })
 }
 
 /// The outcomes whose decisions open a reviewer item: the `kind` a
@@ -201,7 +209,7 @@ pub async fn list_page<P: GateComponents>(
         None
     };
     Ok(ReviewItems {
-        items: items.iter().map(item_view).collect(),
+        items: items.iter().map(item_view).collect::<Result<_, _>>()?,
         next_before,
     })
 }
@@ -267,7 +275,7 @@ pub async fn get_item<P: GateComponents>(
         .map_err(store_error)?
         .ok_or_else(not_found)?;
     Ok(Json(ReviewItemResponse {
-        item: item_view(&item),
+        item: item_view(&item)?,
     }))
 }
 
@@ -369,7 +377,7 @@ pub async fn act<P: GateComponents>(
         .await
         .map_err(store_error)?
         .ok_or_else(not_found)?;
-    Ok(item_view(&item))
+    item_view(&item)
 }
 
 /// An optional `{"note": …}` body.

@@ -36,8 +36,15 @@ impl fmt::Display for UnixMillis {
     }
 }
 
-/// A claim row's status (docs/design.md §8). Stored as the text of [`Self::as_str`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A claim row's status (docs/design.md §8). Stored as the text of
+/// [`Self::as_str`], which is its serde form too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = ClaimStatusCode, description = "A claim's status.")
+)]
 pub enum ClaimStatus {
     /// Claimed; the executor may be running. Only the holder can complete it.
     InFlight,
@@ -46,6 +53,9 @@ pub enum ClaimStatus {
 }
 
 impl ClaimStatus {
+    /// Every status.
+    pub const ALL: [Self; 2] = [Self::InFlight, Self::Completed];
+
     /// The stored text.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -56,19 +66,27 @@ impl ClaimStatus {
 
     /// Parses the stored text; anything else is corruption.
     pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "in_flight" => Some(Self::InFlight),
-            "completed" => Some(Self::Completed),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 
 /// Who performs the write a claim stands for (docs/design.md §13). Recorded
 /// with the claim, so that reconciliation asks only the executor that owns
 /// the write, and a claim whose write the application performed itself
-/// (`client`) is closed only by an explicit answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// (`client`) is closed only by an explicit answer. Serde spells each kind
+/// as its stored text ([`ExecutorKind::as_str`]).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        as = ExecutorCode,
+        description = "Who performs a claim's write (`docs/error-codes.md`, \"Executor kinds\")."
+    )
+)]
 pub enum ExecutorKind {
     /// A Rust executor running inside the gate's process.
     #[default]
@@ -514,6 +532,18 @@ impl ClaimRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serde_spells_every_claim_status_as_stored() {
+        crate::assert_serde_spells_codes(ClaimStatus::ALL, ClaimStatus::as_str);
+        let parsed = ClaimStatus::ALL.map(|s| ClaimStatus::parse(s.as_str()));
+        assert_eq!(parsed, ClaimStatus::ALL.map(Some));
+    }
+
+    #[test]
+    fn serde_spells_every_executor_kind_as_stored() {
+        crate::assert_serde_spells_codes(ExecutorKind::ALL, ExecutorKind::as_str);
+    }
 
     fn stored() -> StoredClaim {
         StoredClaim {

@@ -51,8 +51,10 @@ impl CheckOutcome {
     }
 }
 
-/// Why a proposal was rejected. Stable snake_case codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why a proposal was rejected. Stable snake_case codes, which are its
+/// serde form too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RejectReason {
     /// Over a byte limit (body, envelope, arguments or reply).
     TooLarge,
@@ -169,3 +171,13 @@ impl EnvelopeMode {
 /// The number of model attempts a turn may take: the original plus one
 /// bounded repair (a re-ask after `invalid_json`), never more.
 pub const MAX_ATTEMPTS: u32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::RejectReason;
+
+    #[test]
+    fn serde_spells_every_reject_reason_as_its_code() {
+        crate::assert_serde_spells_codes(RejectReason::ALL, RejectReason::as_str);
+    }
+}

@@ -5,7 +5,8 @@
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::decision::{BudgetReport, Decision, Operation, Reason, Rejection};
+use super::codes::Reason;
+use super::decision::{BudgetReport, Decision, Operation, Rejection};
 use super::stage::Bound;
 use crate::claim::{BudgetReservation, CorruptRecord, UnixMillis};
 use crate::contract::ToolContract;

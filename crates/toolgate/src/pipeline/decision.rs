@@ -1,297 +1,13 @@
 //! The pipeline's decision: one outcome code (docs/design.md §2), a reason code
 //! where one applies, and what the caller needs to act on it.
 
-use std::fmt;
-
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::codes::{Outcome, Reason};
 use super::state::StateVersion;
 use crate::claim::{Fingerprint, Lease, OperationKey, ProposalRecord};
 use crate::contract;
-
-/// Every outcome a decision can have (docs/design.md §2). Deliberately exhaustive:
-/// a new outcome breaks callers' matches, so they fail closed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Reply text, no action.
-    Answer,
-    /// The model declined; the policy's fixed message is the reply.
-    Abstain,
-    /// Claim won, executor ran, result recorded.
-    Executed,
-    /// Same operation and fingerprint, already completed: the recorded result.
-    Replayed,
-    /// Same operation and fingerprint, lease still live.
-    InFlight,
-    /// Same operation, different fingerprint: the prior proposal (and its
-    /// result if completed).
-    Conflict,
-    /// The version the model read is not current: both versions.
-    StateChanged,
-    /// A claim's outcome is unknown: reconcile, do not execute.
-    NeedsReconciliation,
-    /// The tool needs a person's approval bound to (key, fingerprint, version).
-    PendingApproval,
-    /// Claim won for a client-executed tool: the caller performs the write
-    /// under the permit (key, holder token, lease expiry, canonical
-    /// arguments, precondition version) and completes the claim.
-    Permitted,
-    /// The proposal broke a rule.
-    Rejected,
-    /// No capability, or not authorised for this resource now.
-    Forbidden,
-    /// The provider reported a refusal.
-    Refused,
-    /// Output limit or cut stream: nothing was parsed.
-    Truncated,
-    /// The provider's filter stopped the output.
-    ContentFiltered,
-}
-
-impl Outcome {
-    /// Every outcome, for documentation checks.
-    pub const ALL: [Self; 15] = [
-        Self::Answer,
-        Self::Abstain,
-        Self::Executed,
-        Self::Replayed,
-        Self::InFlight,
-        Self::Conflict,
-        Self::StateChanged,
-        Self::NeedsReconciliation,
-        Self::PendingApproval,
-        Self::Permitted,
-        Self::Rejected,
-        Self::Forbidden,
-        Self::Refused,
-        Self::Truncated,
-        Self::ContentFiltered,
-    ];
-
-    /// Whether a decision with this outcome may come without a reason.
-    /// Exhaustive, with [`Reason::outcomes`]: the two say every (outcome,
-    /// reason) pair a decision can have ([`decision_pairs`]).
-    pub const fn may_lack_reason(self) -> bool {
-        match self {
-            Self::Answer
-            | Self::Abstain
-            | Self::Executed
-            | Self::Replayed
-            | Self::InFlight
-            | Self::Conflict
-            | Self::Permitted
-            | Self::Refused
-            | Self::Truncated
-            | Self::ContentFiltered => true,
-            Self::StateChanged
-            | Self::NeedsReconciliation
-            | Self::PendingApproval
-            | Self::Rejected
-            | Self::Forbidden => false,
-        }
-    }
-
-    /// The stable snake_case code.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Answer => "answer",
-            Self::Abstain => "abstain",
-            Self::Executed => "executed",
-            Self::Replayed => "replayed",
-            Self::InFlight => "in_flight",
-            Self::Conflict => "conflict",
-            Self::StateChanged => "state_changed",
-            Self::NeedsReconciliation => "needs_reconciliation",
-            Self::PendingApproval => "pending_approval",
-            Self::Permitted => "permitted",
-            Self::Rejected => "rejected",
-            Self::Forbidden => "forbidden",
-            Self::Refused => "refused",
-            Self::Truncated => "truncated",
-            Self::ContentFiltered => "content_filtered",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Why, where an outcome needs a reason. The stateless stages' reasons pass
-/// through as [`Reason::Contract`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// A stateless-stage rejection (`duplicate_key`, `unknown_key`, …).
-    Contract(contract::RejectReason),
-    /// `forbidden`: the principal lacks the tool's capability.
-    MissingCapability,
-    /// `forbidden`: the authoriser denied this actor this resource now.
-    NotAuthorized,
-    /// `forbidden`: the authoriser could not evaluate; an error denies.
-    AuthorizationError,
-    /// `rejected`: the tool's operation key names a scope field the request
-    /// did not carry (a server configuration error; nothing was claimed).
-    MissingScope,
-    /// `rejected`: a scope value is not of its field's type (`scope_types`
-    /// in the policy): `"042"` or `4.2` for an integer field, `42` for a
-    /// string field. Nothing was authorised, read or claimed.
-    InvalidScope,
-    /// `state_changed`: the gate's state read found another version.
-    VersionMismatch,
-    /// `state_changed`: the executor's write precondition failed; nothing
-    /// was written and the claim is closed as not applied.
-    PreconditionFailed,
-    /// `needs_reconciliation`: the claim is in flight past its lease.
-    LeaseExpired,
-    /// `needs_reconciliation`: completion matched no row (the lease was
-    /// taken over or reconciled meanwhile); the write's outcome stands but
-    /// this holder could not record it.
-    LeaseLost,
-    /// `needs_reconciliation`: the executor could not say what happened.
-    ExecutorFailed,
-    /// `pending_approval`: no approval bound to this key, fingerprint and
-    /// version was presented.
-    ApprovalRequired,
-    /// `rejected`: a reviewer denied exactly this proposal (key,
-    /// fingerprint, version, policy digest); nothing was claimed.
-    ApprovalDenied,
-    /// `pending_approval` or `rejected`, as the budget declares: reserving
-    /// this proposal's amount would pass a budget's limit in its window
-    /// (docs/design.md §15); nothing was claimed or reserved.
-    BudgetExceeded,
-    /// `executed`: a person approved this proposal over a budget, and its
-    /// amount was reserved with the approval (beyond the limit if still
-    /// over it); the audit entry says so.
-    BudgetExceededApproved,
-}
-
-impl Reason {
-    /// The outcomes a decision with this reason can have. Exhaustive (no
-    /// wildcard): a new reason does not compile until it says where it
-    /// appears, and [`decision_pairs`] then lists its pairs.
-    pub const fn outcomes(self) -> &'static [Outcome] {
-        match self {
-            Self::Contract(_) | Self::MissingScope | Self::InvalidScope | Self::ApprovalDenied => {
-                &[Outcome::Rejected]
-            }
-            Self::MissingCapability | Self::NotAuthorized | Self::AuthorizationError => {
-                &[Outcome::Forbidden]
-            }
-            Self::VersionMismatch | Self::PreconditionFailed => &[Outcome::StateChanged],
-            Self::LeaseExpired | Self::LeaseLost | Self::ExecutorFailed => {
-                &[Outcome::NeedsReconciliation]
-            }
-            Self::ApprovalRequired => &[Outcome::PendingApproval],
-            Self::BudgetExceeded => &[Outcome::PendingApproval, Outcome::Rejected],
-            Self::BudgetExceededApproved => &[Outcome::Executed],
-        }
-    }
-
-    /// Every reason: the contract's ([`contract::RejectReason::ALL`]) and
-    /// the pipeline's own ([`Reason::OWN`]).
-    pub fn all() -> impl Iterator<Item = Self> {
-        contract::RejectReason::ALL
-            .into_iter()
-            .map(Self::Contract)
-            .chain(Self::OWN)
-    }
-
-    /// The pipeline's own reasons (the contract's are listed with
-    /// [`contract::RejectReason::ALL`]), for documentation checks. The
-    /// match in `own_listed` names the same variants: a new reason does
-    /// not compile until it is listed there, next to this list.
-    pub const OWN: [Self; 14] = [
-        Self::MissingCapability,
-        Self::NotAuthorized,
-        Self::AuthorizationError,
-        Self::MissingScope,
-        Self::InvalidScope,
-        Self::VersionMismatch,
-        Self::PreconditionFailed,
-        Self::LeaseExpired,
-        Self::LeaseLost,
-        Self::ExecutorFailed,
-        Self::ApprovalRequired,
-        Self::ApprovalDenied,
-        Self::BudgetExceeded,
-        Self::BudgetExceededApproved,
-    ];
-
-    /// The stable snake_case code.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Contract(r) => r.as_str(),
-            Self::MissingCapability => "missing_capability",
-            Self::NotAuthorized => "not_authorized",
-            Self::AuthorizationError => "authorization_error",
-            Self::MissingScope => "missing_scope",
-            Self::InvalidScope => "invalid_scope",
-            Self::VersionMismatch => "version_mismatch",
-            Self::PreconditionFailed => "precondition_failed",
-            Self::LeaseExpired => "lease_expired",
-            Self::LeaseLost => "lease_lost",
-            Self::ExecutorFailed => "executor_failed",
-            Self::ApprovalRequired => "approval_required",
-            Self::ApprovalDenied => "approval_denied",
-            Self::BudgetExceeded => "budget_exceeded",
-            Self::BudgetExceededApproved => "budget_exceeded_approved",
-        }
-    }
-}
-
-/// Whether `r` is one of [`Reason::OWN`]'s variants, by a match that names
-/// every variant: adding one to [`Reason`] breaks the build here until it is
-/// sorted in or out, which is where [`Reason::OWN`] is kept up to date.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "the exhaustiveness guard of Reason::OWN")
-)]
-const fn own_listed(r: Reason) -> bool {
-    match r {
-        Reason::Contract(_) => false,
-        Reason::MissingCapability
-        | Reason::NotAuthorized
-        | Reason::AuthorizationError
-        | Reason::MissingScope
-        | Reason::InvalidScope
-        | Reason::VersionMismatch
-        | Reason::PreconditionFailed
-        | Reason::LeaseExpired
-        | Reason::LeaseLost
-        | Reason::ExecutorFailed
-        | Reason::ApprovalRequired
-        | Reason::ApprovalDenied
-        | Reason::BudgetExceeded
-        | Reason::BudgetExceededApproved => true,
-    }
-}
-
-/// Every (outcome, reason) pair a pipeline decision can have, `None` for a
-/// decision without a reason: built from [`Outcome::ALL`],
-/// [`Outcome::may_lack_reason`], [`Reason::all`] and [`Reason::outcomes`],
-/// never kept by hand. docs/error-codes.md has a row for each
-/// (`tests/docs.rs`).
-pub fn decision_pairs() -> Vec<(Outcome, Option<Reason>)> {
-    let mut pairs: Vec<(Outcome, Option<Reason>)> = Outcome::ALL
-        .into_iter()
-        .filter(|o| o.may_lack_reason())
-        .map(|o| (o, None))
-        .collect();
-    for reason in Reason::all() {
-        for outcome in reason.outcomes() {
-            pairs.push((*outcome, Some(reason)));
-        }
-    }
-    pairs
-}
-
-impl fmt::Display for Reason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What a decision about a bound proposal names: the tool, the operation
 /// key, the fingerprint and the version the model read. Every outcome past
@@ -488,31 +204,65 @@ pub enum Rejection {
     },
 }
 
-/// A budget as a decision reports it (docs/design.md §15).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A budget as a decision reports it (docs/design.md §15), amounts in the
+/// argument's own units; `remaining` is never below 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        as = BudgetDto,
+        description = "A budget as a `budget_exceeded` decision reports it (docs/policy.md,\n\
+                       \"Budgets\"): amounts in the argument's own units."
+    )
+)]
 pub struct BudgetReport {
     /// The budget's name.
     pub name: String,
-    /// Its limit.
+    /// Its limit per scope and window.
     pub limit: i64,
-    /// Reserved in this window and scope, without this proposal.
+    /// Already reserved in this window and scope, without this proposal.
     pub used: i64,
-    /// `limit - used` (never below 0).
+    /// `limit - used`.
     pub remaining: i64,
     /// This proposal's amount.
     pub amount: i64,
 }
 
 impl BudgetReport {
-    /// The report as JSON.
+    /// The report as JSON: its serde form.
     pub fn to_json(&self) -> Value {
-        json!({
-            "name": self.name,
-            "limit": self.limit,
-            "used": self.used,
-            "remaining": self.remaining,
-            "amount": self.amount,
-        })
+        json!(self)
+    }
+}
+
+/// A proposal as recorded with its claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PriorProposal {
+    /// The tool.
+    pub tool: String,
+    /// The validated arguments (null if the stored text no longer decodes).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    pub arguments: Option<Value>,
+    /// The version the proposing model read.
+    pub version_seen: String,
+    /// The principal that proposed it.
+    pub proposer: String,
+}
+
+impl PriorProposal {
+    /// The recorded proposal `p`, as a decision about its claim reports it
+    /// (`prior`).
+    pub fn new(p: &ProposalRecord) -> Self {
+        Self {
+            tool: p.tool().to_owned(),
+            arguments: p.arguments_value().ok(),
+            version_seen: p.version_seen().to_owned(),
+            proposer: p.proposer().to_owned(),
+        }
     }
 }
 
@@ -754,17 +504,9 @@ impl Decision {
 
     /// The decision as one JSON object with a fixed set of keys.
     pub fn to_json(&self) -> Value {
-        let prior = self.prior().map(|p| {
-            json!({
-                "tool": p.tool(),
-                "arguments": p.arguments_value().ok(),
-                "version_seen": p.version_seen(),
-                "proposer": p.proposer(),
-            })
-        });
         json!({
-            "outcome": self.outcome().as_str(),
-            "reason": self.reason().map(Reason::as_str),
+            "outcome": self.outcome(),
+            "reason": self.reason(),
             "message": self.message(),
             "tool": self.tool(),
             "reply": self.reply(),
@@ -773,41 +515,8 @@ impl Decision {
             "version_seen": self.version_seen().map(StateVersion::as_str),
             "current_version": self.current_version().map(StateVersion::as_str),
             "result": self.result(),
-            "prior": prior,
-            "budget": self.budget().map(BudgetReport::to_json),
+            "prior": self.prior().map(PriorProposal::new),
+            "budget": self.budget(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn own_lists_exactly_the_own_reasons() {
-        for r in Reason::OWN {
-            assert!(own_listed(r), "{r}");
-        }
-        for r in contract::RejectReason::ALL {
-            assert!(!own_listed(Reason::Contract(r)), "{}", r.as_str());
-        }
-        let distinct: std::collections::HashSet<_> = Reason::OWN.into_iter().collect();
-        assert_eq!(distinct.len(), Reason::OWN.len());
-    }
-
-    #[test]
-    fn every_reason_has_an_outcome_that_needs_or_allows_it() {
-        for r in Reason::all() {
-            assert!(!r.outcomes().is_empty(), "{r}");
-        }
-        // An outcome that always carries a reason has at least one.
-        for o in Outcome::ALL.into_iter().filter(|o| !o.may_lack_reason()) {
-            assert!(
-                decision_pairs()
-                    .iter()
-                    .any(|(po, r)| *po == o && r.is_some()),
-                "{o}"
-            );
-        }
     }
 }

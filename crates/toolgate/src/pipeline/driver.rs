@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authz::{Authorizer, AuthorizerUnavailable, AuthzDecision, Principal};
-use super::decision::{Decision, Operation, Reason, Rejection};
+use super::codes::Reason;
+use super::decision::{Decision, Operation, Rejection};
 use super::error::GateError;
 use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::existing::{existing_decided, json_value};

@@ -4,7 +4,8 @@
 
 use serde_json::Value;
 
-use super::decision::{Decision, Reason};
+use super::codes::Reason;
+use super::decision::Decision;
 use super::driver::{Decided, operation};
 use super::error::GateError;
 use super::not_applied::NotApplied;

@@ -27,7 +27,8 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::authz::{Authorizer, Principal};
-use super::decision::{Decision, Outcome, Reason};
+use super::codes::{Outcome, Reason};
+use super::decision::Decision;
 use super::driver::{Approval, Gate, Request, decide};
 use super::error::GateError;
 use super::exec::Executor;

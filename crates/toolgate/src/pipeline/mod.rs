@@ -21,6 +21,7 @@
 
 mod authz;
 mod budget;
+mod codes;
 mod decision;
 mod driver;
 mod error;
@@ -38,7 +39,8 @@ pub use authz::{
     Authorizer, AuthorizerUnavailable, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal,
     PrincipalError,
 };
-pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
+pub use codes::{Outcome, Reason, decision_pairs};
+pub use decision::{BudgetReport, Decision, Operation, PriorProposal, Rejection};
 pub use driver::{Approval, Gate, Request, decide};
 pub use error::GateError;
 pub use exec::{

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use super::decision::Reason;
+use super::codes::Reason;
 use super::state::StateVersion;
 
 /// Why the pipeline closed a claim without its write.

@@ -93,8 +93,18 @@ impl fmt::Display for Provider {
     }
 }
 
-/// How the provider said the turn ended, in toolgate's terms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// How the provider said the turn ended, in toolgate's terms. Serde spells
+/// each class as its [`StopClass::as_str`] code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(
+        as = StopClassCode,
+        description = "How the provider's turn ended (`docs/error-codes.md`, \"Stop classes\")."
+    )
+)]
 pub enum StopClass {
     /// A natural end of the turn (`end_turn`, `stop`, `STOP`, `completed`).
     Complete,
@@ -134,14 +144,21 @@ impl StopClass {
     }
 }
 
-/// The classified stop, with what the provider said about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The classified stop, with what the provider said about it. Where
+/// toolgate inferred the class, `raw` is a description such as
+/// `stream_cut`; the usual raw values are shared statics, so a turn copies
+/// none of them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = StopView, description = "The provider's stop.")
+)]
 pub struct Stop {
     /// toolgate's classification.
     pub class: StopClass,
-    /// The provider's own value (`max_tokens`, `length`, `SAFETY`, …), or a
-    /// description such as `stream_cut` when toolgate inferred the class.
-    /// The usual values are shared statics, so a turn copies none of them.
+    /// The provider's own value (`max_tokens`, `length`, `SAFETY`, …).
     pub raw: Option<Cow<'static, str>>,
     /// Refusal or filter category, where the provider gives one.
     pub category: Option<String>,

@@ -298,3 +298,8 @@ fn fields_read_only_on_a_rare_path_still_count() {
         )
     );
 }
+
+#[test]
+fn serde_spells_every_stop_class_as_its_code() {
+    crate::assert_serde_spells_codes(StopClass::ALL, StopClass::as_str);
+}

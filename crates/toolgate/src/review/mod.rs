@@ -104,8 +104,15 @@ pub enum Opened {
     Full,
 }
 
-/// Where an item stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Where an item stands. Serde spells each status as its stored name
+/// ([`ItemStatus::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::ToSchema),
+    schema(as = ReviewStatus, description = "A reviewer item's state (docs/design.md §14).")
+)]
 pub enum ItemStatus {
     /// Waiting for a person.
     Open,
@@ -158,8 +165,10 @@ impl fmt::Display for ItemStatus {
     }
 }
 
-/// A reviewer's vote on an approval item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A reviewer's vote on an approval item. Serde spells it as its stored
+/// name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Counts towards `approvals_needed`.
     Approve,
@@ -766,4 +775,24 @@ pub trait ReviewStore: Send + Sync {
         note: Option<&str>,
         now: UnixMillis,
     ) -> impl Future<Output = Result<Closed, StoreError>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ItemStatus, Verdict};
+
+    #[test]
+    fn serde_spells_every_verdict_as_its_stored_name() {
+        let all = [Verdict::Approve, Verdict::Deny];
+        crate::assert_serde_spells_codes(all, Verdict::as_str);
+        assert!(
+            all.into_iter()
+                .all(|v| Verdict::parse(v.as_str()) == Some(v))
+        );
+    }
+
+    #[test]
+    fn serde_spells_every_item_status_as_its_stored_name() {
+        crate::assert_serde_spells_codes(ItemStatus::ALL, ItemStatus::as_str);
+    }
 }

@@ -14,6 +14,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use toolgate::claim::{JsonText, ReconcileOutcome};
+use toolgate::pipeline::Outcome;
 use toolgate::review::{Closing, ItemStatus, ReviewSession, ReviewStore, Verdict, session_digest};
 
 use super::item_id::ItemId;
@@ -69,7 +70,7 @@ pub async fn page<P: GateComponents>(
         None
     };
     let policy = app.policy();
-    let cards: Vec<(ReviewItemView, Card<'_>)> = items
+    let cards: Result<Vec<(ReviewItemView, Card<'_>)>, ApiError> = items
         .iter()
         .map(|i| {
             let schema = i
@@ -77,16 +78,20 @@ pub async fn page<P: GateComponents>(
                 .as_deref()
                 .and_then(|t| policy.tool(t))
                 .map(|t| t.schema().source());
-            (
-                item_view(i),
+            Ok((
+                item_view(i)?,
                 Card {
                     scope: i.scope.as_deref(),
                     schema,
                     now: now.0,
                 },
-            )
+            ))
         })
         .collect();
+    let cards = match cards {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
     Html(review_page(&cards, next_before, &query, &who, &csrf)).into_response()
 }
 
@@ -127,6 +132,10 @@ pub async fn item_page<P: GateComponents>(
         }
         Err(e) => return store_error(e).into_response(),
     };
+    let view = match item_view(&item) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
     let policy = app.policy();
     let schema = item
         .tool
@@ -141,7 +150,7 @@ pub async fn item_page<P: GateComponents>(
     let body = format!(
         "<h1>toolgate review</h1><p>Signed in as <b>{}</b>. <a href=\"/review\">Back to the queue</a></p>{}",
         esc(&who_am_i),
-        render_item(&item_view(&item), &card, &csrf)
+        render_item(&view, &card, &csrf)
     );
     Html(page_shell(&format!("toolgate review: item {id}"), &body)).into_response()
 }
@@ -367,7 +376,12 @@ pub async fn reconcile<P: GateComponents>(
         Err(e) => return store_error(e).into_response(),
     };
     let key = match item.key {
-        Some(k) if item.kind == "needs_reconciliation" && item.status == ItemStatus::Open => k,
+        Some(k)
+            if Outcome::parse(&item.kind) == Some(Outcome::NeedsReconciliation)
+                && item.status == ItemStatus::Open =>
+        {
+            k
+        }
         _ => {
             return ApiError::new(
                 ProblemCode::NotPending,

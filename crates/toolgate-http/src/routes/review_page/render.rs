@@ -1,10 +1,12 @@
 //! The reviewer page's HTML: the queue, an item's card and the login form,
 //! every text escaped, no script.
 
+use serde::Deserialize;
 use serde_json::Value;
-use toolgate::review::{ItemStatus, ListQuery};
+use toolgate::pipeline::{BudgetReport, Outcome, PriorProposal, Reason};
+use toolgate::review::{ItemStatus, ListQuery, Verdict};
 
-use crate::dto::{ReviewItemView, ReviewStatus};
+use crate::dto::ReviewItemView;
 
 pub(super) fn esc(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -78,34 +80,50 @@ pub(super) fn json_text(v: Option<&Value>) -> String {
     }
 }
 
-/// A string field as plain (escaped) text, without JSON quotes; any other
-/// value as its JSON text, escaped.
-pub(super) fn plain(d: &Value, k: &str) -> String {
-    match d.get(k) {
-        Some(Value::String(s)) => esc(&humane_text(s)),
-        other => json_text(other),
-    }
+/// A text as plain (escaped) text, with its times made readable; `—` when
+/// there is none.
+pub(super) fn plain(text: Option<&str>) -> String {
+    text.map_or_else(|| "—".to_owned(), |t| esc(&humane_text(t)))
 }
 
-pub(super) fn field<'a>(d: &'a Value, k: &str) -> Option<&'a Value> {
-    d.get(k).filter(|v| !v.is_null())
+/// The decision an item was opened with, as the card reads it: the
+/// decision as sent with the new proposal's `arguments`, or, in a listing,
+/// its summary (`truncated`). A stored decision that does not read as one
+/// shows as empty: the card still names the item, its kind and its status.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct StoredDecision {
+    reason: Option<Reason>,
+    message: Option<String>,
+    arguments: Option<Value>,
+    version_seen: Option<String>,
+    current_version: Option<String>,
+    result: Option<Value>,
+    prior: Option<PriorProposal>,
+    budget: Option<BudgetReport>,
+    #[serde(default)]
+    truncated: bool,
+}
+
+impl StoredDecision {
+    pub(super) fn read(decision: &Value) -> Self {
+        Self::deserialize(decision).unwrap_or_default()
+    }
 }
 
 /// The budget a `budget_exceeded` proposal would pass, shown next to it
 /// (docs/policy.md, "Budgets"): approving lets it reserve beyond the limit.
 /// Empty for every other item.
-pub(super) fn budget_line(d: &Value) -> String {
-    let Some(b) = field(d, "budget") else {
+pub(super) fn budget_line(budget: Option<&BudgetReport>) -> String {
+    let Some(b) = budget else {
         return String::new();
     };
-    let n = |k: &str| b.get(k).and_then(Value::as_i64).unwrap_or(0);
     format!(
         "<div class=\"budget\">budget <code>{}</code>: {} of {} already reserved in this window, {} remaining; this proposal {} (approving reserves it beyond the limit)</div>",
-        esc(b.get("name").and_then(Value::as_str).unwrap_or("?")),
-        n("used"),
-        n("limit"),
-        n("remaining"),
-        n("amount"),
+        esc(&b.name),
+        b.used,
+        b.limit,
+        b.remaining,
+        b.amount,
     )
 }
 
@@ -308,11 +326,11 @@ pub(super) struct Card<'a> {
 }
 
 pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> String {
-    let d = &i.decision;
+    let d = StoredDecision::read(&i.decision);
     let now = card.now;
-    let reason = field(d, "reason")
-        .and_then(Value::as_str)
-        .map(|r| format!(" · reason <code>{}</code>", esc(r)))
+    let reason = d
+        .reason
+        .map(|r| format!(" · reason <code>{}</code>", esc(r.as_str())))
         .unwrap_or_default();
     let via = i
         .proposer_via
@@ -321,7 +339,7 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
         .unwrap_or_default();
     // A listing carries a summary of a long decision: the item's own page
     // has the whole of it.
-    let whole = if field(d, "truncated") == Some(&Value::Bool(true)) {
+    let whole = if d.truncated {
         format!(
             " · <a class=\"full-text\" href=\"/review/items/{}\">the whole decision</a>",
             i.id
@@ -332,49 +350,49 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
     let head = format!(
         "<div class=\"item {kind}\" id=\"item-{id}\" data-kind=\"{kind}\" data-status=\"{status}\"><div><b><a href=\"/review/items/{id}\">#{id}</a></b> {kind} · tool <b class=\"tool\">{tool}</b> · proposed by <span class=\"proposer\">{proposer}</span>{via}{reason}{whole}</div>{scope}<div class=\"opened\">opened {opened}</div>",
         id = i.id,
-        kind = esc(&i.kind),
-        status = status_name(i.status),
+        kind = i.kind.as_str(),
+        status = i.status.as_str(),
         tool = esc(i.tool.as_deref().unwrap_or("—")),
         proposer = who(&i.proposer),
         scope = scope_line(card.scope),
         opened = when(i.at, now),
     );
     let args = |v: Option<&Value>, class: &str| arguments(v, card.schema, class);
-    let message = field(d, "message")
-        .map(|_| format!("<div class=\"message\">{}</div>", plain(d, "message")))
+    let message = d
+        .message
+        .as_deref()
+        .map(|m| format!("<div class=\"message\">{}</div>", plain(Some(m))))
         .unwrap_or_default();
-    let body = match i.kind.as_str() {
-        "conflict" => {
-            let prior = field(d, "prior");
-            format!(
-                "{message}<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div>{}<div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
-                 <div><h3>New proposal</h3><div>arguments</div>{}<div>version seen {}</div></div></div>",
-                args(prior.and_then(|p| p.get("arguments")), "prior-arguments"),
-                prior.map_or("—".to_owned(), |p| plain(p, "version_seen")),
-                prior.map_or("—".to_owned(), |p| plain(p, "proposer")),
-                json_text(field(d, "result")),
-                args(field(d, "arguments"), "new-arguments"),
-                plain(d, "version_seen"),
-            )
-        }
-        "state_changed" => format!(
-            "{message}<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div>{}",
-            plain(d, "version_seen"),
-            plain(d, "current_version"),
-            args(field(d, "arguments"), "arguments"),
+    let prior = d.prior.as_ref();
+    let prior_arguments = prior.and_then(|p| p.arguments.as_ref());
+    let body = match i.kind {
+        Outcome::Conflict => format!(
+            "{message}<div class=\"cols\"><div><h3>Prior proposal</h3><div>arguments</div>{}<div>version seen {}, by {}</div><div>recorded result</div><div class=\"code prior-result\">{}</div></div>\
+             <div><h3>New proposal</h3><div>arguments</div>{}<div>version seen {}</div></div></div>",
+            args(prior_arguments, "prior-arguments"),
+            plain(prior.map(|p| p.version_seen.as_str())),
+            plain(prior.map(|p| p.proposer.as_str())),
+            json_text(d.result.as_ref()),
+            args(d.arguments.as_ref(), "new-arguments"),
+            plain(d.version_seen.as_deref()),
         ),
-        "rejected" => format!("{message}{}", args(field(d, "arguments"), "arguments")),
-        "needs_reconciliation" => {
+        Outcome::StateChanged => format!(
+            "{message}<div>the model read version <b class=\"version-seen\">{}</b>; the current version is <b class=\"current-version\">{}</b></div>{}",
+            plain(d.version_seen.as_deref()),
+            plain(d.current_version.as_deref()),
+            args(d.arguments.as_ref(), "arguments"),
+        ),
+        Outcome::Rejected => format!("{message}{}", args(d.arguments.as_ref(), "arguments")),
+        Outcome::NeedsReconciliation => {
             let key = i.operation_key.as_deref().unwrap_or("");
             format!(
                 "{message}<div>prior proposal</div>{}<div>claim <a class=\"claim-link\" href=\"/v1/claims?stuck=true\"><code>{}</code></a>: check the downstream system, then say whether the write happened (it is never executed again).</div>",
-                args(
-                    field(d, "prior").and_then(|p| p.get("arguments")),
-                    "arguments"
-                ),
+                args(prior_arguments, "arguments"),
                 esc(key),
             )
         }
+        // A proposal waiting for a person (and any other outcome): its
+        // arguments, budget, version and approvals.
         _ => {
             let expiry = i.expires_at.map_or(String::new(), |e| {
                 if e > now {
@@ -385,10 +403,13 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
             });
             format!(
                 "{message}<div>arguments</div>{}{}<div>version seen {} · approvals {}/{}{expiry}</div>",
-                args(field(d, "arguments"), "arguments"),
-                budget_line(d),
-                plain(d, "version_seen"),
-                i.votes.iter().filter(|v| v.verdict == "approve").count(),
+                args(d.arguments.as_ref(), "arguments"),
+                budget_line(d.budget.as_ref()),
+                plain(d.version_seen.as_deref()),
+                i.votes
+                    .iter()
+                    .filter(|v| v.verdict == Verdict::Approve)
+                    .count(),
                 i.approvals_needed,
             )
         }
@@ -404,13 +425,13 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
         .map(|t| format!(" · {}", when(t, now)))
         .unwrap_or_default();
     let status = match i.status {
-        ReviewStatus::Open if i.approvals_needed > 0 => actions(
+        ItemStatus::Open if i.approvals_needed > 0 => actions(
             i.id,
             csrf,
             &[("approve", "Approve", None), ("deny", "Deny", None)],
             "note (optional)",
         ),
-        ReviewStatus::Open if i.kind == "needs_reconciliation" => actions(
+        ItemStatus::Open if i.kind == Outcome::NeedsReconciliation => actions(
             i.id,
             csrf,
             &[
@@ -420,13 +441,13 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
             ],
             "what the downstream system says (optional)",
         ),
-        ReviewStatus::Open => actions(
+        ItemStatus::Open => actions(
             i.id,
             csrf,
             &[("resolve", "Resolve", None), ("dismiss", "Dismiss", None)],
             "note (optional)",
         ),
-        ReviewStatus::Approved => format!(
+        ItemStatus::Approved => format!(
             "<div class=\"status approved\">approved by {by}{closed}; {}{note}</div>",
             match (i.consumed_at, i.consumed_by.as_deref()) {
                 (Some(at), Some(user)) => format!(
@@ -438,39 +459,28 @@ pub(super) fn render_item(i: &ReviewItemView, card: &Card<'_>, csrf: &str) -> St
                 (None, _) => "waiting for the proposer's retry (no one else can use it)".to_owned(),
             }
         ),
-        ReviewStatus::Denied => {
+        ItemStatus::Denied => {
             format!("<div class=\"status denied\">denied by {by}{closed}{note}</div>")
         }
-        ReviewStatus::Expired => {
+        ItemStatus::Expired => {
             "<div class=\"status denied\">expired (counts as denied)</div>".to_owned()
         }
-        ReviewStatus::Resolved => {
+        ItemStatus::Resolved => {
             format!("<div class=\"status approved\">resolved by {by}{closed}{note}</div>")
         }
-        ReviewStatus::Dismissed => {
+        ItemStatus::Dismissed => {
             format!("<div class=\"status\">dismissed by {by}{closed}{note}</div>")
         }
     };
     format!("{head}{body}{status}</div>")
 }
 
-pub(super) fn status_name(s: ReviewStatus) -> &'static str {
-    match s {
-        ReviewStatus::Open => "open",
-        ReviewStatus::Approved => "approved",
-        ReviewStatus::Denied => "denied",
-        ReviewStatus::Expired => "expired",
-        ReviewStatus::Resolved => "resolved",
-        ReviewStatus::Dismissed => "dismissed",
-    }
-}
-
-pub(super) const KINDS: [(&str, &str); 5] = [
-    ("pending_approval", "Pending approval"),
-    ("conflict", "Conflicts"),
-    ("state_changed", "State changed"),
-    ("needs_reconciliation", "Needs reconciliation"),
-    ("rejected", "Rejected"),
+pub(super) const KINDS: [(Outcome, &str); 5] = [
+    (Outcome::PendingApproval, "Pending approval"),
+    (Outcome::Conflict, "Conflicts"),
+    (Outcome::StateChanged, "State changed"),
+    (Outcome::NeedsReconciliation, "Needs reconciliation"),
+    (Outcome::Rejected, "Rejected"),
 ];
 
 /// The filter form: kind and status, submitted as a GET.
@@ -483,6 +493,7 @@ pub(super) fn filter_form(query: &ListQuery) -> String {
     };
     let mut kinds = option("", "any kind", query.kind.is_none());
     for (k, title) in KINDS {
+        let k = k.as_str();
         kinds.push_str(&option(k, title, query.kind.as_deref() == Some(k)));
     }
     let mut statuses = option("", "any status", query.status.is_none());
@@ -509,7 +520,7 @@ pub(super) fn review_page(
         filter_form(query),
     );
     for (kind, title) in KINDS {
-        if query.kind.as_deref().is_some_and(|k| k != kind) {
+        if query.kind.as_deref().is_some_and(|k| k != kind.as_str()) {
             continue;
         }
         let listed: Vec<String> = cards
@@ -563,17 +574,17 @@ mod tests {
 
     const HOSTILE: &str = "\"><script>alert(1)</script><img src=x onerror=alert('x')>&amp;";
 
-    fn view(kind: &str, decision: Value) -> ReviewItemView {
+    fn view(kind: Outcome, decision: Value) -> ReviewItemView {
         ReviewItemView {
             id: 7,
             at: 1_796_082_000_000,
-            kind: kind.to_owned(),
+            kind,
             tool: Some(HOSTILE.to_owned()),
             proposer: HOSTILE.to_owned(),
             proposer_via: None,
-            status: ReviewStatus::Open,
+            status: ItemStatus::Open,
             operation_key: Some(HOSTILE.to_owned()),
-            approvals_needed: u32::from(kind == "pending_approval"),
+            approvals_needed: u32::from(kind == Outcome::PendingApproval),
             expires_at: Some(1_796_082_000_000 + 23 * 3_600_000 + 5_000),
             consumed_at: None,
             consumed_by: None,
@@ -644,23 +655,17 @@ mod tests {
     #[test]
     fn hostile_strings_are_escaped_everywhere_on_a_card() {
         let decision = json!({
-            "reason": HOSTILE,
+            "reason": "invalid_arguments",
             "message": format!("{HOSTILE} is not one of \"late_delivery\""),
             "arguments": {HOSTILE: HOSTILE, "amount_minor": 1},
             "version_seen": HOSTILE,
             "current_version": HOSTILE,
-            "prior": {"arguments": {"x": HOSTILE}, "proposer": HOSTILE, "version_seen": HOSTILE},
+            "prior": {"tool": HOSTILE, "arguments": {"x": HOSTILE}, "proposer": HOSTILE, "version_seen": HOSTILE},
             "result": {"r": HOSTILE},
         });
         let schema = json!({"properties": {HOSTILE: {"description": HOSTILE}}});
         let scope = json!({HOSTILE: HOSTILE, "order_id": "o-1"}).to_string();
-        for kind in [
-            "pending_approval",
-            "conflict",
-            "state_changed",
-            "rejected",
-            "needs_reconciliation",
-        ] {
+        for (kind, _) in KINDS {
             let card = Card {
                 scope: Some(&scope),
                 schema: Some(&schema),
@@ -672,7 +677,7 @@ mod tests {
             assert!(!html.contains(HOSTILE), "{kind}: {html}");
             assert!(html.contains("order_id: <b>o-1</b>"), "{kind}: {html}");
             assert!(html.contains("opened <time"), "{kind}: {html}");
-            if kind != "pending_approval" {
+            if kind != Outcome::PendingApproval {
                 // The message as text: quotes are entities, never `\"`.
                 assert!(
                     html.contains("is not one of &quot;late_delivery&quot;"),
@@ -690,7 +695,7 @@ mod tests {
             schema: None,
             now: 1_796_082_000_000,
         };
-        let pending = render_item(&view("pending_approval", decision), &card, "t");
+        let pending = render_item(&view(Outcome::PendingApproval, decision), &card, "t");
         assert!(
             !pending.contains("class=\"budget\""),
             "no budget, no budget line"
@@ -721,7 +726,7 @@ mod tests {
             schema: None,
             now: 1_796_082_000_000,
         };
-        let html = render_item(&view("pending_approval", decision), &card, "t");
+        let html = render_item(&view(Outcome::PendingApproval, decision), &card, "t");
         assert!(
             html.contains("budget <code>&lt;b&gt;x&lt;/b&gt;</code>: 4000 of 5000 already reserved in this window, 1000 remaining; this proposal 2000"),
             "{html}"
@@ -735,10 +740,10 @@ mod tests {
             schema: None,
             now: 0,
         };
-        let stuck = render_item(&view("needs_reconciliation", json!({})), &card, "t");
+        let stuck = render_item(&view(Outcome::NeedsReconciliation, json!({})), &card, "t");
         assert!(stuck.contains("id=\"applied-7\" formaction=\"/review/items/7/reconcile\" name=\"applied\" value=\"true\""), "{stuck}");
         assert!(stuck.contains("id=\"not-applied-7\" formaction=\"/review/items/7/reconcile\" name=\"applied\" value=\"false\""), "{stuck}");
-        for kind in ["conflict", "state_changed", "rejected"] {
+        for kind in [Outcome::Conflict, Outcome::StateChanged, Outcome::Rejected] {
             let html = render_item(&view(kind, json!({})), &card, "t");
             assert!(
                 html.contains("id=\"resolve-7\"") && html.contains("id=\"dismiss-7\""),
@@ -746,5 +751,22 @@ mod tests {
             );
             assert!(html.contains("name=\"note\""), "{html}");
         }
+    }
+
+    #[test]
+    fn a_stored_decision_that_does_not_read_leaves_an_empty_card_body() {
+        let card = Card {
+            scope: None,
+            schema: None,
+            now: 0,
+        };
+        let odd = json!({"reason": "no_such_reason", "message": "kept out", "version_seen": "v9"});
+        let html = render_item(&view(Outcome::StateChanged, odd), &card, "t");
+        assert!(!html.contains("kept out"), "{html}");
+        assert!(
+            html.contains("the model read version <b class=\"version-seen\">—</b>"),
+            "{html}"
+        );
+        assert!(html.contains("data-kind=\"state_changed\""), "{html}");
     }
 }
