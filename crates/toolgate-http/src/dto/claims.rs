@@ -131,6 +131,9 @@ pub enum ExecutorCode {
     /// The application's webhook, called by the gate: an empty
     /// reconciliation asks its status URL.
     Webhook,
+    /// An MCP server behind the gateway, sent the call by the gate: an
+    /// empty reconciliation asks the tool's status tool.
+    McpUpstream,
 }
 
 /// A claim's status.
@@ -204,6 +207,7 @@ impl ClaimView {
                 ExecutorKind::InProcess => ExecutorCode::InProcess,
                 ExecutorKind::Client => ExecutorCode::Client,
                 ExecutorKind::Webhook => ExecutorCode::Webhook,
+                ExecutorKind::McpUpstream => ExecutorCode::McpUpstream,
             },
             claimed_at: r.claimed_at.0,
             lease_expires_at: r.lease_expires_at.0,
