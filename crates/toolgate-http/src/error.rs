@@ -380,14 +380,6 @@ impl ApiError {
         self
     }
 
-    /// Notes the tool `check` proposed, if it proposed one.
-    pub(crate) fn for_tool_of(self, check: &toolgate::contract::Checked) -> Self {
-        match check.action() {
-            Some(a) => self.for_tool(a.tool()),
-            None => self,
-        }
-    }
-
     /// The tool the refused proposal named, if noted.
     pub(crate) fn tool(&self) -> Option<&str> {
         self.tool.as_deref()

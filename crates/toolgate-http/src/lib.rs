@@ -73,9 +73,9 @@ pub use auth::{
     REVIEW_CAPABILITY, bearer,
 };
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
-pub use limits::sent_reason;
 pub use openapi::{openapi_document, pretty as openapi_text};
 pub use state::{AppState, Components, GateComponents, Settings};
+pub use toolgate::pipeline::sent_reason;
 pub use webhook::ReviewWebhook;
 
 use std::sync::Arc;

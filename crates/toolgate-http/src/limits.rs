@@ -1,11 +1,10 @@
-//! The sidecar's own limits on what it records and says: the result cap
+//! The sidecar's own limits on what it records: the result cap
 //! (`Settings::max_result_bytes`) on every way a result reaches the claim
-//! store, and the authoriser's specifics kept in the server log.
+//! store.
 
 use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, RESULT_JSON_LIMITS, ReconcileOutcome};
 use toolgate::pipeline::{
-    AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor,
-    Principal, Reason,
+    AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
 };
 
 use crate::error::{ApiError, ProblemCode};
@@ -106,49 +105,4 @@ impl<E: Executor> Executor for Capped<'_, E> {
         }
         Ok(outcome)
     }
-}
-
-/// What a caller is told when the authoriser says no, whatever it said.
-pub(crate) const FORBIDDEN_DETAIL: &str =
-    "forbidden: the authoriser does not permit this principal this action on this resource";
-
-/// The authoriser's own words (Cedar's policy ids, its evaluation errors,
-/// "entity Order::\"4\" does not exist") go to the server log, never to the
-/// caller: they tell which resources exist and what their attributes are.
-/// A denial and an evaluation error look alike to the caller (`forbidden`,
-/// reason `not_authorized`, one message); the audit entry, written before
-/// this, keeps the true reason.
-/// The reason the sidecar sends for a decision's `reason`: an authoriser's
-/// evaluation error is sent as a denial (see [`conceal_authorisation`]);
-/// every other reason as it is. docs/error-codes.md's pairs table says the
-/// same (`tests/problems.rs`).
-pub fn sent_reason(reason: Reason) -> Reason {
-    match reason {
-        Reason::AuthorizationError => Reason::NotAuthorized,
-        other => other,
-    }
-}
-
-pub(crate) fn conceal_authorisation(decision: &mut Decision, principal: &Principal) {
-    let Decision::Forbidden {
-        tool,
-        reason,
-        message,
-        ..
-    } = decision
-    else {
-        return;
-    };
-    if !matches!(reason, Reason::NotAuthorized | Reason::AuthorizationError) {
-        return;
-    }
-    tracing::info!(
-        principal = principal.id(),
-        tool = tool.as_str(),
-        reason = reason.as_str(),
-        detail = message.as_str(),
-        "authorisation refused"
-    );
-    *reason = sent_reason(*reason);
-    FORBIDDEN_DETAIL.clone_into(message);
 }

@@ -21,9 +21,10 @@ use toolgate::claim::{
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::op::operation_key;
 use toolgate::pipeline::{
-    AppliedCompletion, Approval, Authorizer, AuthzDecision, AuthzRequest, Completed, Decision,
-    ExecError, ExecOutcome, ExecPermit, Executor, Gate, Outcome, Principal, Reason,
-    ReconcileReport, Request, StateError, StateScope, StateSource, StateVersion, decide, reconcile,
+    AppliedCompletion, Approval, Authorizer, AuthzDecision, AuthzRequest, Call, CallError,
+    Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, FORBIDDEN_DETAIL, Front,
+    Gate, Note, Outcome, Principal, Reason, ReconcileReport, Refusal, Request, Settled, StateError,
+    StateScope, StateSource, StateVersion, VersionSeen, decide, decide_call, reconcile,
 };
 use toolgate::provider::Provider;
 use toolgate::review::{
@@ -1466,4 +1467,174 @@ fn a_missing_scope_field_rejects_without_claiming() {
     assert_eq!(d.outcome(), Outcome::Rejected);
     assert_eq!(d.reason(), Some(Reason::MissingScope));
     assert_eq!(w.calls(), ["authorize", "audit"]);
+}
+
+/// One call through the core's whole decision ([`decide_call`]): the
+/// pipeline on the spies, with the memory store as claim and review store.
+fn front_call(
+    w: &SpyPipeline,
+    who: &Principal,
+    proposal: contract::Checked,
+    seen: Option<Value>,
+    now: i64,
+) -> Result<Settled, CallError> {
+    w.log.lock().unwrap().clear();
+    let gate = Gate {
+        policy: &w.policy,
+        authorizer: &w.authz,
+        state: &w.state,
+        claims: &w.store.inner,
+        executor: &w.exec,
+    };
+    let front = Front {
+        policy: &w.policy,
+        pipeline: &gate,
+        store: &w.store.inner,
+        queue: QueueLimits::default(),
+        present: Decision::to_json,
+    };
+    let call = Call {
+        principal: who,
+        proposal,
+        scope: &w.scope,
+        version_seen: seen.map_or(VersionSeen::Absent, VersionSeen::Given),
+        attributes: &w.attributes,
+        now: UnixMillis(now),
+        holders: [w.holder(), w.holder()],
+        lease: Duration::from_secs(30),
+    };
+    block_on(decide_call(&front, call))
+}
+
+/// The approval loop in the core: a proposal that needs a person opens one
+/// item (asked again, the same item); a reviewer approves it; another
+/// principal sending the same proposal gets an item of its own and writes
+/// nothing; the proposer's retry claims with the grant, in one call, and
+/// executes once; its next retry replays.
+#[test]
+fn the_core_decides_with_approvals_on_the_memory_review_store() {
+    let w = SpyPipeline::new();
+    let ana = agent("agent-1");
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let first = front_call(&w, &ana, p(), Some(json!(7)), T0).unwrap();
+    assert_eq!(first.decision.outcome(), Outcome::PendingApproval);
+    assert!(first.new_item);
+    let item = first.review_item.expect("an item for the approval");
+    assert_eq!(first.version_seen, Some(StateVersion::from(7)));
+    // The reviewer sees the decision and the proposal's arguments.
+    let shown = block_on(w.store.inner.item(item, UnixMillis(T0)))
+        .unwrap()
+        .unwrap();
+    let shown = toolgate::decode::decode_strict(
+        shown.decision.as_bytes(),
+        &toolgate::decode::Limits::provider_body(),
+    )
+    .unwrap();
+    assert_eq!(shown["outcome"], "pending_approval");
+    assert_eq!(shown["arguments"], json!({"amount_minor": 5000}));
+
+    let again = front_call(&w, &ana, p(), Some(json!("7")), T0 + 1).unwrap();
+    assert_eq!(again.decision.outcome(), Outcome::PendingApproval);
+    assert_eq!((again.review_item, again.new_item), (Some(item), false));
+
+    assert_eq!(
+        block_on(
+            w.store
+                .inner
+                .vote(item, "lead", Verdict::Approve, None, UnixMillis(T0 + 2))
+        )
+        .unwrap(),
+        Voted::Recorded(ItemStatus::Approved)
+    );
+    // The grant serves only its proposer.
+    let ben = agent("agent-2");
+    let other = front_call(&w, &ben, p(), Some(json!(7)), T0 + 3).unwrap();
+    assert_eq!(other.decision.outcome(), Outcome::PendingApproval);
+    assert_ne!(other.review_item, Some(item));
+    assert_eq!(w.credits(), 0);
+
+    let used = front_call(&w, &ana, p(), Some(json!(7)), T0 + 4).unwrap();
+    assert_eq!(
+        used.decision.outcome(),
+        Outcome::Executed,
+        "{:?}",
+        used.decision
+    );
+    assert_eq!((used.review_item, used.new_item), (Some(item), false));
+    assert_eq!(w.credits(), 1);
+    let consumed = block_on(w.store.inner.item(item, UnixMillis(T0 + 5)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(consumed.consumed_at, Some(UnixMillis(T0 + 4)));
+
+    let replay = front_call(&w, &ana, p(), Some(json!(7)), T0 + 6).unwrap();
+    assert_eq!(replay.decision.outcome(), Outcome::Replayed);
+    assert_eq!(w.credits(), 1);
+}
+
+/// A denied proposal is `rejected` with `approval_denied`, never run.
+#[test]
+fn a_denial_in_the_core_rejects_the_proposal() {
+    let w = SpyPipeline::new();
+    let ana = agent("agent-1");
+    let p = || w.proposal("refund_order", 5000, "Refund on its way.");
+    let item = front_call(&w, &ana, p(), Some(json!(7)), T0)
+        .unwrap()
+        .review_item
+        .unwrap();
+    block_on(
+        w.store
+            .inner
+            .vote(item, "lead", Verdict::Deny, None, UnixMillis(T0 + 1)),
+    )
+    .unwrap();
+    let d = front_call(&w, &ana, p(), Some(json!(7)), T0 + 2).unwrap();
+    assert_eq!(d.decision.outcome(), Outcome::Rejected);
+    assert_eq!(d.decision.reason(), Some(Reason::ApprovalDenied));
+    assert_eq!(d.review_item, Some(item));
+    assert_eq!(w.credits(), 0);
+}
+
+/// What a front door could get wrong is the core's: a missing or malformed
+/// version is a refusal, audited under the caller; a denial's words stay
+/// out of the decision and reach the operator's note.
+#[test]
+fn refusals_and_concealment_are_the_cores() {
+    let w = SpyPipeline::new();
+    let ana = agent("agent-1");
+    let missing = front_call(&w, &ana, w.credit(100), None, T0).unwrap_err();
+    let CallError::Refused { refused, tool, .. } = missing else {
+        panic!("{missing:?}")
+    };
+    assert_eq!(refused.refusal, Refusal::MissingScope);
+    assert_eq!(tool.as_deref(), Some("apply_goodwill_credit"));
+    for bad in [json!("07"), json!(" 7"), json!(true)] {
+        let e = front_call(&w, &ana, w.credit(100), Some(bad.clone()), T0).unwrap_err();
+        assert!(
+            matches!(&e, CallError::Refused { refused, .. } if refused.refusal == Refusal::InvalidScope),
+            "{bad}: {e:?}"
+        );
+    }
+    let log = w.store.inner.audit_log().unwrap();
+    let refusals = log
+        .iter()
+        .filter(|e| e.outcome() == "refused_request" && e.actor() == "agent-1")
+        .count();
+    assert_eq!(refusals, 4, "{log:?}");
+    // Nothing was authorised, read or claimed for a refused request.
+    assert!(w.calls().is_empty(), "{:?}", w.calls());
+    assert_eq!(w.credits(), 0);
+
+    w.deny("agent-1");
+    let d = front_call(&w, &ana, w.credit(100), Some(json!(7)), T0 + 1).unwrap();
+    assert_eq!(d.decision.outcome(), Outcome::Forbidden);
+    assert_eq!(d.decision.message(), Some(FORBIDDEN_DETAIL));
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| matches!(n, Note::Concealed { detail, .. }
+            if detail == "not assigned to this ticket")),
+        "{:?}",
+        d.notes
+    );
 }

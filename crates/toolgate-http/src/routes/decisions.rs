@@ -13,11 +13,11 @@ use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Approval, Authorizer, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind,
-    GateError, Outcome, Principal, Reason, Refusal, Request, StateVersion,
+    Call, CallError, Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Front,
+    GateError, Note, Outcome, Pipeline, Principal, Refusal, Request, Settled, VERSION_SEEN,
+    VersionSeen, decide_call,
 };
 use toolgate::provider::Provider;
-use toolgate::review::{ApprovalTerms, NewItem, Opened, Opening, Requested, ReviewStore, opening};
 use tracing::Instrument;
 use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -268,39 +268,46 @@ fn problem_of(refusal: Refusal) -> ProblemCode {
     }
 }
 
-/// Decides one request, and audits its refusal if it is refused: under
-/// the key's principal, with the tool the proposal named if it got that
-/// far. A refusal whose audit entry cannot be written is still answered
-/// (and logged): the caller's answer does not depend on the log.
+/// Decides one request. A request refused while it is read (its body,
+/// actor, provider or scope shape) is audited here, under the key's
+/// principal; the core audits the refusals it makes itself
+/// ([`decide_call`]). A refusal whose audit entry cannot be written is
+/// still answered (and logged): the caller's answer does not depend on the
+/// log.
 async fn decide_body<P: GateComponents>(
     app: &AppState<P>,
     caller: &Caller,
     body: &[u8],
 ) -> Result<(Decision, DecisionResponse), ApiError> {
-    let out = decide_request(app, caller, body).await;
-    if let Err(e) = &out
-        && let Some(refusal) = refusal_of(e.code())
-    {
-        let audited = toolgate::pipeline::audit_refusal(
-            app.components().claims(),
-            &caller.principal,
-            refusal,
-            e.tool(),
-            crate::clock::now_millis(),
-        )
-        .await;
-        if let Err(error) = audited {
-            tracing::error!(%error, refusal = refusal.as_str(), "refusal not audited");
+    let (principal, prepared) = match read_request(app, caller, body) {
+        Ok(read) => read,
+        Err(e) => {
+            if let Some(refusal) = refusal_of(e.code()) {
+                let audited = toolgate::pipeline::audit_refusal(
+                    app.components().claims(),
+                    &caller.principal,
+                    refusal,
+                    e.tool(),
+                    crate::clock::now_millis(),
+                )
+                .await;
+                if let Err(error) = audited {
+                    tracing::error!(%error, refusal = refusal.as_str(), "refusal not audited");
+                }
+            }
+            return Err(e);
         }
-    }
-    out
+    };
+    run(app, principal, caller.mode, Arc::new(prepared)).await
 }
 
-async fn decide_request<P: GateComponents>(
+/// The request's principal (a delegated actor resolved) and its proposal,
+/// checked for shape.
+fn read_request<P: GateComponents>(
     app: &AppState<P>,
     caller: &Caller,
     body: &[u8],
-) -> Result<(Decision, DecisionResponse), ApiError> {
+) -> Result<(Principal, Prepared), ApiError> {
     let mut req: DecisionRequest = strict_body(body, app.settings().body_limit)?;
     // Actor delegation (docs/design.md §13): only a key allowed to act for
     // users names the actor; it is then the principal every later stage
@@ -317,8 +324,7 @@ async fn decide_request<P: GateComponents>(
             ApiError::new(ProblemCode::InvalidBody, format!("actor: {}", e.message()))
         })?,
     };
-    let prepared = prepare(app, req)?;
-    run(app, principal, caller.mode, Arc::new(prepared)).await
+    Ok((principal, prepare(app, req)?))
 }
 
 /// One proposal, checked for shape, with the server-fixed facts of its
@@ -468,20 +474,6 @@ fn attribute_value(value: &Value, depth: usize) -> Result<(), String> {
     }
 }
 
-/// The first entity type in `entities` that the authoriser does not read
-/// for `tool`: sending it would let the application believe a check
-/// happens that does not, so it is refused rather than ignored.
-fn unexpected_entity<'a, A: Authorizer>(
-    authorizer: &A,
-    tool: &str,
-    entities: &'a serde_json::Map<String, Value>,
-) -> Option<&'a str> {
-    entities
-        .keys()
-        .map(String::as_str)
-        .find(|ty| !authorizer.accepts_request_entity(tool, ty))
-}
-
 /// The executor for client-mode principals: never writes; the decision is
 /// `permitted` and the client completes the claim. Its claims are recorded
 /// as `client`: the write is the application's, so no executor of the
@@ -552,227 +544,46 @@ async fn run_inner<P: GateComponents>(
 ) -> Result<(Decision, DecisionResponse), ApiError> {
     let policy = app.policy();
     let check = contract::check(policy, prepared.provider, &prepared.body, &prepared.opts);
-    let action = check.action().map(|a| {
-        (
-            a.canonical_arguments().to_owned(),
-            a.arguments().clone(),
-            a.needs_approval(),
-        )
-    });
-    // The scope in its canonical form by the proposed tool's `scope_types`
-    // (docs/design.md §13), so `42` and `"42"` are one key. A value of the
-    // wrong type is the problem `invalid_scope`, like any other malformed
-    // scope; the core would reject it too (reason `invalid_scope`), but a
-    // request the gate cannot take is a problem here, not a decision.
-    let tool = check.action().and_then(|a| policy.tool(a.tool()));
-    let scope = match tool {
-        Some(contract) => contract.canonical_scope(&prepared.scope).map_err(|e| {
-            ApiError::new(ProblemCode::InvalidScope, e.to_string()).for_tool(contract.name())
-        })?,
-        None => prepared.scope.clone(),
+    // A permit names the arguments the application is to run.
+    let arguments = check
+        .action()
+        .map(|a| (a.canonical_arguments().to_owned(), a.arguments().clone()));
+    let mut scope = prepared.scope.clone();
+    let version_seen = match scope.remove(VERSION_SEEN) {
+        Some(v) => VersionSeen::Given(v),
+        None => VersionSeen::Absent,
     };
-    let version = match (scope.get("version_seen"), action.is_some()) {
-        (Some(v), true) => {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            StateVersion::new(text).ok_or_else(|| {
-                ApiError::new(
-                    ProblemCode::InvalidScope,
-                    "version_seen is not a valid version",
-                )
-                .for_tool_of(&check)
-            })?
-        }
-        (None, true) => {
-            return Err(ApiError::new(
-                ProblemCode::MissingScope,
-                "an action needs scope.version_seen: the resource version the model was shown",
-            )
-            .for_tool_of(&check));
-        }
-        // Never read: `decide` returns before the state stage for anything
-        // but an action, and only an action needs the version.
-        (_, false) => StateVersion::from(0),
-    };
-    // Entities are read only for the proposed tool, and only the types its
-    // authoriser declares; with no proposal there is nothing to authorise
-    // and they are not read.
-    if let Some(action) = check.action()
-        && let Some(ty) = unexpected_entity(
-            app.components().authorizer(),
-            action.tool(),
-            &prepared.entities,
-        )
-    {
-        return Err(ApiError::new(
-            ProblemCode::UnexpectedEntities,
-            format!(
-                "entities.{ty}: the tool `{}` does not read a `{ty}` entity from the request \
-                 (declare it in the deployment with source = \"request\", or do not send it)",
-                action.tool()
-            ),
-        )
-        .for_tool(action.tool()));
-    }
     let now = crate::clock::now_millis();
-    let components = app.components();
-    let contract = tool;
-    let limits = app.settings().review_queue;
-    let mut first = Some(check);
-    // A tool that needs approval runs twice at most: the first run ends at
-    // `pending_approval` before anything is claimed; if the review store
-    // holds an approved, unused grant for exactly this proposal (key,
-    // fingerprint, version, policy digest), the second run claims with it
-    // and the claim uses it up in its own transaction (docs/design.md §14).
-    let mut approval: Option<Approval> = None;
-    let mut review_item: Option<i64> = None;
-    // The queue was full for this proposal's request for approval: it is
-    // not offered to the queue a second time below.
-    let mut queue_full_for_it = false;
-    let mut decision = loop {
-        // The second run decodes the body again: `decide` consumes it.
-        let check = first.take().unwrap_or_else(|| {
-            contract::check(policy, prepared.provider, &prepared.body, &prepared.opts)
-        });
-        let request = Request {
-            principal: &principal,
-            scope: &scope,
-            version_seen: &version,
-            attributes: &prepared.entities,
-            approval: approval.as_ref(),
-            now,
-            holder: crate::clock::fresh_holder()?,
-            lease: app.settings().lease,
-        };
-        let decided = match mode {
-            ExecutionMode::InProcess => {
-                // The result cap holds for the server's executor as for a client.
-                let executor = crate::limits::Capped::new(
-                    components.executor(),
-                    app.settings().max_result_bytes,
-                );
-                components.decide(policy, &executor, check, &request).await
-            }
-            ExecutionMode::Client => {
-                components
-                    .decide(policy, &ClientExecutor, check, &request)
-                    .await
-            }
-        };
-        let decision = match decided {
-            Ok(d) => d,
-            Err(GateError::Audit { decision, error }) => {
-                // The decision stands (an `executed` one did happen); hiding it
-                // would make the client retry into a replay it cannot explain.
-                tracing::error!(%error, outcome = %decision.outcome(), "decision not audited");
-                *decision
-            }
-            Err(GateError::Corrupt(m)) => {
-                return Err(ApiError::new(ProblemCode::CorruptRecord, m));
-            }
-            Err(GateError::Authorizer(m)) => {
-                // What did not answer names the application's tables and
-                // hosts: the operator's log, not the caller's.
-                return Err(ApiError::unavailable(format!(
-                    "authoriser unavailable: {m}"
-                )));
-            }
-            // A state source that can never answer this request (its
-            // query returns two rows, a column it cannot read): the same
-            // answer every time, so not a retry-later.
-            Err(GateError::State(e)) if e.is_misconfigured() => {
-                return Err(ApiError::deployment(e));
-            }
-            // The scope names a resource the state source does not have:
-            // the request's fault, the same answer on every retry.
-            Err(GateError::State(e)) if e.is_not_found() => {
-                return Err(ApiError::resource_not_found(e));
-            }
-            Err(e) => return Err(ApiError::unavailable(e)),
-        };
-        // A budget over its limit asks a person too (docs/policy.md,
-        // "Budgets"): the approval lets the retry reserve beyond it.
-        let asks = decision.outcome() == Outcome::PendingApproval
-            && matches!(
-                decision.reason(),
-                Some(Reason::ApprovalRequired | Reason::BudgetExceeded)
-            );
-        let (Some(key), Some(fingerprint), Some(contract), true) =
-            (decision.key(), decision.fingerprint(), contract, asks)
-        else {
-            break decision;
-        };
-        let item = NewItem {
-            at: now,
-            kind: Outcome::PendingApproval.as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
-            tool: decision.tool().map(str::to_owned),
-            proposer: principal.id().to_owned(),
-            proposer_via: principal.via().map(str::to_owned),
-            key: Some(key),
-            fingerprint: Some(fingerprint),
-            version_seen: Some(version.as_str().to_owned()),
-            scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown_decision(&decision, &action),
-            approval: Some(ApprovalTerms {
-                policy_digest: contract.digest().to_owned(),
-                approvers: contract.approvers(),
-                expires_at: now.plus_millis(contract.approval_ttl_ms()),
-            }),
-            once_per_window: false,
-        };
-        let requested = components
-            .claims()
-            .request_approval(item, now, &limits)
-            .await
-            .map_err(ApiError::unavailable)?;
-        match requested {
-            // The first run found the grant: claim with it. A second
-            // `pending_approval` (the grant was used or expired meanwhile)
-            // asks again below without another run.
-            Requested::Granted(grant) if approval.is_none() => {
-                review_item = Some(grant.item);
-                approval = Some(Approval {
-                    key,
-                    fingerprint,
-                    version: version.clone(),
-                    grant,
-                });
-            }
-            Requested::Granted(grant) => {
-                review_item = Some(grant.item);
-                break decision;
-            }
-            Requested::Pending { item, created } => {
-                review_item = Some(item);
-                if created {
-                    announce(app, item, &decision, now);
-                }
-                break decision;
-            }
-            Requested::Denied { item, by } => {
-                review_item = Some(item);
-                break decision.denied(format!(
-                    "review item {item}: a reviewer{} denied this proposal; it will not run \
-                     (other arguments or a new version ask again)",
-                    by.map(|b| format!(" ({b})")).unwrap_or_default()
-                ));
-            }
-            Requested::QueueFull => {
-                tracing::warn!(
-                    principal = principal.id(),
-                    "review queue full: no approval item opened"
-                );
-                queue_full_for_it = true;
-                break queue_full(decision);
-            }
-        }
+    let call = Call {
+        principal: &principal,
+        proposal: check,
+        scope: &scope,
+        version_seen,
+        attributes: &prepared.entities,
+        now,
+        holders: [crate::clock::fresh_holder()?, crate::clock::fresh_holder()?],
+        lease: app.settings().lease,
     };
-    crate::limits::conceal_authorisation(&mut decision, &principal);
-    let permit = match (decision.permit(), &action) {
-        (Some(lease), Some((canonical, arguments, _))) => Some(Permit::new(
+    let components = app.components();
+    let settled = match mode {
+        ExecutionMode::InProcess => {
+            // The result cap holds for the server's executor as for a client.
+            let executor =
+                crate::limits::Capped::new(components.executor(), app.settings().max_result_bytes);
+            settle(app, &executor, call).await
+        }
+        ExecutionMode::Client => settle(app, &ClientExecutor, call).await,
+    };
+    let settled = settled.map_err(refused_or_failed)?;
+    for note in &settled.notes {
+        log_note(&principal, &settled.decision, note);
+    }
+    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
+        announce(app, item, &settled.decision, now);
+    }
+    let decision = settled.decision;
+    let permit = match (decision.permit(), &arguments, &settled.version_seen) {
+        (Some(lease), Some((canonical, arguments)), Some(version)) => Some(Permit::new(
             lease,
             canonical,
             arguments.clone(),
@@ -780,48 +591,10 @@ async fn run_inner<P: GateComponents>(
         )),
         _ => None,
     };
-    // Other decisions a person acts on open an item (as the core's
-    // `opening` says); a failure to record one is logged, not the
-    // caller's (the claim store keeps the facts of a conflict or a stuck
-    // claim anyway).
-    let opens = opening(&decision, &principal, policy).filter(|_| !queue_full_for_it);
-    if let (None, Some(opens)) = (review_item, opens) {
-        let item = NewItem {
-            at: now,
-            kind: decision.outcome().as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
-            // A rejection's tool is the model's own text: a bounded label.
-            tool: decision.tool().map(toolgate::claim::audit_label),
-            proposer: principal.id().to_owned(),
-            proposer_via: principal.via().map(str::to_owned),
-            key: decision.key(),
-            fingerprint: decision.fingerprint(),
-            version_seen: action.as_ref().map(|_| version.as_str().to_owned()),
-            scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown_decision(&decision, &action),
-            approval: None,
-            once_per_window: opens == Opening::OncePerWindow,
-        };
-        match components.claims().open_item(item, &limits).await {
-            Ok(Opened::Created(id)) => {
-                review_item = Some(id);
-                announce(app, id, &decision, now);
-            }
-            // The same rejection by the same principal in this window: its
-            // item stands for this one too.
-            Ok(Opened::Existing(id)) => review_item = Some(id),
-            Ok(Opened::Full) => tracing::warn!(
-                principal = principal.id(),
-                outcome = decision.outcome().as_str(),
-                "review queue full: no item opened"
-            ),
-            Err(e) => tracing::error!(error = %e, "review item not recorded"),
-        }
-    }
     let response = DecisionResponse::from_decision(
         &decision,
         permit,
-        review_item.and_then(|i| u64::try_from(i).ok()),
+        settled.review_item.and_then(|i| u64::try_from(i).ok()),
     );
     tracing::info!(
         principal = principal.id(),
@@ -834,18 +607,114 @@ async fn run_inner<P: GateComponents>(
     Ok((decision, response))
 }
 
-/// A `pending_approval` whose item the full queue could not take: the
-/// decision stands (nothing was claimed), and its message says that no
-/// item was opened, so the caller retries later instead of waiting for a
-/// reviewer who cannot see it.
-fn queue_full(mut decision: Decision) -> Decision {
-    if let Decision::PendingApproval { message, .. } = &mut decision {
-        message.push_str(
-            "; the review queue is full, so no item was opened: nobody can approve this yet; \
-             retry later",
-        );
+/// The core's whole decision with `executor` as this request's executor.
+async fn settle<P: GateComponents, E: Executor>(
+    app: &AppState<P>,
+    executor: &E,
+    call: Call<'_>,
+) -> Result<Settled, CallError> {
+    let components = app.components();
+    let pipeline = Run {
+        components,
+        policy: app.policy(),
+        executor,
+    };
+    let front = Front {
+        policy: app.policy(),
+        pipeline: &pipeline,
+        store: components.claims(),
+        queue: app.settings().review_queue,
+        present: present_decision,
+    };
+    decide_call(&front, call).await
+}
+
+/// One pipeline run on the sidecar's components (which may read once per
+/// decision, [`GateComponents::decide`]).
+struct Run<'a, P, E> {
+    components: &'a P,
+    policy: &'a toolgate::contract::Policy,
+    executor: &'a E,
+}
+
+impl<P: GateComponents, E: Executor> Pipeline for Run<'_, P, E> {
+    type Authz = P::Authz;
+
+    fn authorizer(&self) -> &P::Authz {
+        self.components.authorizer()
     }
-    decision
+
+    fn decide(
+        &self,
+        proposal: toolgate::contract::Checked,
+        request: &Request<'_>,
+    ) -> impl std::future::Future<Output = Result<Decision, GateError>> + Send {
+        self.components
+            .decide(self.policy, self.executor, proposal, request)
+    }
+}
+
+/// How a reviewer sees a decision: its response form.
+fn present_decision(decision: &Decision) -> Value {
+    serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
+        .unwrap_or(Value::Null)
+}
+
+/// A refusal as its problem; an infrastructure failure as 5xx (or the
+/// request's fault where the state source says so).
+fn refused_or_failed(e: CallError) -> ApiError {
+    match e {
+        CallError::Refused {
+            refused,
+            tool,
+            not_audited,
+        } => {
+            if let Some(error) = not_audited {
+                tracing::error!(%error, refusal = refused.refusal.as_str(), "refusal not audited");
+            }
+            let e = ApiError::new(problem_of(refused.refusal), refused.message);
+            match tool {
+                Some(t) => e.for_tool(&t),
+                None => e,
+            }
+        }
+        CallError::Gate(GateError::Corrupt(m)) => ApiError::new(ProblemCode::CorruptRecord, m),
+        // What did not answer names the application's tables and hosts:
+        // the operator's log, not the caller's.
+        CallError::Gate(GateError::Authorizer(m)) => {
+            ApiError::unavailable(format!("authoriser unavailable: {m}"))
+        }
+        // A state source that can never answer this request (its query
+        // returns two rows, a column it cannot read): the same answer every
+        // time, so not a retry-later.
+        CallError::Gate(GateError::State(e)) if e.is_misconfigured() => ApiError::deployment(e),
+        // The scope names a resource the state source does not have: the
+        // request's fault, the same answer on every retry.
+        CallError::Gate(GateError::State(e)) if e.is_not_found() => ApiError::resource_not_found(e),
+        CallError::Gate(e) => ApiError::unavailable(e),
+    }
+}
+
+/// The operator's line for each note of a decision.
+fn log_note(principal: &Principal, decision: &Decision, note: &Note) {
+    match note {
+        Note::NotAudited(error) => {
+            tracing::error!(%error, outcome = %decision.outcome(), "decision not audited");
+        }
+        Note::QueueFull => tracing::warn!(
+            principal = principal.id(),
+            outcome = decision.outcome().as_str(),
+            "review queue full: no item opened"
+        ),
+        Note::ItemNotRecorded(error) => tracing::error!(%error, "review item not recorded"),
+        Note::Concealed { reason, detail } => tracing::info!(
+            principal = principal.id(),
+            tool = decision.tool(),
+            reason = reason.as_str(),
+            detail = detail.as_str(),
+            "authorisation refused"
+        ),
+    }
 }
 
 /// Announces a new review item on the configured webhook, if any.
@@ -863,17 +732,4 @@ fn announce<P: GateComponents>(
         decision.tool(),
         now,
     );
-}
-
-/// The decision as a reviewer sees it: the response shape with the new
-/// proposal's arguments beside the prior one's (the decision itself
-/// carries only its fingerprint), capped in size
-/// ([`toolgate::review::bounded_decision`]).
-fn shown_decision(decision: &Decision, action: &Option<(String, Value, bool)>) -> String {
-    let mut shown = serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
-        .unwrap_or(Value::Null);
-    if let (Some((_, arguments, _)), Value::Object(m)) = (action, &mut shown) {
-        m.insert("arguments".to_owned(), arguments.clone());
-    }
-    toolgate::review::bounded_decision(&shown)
 }

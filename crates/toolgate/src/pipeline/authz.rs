@@ -141,6 +141,13 @@ impl Principal {
         self.via.as_deref()
     }
 
+    /// The principal the caller authenticated as: the key that named a
+    /// delegated actor, or else this principal itself. Refusals are
+    /// audited under it (a refused request may name no valid actor).
+    pub fn authenticated_id(&self) -> &str {
+        self.via.as_deref().unwrap_or(&self.id)
+    }
+
     /// Reads a principal from configuration or an identity provider's
     /// claims: `{"id": "agent-7", "capabilities": {"refund:issue": true}}`.
     ///

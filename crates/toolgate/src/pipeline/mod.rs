@@ -13,12 +13,18 @@
 //! the one function that wires them. It is generic over the four pluggable
 //! parts, links no runtime and reads no clock: time and holder tokens come in
 //! with the [`Request`].
+//!
+//! A front door calls [`decide_call`] rather than [`decide`]: it adds the
+//! request-level checks (typed scope and version, request entities), the
+//! approval loop and review items, and the concealment of the authoriser's
+//! words, so that no front door carries pipeline logic of its own.
 
 mod authz;
 mod budget;
 mod decision;
 mod driver;
 mod exec;
+mod front;
 mod reconcile;
 mod refusal;
 pub mod stage;
@@ -31,6 +37,10 @@ pub use authz::{
 pub use decision::{BudgetReport, Decision, Operation, Outcome, Reason, Rejection, decision_pairs};
 pub use driver::{Approval, Gate, GateError, Request, decide};
 pub use exec::{AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor};
+pub use front::{
+    Call, CallError, FORBIDDEN_DETAIL, Front, Note, Pipeline, Settled, VERSION_SEEN, VersionSeen,
+    conceal, decide_call, sent_reason,
+};
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,

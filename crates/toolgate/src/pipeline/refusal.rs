@@ -144,7 +144,7 @@ pub fn refusal_entry(
 ) -> Result<AuditEntry, CorruptRecord> {
     AuditEntry::new(
         now,
-        caller.id().to_owned(),
+        caller.authenticated_id().to_owned(),
         tool.map(audit_label),
         REFUSED_REQUEST.to_owned(),
         Some(refusal.as_str().to_owned()),
