@@ -782,13 +782,16 @@ fn check_call_gives_what_check_gives_for_the_same_arguments() {
     let call = check_call(&policy, "apply_goodwill_credit", args.as_bytes());
     let body = check_args(args);
     assert_eq!(call.outcome(), CheckOutcome::Action);
-    let (a, b) = (call.action.as_ref().unwrap(), body.action.as_ref().unwrap());
-    assert_eq!(a.tool, b.tool);
-    assert_eq!(a.capability, b.capability);
-    assert_eq!(a.arguments, b.arguments);
-    assert_eq!(a.canonical_arguments, b.canonical_arguments);
-    assert_eq!(a.fingerprint, b.fingerprint);
-    assert_eq!(a.canonical_arguments, r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#);
+    let (a, b) = (call.action().unwrap(), body.action().unwrap());
+    assert_eq!(a.tool(), b.tool());
+    assert_eq!(a.capability(), b.capability());
+    assert_eq!(a.arguments(), b.arguments());
+    assert_eq!(a.canonical_arguments(), b.canonical_arguments());
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    assert_eq!(
+        a.canonical_arguments(),
+        r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
+    );
 
     let cases: &[(&str, &str, RejectReason, &str)] = &[
         // (tool, arguments, reason, pointer)
