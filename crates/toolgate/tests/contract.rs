@@ -861,8 +861,8 @@ name = "refund_order"
 capability = "refund:issue"
 operation_key = ["order_id", "agent", "version_seen"]
 schema = '''{"type": "object", "additionalProperties": false,
-  "properties": {"order_id": {"type": "integer"}, "amount_minor": {"type": "integer"},
-                 "agent": {"type": "string"}}}'''
+  "properties": {"order_id": {"type": "integer"},
+                 "amount_minor": {"type": "integer"}, "agent": {"type": "string"}}}'''
 "#;
 
 fn mapped(pairs: &[(&str, &str)]) -> Result<Policy, PolicyError> {
