@@ -17,7 +17,7 @@
 //! unless CI or TOOLGATE_REQUIRE_MCP_EXAMPLE=1 says it must run.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
@@ -348,7 +348,7 @@ fn the_example_gateway_end_to_end() {
 
     // Over the daily budget: a person approves on /review, and the same
     // call, repeated, then executes once.
-    let big = refund_args(1004, 1, 15000);
+    let big = refund_args(1004, 1, 6000);
     let r = refund(&s, ANA, &big);
     assert_eq!(decision(&r)["outcome"], json!("pending_approval"), "{r}");
     let review_url = decision(&r)["review_url"].as_str().unwrap().to_owned();
@@ -396,4 +396,57 @@ fn the_example_gateway_end_to_end() {
     assert_eq!(counts(&s)["refund_order_calls"], json!(3), "{seen:?}");
     drop(gateway);
     let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// The deployment file's MCP part is checked before anything starts, each
+/// error naming its field: an upstream's tool wired to another executor,
+/// an `mcp_upstream` entry no upstream serves, a lease shorter than an
+/// upstream's call plus the margin, and the replay-window mode (not built).
+#[test]
+fn config_check_refuses_a_gateway_wired_wrong() {
+    let dir = std::env::temp_dir().join(format!("toolgate-mcp-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gateway = example_dir().join("gateway");
+    for f in ["policy.toml", "policy.cedar"] {
+        std::fs::copy(gateway.join(f), dir.join(f)).unwrap();
+    }
+    let good = std::fs::read_to_string(gateway.join("toolgate.toml")).unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "executor = { kind = \"mcp_upstream\" }",
+            "executor = { kind = \"client\" }",
+            "tools[refund_order].executor",
+        ),
+        (
+            "[[upstreams.tools]]\nname = \"refund_order\"",
+            "[[upstreams.tools]]\nname = \"get_order\"",
+            "tools[get_order].executor",
+        ),
+        ("lease_ms = 16000", "lease_ms = 15999", "upstreams[shop].call_timeout_ms"),
+        (
+            "version_seen = { from = \"argument\", pointer = \"/expected_version\" }",
+            "version_seen = { from = \"none\", replay_window = \"10m\" }",
+            "upstreams[shop].tools[refund_order].version_seen",
+        ),
+        (
+            "scope.order_id = { from = \"argument\", pointer = \"/order_id\" }",
+            "scope.order_id = { from = \"identity\", claim = \"principal\" }",
+            "`order_id` is also an argument",
+        ),
+    ];
+    for (from, to, says) in cases {
+        assert!(good.contains(from), "{from}");
+        let config = dir.join("toolgate.toml");
+        std::fs::write(&config, good.replacen(from, to, 1)).unwrap();
+        let out = Command::new(BIN)
+            .args(["config", "check"])
+            .arg(&config)
+            .env("SHOP_DB_URL", "sqlite:///nonexistent/shop.sqlite")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{to}: {stderr}");
+        assert!(stderr.contains(says), "{to}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
