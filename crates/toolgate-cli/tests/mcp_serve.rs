@@ -25,6 +25,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+#[path = "support/databases.rs"]
+mod databases;
+#[path = "support/faults.rs"]
+mod faults;
+
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -87,8 +92,9 @@ struct Setup {
     _shop: Proc,
 }
 
-/// The shop on a free port (holding a refund of order 1005 for three
-/// seconds inside its transaction, for the killed-gateway case), and the
+/// The shop on a free port (holding a refund of order 1005 for ten seconds
+/// inside its transaction, within the upstream's call timeout, for the
+/// killed-gateway case), and the
 /// example deployment pointed at it, its tools pinned.
 fn setup(py: PathBuf) -> Setup {
     let dir = std::env::temp_dir().join(format!(
@@ -106,7 +112,7 @@ fn setup(py: PathBuf) -> Setup {
         .arg(example_dir().join("shop_mcp.py"))
         .arg("--db")
         .arg(&shop_db)
-        .args(["--hold-order", "1005", "--hold-ms", "3000"])
+        .args(["--hold-order", "1005", "--hold-ms", "10000"])
         .args(["serve-http", "--port", &shop_port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -132,10 +138,7 @@ fn setup(py: PathBuf) -> Setup {
         .replace(
             "url_env = \"SHOP_DB_URL\"",
             &format!("url = \"sqlite://{}\"", shop_db.display()),
-        )
-        // Short enough to wait out once: the killed call's lease.
-        .replace("lease_ms = 16000", "lease_ms = 5000")
-        .replace("call_timeout_ms = 15000", "call_timeout_ms = 4000");
+        );
     let config = dir.join("toolgate.toml");
     std::fs::write(&config, text).unwrap();
     let out = Command::new(BIN)
@@ -161,11 +164,22 @@ fn setup(py: PathBuf) -> Setup {
 
 /// `toolgate serve --config` on the setup's port; returns once it listens.
 fn serve(s: &Setup, name: &str) -> Proc {
+    serve_on(s, name, None, s.port)
+}
+
+/// The same on `port`, with the claim store on `db` if given.
+fn serve_on(s: &Setup, name: &str, db: Option<&str>, port: u16) -> Proc {
     let log = std::fs::File::create(s.dir.join(format!("serve-{name}.log"))).unwrap();
-    let mut child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .arg("serve")
         .arg("--config")
         .arg(&s.config)
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    if let Some(db) = db {
+        command.args(["--db", db]);
+    }
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log)
@@ -198,9 +212,13 @@ fn url(s: &Setup) -> String {
 
 /// The Python SDK client: the last JSON line it printed.
 fn client_cmd(s: &Setup, key: &str, args: &[&str]) -> Command {
+    client_at(s, &url(s), key, args)
+}
+
+fn client_at(s: &Setup, url: &str, key: &str, args: &[&str]) -> Command {
     let mut c = Command::new(&s.py);
     c.arg(example_dir().join("client.py"))
-        .args([url(s).as_str(), "--token", key])
+        .args([url, "--token", key])
         .args(args);
     c
 }
@@ -449,4 +467,70 @@ fn config_check_refuses_a_gateway_wired_wrong() {
         assert!(stderr.contains(says), "{to}: {stderr}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two gateway processes on one PostgreSQL claim store, as replicas behind
+/// a load balancer: twelve parallel identical calls, six to each, make one
+/// upstream execution; a repeat gets the same recorded result from either
+/// process, over either protocol revision (2026-07-28 stateless, 2025-11-25
+/// with a session of its own) and with its own JSON-RPC ids.
+#[test]
+fn two_gateways_on_one_postgres() {
+    let Some(pg) = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway") else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    let fresh = faults::FreshDatabase::create(&pg, "mcp");
+    let s = setup(py);
+    let port_b = free_port();
+    let _a = serve_on(&s, "pg-a", Some(&fresh.url), s.port);
+    let _b = serve_on(&s, "pg-b", Some(&fresh.url), port_b);
+    let url_a = url(&s);
+    let url_b = format!("http://127.0.0.1:{port_b}/mcp");
+
+    let args = refund_args(1002, 1, 300).to_string();
+    let children: Vec<Child> = (0..12)
+        .map(|i| {
+            let at = if i % 2 == 0 { &url_a } else { &url_b };
+            client_at(&s, at, ANA, &["call", "refund_order", &args])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outcomes: Vec<String> = children
+        .into_iter()
+        .map(|c| outcome(&last_line(&c.wait_with_output().unwrap())))
+        .collect();
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "executed").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        counts(&s),
+        json!({"refund_order_calls": 1, "refunds": 1}),
+        "{outcomes:?}"
+    );
+
+    let repeat = |at: &str, mode: &str| {
+        last_line(
+            &client_at(&s, at, ANA, &["--mode", mode, "call", "refund_order", &args])
+                .output()
+                .unwrap(),
+        )
+    };
+    let from_a = repeat(&url_a, "auto");
+    let from_b = repeat(&url_b, "auto");
+    let legacy_b = repeat(&url_b, "legacy");
+    assert_eq!(outcome(&from_a), "replayed", "{from_a}");
+    assert_eq!(from_a["result"], from_b["result"]);
+    assert_eq!(from_a["result"]["content"], legacy_b["result"]["content"]);
+    assert_eq!(
+        legacy_b["result"]["_meta"]["io.toolgate/outcome"],
+        json!("replayed")
+    );
+    assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+    let _ = std::fs::remove_dir_all(&s.dir);
 }
