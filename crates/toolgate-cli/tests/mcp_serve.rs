@@ -199,7 +199,8 @@ fn serve_on(s: &Setup, name: &str, db: Option<&str>, port: u16) -> Proc {
             Ok(_) => {}
             Err(e) => panic!(
                 "toolgate serve did not start ({e}): {}",
-                std::fs::read_to_string(s.dir.join(format!("serve-{name}.log"))).unwrap_or_default()
+                std::fs::read_to_string(s.dir.join(format!("serve-{name}.log")))
+                    .unwrap_or_default()
             ),
         }
     }
@@ -319,6 +320,18 @@ fn the_example_gateway_end_to_end() {
     assert_eq!(decision(&r)["reason"], json!("unknown_key"), "{r}");
     let r = refund(&s, ANA, &refund_args(1001, 1, 0));
     assert_eq!(decision(&r)["reason"], json!("invalid_arguments"), "{r}");
+
+    // The same tool through the sidecar's API: a scope naming another
+    // order than the arguments send is refused before anything runs.
+    let body = json!({
+        "provider": "envelope",
+        "response": {"outcome": "action", "reply": "",
+                     "proposed_action": {"tool": "refund_order", "arguments": refund_args(1001, 1, 500)}},
+        "scope": {"order_id": 1006, "version_seen": 1},
+    });
+    let (status, answer) = post(s.port, "/v1/decisions", ANA, &body.to_string());
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer.contains("invalid_scope"), "{answer}");
 
     // Another team's order: Cedar over the shop's live tables says no.
     let r = refund(&s, BO, &refund_args(1001, 1, 500));
@@ -440,7 +453,11 @@ fn config_check_refuses_a_gateway_wired_wrong() {
             "[[upstreams.tools]]\nname = \"get_order\"",
             "tools[get_order].executor",
         ),
-        ("lease_ms = 16000", "lease_ms = 15999", "upstreams[shop].call_timeout_ms"),
+        (
+            "lease_ms = 16000",
+            "lease_ms = 15999",
+            "upstreams[shop].call_timeout_ms",
+        ),
         (
             "version_seen = { from = \"argument\", pointer = \"/expected_version\" }",
             "version_seen = { from = \"none\", replay_window = \"10m\" }",
@@ -516,9 +533,14 @@ fn two_gateways_on_one_postgres() {
 
     let repeat = |at: &str, mode: &str| {
         last_line(
-            &client_at(&s, at, ANA, &["--mode", mode, "call", "refund_order", &args])
-                .output()
-                .unwrap(),
+            &client_at(
+                &s,
+                at,
+                ANA,
+                &["--mode", mode, "call", "refund_order", &args],
+            )
+            .output()
+            .unwrap(),
         )
     };
     let from_a = repeat(&url_a, "auto");

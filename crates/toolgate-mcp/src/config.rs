@@ -832,13 +832,17 @@ mod tests {
         let e = check_lease(&ups, 30_999).unwrap_err();
         assert_eq!(e.field(), "lease_ms");
         assert!(
-            e.message().contains("upstreams[local].call_timeout_ms (30000 ms)"),
+            e.message()
+                .contains("upstreams[local].call_timeout_ms (30000 ms)"),
             "{e}"
         );
         assert!(e.message().contains("at least 31000"), "{e}");
         check_lease(&ups, 31_000).unwrap();
         let e = check_lease(&ups[..1], 2_999).unwrap_err();
-        assert!(e.message().contains("upstreams[shop].call_timeout_ms"), "{e}");
+        assert!(
+            e.message().contains("upstreams[shop].call_timeout_ms"),
+            "{e}"
+        );
         check_lease(&ups[..1], 3_000).unwrap();
         check_lease(&[], 1).unwrap();
     }

@@ -11,7 +11,7 @@ use std::future::Future;
 use toolgate::pipeline::{CallError, Decision, Reason, Refusal, Rejection};
 use toolgate_http::{AppState, GateComponents, decide_proposal};
 
-use crate::wire::{DecideError, Decide, DecisionForWire, GatedCall, VersionSeen};
+use crate::wire::{Decide, DecideError, DecisionForWire, GatedCall, VersionSeen};
 
 /// The path of a review item on the reviewer page, below the deployment's
 /// `public_url`.

@@ -825,8 +825,18 @@ fn check_call_gives_what_check_gives_for_the_same_arguments() {
             RejectReason::NumberOutOfRange,
             "/amount_minor",
         ),
-        ("apply_goodwill_credit", r#"[1500]"#, RejectReason::InvalidArguments, ""),
-        ("apply_goodwill_credit", r#"{"amount_minor": "#, RejectReason::InvalidJson, ""),
+        (
+            "apply_goodwill_credit",
+            r#"[1500]"#,
+            RejectReason::InvalidArguments,
+            "",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": "#,
+            RejectReason::InvalidJson,
+            "",
+        ),
         ("drop_tables", r#"{}"#, RejectReason::UnknownTool, ""),
     ];
     for (tool, args, reason, pointer) in cases {
@@ -860,6 +870,7 @@ abstain_message = "x"
 name = "refund_order"
 capability = "refund:issue"
 operation_key = ["order_id", "agent", "version_seen"]
+scope_types = { order_id = "integer" }
 schema = '''{"type": "object", "additionalProperties": false,
   "properties": {"order_id": {"type": "integer"},
                  "amount_minor": {"type": "integer"}, "agent": {"type": "string"}}}'''
@@ -870,7 +881,10 @@ fn mapped(pairs: &[(&str, &str)]) -> Result<Policy, PolicyError> {
     for (field, pointer) in pairs {
         scopes.insert("refund_order", field, pointer);
     }
-    Policy::load_with(&MAPPED.replace(r#", "agent": {"type": "string"}"#, ""), &scopes)
+    Policy::load_with(
+        &MAPPED.replace(r#", "agent": {"type": "string"}"#, ""),
+        &scopes,
+    )
 }
 
 #[test]
@@ -879,14 +893,20 @@ fn a_scope_field_may_be_an_argument_only_when_taken_from_that_argument() {
     // server-fixed.
     let e = Policy::load(&MAPPED.replace(r#", "agent": {"type": "string"}"#, ""))
         .expect_err("order_id is an argument");
-    assert!(e.to_string().contains("`order_id` is also an argument"), "{e}");
+    assert!(
+        e.to_string().contains("`order_id` is also an argument"),
+        "{e}"
+    );
     // Taken from the argument of its own name: the resource the model names
     // is the one authorised and sent.
     mapped(&[("order_id", "/order_id")]).expect("mapped from itself");
     // Taken from another argument: the upstream would act on `order_id`
     // while `amount_minor` was authorised.
     let e = mapped(&[("order_id", "/amount_minor")]).expect_err("mapped from elsewhere");
-    assert!(e.to_string().contains("`order_id` is also an argument"), "{e}");
+    assert!(
+        e.to_string().contains("`order_id` is also an argument"),
+        "{e}"
+    );
     // A model-supplied field that no mapping names stays refused, even when
     // another field is mapped.
     let mut scopes = ArgumentScopes::new();
@@ -895,13 +915,52 @@ fn a_scope_field_may_be_an_argument_only_when_taken_from_that_argument() {
     assert!(e.to_string().contains("`agent` is also an argument"), "{e}");
     // A mapping must name a field of the key and a declared argument.
     let e = mapped(&[("order_id", "/order_id"), ("tenant", "/order_id")]).expect_err("no field");
-    assert!(e.to_string().contains("not a field of this tool's operation_key"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("not a field of this tool's operation_key"),
+        "{e}"
+    );
     let e = mapped(&[("order_id", "/order")]).expect_err("no argument");
     assert!(e.to_string().contains("not a declared argument"), "{e}");
     // A mapping for a tool the policy lacks is the front door's business.
     let mut scopes = ArgumentScopes::new();
     scopes.insert("refund_order", "order_id", "/order_id");
     scopes.insert("other_tool", "x", "/x");
-    Policy::load_with(&MAPPED.replace(r#", "agent": {"type": "string"}"#, ""), &scopes)
-        .expect("other tools' mappings are ignored");
+    Policy::load_with(
+        &MAPPED.replace(r#", "agent": {"type": "string"}"#, ""),
+        &scopes,
+    )
+    .expect("other tools' mappings are ignored");
+}
+
+/// A scope field taken from an argument must hold that argument's value,
+/// canonical: otherwise a front door whose caller supplies the scope (the
+/// sidecar) could authorise one order while the arguments send another.
+#[test]
+fn a_scope_field_taken_from_an_argument_must_hold_its_value() {
+    let policy = mapped(&[("order_id", "/order_id")]).unwrap();
+    let tool = policy.tool("refund_order").unwrap();
+    assert_eq!(
+        tool.argument_scopes().collect::<Vec<_>>(),
+        [("order_id", "/order_id")]
+    );
+    let scope = |v: Value| {
+        tool.canonical_scope(json!({"order_id": v}).as_object().unwrap())
+            .unwrap()
+    };
+    let args = json!({"order_id": 1001, "amount_minor": 500});
+    tool.check_argument_scopes(&scope(json!(1001)), &args)
+        .expect("the same order");
+    let e = tool
+        .check_argument_scopes(&scope(json!(1002)), &args)
+        .expect_err("another order");
+    assert!(
+        e.contains("`order_id` must be the argument at /order_id"),
+        "{e}"
+    );
+    tool.check_argument_scopes(&scope(json!(1001)), &json!({"amount_minor": 500}))
+        .expect_err("the argument is absent");
+    // A scope without the field is the pipeline's `missing_scope`.
+    tool.check_argument_scopes(&serde_json::Map::new(), &args)
+        .expect("left to the pipeline");
 }

@@ -36,7 +36,7 @@ wait_port() {
 
 shop_port=$(free_port)
 gate_port=$(free_port)
-"$py" "$mcp/shop_mcp.py" --db "$work/shop.sqlite" serve-http --port "$shop_port" 2>"$work/shop.log" &
+"$py" "$mcp/shop_mcp.py" --db "$work/shop.sqlite" serve-http --port "$shop_port" >"$work/shop.log" 2>&1 &
 pids+=($!)
 wait_port "$shop_port"
 
@@ -46,7 +46,7 @@ sed -e "s#127.0.0.1:8080#127.0.0.1:$gate_port#g" \
     -e "s#sqlite://toolgate-mcp.db#sqlite://$work/toolgate.db#" \
     "$here/toolgate.toml" > "$work/toolgate.toml"
 export SHOP_DB_URL="sqlite://$work/shop.sqlite"
-"$toolgate" mcp import --upstream shop --config "$work/toolgate.toml" >/dev/null
+"$toolgate" mcp import --upstream shop --config "$work/toolgate.toml" >/dev/null 2>"$work/import.log"
 "$toolgate" serve --config "$work/toolgate.toml" >"$work/serve.out" 2>"$work/serve.log" &
 pids+=($!)
 wait_port "$gate_port"

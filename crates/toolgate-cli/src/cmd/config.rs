@@ -482,7 +482,11 @@ fn check_upstream_tools(
     use toolgate_mcp::config::VersionSource;
     let served: Vec<(&str, &str)> = upstreams
         .iter()
-        .flat_map(|u| u.tools.iter().map(move |t| (u.name.as_str(), t.name.as_str())))
+        .flat_map(|u| {
+            u.tools
+                .iter()
+                .map(move |t| (u.name.as_str(), t.name.as_str()))
+        })
         .collect();
     let section = match application {
         Application::Tools(section) => section,

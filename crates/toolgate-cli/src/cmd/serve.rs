@@ -19,6 +19,9 @@ use toolgate::pipeline::{
 };
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState, ToolExecutor};
+use toolgate_http::{
+    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
+};
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::Upstream;
 use toolgate_mcp::executor::UpstreamExecutor;
@@ -27,9 +30,6 @@ use toolgate_mcp::http::HttpSettings;
 use toolgate_mcp::pin::{PinFile, compare};
 use toolgate_mcp::served::Served;
 use toolgate_mcp::upstream::UpstreamClient;
-use toolgate_http::{
-    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
-};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once};
 
@@ -526,7 +526,8 @@ impl McpGateway {
         let policy = Policy::load_with(&text, &toolgate_mcp::config::argument_scopes(upstreams))
             .map_err(|e| format!("{}: {e}", policy_path.display()))?;
         for u in upstreams {
-            let pins = PinFile::read(&u.pins).map_err(|e| format!("upstreams[{}].pins: {e}", u.name))?;
+            let pins =
+                PinFile::read(&u.pins).map_err(|e| format!("upstreams[{}].pins: {e}", u.name))?;
             let client = UpstreamClient::connect(u)
                 .await
                 .map_err(|e| format!("upstreams[{}]: {e}", u.name))?;
@@ -623,7 +624,10 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
         Err(e) => return fail("configuration", &e),
     };
     let Some(principal) = keys.lookup(&secret).map(|k| k.principal.clone()) else {
-        return fail("the caller's key", &format!("{key_env} is not a key of the file"));
+        return fail(
+            "the caller's key",
+            &format!("{key_env} is not a key of the file"),
+        );
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -658,9 +662,13 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Identity::Fixed(principal),
             Served::new(state.clone()),
         );
-        let served =
-            toolgate_mcp::stdio::serve_lines(gateway, tokio::io::stdin(), tokio::io::stdout(), limit)
-                .await;
+        let served = toolgate_mcp::stdio::serve_lines(
+            gateway,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            limit,
+        )
+        .await;
         // Every decision started finishes and is recorded before exit.
         state.drain().await;
         match served {
@@ -718,7 +726,11 @@ pub async fn desk_state(
     Ok(AppState::new(policy, components, keys, settings))
 }
 
-async fn serve<P: GateComponents>(state: AppState<P>, beside: Router, listen: SocketAddr) -> ExitCode {
+async fn serve<P: GateComponents>(
+    state: AppState<P>,
+    beside: Router,
+    listen: SocketAddr,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),

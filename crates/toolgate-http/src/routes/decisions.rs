@@ -561,10 +561,11 @@ pub async fn decide_proposal<P: GateComponents>(
             task_app.inner.metrics.finished();
             if let Ok(settled) = &out {
                 let d = &settled.decision;
-                task_app
-                    .inner
-                    .metrics
-                    .decided(d.outcome(), d.tool(), started.elapsed().as_secs_f64());
+                task_app.inner.metrics.decided(
+                    d.outcome(),
+                    d.tool(),
+                    started.elapsed().as_secs_f64(),
+                );
             }
             out
         }
@@ -607,10 +608,8 @@ async fn proposal_inner<P: GateComponents>(
         holders: [holder()?, holder()?],
         lease: app.settings().lease,
     };
-    let executor = crate::limits::Capped::new(
-        app.components().executor(),
-        app.settings().max_result_bytes,
-    );
+    let executor =
+        crate::limits::Capped::new(app.components().executor(), app.settings().max_result_bytes);
     let settled = settle(app, &executor, call).await?;
     for note in &settled.notes {
         log_note(principal, &settled.decision, note);

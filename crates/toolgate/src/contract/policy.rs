@@ -141,6 +141,7 @@ pub struct ToolContract {
     approvers: u32,
     approval_ttl_ms: i64,
     digest: Arc<str>,
+    argument_scopes: BTreeMap<String, String>,
     max_argument_bytes: usize,
     properties: BTreeSet<String>,
     schema: Schema,
@@ -193,6 +194,42 @@ impl ToolContract {
             (f == "version_seen" || self.operation_key.iter().any(|k| k == f))
                 .then(|| self.scope_type(f))
         })
+    }
+    /// The scope fields the deployment takes from the arguments (field →
+    /// RFC 6901 pointer), as given to [`Policy::load_with`].
+    pub fn argument_scopes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.argument_scopes
+            .iter()
+            .map(|(f, p)| (f.as_str(), p.as_str()))
+    }
+    /// Checks that each scope field taken from an argument holds, in its
+    /// canonical form, exactly that argument's value: the resource a
+    /// decision authorises and claims is then the one the arguments send.
+    /// A field the scope lacks is left to the pipeline (`missing_scope`).
+    /// `scope` is canonical ([`Self::canonical_scope`]).
+    pub fn check_argument_scopes(
+        &self,
+        scope: &serde_json::Map<String, Value>,
+        arguments: &Value,
+    ) -> Result<(), String> {
+        for (field, pointer) in &self.argument_scopes {
+            let Some(given) = scope.get(field) else {
+                continue;
+            };
+            let named = arguments.pointer(pointer).and_then(|v| {
+                let mut one = serde_json::Map::new();
+                one.insert(field.clone(), v.clone());
+                self.canonical_scope(&one).ok()?.remove(field)
+            });
+            if named.as_ref() != Some(given) {
+                return Err(format!(
+                    "scope field `{field}` must be the argument at {pointer} (the deployment takes \
+                     it from there); the scope says {given}, the arguments {}",
+                    named.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
+                ));
+            }
+        }
+        Ok(())
     }
     /// Whether a person must approve each operation.
     pub fn needs_approval(&self) -> bool {
@@ -573,6 +610,10 @@ fn load_tool(
         let hash = Sha256::digest(written.to_string().as_bytes());
         hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
     };
+    let argument_scopes = arguments
+        .of(&t.name)
+        .map(|(f, p)| (f.to_owned(), p.to_owned()))
+        .collect();
     Ok(ToolContract {
         name: t.name.into(),
         description: t.description,
@@ -583,6 +624,7 @@ fn load_tool(
         approvers,
         approval_ttl_ms,
         digest: digest.into(),
+        argument_scopes,
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
         properties,
         schema,
