@@ -24,6 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use toolgate::decode::{Limits, decode_strict};
 
 #[path = "support/databases.rs"]
 mod databases;
@@ -55,6 +56,12 @@ fn python() -> Option<PathBuf> {
     );
     eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
     None
+}
+
+/// JSON a process printed, through the project's strict decoder.
+fn strict(bytes: &[u8]) -> Value {
+    decode_strict(bytes, &Limits::provider_body().with_max_bytes(1 << 20))
+        .unwrap_or_else(|r| panic!("{r}: {}", String::from_utf8_lossy(bytes)))
 }
 
 fn free_port() -> u16 {
@@ -98,12 +105,8 @@ struct Setup {
 /// example deployment pointed at it, its tools pinned.
 fn setup(py: PathBuf) -> Setup {
     let dir = std::env::temp_dir().join(format!(
-        "toolgate-mcp-serve-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
+        "toolgate-mcp-serve-{}",
+        &databases::random_hex()[..12]
     ));
     std::fs::create_dir_all(&dir).unwrap();
     let shop_db = dir.join("shop.sqlite");
@@ -231,7 +234,7 @@ fn last_line(out: &Output) -> Value {
         .rev()
         .find(|l| l.starts_with('{'))
         .unwrap_or_else(|| panic!("no output: {}", String::from_utf8_lossy(&out.stderr)));
-    serde_json::from_str(line).unwrap()
+    strict(line.as_bytes())
 }
 
 fn client(s: &Setup, key: &str, args: &[&str]) -> Value {
@@ -268,7 +271,7 @@ fn counts(s: &Setup) -> Value {
         .arg("count")
         .output()
         .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap()
+    strict(&out.stdout)
 }
 
 /// A JSON POST to the gateway's HTTP API.

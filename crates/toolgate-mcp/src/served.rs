@@ -49,7 +49,7 @@ impl<P: GateComponents> Decide for Served<P> {
                 }
             };
             let tool = call.proposal.action().map(|a| a.tool().to_owned());
-            let fingerprint = call.proposal.action().map(|a| a.fingerprint().clone());
+            let fingerprint = call.proposal.action().map(|a| *a.fingerprint());
             let settled = match decide_proposal(
                 &app,
                 call.principal,
