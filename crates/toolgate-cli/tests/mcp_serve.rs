@@ -8,7 +8,7 @@
 //! schema is rejected; another team's order is forbidden (Cedar over the
 //! shop's live tables); twelve parallel identical calls make one upstream
 //! execution (counted in the shop's database) and a repeat replays the
-//! recorded result; an approval round trip (over budget → the review item's
+//! recorded result, also through `toolgate mcp stdio`; an approval round trip (over budget → the review item's
 //! URL → approved on /v1/review → the repeat executes once); a call whose
 //! gateway was killed mid-call is `needs_reconciliation` after a restart,
 //! never executed twice.
@@ -379,6 +379,22 @@ fn the_example_gateway_end_to_end() {
     assert_eq!(outcome(&again), "replayed", "{again}");
     assert_eq!(again["result"]["content"], executed["result"]["content"]);
     assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+
+    // The same deployment on stdio (`toolgate mcp stdio`, the caller's key
+    // in TOOLGATE_KEY), sharing the claim store: the call replays too.
+    let stdio = format!(
+        "env TOOLGATE_KEY={ANA} {BIN} mcp stdio --config {}",
+        s.config.display()
+    );
+    let out = Command::new(&s.py)
+        .arg(example_dir().join("client.py"))
+        .args(["stdio", "--command", &stdio, "call", "refund_order"])
+        .arg(refund_args(1001, 1, 500).to_string())
+        .output()
+        .unwrap();
+    let over_stdio = last_line(&out);
+    assert_eq!(outcome(&over_stdio), "replayed", "{over_stdio}");
+    assert_eq!(over_stdio["result"]["content"], executed["result"]["content"]);
 
     // Over the daily budget: a person approves on /review, and the same
     // call, repeated, then executes once.
