@@ -394,7 +394,10 @@ fn the_example_gateway_end_to_end() {
         .unwrap();
     let over_stdio = last_line(&out);
     assert_eq!(outcome(&over_stdio), "replayed", "{over_stdio}");
-    assert_eq!(over_stdio["result"]["content"], executed["result"]["content"]);
+    assert_eq!(
+        over_stdio["result"]["content"],
+        executed["result"]["content"]
+    );
 
     // Over the daily budget: a person approves on /review, and the same
     // call, repeated, then executes once.
