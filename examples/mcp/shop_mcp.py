@@ -78,6 +78,12 @@ CREATE TABLE IF NOT EXISTS operation_keys (
     kind   TEXT NOT NULL CHECK (kind IN ('write', 'fence')),
     result TEXT
 );
+-- The shop's support agents and their team: toolgate's Cedar policy reads
+-- them live (an agent refunds only orders of its own team).
+CREATE TABLE IF NOT EXISTS agents (
+    id   TEXT PRIMARY KEY,
+    team TEXT NOT NULL
+);
 -- Every call of refund_order that reached the tool, whatever it answered.
 CREATE TABLE IF NOT EXISTS tool_calls (
     id            INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -96,6 +102,8 @@ SEED = [
     (1005, 501, "eu", 8000),
     (1006, 502, "eu", 3000),
 ]
+
+AGENTS = [("agent-ana", "eu"), ("agent-bo", "us")]
 
 
 def connect(path):
@@ -116,6 +124,7 @@ def init(path):
         "INSERT OR IGNORE INTO orders (id, customer_id, team, total_minor) VALUES (?, ?, ?, ?)",
         SEED,
     )
+    conn.executemany("INSERT OR IGNORE INTO agents (id, team) VALUES (?, ?)", AGENTS)
     conn.execute("COMMIT")
     conn.close()
 

@@ -82,6 +82,10 @@ pub enum ExecutorConfig {
         #[serde(default)]
         timeout_ms: Option<u64>,
     },
+    /// The tool is an MCP server's, behind the gateway (`[[upstreams]]`):
+    /// the program serving the file sends it to that upstream, with the
+    /// upstream's own timeout and status tool.
+    McpUpstream,
 }
 
 /// `state = { source = … }`.
@@ -185,7 +189,9 @@ impl DeploySection {
     /// which its `lease_expires_at` says.
     pub fn executor_bounds(&self) -> impl Iterator<Item = (&str, u64)> {
         self.tools.iter().filter_map(|t| match &t.executor {
-            ExecutorConfig::Client => None,
+            // An upstream's call is bounded by its own `call_timeout_ms`,
+            // which the program serving the upstreams checks.
+            ExecutorConfig::Client | ExecutorConfig::McpUpstream => None,
             ExecutorConfig::Webhook { timeout_ms, .. } => Some((
                 t.name.as_str(),
                 timeout_ms.unwrap_or(crate::DEFAULT_WEBHOOK_TIMEOUT_MS),

@@ -140,6 +140,9 @@ pub enum ToolExecutor {
     Client,
     /// toolgate POSTs the signed permit.
     Webhook(Box<WebhookExecutor>),
+    /// An MCP upstream's tool: the serving program's executor sends it
+    /// there and wraps this one; this one performs nothing for it.
+    McpUpstream,
 }
 
 /// The executor of a deployment: `client` or `webhook`, per tool.
@@ -162,6 +165,10 @@ impl Executor for DeployExecutor {
             // The write is the application's: the decision hands it the
             // permit and the claim stays in flight until it completes.
             Some(ToolExecutor::Client) => Ok(ExecOutcome::Deferred),
+            Some(ToolExecutor::McpUpstream) => Err(ExecError::new(format!(
+                "tool `{}` is an MCP upstream's and no gateway executor serves it",
+                permit.tool()
+            ))),
             None => Err(ExecError::new(format!(
                 "no executor for tool `{}`",
                 permit.tool()
@@ -172,6 +179,7 @@ impl Executor for DeployExecutor {
     fn kind(&self, tool: &str) -> ExecutorKind {
         match self.tools.get(tool) {
             Some(ToolExecutor::Webhook(_)) => ExecutorKind::Webhook,
+            Some(ToolExecutor::McpUpstream) => ExecutorKind::McpUpstream,
             // A tool with no entry never reaches an executor (the load
             // refuses a policy tool without one); `client` claims no write.
             Some(ToolExecutor::Client) | None => ExecutorKind::Client,
@@ -186,6 +194,9 @@ impl Executor for DeployExecutor {
             Some(ToolExecutor::Client) => Err(ExecError::new(format!(
                 "tool `{tool}` is executed by the client: only the application or an operator \
                  can say whether its write happened"
+            ))),
+            Some(ToolExecutor::McpUpstream) => Err(ExecError::new(format!(
+                "tool `{tool}` is an MCP upstream's: its status tool answers, through the gateway"
             ))),
             None => Err(ExecError::new(format!("no executor for tool `{tool}`"))),
         }

@@ -199,6 +199,9 @@ impl<'a> ToolLoad<'a> {
     /// The tool's executor, and a webhook's secret, which the http state
     /// source signs with unless it names its own.
     fn executor(&self) -> Result<(ToolExecutor, Option<Vec<u8>>), ConfigError> {
+        if self.tool.executor == ExecutorConfig::McpUpstream {
+            return Ok((ToolExecutor::McpUpstream, None));
+        }
         let ExecutorConfig::Webhook {
             url,
             status_url,

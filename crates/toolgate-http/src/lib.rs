@@ -74,6 +74,7 @@ pub use auth::{
 };
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
 pub use openapi::{openapi_document, pretty as openapi_text};
+pub use routes::decide_proposal;
 pub use state::{AppState, Components, GateComponents, Settings};
 pub use toolgate::pipeline::sent_reason;
 pub use webhook::ReviewWebhook;
@@ -170,8 +171,23 @@ pub async fn serve<P: GateComponents>(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
+    serve_with(listener, state, Router::new(), shutdown, grace).await
+}
+
+/// [`serve`], with `beside` merged next to the sidecar's routes (the MCP
+/// gateway's `/mcp`): on the same listener and connection limits, but
+/// outside the sidecar's request deadline and body limit, which would end
+/// a long-lived event stream; `beside` brings its own. Decisions it starts
+/// through [`decide_proposal`] are drained at shutdown like the sidecar's.
+pub async fn serve_with<P: GateComponents>(
+    listener: tokio::net::TcpListener,
+    state: AppState<P>,
+    beside: Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    grace: Duration,
+) -> std::io::Result<()> {
     let settings = state.settings().clone();
-    let app = router(state.clone());
+    let app = router(state.clone()).merge(beside);
     // Histogram samples are folded into buckets on this timer, not only on
     // a scrape, so an unscraped server does not grow (docs/http-api.md).
     let upkeep_state = state.clone();

@@ -18,9 +18,8 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::{JsonObject, Tool};
 use serde_json::{Map, Value};
-use toolgate::contract::{CheckOptions, Policy, check};
+use toolgate::contract::{Policy, check_call};
 use toolgate::pipeline::Principal;
-use toolgate::provider::Provider;
 
 use crate::config::{ScopeSource, ToolMapping, Upstream, VersionSource};
 use crate::pin::{Pin, PinFile, Refresh};
@@ -191,28 +190,22 @@ impl Catalog {
     }
 }
 
-/// The core's contract stage over `(tool, arguments)`. The core exposes
-/// that stage only behind a provider body today, so the call is put in the
-/// envelope form (`{"outcome": "action", "proposed_action": …}`) and
-/// checked as one: the same strict decoding, unknown-key rule, schema,
-/// canonical arguments and fingerprint as every other proposal. Pointers in
-/// a rejection are relative to the envelope (`/proposed_action/arguments/…`).
+/// The core's contract stage over `(tool, arguments)`: the same strict
+/// decoding, unknown-key rule, schema, canonical arguments and fingerprint
+/// as every other proposal. rmcp hands the arguments over parsed (the
+/// message itself went through the strict decoder first), so they are
+/// written back as JSON text for the stage to decode.
 fn contract_stage(
     policy: &Policy,
     tool: &str,
     arguments: &JsonObject,
 ) -> toolgate::contract::Checked {
-    let envelope = serde_json::json!({
-        "outcome": "action",
-        "reply": "",
-        "proposed_action": {"tool": tool, "arguments": arguments},
-    });
-    check(
-        policy,
-        Provider::Envelope,
-        envelope.to_string().as_bytes(),
-        &CheckOptions::default(),
-    )
+    match serde_json::to_vec(arguments) {
+        Ok(bytes) => check_call(policy, tool, &bytes),
+        // A parsed JSON object always has a JSON text; if it ever had none,
+        // the stage sees an empty text and rejects it.
+        Err(_) => check_call(policy, tool, b""),
+    }
 }
 
 /// The definition shown to callers: the pin's name, description and output

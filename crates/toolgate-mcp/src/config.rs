@@ -342,6 +342,52 @@ impl McpSection {
     }
 }
 
+/// How much longer than the longest upstream call a claim's lease must
+/// last: the margin the deployment's webhook rule uses, for the same reason
+/// (the gate's own call must be over before anyone may reconcile it).
+pub const LEASE_MARGIN_MS: u64 = 1_000;
+
+/// Checks that a claim's lease (`lease_ms`) outlasts every upstream's
+/// `call_timeout_ms` plus [`LEASE_MARGIN_MS`]: a lease that ended while the
+/// gate's call could still land would let reconciliation record "not
+/// applied" for a write that then commits (docs/design.md invariant 8).
+/// The error is on `lease_ms` and names the upstream's field too.
+pub fn check_lease(upstreams: &[Upstream], lease_ms: u64) -> Result<(), ConfigError> {
+    let Some(u) = upstreams.iter().find(|u| {
+        let bound = u64::try_from(u.call_timeout.as_millis()).unwrap_or(u64::MAX);
+        lease_ms < bound.saturating_add(LEASE_MARGIN_MS)
+    }) else {
+        return Ok(());
+    };
+    let bound = u64::try_from(u.call_timeout.as_millis()).unwrap_or(u64::MAX);
+    Err(ConfigError::new(
+        "lease_ms",
+        format!(
+            "{lease_ms} ms is shorter than upstreams[{name}].call_timeout_ms ({bound} ms) plus \
+             the {LEASE_MARGIN_MS} ms margin: a claim's lease must outlast the upstream call it \
+             covers; set lease_ms to at least {} or lower upstreams[{name}].call_timeout_ms",
+            bound.saturating_add(LEASE_MARGIN_MS),
+            name = u.name,
+        ),
+    ))
+}
+
+/// The scope fields the deployment takes from each tool's arguments, for
+/// the policy loader ([`toolgate::contract::Policy::load_with`]): a field
+/// mapped from the argument of its own name may then be an argument too,
+/// and every other collision is still refused.
+pub fn argument_scopes(upstreams: &[Upstream]) -> toolgate::contract::ArgumentScopes {
+    let mut scopes = toolgate::contract::ArgumentScopes::new();
+    for t in upstreams.iter().flat_map(|u| &u.tools) {
+        for (field, source) in &t.scope {
+            if let ScopeSource::Argument(pointer) = source {
+                scopes.insert(&t.name, field, pointer);
+            }
+        }
+    }
+    scopes
+}
+
 fn label(name: &str, i: usize) -> String {
     if is_name(name) {
         name.to_owned()
@@ -777,6 +823,38 @@ mod tests {
             assert_eq!(e.field(), *field, "{e}");
             assert!(e.message().contains(contains), "{e}");
         }
+    }
+
+    #[test]
+    fn a_lease_must_outlast_every_upstream_call_and_the_margin() {
+        let ups = checked(GOOD).unwrap();
+        // shop: 2000 ms; local: the 30000 ms default.
+        let e = check_lease(&ups, 30_999).unwrap_err();
+        assert_eq!(e.field(), "lease_ms");
+        assert!(
+            e.message()
+                .contains("upstreams[local].call_timeout_ms (30000 ms)"),
+            "{e}"
+        );
+        assert!(e.message().contains("at least 31000"), "{e}");
+        check_lease(&ups, 31_000).unwrap();
+        let e = check_lease(&ups[..1], 2_999).unwrap_err();
+        assert!(
+            e.message().contains("upstreams[shop].call_timeout_ms"),
+            "{e}"
+        );
+        check_lease(&ups[..1], 3_000).unwrap();
+        check_lease(&[], 1).unwrap();
+    }
+
+    #[test]
+    fn argument_scopes_are_the_fields_taken_from_arguments() {
+        let scopes = argument_scopes(&checked(GOOD).unwrap());
+        assert_eq!(scopes.get("refund_order", "order_id"), Some("/order_id"));
+        // From the identity and from _meta: not the arguments'.
+        assert_eq!(scopes.get("refund_order", "agent"), None);
+        assert_eq!(scopes.get("refund_order", "tenant"), None);
+        assert_eq!(scopes.get("note", "order_id"), None);
     }
 
     #[test]

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{ClaimRecord, JsonText, ReconcileOutcome};
-use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor};
+use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind};
 
 use crate::config::StatusToolFile;
 use crate::upstream::{Status, UpstreamClient};
@@ -108,6 +108,13 @@ impl Executor for UpstreamExecutor {
         Ok(ExecOutcome::Applied {
             receipt: receipt(&result)?,
         })
+    }
+
+    /// Every tool it serves is an upstream's write: its claims are recorded
+    /// as `mcp_upstream`, so reconciliation asks this executor (the tool's
+    /// status tool) and no other.
+    fn kind(&self, _tool: &str) -> ExecutorKind {
+        ExecutorKind::McpUpstream
     }
 
     async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {

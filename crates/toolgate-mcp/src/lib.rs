@@ -21,6 +21,8 @@
 //!   `tools/call` through one decision.
 //! - [`http`]: `/mcp` over Streamable HTTP, behind API-key authentication
 //!   and the strict decoder.
+//! - [`served`]: the decision on a deployment `toolgate serve` runs (the
+//!   sidecar's components, the core's `decide_call`).
 //! - [`stdio`]: the gateway on stdio, each line through the strict decoder.
 //! - [`wire`]: the decision seam ([`wire::Decide`]) and the mapping of the
 //!   core's decisions to `tools/call` answers.
@@ -36,6 +38,7 @@ pub mod gateway;
 pub mod http;
 pub mod import;
 pub mod pin;
+pub mod served;
 pub mod stdio;
 pub mod upstream;
 pub mod wire;

@@ -5,7 +5,10 @@
 use serde_json::{Value, json};
 use toolgate::contract::explain::explain;
 use toolgate::contract::export::export;
-use toolgate::contract::{CheckOptions, CheckOutcome, Policy, PolicyError, RejectReason, check};
+use toolgate::contract::{
+    ArgumentScopes, CheckOptions, CheckOutcome, Policy, PolicyError, RejectReason, check,
+    check_call,
+};
 use toolgate::decode::{DecodeCode, Limits, decode_strict};
 use toolgate::op::{FingerprintError, canonical_json, fingerprint};
 use toolgate::provider::{Provider, StopClass};
@@ -764,4 +767,200 @@ fn arguments_are_held_to_the_tools_byte_limit() {
     );
     assert_eq!(d.reason, Some(RejectReason::TooLarge));
     assert_eq!(d.tool.as_deref(), Some("apply_goodwill_credit"));
+}
+
+// ---- the contract stage for a front door with a tool name and arguments
+
+/// `check_call` is the contract stage of `check` without the provider body:
+/// the same action (tool, capability, arguments, canonical form and
+/// fingerprint) for the same arguments, and the same rejections, with
+/// pointers relative to the arguments object.
+#[test]
+fn check_call_gives_what_check_gives_for_the_same_arguments() {
+    let policy = policy();
+    let args = r#"{"reason_code": "late_delivery", "amount_minor": 1500}"#;
+    let call = check_call(&policy, "apply_goodwill_credit", args.as_bytes());
+    let body = check_args(args);
+    assert_eq!(call.outcome(), CheckOutcome::Action);
+    let (a, b) = (call.action().unwrap(), body.action().unwrap());
+    assert_eq!(a.tool(), b.tool());
+    assert_eq!(a.capability(), b.capability());
+    assert_eq!(a.arguments(), b.arguments());
+    assert_eq!(a.canonical_arguments(), b.canonical_arguments());
+    assert_eq!(a.fingerprint(), b.fingerprint());
+    assert_eq!(
+        a.canonical_arguments(),
+        r#"{"amount_minor":1500,"reason_code":"late_delivery"}"#
+    );
+
+    let cases: &[(&str, &str, RejectReason, &str)] = &[
+        // (tool, arguments, reason, pointer)
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": 1, "amount_minor": 1500, "reason_code": "late_delivery"}"#,
+            RejectReason::DuplicateKey,
+            "/amount_minor",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": 1500, "reason_code": "late_delivery", "approved_by": "me"}"#,
+            RejectReason::UnknownKey,
+            "/approved_by",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": 999999, "reason_code": "late_delivery"}"#,
+            RejectReason::InvalidArguments,
+            "/amount_minor",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": 1500.0, "reason_code": "late_delivery"}"#,
+            RejectReason::InvalidArguments,
+            "/amount_minor",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": 9007199254740993, "reason_code": "late_delivery"}"#,
+            RejectReason::NumberOutOfRange,
+            "/amount_minor",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"[1500]"#,
+            RejectReason::InvalidArguments,
+            "",
+        ),
+        (
+            "apply_goodwill_credit",
+            r#"{"amount_minor": "#,
+            RejectReason::InvalidJson,
+            "",
+        ),
+        ("drop_tables", r#"{}"#, RejectReason::UnknownTool, ""),
+    ];
+    for (tool, args, reason, pointer) in cases {
+        let d = check_call(&policy, tool, args.as_bytes());
+        assert_eq!(d.outcome(), CheckOutcome::Rejected, "{args}");
+        assert_eq!(d.reason, Some(*reason), "{args}: {d:?}");
+        if !pointer.is_empty() {
+            assert_eq!(d.pointer.as_deref(), Some(*pointer), "{args}: {d:?}");
+        }
+        assert_eq!(d.tool.as_deref(), Some(*tool), "{args}");
+        // The same arguments in an envelope are rejected for the same reason.
+        if *tool == "apply_goodwill_credit" && *reason != RejectReason::InvalidJson {
+            assert_eq!(check_args(args).reason, Some(*reason), "{args}");
+        }
+    }
+    // The tool's byte limit holds for arguments that arrive alone.
+    let long = format!(
+        r#"{{"amount_minor": 1500, "reason_code": "late_delivery"{}}}"#,
+        " ".repeat(1100)
+    );
+    let d = check_call(&policy, "apply_goodwill_credit", long.as_bytes());
+    assert_eq!(d.reason, Some(RejectReason::TooLarge), "{d:?}");
+}
+
+// ---- scope fields a deployment takes from the arguments
+
+const MAPPED: &str = r#"
+version = 1
+abstain_message = "x"
+[[tools]]
+name = "refund_order"
+capability = "refund:issue"
+operation_key = ["order_id", "agent", "version_seen"]
+scope_types = { order_id = "integer" }
+schema = '''{"type": "object", "additionalProperties": false,
+  "properties": {"order_id": {"type": "integer"},
+                 "amount_minor": {"type": "integer"}, "agent": {"type": "string"}}}'''
+"#;
+
+fn mapped(pairs: &[(&str, &str)]) -> Result<Policy, PolicyError> {
+    let mut scopes = ArgumentScopes::new();
+    for (field, pointer) in pairs {
+        scopes.insert("refund_order", field, pointer);
+    }
+    Policy::load_with(
+        &MAPPED.replace(r#", "agent": {"type": "string"}"#, ""),
+        &scopes,
+    )
+}
+
+#[test]
+fn a_scope_field_may_be_an_argument_only_when_taken_from_that_argument() {
+    // Without a mapping the rule is the sidecar's: scope fields are
+    // server-fixed.
+    let e = Policy::load(&MAPPED.replace(r#", "agent": {"type": "string"}"#, ""))
+        .expect_err("order_id is an argument");
+    assert!(
+        e.to_string().contains("`order_id` is also an argument"),
+        "{e}"
+    );
+    // Taken from the argument of its own name: the resource the model names
+    // is the one authorised and sent.
+    mapped(&[("order_id", "/order_id")]).expect("mapped from itself");
+    // Taken from another argument: the upstream would act on `order_id`
+    // while `amount_minor` was authorised.
+    let e = mapped(&[("order_id", "/amount_minor")]).expect_err("mapped from elsewhere");
+    assert!(
+        e.to_string().contains("`order_id` is also an argument"),
+        "{e}"
+    );
+    // A model-supplied field that no mapping names stays refused, even when
+    // another field is mapped.
+    let mut scopes = ArgumentScopes::new();
+    scopes.insert("refund_order", "order_id", "/order_id");
+    let e = Policy::load_with(MAPPED, &scopes).expect_err("agent is model-supplied");
+    assert!(e.to_string().contains("`agent` is also an argument"), "{e}");
+    // A mapping must name a field of the key and a declared argument.
+    let e = mapped(&[("order_id", "/order_id"), ("tenant", "/order_id")]).expect_err("no field");
+    assert!(
+        e.to_string()
+            .contains("not a field of this tool's operation_key"),
+        "{e}"
+    );
+    let e = mapped(&[("order_id", "/order")]).expect_err("no argument");
+    assert!(e.to_string().contains("not a declared argument"), "{e}");
+    // A mapping for a tool the policy lacks is the front door's business.
+    let mut scopes = ArgumentScopes::new();
+    scopes.insert("refund_order", "order_id", "/order_id");
+    scopes.insert("other_tool", "x", "/x");
+    Policy::load_with(
+        &MAPPED.replace(r#", "agent": {"type": "string"}"#, ""),
+        &scopes,
+    )
+    .expect("other tools' mappings are ignored");
+}
+
+/// A scope field taken from an argument must hold that argument's value,
+/// canonical: otherwise a front door whose caller supplies the scope (the
+/// sidecar) could authorise one order while the arguments send another.
+#[test]
+fn a_scope_field_taken_from_an_argument_must_hold_its_value() {
+    let policy = mapped(&[("order_id", "/order_id")]).unwrap();
+    let tool = policy.tool("refund_order").unwrap();
+    assert_eq!(
+        tool.argument_scopes().collect::<Vec<_>>(),
+        [("order_id", "/order_id")]
+    );
+    let scope = |v: Value| {
+        tool.canonical_scope(json!({"order_id": v}).as_object().unwrap())
+            .unwrap()
+    };
+    let args = json!({"order_id": 1001, "amount_minor": 500});
+    tool.check_argument_scopes(&scope(json!(1001)), &args)
+        .expect("the same order");
+    let e = tool
+        .check_argument_scopes(&scope(json!(1002)), &args)
+        .expect_err("another order");
+    assert!(
+        e.contains("`order_id` must be the argument at /order_id"),
+        "{e}"
+    );
+    tool.check_argument_scopes(&scope(json!(1001)), &json!({"amount_minor": 500}))
+        .expect_err("the argument is absent");
+    // A scope without the field is the pipeline's `missing_scope`.
+    tool.check_argument_scopes(&serde_json::Map::new(), &args)
+        .expect("left to the pipeline");
 }

@@ -63,6 +63,12 @@ struct File {
     )]
     app_db: Option<toml::Value>,
     tools: Option<toml::Value>,
+    /// Read by toolgate-mcp (`McpSection`) from the same text.
+    #[expect(
+        dead_code,
+        reason = "toolgate-mcp reads [[upstreams]] from the file's text"
+    )]
+    upstreams: Option<toml::Value>,
 }
 
 /// `[review]`: the queue's bounds, and where new review items are
@@ -124,6 +130,9 @@ pub struct Deployment {
     pub keys: Vec<LoadedKey>,
     pub settings: Settings,
     pub application: Application,
+    /// `[[upstreams]]`: the MCP servers served at `/mcp`, checked (their
+    /// pin files are read when the gateway starts).
+    pub upstreams: Vec<toolgate_mcp::config::Upstream>,
 }
 
 /// A `[[keys]]` entry as the sidecar holds it, and its capabilities as
@@ -212,11 +221,30 @@ impl Deployment {
                 Application::Tools(section)
             }
         };
+        let upstreams = toolgate_mcp::config::McpSection::from_toml(&text)
+            .and_then(|section| section.check(base))
+            .map_err(|e| {
+                err(
+                    if e.field().is_empty() {
+                        "upstreams"
+                    } else {
+                        e.field()
+                    },
+                    e.message().to_owned(),
+                )
+            })?;
+        check_upstream_tools(&upstreams, &application).map_err(|(f, m)| err(&f, m))?;
         let policy_path = base.join(&file.policy);
         let policy_text = std::fs::read_to_string(&policy_path)
             .map_err(|e| err("policy", format!("reading {}: {e}", policy_path.display())))?;
-        let policy = Policy::load(&policy_text)
-            .map_err(|e| err("policy", format!("{}: {e}", policy_path.display())))?;
+        // A scope field the gateway takes from the argument of its own name
+        // may be an argument too (docs/policy.md); with no upstreams this
+        // is `Policy::load`.
+        let policy = Policy::load_with(
+            &policy_text,
+            &toolgate_mcp::config::argument_scopes(&upstreams),
+        )
+        .map_err(|e| err("policy", format!("{}: {e}", policy_path.display())))?;
         let (cedar_path, cedar) = match &file.cedar {
             Some(p) => {
                 let p = base.join(p);
@@ -419,6 +447,8 @@ impl Deployment {
             section
                 .check_lease(lease_ms)
                 .map_err(|e| err(e.field(), e.message().to_owned()))?;
+            toolgate_mcp::config::check_lease(&upstreams, lease_ms)
+                .map_err(|e| err(e.field(), e.message().to_owned()))?;
         }
         if let Some(db) = &file.db {
             check_db_url(db).map_err(|m| err("db", m))?;
@@ -433,8 +463,77 @@ impl Deployment {
             keys,
             settings,
             application,
+            upstreams,
         })
     }
+}
+
+/// The MCP gateway's tools and the `[[tools]]` wiring agree: each tool an
+/// upstream serves has a `[[tools]]` entry with `executor = { kind =
+/// "mcp_upstream" }` (its entities and state are read as any tool's), and
+/// each such entry names a tool an upstream serves, so an upstream's tool
+/// is never written by another executor and an `mcp_upstream` entry never
+/// lacks its upstream. `version_seen = { from = "none" }` is refused: the
+/// replay window it needs is not built.
+fn check_upstream_tools(
+    upstreams: &[toolgate_mcp::config::Upstream],
+    application: &Application,
+) -> Result<(), (String, String)> {
+    use toolgate_mcp::config::VersionSource;
+    let served: Vec<(&str, &str)> = upstreams
+        .iter()
+        .flat_map(|u| {
+            u.tools
+                .iter()
+                .map(move |t| (u.name.as_str(), t.name.as_str()))
+        })
+        .collect();
+    let section = match application {
+        Application::Tools(section) => section,
+        Application::SupportDesk if upstreams.is_empty() => return Ok(()),
+        Application::SupportDesk => {
+            return Err((
+                "upstreams".to_owned(),
+                format!(
+                    "the MCP gateway needs [[tools]]: \"{SUPPORT_DESK}\" wires its own tools only"
+                ),
+            ));
+        }
+    };
+    for u in upstreams {
+        for t in &u.tools {
+            if matches!(t.version_seen, VersionSource::None { .. }) {
+                return Err((
+                    format!("upstreams[{}].tools[{}].version_seen", u.name, t.name),
+                    "{ from = \"none\" } is not served yet: take the version from an argument \
+                     or from _meta"
+                        .to_owned(),
+                ));
+            }
+        }
+    }
+    for (upstream, tool) in &served {
+        let entry = section.tools.iter().find(|t| t.name == *tool);
+        if !entry.is_some_and(|t| t.executor == toolgate_deploy::ExecutorConfig::McpUpstream) {
+            return Err((
+                format!("tools[{tool}].executor"),
+                format!(
+                    "upstream `{upstream}` serves `{tool}`: its [[tools]] entry needs \
+                     executor = {{ kind = \"mcp_upstream\" }} (and its state and cedar)"
+                ),
+            ));
+        }
+    }
+    if let Some(t) = section.tools.iter().find(|t| {
+        t.executor == toolgate_deploy::ExecutorConfig::McpUpstream
+            && !served.iter().any(|(_, s)| *s == t.name)
+    }) {
+        return Err((
+            format!("tools[{}].executor", t.name),
+            "\"mcp_upstream\", but no [[upstreams.tools]] entry serves this tool".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 impl KeyEntry {
@@ -713,6 +812,7 @@ fn check(args: &CheckArgs) -> ExitCode {
             for t in &section.tools {
                 let executor = match &t.executor {
                     toolgate_deploy::ExecutorConfig::Client => "client".to_owned(),
+                    toolgate_deploy::ExecutorConfig::McpUpstream => "mcp_upstream".to_owned(),
                     toolgate_deploy::ExecutorConfig::Webhook { url, .. } => {
                         format!("webhook {url}")
                     }

@@ -1,10 +1,11 @@
-//! `toolgate mcp import`: pin an MCP upstream's tools (docs/mcp.md).
+//! `toolgate mcp import`: pin an MCP upstream's tools; `toolgate mcp
+//! stdio`: serve the gateway on stdio (docs/mcp.md).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use toolgate::contract::Policy;
-use toolgate_mcp::config::McpSection;
+use toolgate_mcp::config::{McpSection, Upstream, argument_scopes};
 use toolgate_mcp::import::{import, policy_skeleton};
 
 use crate::io::print_line;
@@ -19,6 +20,45 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Command {
     Import(ImportArgs),
+    Stdio(StdioArgs),
+}
+
+/// Serve the MCP gateway on stdin/stdout, for a local agent host.
+///
+/// Runs the deployment file's gateway (its [[upstreams]], pins, [[tools]]
+/// wiring, Cedar policies and claim store: what `toolgate serve --config`
+/// serves at /mcp) for one caller: the API key in the environment variable
+/// --key-env names (default TOOLGATE_KEY), which must be one of the file's
+/// [[keys]]. The caller sees the tools its key's capabilities allow; every
+/// tools/call is decided, claimed, sent to its upstream and recorded as
+/// over HTTP, so a repeat replays and a parallel duplicate is in_flight,
+/// also across a gateway on HTTP sharing the database.
+///
+/// Each line on stdin is one JSON-RPC message, strictly decoded before the
+/// MCP layer reads it (a duplicate key or an integer beyond 2^53-1 is a
+/// parse error, -32700). stdout carries only protocol messages; logs are
+/// JSON lines on stderr.
+///
+/// An agent host's configuration, for example:
+///
+///   {"command": "toolgate",
+///    "args": ["mcp", "stdio", "--config", "/etc/toolgate/toolgate.toml"],
+///    "env": {"TOOLGATE_KEY": "tg_…"}}
+///
+/// Exit 0 when stdin ends (after every decision in progress is recorded),
+/// 2 for a configuration, connection or key error.
+#[derive(clap::Args)]
+#[command(verbatim_doc_comment)]
+struct StdioArgs {
+    /// The deployment file.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// The environment variable holding the caller's API key.
+    #[arg(long, value_name = "VAR", default_value = "TOOLGATE_KEY")]
+    key_env: String,
+    /// Claim store database (overrides TOOLGATE_DB_URL and the file's `db`).
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
 }
 
 /// Pin what an MCP upstream offers now.
@@ -58,6 +98,7 @@ struct ImportArgs {
 pub fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Import(a) => run_import(&a),
+        Command::Stdio(a) => crate::cmd::serve::run_stdio(&a.config, a.db.as_deref(), &a.key_env),
     }
 }
 
@@ -86,7 +127,7 @@ fn run_import(args: &ImportArgs) -> ExitCode {
     // The policy, if the file names one that loads: its tools get no
     // skeleton. A policy that does not load yet (an entry still being
     // written) is not an error here.
-    let policy = policy_of(&text, base);
+    let policy = policy_of(&text, base, &upstreams);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -129,8 +170,12 @@ fn run_import(args: &ImportArgs) -> ExitCode {
     }
 }
 
-fn policy_of(config_text: &str, base: &Path) -> Option<Policy> {
+fn policy_of(config_text: &str, base: &Path, upstreams: &[Upstream]) -> Option<Policy> {
     let table: toml::Table = toml::from_str(config_text).ok()?;
     let path = base.join(table.get("policy")?.as_str()?);
-    Policy::load(&std::fs::read_to_string(path).ok()?).ok()
+    Policy::load_with(
+        &std::fs::read_to_string(path).ok()?,
+        &argument_scopes(upstreams),
+    )
+    .ok()
 }

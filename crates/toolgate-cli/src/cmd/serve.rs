@@ -7,14 +7,29 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use axum::Router;
 use serde_json::json;
+use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{Checked, Policy};
-use toolgate::pipeline::{Decision, Executor, GateError, Principal, Request};
+use toolgate::pipeline::{
+    Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, GateError, Principal,
+    Request,
+};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState};
+use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState, ToolExecutor};
 use toolgate_http::{
     ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
 };
+use toolgate_mcp::catalog::Catalog;
+use toolgate_mcp::config::Upstream;
+use toolgate_mcp::executor::UpstreamExecutor;
+use toolgate_mcp::gateway::{Gateway, Identity};
+use toolgate_mcp::http::HttpSettings;
+use toolgate_mcp::pin::{PinFile, compare};
+use toolgate_mcp::served::Served;
+use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once};
 
@@ -66,8 +81,24 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 ///   source = "sql"
 ///   query = "SELECT id, team FROM orders WHERE id = :order_id"
 ///
+///   [[upstreams]]                      # optional: the MCP gateway at /mcp
+///   name = "shop"
+///   url = "http://127.0.0.1:8931/mcp"  # or command = "…", args = […]
+///   pins = "shop.pins.toml"            # toolgate mcp import --upstream shop
+///   call_timeout_ms = 30000            # lease_ms must be at least this + 1000
+///   [[upstreams.tools]]
+///   name = "refund_order"              # its [[tools]] entry: executor = { kind = "mcp_upstream" }
+///   scope.order_id = { from = "argument", pointer = "/order_id" }
+///   version_seen = { from = "argument", pointer = "/expected_version" }
+///   status_tool = { name = "refund_status", key_argument = "operation_key" }
+///
 /// Each tool's executor decides who writes: `webhook` (toolgate POSTs the
-/// signed permit) or `client` (the decision hands the caller a permit).
+/// signed permit), `client` (the decision hands the caller a permit) or
+/// `mcp_upstream` (the tool is an MCP server's: toolgate sends the
+/// tools/call there). With [[upstreams]], MCP clients call the same gate
+/// at /mcp (Streamable HTTP, protocol 2025-11-25 with sessions and the
+/// stateless 2026-07-28), authenticated by the same [[keys]] as
+/// `Authorization: Bearer <key>`; docs/mcp.md is the reference.
 /// docs/deploy.md is the reference. Without [[tools]], a file may name the
 /// built-in example instead: application = "support-desk" (keys then
 /// choose execution = "in_process" or "client").
@@ -157,12 +188,51 @@ impl GateComponents for DeskComponents {
 }
 
 /// The sidecar's components for a deployment file's [[tools]].
-pub type ToolComponents = Components<DeployAuthorizer, DeployState, AnyClaimStore, DeployExecutor>;
+pub type ToolComponents = Components<DeployAuthorizer, DeployState, AnyClaimStore, ServeExecutor>;
 
-/// A sidecar ready to serve, on one of the two wirings.
+/// A deployment's executor: each tool's `[[tools]]` executor, except that
+/// a tool with `executor = { kind = "mcp_upstream" }` goes to the MCP
+/// upstream serving it. One executor for both front doors: a proposal for
+/// an upstream's tool posted to `/v1/decisions` reaches that upstream too,
+/// and reconciliation asks the owner of each write.
+pub struct ServeExecutor {
+    deploy: DeployExecutor,
+    upstreams: UpstreamExecutor,
+}
+
+impl ServeExecutor {
+    fn is_upstream(&self, tool: &str) -> bool {
+        matches!(self.deploy.tool(tool), Some(ToolExecutor::McpUpstream))
+    }
+}
+
+impl Executor for ServeExecutor {
+    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
+        if self.is_upstream(permit.tool()) {
+            self.upstreams.execute(permit).await
+        } else {
+            self.deploy.execute(permit).await
+        }
+    }
+
+    fn kind(&self, tool: &str) -> ExecutorKind {
+        self.deploy.kind(tool)
+    }
+
+    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
+        if self.is_upstream(claim.proposal.tool()) {
+            self.upstreams.reconcile(claim).await
+        } else {
+            self.deploy.reconcile(claim).await
+        }
+    }
+}
+
+/// A sidecar ready to serve, on one of the two wirings; with [[tools]],
+/// the MCP gateway's `/mcp` beside it when the file has [[upstreams]].
 enum Ready {
     Desk(AppState<DeskComponents>),
-    Tools(AppState<ToolComponents>),
+    Tools(AppState<ToolComponents>, Router),
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
@@ -184,8 +254,8 @@ pub fn run(args: Args) -> ExitCode {
     };
     runtime.block_on(async move {
         match prepare(&args).await {
-            Ok((Ready::Desk(state), listen)) => serve(state, listen).await,
-            Ok((Ready::Tools(state), listen)) => serve(state, listen).await,
+            Ok((Ready::Desk(state), listen)) => serve(state, Router::new(), listen).await,
+            Ok((Ready::Tools(state, mcp), listen)) => serve(state, mcp, listen).await,
             Err(code) => code,
         }
     })
@@ -314,13 +384,27 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
         if let Application::Tools(section) = &d.application {
             let keys = KeyRing::new(d.keys.into_iter().map(|k| k.key))
                 .map_err(|e| fail("configuration", e))?;
-            let state = tools_state(&db, path, section, d.policy, &d.cedar, keys, d.settings)
-                .await
-                .map_err(|e| {
-                    eprintln!("toolgate serve: {e}");
-                    ExitCode::from(2)
-                })?;
-            return Ok((Ready::Tools(state), listen));
+            let started = async {
+                let (gateway, upstreams) = McpGateway::start(&d.upstreams, &d.policy_path).await?;
+                let state = tools_state(
+                    &db,
+                    path,
+                    section,
+                    d.policy,
+                    &d.cedar,
+                    keys.clone(),
+                    d.settings,
+                    upstreams,
+                )
+                .await?;
+                let mcp = gateway.router(&state, keys);
+                Ok::<_, String>((state, mcp))
+            };
+            let (state, mcp) = started.await.map_err(|e| {
+                eprintln!("toolgate serve: {e}");
+                ExitCode::from(2)
+            })?;
+            return Ok((Ready::Tools(state, mcp), listen));
         }
         let keys = d.keys.into_iter().map(|k| k.key).collect();
         (d.policy, d.cedar, db, keys, d.settings, listen)
@@ -362,6 +446,10 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
 /// and each tool's entity, state and executor wiring, checked against the
 /// policy and prepared against the application's database before anything
 /// is served. An error names the file, the tool and the field.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one deployment's parts, each from its own section of the file"
+)]
 async fn tools_state(
     db: &str,
     file: &std::path::Path,
@@ -370,6 +458,7 @@ async fn tools_state(
     cedar: &str,
     keys: KeyRing,
     settings: Settings,
+    upstreams: UpstreamExecutor,
 ) -> Result<AppState<ToolComponents>, String> {
     let base = file.parent().unwrap_or(std::path::Path::new("."));
     let deployment = toolgate_deploy::Deployment::load(section, base, &policy, cedar)
@@ -396,9 +485,204 @@ async fn tools_state(
         authorizer: deployment.authorizer,
         state: deployment.state,
         claims: store,
-        executor: deployment.executor,
+        executor: ServeExecutor {
+            deploy: deployment.executor,
+            upstreams,
+        },
     };
     Ok(AppState::new(policy, components, keys, settings))
+}
+
+/// The MCP gateway's parts for a deployment's [[upstreams]]: a client per
+/// upstream, the tools served (mapped, pinned, still offered as pinned, in
+/// the policy), and the executor that sends each tool to its upstream.
+/// A tool withheld at start is said on stderr and in the log, with why.
+struct McpGateway {
+    policy: Option<Arc<Policy>>,
+    catalog: Catalog,
+    allowed_hosts: Vec<String>,
+}
+
+impl McpGateway {
+    /// The gateway, and the executor that sends each of its tools to its
+    /// upstream (the deployment's executor wraps it).
+    async fn start(
+        upstreams: &[Upstream],
+        policy_path: &std::path::Path,
+    ) -> Result<(Self, UpstreamExecutor), String> {
+        let mut gateway = Self {
+            policy: None,
+            catalog: Catalog::default(),
+            allowed_hosts: HttpSettings::default().allowed_hosts,
+        };
+        let mut executor = UpstreamExecutor::new();
+        if upstreams.is_empty() {
+            return Ok((gateway, executor));
+        }
+        // The catalog checks calls against the same policy the sidecar
+        // decides with: the same file through the same loader.
+        let text = std::fs::read_to_string(policy_path)
+            .map_err(|e| format!("reading {}: {e}", policy_path.display()))?;
+        let policy = Policy::load_with(&text, &toolgate_mcp::config::argument_scopes(upstreams))
+            .map_err(|e| format!("{}: {e}", policy_path.display()))?;
+        for u in upstreams {
+            let pins =
+                PinFile::read(&u.pins).map_err(|e| format!("upstreams[{}].pins: {e}", u.name))?;
+            let client = UpstreamClient::connect(u)
+                .await
+                .map_err(|e| format!("upstreams[{}]: {e}", u.name))?;
+            let offered = client
+                .offered()
+                .await
+                .map_err(|e| format!("upstreams[{}]: tools/list: {e}", u.name))?;
+            let refresh = compare(&pins, &offered);
+            for note in gateway.catalog.add_upstream(&policy, u, &pins, &refresh) {
+                eprintln!("toolgate serve: upstreams[{}]: {note}", u.name);
+                tracing::warn!(upstream = u.name.as_str(), "{note}");
+            }
+            let client = Arc::new(client);
+            for t in &u.tools {
+                executor.route(&t.name, Arc::clone(&client), t.status_tool.clone());
+            }
+        }
+        // stderr: on `mcp stdio` stdout is the protocol's.
+        eprintln!(
+            "toolgate: mcp gateway: {} tool(s) served from {} upstream(s)",
+            gateway.catalog.len(),
+            upstreams.len()
+        );
+        gateway.policy = Some(Arc::new(policy));
+        Ok((gateway, executor))
+    }
+
+    /// `/mcp` deciding with `state`'s components, or no route at all for a
+    /// deployment without upstreams.
+    fn router(self, state: &AppState<ToolComponents>, keys: KeyRing) -> Router {
+        let Some(policy) = self.policy else {
+            return Router::new();
+        };
+        let mut allowed_hosts = self.allowed_hosts;
+        // The host reviewers reach the deployment at is one clients may
+        // use too (rmcp refuses any other Host: DNS-rebinding protection).
+        if let Some(host) = state.settings().public_url.as_deref().and_then(url_host) {
+            allowed_hosts.push(host);
+        }
+        let settings = HttpSettings {
+            allowed_hosts,
+            body_limit: state.settings().body_limit,
+        };
+        let gateway = Gateway::new(
+            policy,
+            self.catalog,
+            Identity::Keys(keys.clone()),
+            Served::new(state.clone()),
+        );
+        toolgate_mcp::http::router(gateway, keys, &settings)
+    }
+}
+
+/// `toolgate mcp stdio`: the gateway of the deployment at `config` on
+/// stdin/stdout, for the one caller whose API key is in `key_env`, with
+/// the components `serve` builds (claim store, authoriser, state sources,
+/// review queue, budgets, audit). Logs go to stderr.
+pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> ExitCode {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        eprintln!("toolgate mcp stdio: {what}: {e}");
+        ExitCode::from(2)
+    };
+    if let Err(e) = crate::logging::init(None) {
+        return fail("logging", &e);
+    }
+    let Some(secret) = std::env::var(key_env).ok().filter(|k| !k.is_empty()) else {
+        return fail(
+            "the caller's key",
+            &format!("{key_env} is not set (an API key of the file's [[keys]])"),
+        );
+    };
+    let d = match Deployment::load(config) {
+        Ok(d) => d,
+        Err(e) => return fail("configuration", &e),
+    };
+    let Application::Tools(section) = &d.application else {
+        return fail(
+            "configuration",
+            &"the MCP gateway needs [[tools]] and [[upstreams]]",
+        );
+    };
+    if d.upstreams.is_empty() {
+        return fail("configuration", &"no [[upstreams]]: nothing to serve");
+    }
+    let file_db = d.db.as_deref().map(|db| (db, config));
+    let Some((db, _)) = resolve_db(db, file_db) else {
+        return fail(
+            "configuration",
+            &format!("db: no database (the file's `db`, {DB_URL_ENV} or --db)"),
+        );
+    };
+    let keys = match KeyRing::new(d.keys.into_iter().map(|k| k.key)) {
+        Ok(k) => k,
+        Err(e) => return fail("configuration", &e),
+    };
+    let Some(principal) = keys.lookup(&secret).map(|k| k.principal.clone()) else {
+        return fail(
+            "the caller's key",
+            &format!("{key_env} is not a key of the file"),
+        );
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail("starting the async runtime", &e),
+    };
+    runtime.block_on(async move {
+        let (gateway, executor) = match McpGateway::start(&d.upstreams, &d.policy_path).await {
+            Ok(g) => g,
+            Err(e) => return fail("starting", &e),
+        };
+        let McpGateway {
+            policy, catalog, ..
+        } = gateway;
+        let state = match tools_state(
+            &db, config, section, d.policy, &d.cedar, keys, d.settings, executor,
+        )
+        .await
+        {
+            Ok(s) => s,
+            Err(e) => return fail("starting", &e),
+        };
+        let Some(policy) = policy else {
+            return fail("configuration", &"no [[upstreams]]: nothing to serve");
+        };
+        let limit = state.settings().body_limit;
+        let gateway = Gateway::new(
+            policy,
+            catalog,
+            Identity::Fixed(principal),
+            Served::new(state.clone()),
+        );
+        let served = toolgate_mcp::stdio::serve_lines(
+            gateway,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            limit,
+        )
+        .await;
+        // Every decision started finishes and is recorded before exit.
+        state.drain().await;
+        match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail("serving", &e),
+        }
+    })
+}
+
+/// `gate.example.com` (or `gate.example.com:8443`) of a URL.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let host = rest.split(['/', '?', '#']).next()?;
+    (!host.is_empty()).then(|| host.to_owned())
 }
 
 /// The support-desk sidecar on `db`: claim store, desk tables (seeded with
@@ -442,7 +726,11 @@ pub async fn desk_state(
     Ok(AppState::new(policy, components, keys, settings))
 }
 
-async fn serve<P: GateComponents>(state: AppState<P>, listen: SocketAddr) -> ExitCode {
+async fn serve<P: GateComponents>(
+    state: AppState<P>,
+    beside: Router,
+    listen: SocketAddr,
+) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),
@@ -455,7 +743,15 @@ async fn serve<P: GateComponents>(state: AppState<P>, listen: SocketAddr) -> Exi
     // The bound address, not the requested one: with port 0 (or several
     // processes on one host) the log must say which port this one has.
     tracing::info!(event = "start", "{}", json!({"listen": addr.to_string()}));
-    match toolgate_http::serve(listener, state, shutdown_signal(), Duration::from_secs(5)).await {
+    match toolgate_http::serve_with(
+        listener,
+        state,
+        beside,
+        shutdown_signal(),
+        Duration::from_secs(5),
+    )
+    .await
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail("serving", e),
     }

@@ -511,6 +511,98 @@ pub(crate) async fn run<P: GateComponents>(
     }
 }
 
+/// One proposal from another front door on the same deployment (the MCP
+/// gateway: a tool name and arguments already through the contract stage,
+/// the scope its deployment maps): the decision `POST /v1/decisions` makes
+/// for an in-process key, with the sidecar's components, executor (its
+/// result cap included), lease, review queue, metrics and announcements.
+/// It runs on its own task like every decision, so a caller that goes away
+/// never abandons a claim between claim and completion, and shutdown waits
+/// for it. Refusals are audited by the core, under `principal`.
+pub async fn decide_proposal<P: GateComponents>(
+    app: &AppState<P>,
+    principal: Principal,
+    proposal: contract::Checked,
+    scope: serde_json::Map<String, Value>,
+    version_seen: VersionSeen,
+) -> Result<Settled, CallError> {
+    let task_app = app.clone();
+    let handle = tokio::spawn(
+        async move {
+            let _running = task_app.inner.tasks.clone().read_owned().await;
+            task_app.inner.metrics.started();
+            let started = Instant::now();
+            let out = proposal_inner(&task_app, &principal, proposal, &scope, version_seen).await;
+            task_app.inner.metrics.finished();
+            if let Ok(settled) = &out {
+                let d = &settled.decision;
+                task_app.inner.metrics.decided(
+                    d.outcome(),
+                    d.tool(),
+                    started.elapsed().as_secs_f64(),
+                );
+            }
+            out
+        }
+        .instrument(tracing::Span::current()),
+    );
+    handle.await.map_err(|e| {
+        CallError::Gate(GateError::Store(toolgate::claim::StoreError::new(
+            toolgate::claim::StoreErrorKind::Unavailable,
+            format!("the decision task failed: {e}"),
+        )))
+    })?
+}
+
+async fn proposal_inner<P: GateComponents>(
+    app: &AppState<P>,
+    principal: &Principal,
+    proposal: contract::Checked,
+    scope: &serde_json::Map<String, Value>,
+    version_seen: VersionSeen,
+) -> Result<Settled, CallError> {
+    let now = crate::clock::now_millis();
+    // The operating system's random source failing is an infrastructure
+    // failure like a store that does not answer: nothing was decided.
+    let holder = || {
+        crate::clock::fresh_holder().map_err(|e| {
+            CallError::Gate(GateError::Store(toolgate::claim::StoreError::new(
+                toolgate::claim::StoreErrorKind::Unavailable,
+                e.problem().detail,
+            )))
+        })
+    };
+    let no_entities = serde_json::Map::new();
+    let call = Call {
+        principal,
+        proposal,
+        scope,
+        version_seen,
+        attributes: &no_entities,
+        now,
+        holders: [holder()?, holder()?],
+        lease: app.settings().lease,
+    };
+    let executor =
+        crate::limits::Capped::new(app.components().executor(), app.settings().max_result_bytes);
+    let settled = settle(app, &executor, call).await?;
+    for note in &settled.notes {
+        log_note(principal, &settled.decision, note);
+    }
+    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
+        announce(app, item, &settled.decision, now);
+    }
+    tracing::info!(
+        principal = principal.id(),
+        outcome = settled.decision.outcome().as_str(),
+        reason = settled.decision.reason().map(|r| r.as_str()),
+        tool = settled.decision.tool(),
+        operation_key = settled.decision.key().map(|k| k.to_hex()),
+        "decision"
+    );
+    Ok(settled)
+}
+
 async fn run_inner<P: GateComponents>(
     app: &AppState<P>,
     principal: Principal,

@@ -7,6 +7,8 @@
 
 mod claims;
 pub(crate) mod decisions;
+
+pub use decisions::decide_proposal;
 mod item_id;
 mod review_api;
 mod review_page;

@@ -95,11 +95,19 @@ pub enum ExecutorKind {
     Client,
     /// The application's webhook, called by the gate.
     Webhook,
+    /// An MCP server behind the gateway, sent the `tools/call` by the gate
+    /// (reconciled through the tool's status tool).
+    McpUpstream,
 }
 
 impl ExecutorKind {
     /// Every kind, for documentation checks.
-    pub const ALL: [Self; 3] = [Self::InProcess, Self::Client, Self::Webhook];
+    pub const ALL: [Self; 4] = [
+        Self::InProcess,
+        Self::Client,
+        Self::Webhook,
+        Self::McpUpstream,
+    ];
 
     /// The stored text.
     pub const fn as_str(self) -> &'static str {
@@ -107,6 +115,7 @@ impl ExecutorKind {
             Self::InProcess => "in_process",
             Self::Client => "client",
             Self::Webhook => "webhook",
+            Self::McpUpstream => "mcp_upstream",
         }
     }
 

@@ -130,6 +130,54 @@ pub fn check(policy: &Policy, provider: Provider, body: &[u8], opts: &CheckOptio
     }
 }
 
+/// The tool contract stage alone, for a front door that receives a tool
+/// name and its arguments rather than a provider body (an MCP
+/// `tools/call`). `arguments` is the raw JSON text of the arguments object:
+/// it is strictly decoded here (duplicate keys, numbers beyond ±(2^53−1),
+/// nesting and the tool's byte limit), then held to the contract exactly as
+/// [`check`] holds a proposed action: the tool must be in the policy, every
+/// key must be a declared argument, the schema must accept the object, and
+/// the canonical arguments and fingerprint are computed the same way, so a
+/// call and the same action in an envelope get the same fingerprint.
+///
+/// Pointers in a rejection are relative to the arguments object (`/amount_minor`),
+/// there is no reply, and the stop is a complete turn's: nothing here was
+/// cut off or refused by a provider.
+///
+/// ```
+/// use toolgate::contract::{check_call, CheckOutcome, Policy};
+///
+/// let policy = Policy::load(r#"
+///     version = 1
+///     abstain_message = "A colleague will follow up."
+///     [[tools]]
+///     name = "refund_order"
+///     capability = "refund:issue"
+///     operation_key = ["order_id", "version_seen"]
+///     schema = '''{"type":"object","additionalProperties":false,
+///                  "properties":{"amount_minor":{"type":"integer","minimum":1}}}'''
+/// "#).unwrap();
+/// let d = check_call(&policy, "refund_order", br#"{"amount_minor": 1500}"#);
+/// assert_eq!(d.outcome(), CheckOutcome::Action);
+///
+/// let twice = check_call(&policy, "refund_order", br#"{"amount_minor": 1, "amount_minor": 1500}"#);
+/// assert_eq!(twice.reason.map(|r| r.as_str()), Some("duplicate_key"));
+/// ```
+pub fn check_call(policy: &Policy, tool: &str, arguments: &[u8]) -> Checked {
+    contract(
+        policy,
+        Proposal {
+            tool,
+            call_id: None,
+            arguments: Args::Text(arguments),
+            reply: Cow::Borrowed(""),
+        },
+        "",
+        Stop::envelope(),
+        1,
+    )
+}
+
 /// A body that could not be read as a turn at all.
 fn unreadable(e: ProviderError, attempt: u32) -> Checked {
     match e {
@@ -216,7 +264,7 @@ fn native(
             let arguments = match &call.arguments {
                 RawArguments::Value(v) => Args::Decoded(*v),
                 RawArguments::Implied(v) => Args::Implied(v),
-                RawArguments::Text(t) => Args::Text(t),
+                RawArguments::Text(t) => Args::Text(t.as_bytes()),
             };
             contract(
                 policy,
@@ -275,7 +323,7 @@ enum Args<'a> {
     /// Not in the body; implied by the provider's format.
     Implied(&'a Value),
     /// JSON text still to be strictly decoded.
-    Text(&'a str),
+    Text(&'a [u8]),
 }
 
 /// One tool call on its way through the contract stage.
@@ -328,7 +376,7 @@ fn contract(
     let arguments = match proposal.arguments {
         // The fast path accepts and rejects exactly what the reference
         // decoder does (its rejections are the reference's), and is faster.
-        Args::Text(text) => match decode_tape(text.as_bytes(), &limits) {
+        Args::Text(text) => match decode_tape(text, &limits) {
             Ok(doc) => doc.root().to_value(),
             Err(r) => {
                 let mut d = model_json_rejection(&r, at, Some(stop), attempt);

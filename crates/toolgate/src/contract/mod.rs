@@ -17,11 +17,12 @@ mod render;
 pub mod schema;
 mod vocab;
 
-pub use check::{CheckOptions, check};
+pub use check::{CheckOptions, check, check_call};
 pub use decision::{Checked, ProposedAction};
 pub use envelope::{Envelope, EnvelopeError};
 pub use policy::{
-    DEFAULT_ARGUMENT_MAX_BYTES, DEFAULT_REPLY_MAX_BYTES, Policy, PolicyError, ToolContract,
+    ArgumentScopes, DEFAULT_ARGUMENT_MAX_BYTES, DEFAULT_REPLY_MAX_BYTES, Policy, PolicyError,
+    ToolContract,
 };
 pub use schema::{AuditError, Schema, Violation};
 pub use vocab::{CheckOutcome, EnvelopeMode, MAX_ATTEMPTS, RejectReason};

@@ -18,6 +18,15 @@
 //! scope fields that could collide with model-supplied arguments. A policy
 //! that loads is one the gate can enforce as written.
 //!
+//! Scope fields are server-fixed: a field of `operation_key` that is also an
+//! argument the model supplies is a load error, because the model would
+//! then name the resource it is authorised for. A front door whose
+//! deployment takes a scope field from the call's arguments (the MCP
+//! gateway: the model names `order_id`, and live authorisation reads that
+//! order) loads the policy with [`Policy::load_with`] and those mappings
+//! ([`ArgumentScopes`]): a field mapped from the argument of its own name is
+//! then allowed, and every other collision is still refused.
+//!
 //! `scope_types` types the operation key's fields (`string`, `integer`,
 //! `version`; see [`crate::op::scope`]). A field it does not name is a
 //! `string`, except `version_seen`, which is a `version`.
@@ -132,6 +141,7 @@ pub struct ToolContract {
     approvers: u32,
     approval_ttl_ms: i64,
     digest: Arc<str>,
+    argument_scopes: BTreeMap<String, String>,
     max_argument_bytes: usize,
     properties: BTreeSet<String>,
     schema: Schema,
@@ -185,6 +195,42 @@ impl ToolContract {
                 .then(|| self.scope_type(f))
         })
     }
+    /// The scope fields the deployment takes from the arguments (field →
+    /// RFC 6901 pointer), as given to [`Policy::load_with`].
+    pub fn argument_scopes(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.argument_scopes
+            .iter()
+            .map(|(f, p)| (f.as_str(), p.as_str()))
+    }
+    /// Checks that each scope field taken from an argument holds, in its
+    /// canonical form, exactly that argument's value: the resource a
+    /// decision authorises and claims is then the one the arguments send.
+    /// A field the scope lacks is left to the pipeline (`missing_scope`).
+    /// `scope` is canonical ([`Self::canonical_scope`]).
+    pub fn check_argument_scopes(
+        &self,
+        scope: &serde_json::Map<String, Value>,
+        arguments: &Value,
+    ) -> Result<(), String> {
+        for (field, pointer) in &self.argument_scopes {
+            let Some(given) = scope.get(field) else {
+                continue;
+            };
+            let named = arguments.pointer(pointer).and_then(|v| {
+                let mut one = serde_json::Map::new();
+                one.insert(field.clone(), v.clone());
+                self.canonical_scope(&one).ok()?.remove(field)
+            });
+            if named.as_ref() != Some(given) {
+                return Err(format!(
+                    "scope field `{field}` must be the argument at {pointer} (the deployment takes \
+                     it from there); the scope says {given}, the arguments {}",
+                    named.map_or_else(|| "nothing".to_owned(), |v| v.to_string())
+                ));
+            }
+        }
+        Ok(())
+    }
     /// Whether a person must approve each operation.
     pub fn needs_approval(&self) -> bool {
         self.needs_approval
@@ -224,6 +270,50 @@ impl ToolContract {
     }
 }
 
+/// Operation-key fields a deployment takes from the call's arguments, per
+/// tool: `field` ← the argument at an RFC 6901 `pointer` (`/order_id`, or
+/// `/order/id` for a member of one). See [`Policy::load_with`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArgumentScopes {
+    tools: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl ArgumentScopes {
+    /// No field taken from arguments (what [`Policy::load`] uses).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Says that `tool`'s scope field `field` is the argument at `pointer`.
+    pub fn insert(&mut self, tool: &str, field: &str, pointer: &str) {
+        self.tools
+            .entry(tool.to_owned())
+            .or_default()
+            .insert(field.to_owned(), pointer.to_owned());
+    }
+
+    /// The pointer `tool`'s `field` is taken from, if it is mapped.
+    pub fn get(&self, tool: &str, field: &str) -> Option<&str> {
+        self.tools.get(tool)?.get(field).map(String::as_str)
+    }
+
+    fn of(&self, tool: &str) -> impl Iterator<Item = (&str, &str)> {
+        self.tools
+            .get(tool)
+            .into_iter()
+            .flatten()
+            .map(|(f, p)| (f.as_str(), p.as_str()))
+    }
+}
+
+/// The argument a pointer starts in: its first reference token, unescaped
+/// (RFC 6901: `~1` is `/`, `~0` is `~`). `None` for a pointer that is not
+/// below the root.
+fn first_argument(pointer: &str) -> Option<String> {
+    let token = pointer.strip_prefix('/')?.split('/').next()?;
+    Some(token.replace("~1", "/").replace("~0", "~"))
+}
+
 /// A loaded policy.
 #[derive(Debug)]
 pub struct Policy {
@@ -235,8 +325,23 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Parses and checks a policy file.
+    /// Parses and checks a policy file. Every scope field is server-fixed:
+    /// one that is also an argument is refused.
     pub fn load(toml_text: &str) -> Result<Self, PolicyError> {
+        Self::load_with(toml_text, &ArgumentScopes::new())
+    }
+
+    /// Parses and checks a policy file for a front door that takes the
+    /// scope fields in `arguments` from each call's arguments. Such a field
+    /// may also be an argument when it is mapped from that very argument
+    /// (`order_id` ← `/order_id`, or a member of it): the resource the
+    /// model names is then the one authorised, claimed and sent. A field
+    /// that is an argument but mapped from elsewhere (the caller's identity,
+    /// another argument) or not mapped at all is still refused, and so is a
+    /// mapping that names no field of the tool's `operation_key` or no
+    /// declared argument. Mappings for tools the policy lacks are left to
+    /// the front door (it serves no such tool).
+    pub fn load_with(toml_text: &str, arguments: &ArgumentScopes) -> Result<Self, PolicyError> {
         let file: PolicyFile = toml::from_str(toml_text).map_err(|e| PolicyError {
             location: match e.span() {
                 Some(span) => format!("policy (TOML, line {})", line_of(toml_text, span.start)),
@@ -274,7 +379,7 @@ impl Policy {
         }
         let mut tools: Vec<ToolContract> = Vec::with_capacity(file.tools.len());
         for (i, t) in file.tools.into_iter().enumerate() {
-            let contract = load_tool(i, t)?;
+            let contract = load_tool(i, t, arguments)?;
             if tools.iter().any(|c| c.name == contract.name) {
                 return Err(top(format!("tool `{}` is declared twice", contract.name)));
             }
@@ -326,7 +431,11 @@ impl Policy {
     }
 }
 
-fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
+fn load_tool(
+    i: usize,
+    t: ToolFile,
+    arguments: &ArgumentScopes,
+) -> Result<ToolContract, PolicyError> {
     let location = format!("tools[{i}] {}", t.name);
     let err = |field: &str, keyword: Option<&str>, pointer: Option<String>, message: String| {
         PolicyError {
@@ -412,16 +521,43 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
     let properties = closed_object(&source).map_err(|(keyword, pointer, message)| {
         err("schema", Some(keyword), Some(pointer), message)
     })?;
-    for f in &t.operation_key {
-        if properties.contains(f) {
-            // Identity never comes from the model (docs/design.md invariant 1): a
-            // scope field the model could also supply is a policy bug.
+    for (f, pointer) in arguments.of(&t.name) {
+        if !t.operation_key.iter().any(|k| k == f) {
             return Err(err(
                 "operation_key",
                 None,
                 None,
                 format!(
-                    "`{f}` is also an argument the model supplies; scope fields are server-fixed"
+                    "`{f}` is taken from the argument at {pointer:?} but is not a field of this tool's operation_key"
+                ),
+            ));
+        }
+        if !first_argument(pointer).is_some_and(|a| properties.contains(&a)) {
+            return Err(err(
+                "operation_key",
+                None,
+                None,
+                format!("`{f}` is taken from {pointer:?}, which is not a declared argument"),
+            ));
+        }
+    }
+    for f in &t.operation_key {
+        // Identity never comes from the model (docs/design.md invariant 1): a
+        // scope field the model could also supply is a policy bug, unless
+        // the deployment takes the field from that very argument, so that
+        // what the model names is what is authorised and sent.
+        let from_itself = arguments
+            .get(&t.name, f)
+            .and_then(first_argument)
+            .is_some_and(|a| &a == f);
+        if properties.contains(f) && !from_itself {
+            return Err(err(
+                "operation_key",
+                None,
+                None,
+                format!(
+                    "`{f}` is also an argument the model supplies; scope fields are server-fixed \
+                     unless the deployment takes this field from that argument"
                 ),
             ));
         }
@@ -474,6 +610,10 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
         let hash = Sha256::digest(written.to_string().as_bytes());
         hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
     };
+    let argument_scopes = arguments
+        .of(&t.name)
+        .map(|(f, p)| (f.to_owned(), p.to_owned()))
+        .collect();
     Ok(ToolContract {
         name: t.name.into(),
         description: t.description,
@@ -484,6 +624,7 @@ fn load_tool(i: usize, t: ToolFile) -> Result<ToolContract, PolicyError> {
         approvers,
         approval_ttl_ms,
         digest: digest.into(),
+        argument_scopes,
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
         properties,
         schema,

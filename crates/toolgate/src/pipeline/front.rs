@@ -340,6 +340,13 @@ fn prepare<'p, P: Pipeline, S>(
             ));
         }
     };
+    // A scope field the deployment takes from an argument names what the
+    // model proposed: the resource authorised and claimed must be the one
+    // the arguments send, whichever front door supplied the scope.
+    if let (Some(c), Some(a)) = (contract, action) {
+        c.check_argument_scopes(&scope, a.arguments())
+            .map_err(|m| refused(Refusal::InvalidScope, m, Some(c.name())))?;
+    }
     if let Some(action) = action
         && let Some(ty) = call.attributes.keys().find(|ty| {
             !front

@@ -1,0 +1,116 @@
+//! The gateway's decision on a deployment that `toolgate serve` runs: the
+//! sidecar's own decision ([`toolgate_http::decide_proposal`], which is the
+//! core's `decide_call`) with the deployment's components: its claim
+//! store, authoriser, state sources, review queue, budgets, audit and
+//! metrics, and its executor (which sends an MCP tool to its upstream).
+//! Nothing here decides: it translates a [`GatedCall`] into the core's
+//! call and the result back.
+
+use std::future::Future;
+
+use toolgate::pipeline::{CallError, Decision, Reason, Refusal, Rejection};
+use toolgate_http::{AppState, GateComponents, decide_proposal};
+
+use crate::wire::{Decide, DecideError, DecisionForWire, GatedCall, VersionSeen};
+
+/// The path of a review item on the reviewer page, below the deployment's
+/// `public_url`.
+pub fn review_url(public_url: &str, item: i64) -> String {
+    format!("{}/review/items/{item}", public_url.trim_end_matches('/'))
+}
+
+/// [`Decide`] over a served deployment.
+pub struct Served<P> {
+    app: AppState<P>,
+}
+
+impl<P> Served<P> {
+    /// Decides with `app`'s components and settings.
+    pub fn new(app: AppState<P>) -> Self {
+        Self { app }
+    }
+}
+
+impl<P: GateComponents> Decide for Served<P> {
+    fn decide(
+        &self,
+        call: GatedCall,
+    ) -> impl Future<Output = Result<DecisionForWire, DecideError>> + Send {
+        let app = self.app.clone();
+        async move {
+            let version_seen = match call.version_seen {
+                VersionSeen::Read(v) => toolgate::pipeline::VersionSeen::Given(v),
+                VersionSeen::Missing => toolgate::pipeline::VersionSeen::Absent,
+                // Refused when the deployment loads; a call never gets here.
+                VersionSeen::Unversioned { .. } => {
+                    return Err(DecideError(
+                        "version_seen = { from = \"none\" } is not served".to_owned(),
+                    ));
+                }
+            };
+            let tool = call.proposal.action().map(|a| a.tool().to_owned());
+            let fingerprint = call.proposal.action().map(|a| *a.fingerprint());
+            let settled = match decide_proposal(
+                &app,
+                call.principal,
+                call.proposal,
+                call.scope,
+                version_seen,
+            )
+            .await
+            {
+                Ok(s) => s,
+                // A scope the core refused (already audited): the model's
+                // call named no valid resource or version, which it can
+                // correct, so it is answered as a rejected call.
+                Err(CallError::Refused { refused, .. }) => {
+                    let (Some(tool), Some(fingerprint)) = (tool, fingerprint) else {
+                        return Err(DecideError(format!(
+                            "refused without a proposed action: {}",
+                            refused.message
+                        )));
+                    };
+                    let reason = match refused.refusal {
+                        Refusal::MissingScope => Reason::MissingScope,
+                        _ => Reason::InvalidScope,
+                    };
+                    return Ok(DecisionForWire {
+                        decision: Decision::Rejected(Rejection::Scope {
+                            reason,
+                            tool,
+                            fingerprint,
+                            message: refused.message,
+                        }),
+                        review_url: None,
+                    });
+                }
+                Err(CallError::Gate(e)) => return Err(DecideError(e.to_string())),
+            };
+            let review_url = match (&app.settings().public_url, settled.review_item) {
+                (Some(base), Some(item)) => Some(review_url(base, item)),
+                _ => None,
+            };
+            Ok(DecisionForWire {
+                decision: settled.decision,
+                review_url,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_review_url_is_the_item_page_below_the_public_url() {
+        assert_eq!(
+            review_url("https://gate.example/", 17),
+            "https://gate.example/review/items/17"
+        );
+        assert_eq!(
+            review_url("http://127.0.0.1:8080", 3),
+            "http://127.0.0.1:8080/review/items/3"
+        );
+    }
+}
