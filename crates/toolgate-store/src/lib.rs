@@ -71,11 +71,13 @@
 //! holding the lock past the busy timeout is a lost race as before, and a
 //! failed `COMMIT` is step 5.
 //!
-//! A decision that reads from the claim store's database before it
-//! claims can run that read on the connection its claim then begins on
-//! ([`AnyClaimStore::lend`], PostgreSQL and MySQL/MariaDB): the pool's
-//! ping on handing a connection out and its ping on taking it back are
-//! paid once for both.
+//! The PostgreSQL and MySQL/MariaDB pools do not ping a connection as they
+//! hand it out (`test_before_acquire(false)`): sqlx's pool already pings
+//! each connection as it takes it back, so an idle connection was tested
+//! when it went idle, and a second ping on the way out costs every pool use
+//! a round trip. A connection the server dropped while it was idle fails its
+//! next statement as `Unavailable`, which the claim protocol treats as any
+//! other failure before `COMMIT` (nothing written).
 //!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
@@ -94,8 +96,6 @@ pub mod floor;
 #[cfg(feature = "sqlite")]
 mod group_commit;
 mod idempotency;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod lend;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 mod pooled;
@@ -115,8 +115,6 @@ pub mod fault;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use lend::{Borrowed, Lent, LentClaims, LentConnection};
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};

@@ -368,13 +368,10 @@ where
     }
 }
 
-/// Runs `unit` in a transaction of its own on `lent` (a connection the
-/// deciding holder's read kept for its claim, `crate::lend`) or else on a
-/// connection from `pool`. The connection goes back to the pool when the
-/// transaction has ended.
+/// Runs `unit` in a transaction of its own on a connection from `pool`,
+/// which goes back to the pool when the transaction has ended.
 pub(crate) async fn transaction<DB>(
     pool: &sqlx::Pool<DB>,
-    lent: Option<sqlx::pool::PoolConnection<DB>>,
     hook: Option<&crate::common::Hook>,
     unit: &Unit,
 ) -> Result<Answer, TxFail>
@@ -390,13 +387,10 @@ where
             TxFail::Failed(map_err(what, e))
         }
     };
-    let mut conn = match lent {
-        Some(conn) => conn,
-        None => pool
-            .acquire()
-            .await
-            .map_err(|e| failed("beginning a transaction", e))?,
-    };
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(|e| failed("beginning a transaction", e))?;
     let tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(|e| failed("beginning a transaction", e))?;

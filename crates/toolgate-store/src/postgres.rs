@@ -1,7 +1,6 @@
 //! PostgreSQL.
 
 use std::str::FromStr;
-use std::sync::Arc;
 
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -14,7 +13,6 @@ use toolgate::claim::{
 
 use crate::StoreOptions;
 use crate::common::map_err;
-use crate::lend::Parking;
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 use crate::write::{StoreWrite, WriteFuture};
@@ -25,8 +23,6 @@ use crate::write::{StoreWrite, WriteFuture};
 #[derive(Clone)]
 pub struct PgClaimStore {
     pool: PgPool,
-    /// Connections reads kept for their decision's claim (`crate::lend`).
-    parking: Arc<Parking<sqlx::Postgres>>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -112,8 +108,7 @@ impl ClaimBackend for PgClaimStore {
         let hook = self.hook.as_ref();
         #[cfg(not(feature = "fault-injection"))]
         let hook = None;
-        let lent = self.parking.take_for(&unit).map(|(_, conn)| conn);
-        pooled::transaction(&self.pool, lent, hook, &unit).await
+        pooled::transaction(&self.pool, hook, &unit).await
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -187,20 +182,6 @@ impl PgClaimStore {
     /// The pool, for operations outside the claim protocol.
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    pub(crate) fn parking(&self) -> &Parking<sqlx::Postgres> {
-        &self.parking
-    }
-
-    /// A connection for a read that a claim may then take (`crate::lend`),
-    /// with its node (PostgreSQL has one, 0).
-    pub(crate) async fn acquire_for_read(
-        &self,
-    ) -> Result<(usize, sqlx::pool::PoolConnection<sqlx::Postgres>), StoreError> {
-        crate::lend::acquire(&self.pool, "connecting to PostgreSQL")
-            .await
-            .map(|conn| (0, conn))
     }
 
     /// The store with `clock` as its time source for claim attempts (the
@@ -297,6 +278,8 @@ impl PgClaimStore {
         })?;
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
+            // Tested as it came back to the pool (the crate's docs).
+            .test_before_acquire(false)
             .connect_with(connect)
             .await
             .map_err(|e| map_err("connecting to PostgreSQL", e))?;
@@ -308,7 +291,6 @@ impl PgClaimStore {
         })?;
         Ok(Self {
             pool,
-            parking: Arc::default(),
             clock: crate::now_millis,
             #[cfg(feature = "fault-injection")]
             hook: None,

@@ -51,7 +51,6 @@ use toolgate::claim::{
 
 use crate::StoreOptions;
 use crate::common::{map_err, qmark};
-use crate::lend::Parking;
 use crate::pooled::{self, Dialect, WriteDialect};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
 use crate::write::{StoreWrite, WriteFuture};
@@ -68,9 +67,6 @@ pub use failover::{FailoverCounts, NODE_RETRY_AFTER, split_hosts};
 #[derive(Clone)]
 pub struct MySqlClaimStore {
     nodes: Arc<Nodes>,
-    /// Connections reads kept for their decision's claim (`crate::lend`),
-    /// each with its node.
-    parking: Arc<Parking<sqlx::MySql>>,
     clock: Clock,
     #[cfg(feature = "fault-injection")]
     hook: Option<crate::fault::FaultHook>,
@@ -139,15 +135,11 @@ impl ClaimBackend for MySqlClaimStore {
         #[cfg(not(feature = "fault-injection"))]
         let hook = None;
         let nodes = &self.nodes;
-        let mut lent = self.parking.take_for(&unit);
         let mut last = None;
         for _ in 0..nodes.list.len() {
             let i = nodes.pick();
             let node = &nodes.list[i];
-            // A kept connection serves only on its own node; after a
-            // failover it goes back to its pool.
-            let conn = lent.take().filter(|(n, _)| *n == i).map(|(_, c)| c);
-            match pooled::transaction(&node.pool, conn, hook, &unit).await {
+            match pooled::transaction(&node.pool, hook, &unit).await {
                 // The statements failed because the node did: nothing was
                 // written, so the unit runs again on the next node.
                 Err(TxFail::Failed(e)) if node_lost(&e) => {
@@ -277,24 +269,6 @@ impl MySqlClaimStore {
         &self.nodes.list[self.nodes.current.load(Ordering::Relaxed)].pool
     }
 
-    pub(crate) fn parking(&self) -> &Parking<sqlx::MySql> {
-        &self.parking
-    }
-
-    /// A connection for a read that a claim may then take (`crate::lend`):
-    /// from the transaction pool of the node a claim would use now, with
-    /// that node's index.
-    pub(crate) async fn acquire_for_read(
-        &self,
-    ) -> Result<(usize, sqlx::pool::PoolConnection<sqlx::MySql>), StoreError> {
-        let i = self.nodes.pick();
-        let node = &self.nodes.list[i];
-        crate::lend::acquire(&node.pool, "connecting to MySQL")
-            .await
-            .map(|conn| (i, conn))
-            .map_err(|e| node.named(e))
-    }
-
     /// Which of the URL's hosts (from 0) the store uses now.
     pub fn node_in_use(&self) -> usize {
         self.nodes.current.load(Ordering::Relaxed)
@@ -417,9 +391,13 @@ impl MySqlClaimStore {
                 )
             })?;
             let max = options.max_connections.max(1);
-            let mut pool = MySqlPoolOptions::new().max_connections(max);
+            // Tested as they came back to the pool (the crate's docs).
+            let mut pool = MySqlPoolOptions::new()
+                .max_connections(max)
+                .test_before_acquire(false);
             let mut reads = MySqlPoolOptions::new()
                 .max_connections(max)
+                .test_before_acquire(false)
                 .after_connect(|conn, _| Box::pin(async move { causal_reads(conn).await }));
             if many {
                 // A node frozen mid-handshake must not hold a caller for
@@ -468,7 +446,6 @@ impl MySqlClaimStore {
                     run_migrations(&node.reads, &migrator(), "MySQL migrations").await?;
                     return Ok(Self {
                         nodes,
-                        parking: Arc::default(),
                         clock: crate::now_millis,
                         #[cfg(feature = "fault-injection")]
                         hook: None,
