@@ -20,7 +20,7 @@
 //! traits of primitive steps: the statements inside one transaction (the
 //! conditional insert and read-back, the conditional writes, the grant, the
 //! audit insert; implemented on sqlx for PostgreSQL and MySQL/MariaDB in
-//! `pooled.rs`, and on the SQLite writer's connection in `sqlite.rs`), and
+//! `pooled/`, and on the SQLite writer's connection in `sqlite/`), and
 //! a backend that runs a unit of work as one transaction and classifies its
 //! failures (a lost race, nothing written, or an unknown outcome). Rows are
 //! decoded by one decoder (`rows.rs`) whichever driver read them.
@@ -61,7 +61,7 @@
 //! again after an unknown outcome.
 //!
 //! On SQLite, every unit (steps 1–3, a completion, an audit entry) runs as
-//! one unit of a group commit (`group_commit.rs`), inside a savepoint of its
+//! one unit of a group commit (`sqlite/group_commit.rs`), inside a savepoint of its
 //! own:
 //! one writer connection runs the waiting units in one transaction and
 //! answers only after the `COMMIT`; a unit that fails rolls the batch back,
@@ -90,14 +90,13 @@
 compile_error!("toolgate-store needs at least one of the features sqlite, postgres, mysql");
 
 mod any;
-mod budget;
 mod common;
+mod dialect;
 pub mod floor;
-#[cfg(feature = "sqlite")]
-mod group_commit;
 mod idempotency;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod pooled;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -105,6 +104,7 @@ mod protocol;
 mod redact;
 mod review;
 mod rows;
+mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod write;
@@ -115,6 +115,8 @@ pub mod fault;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use pooled::PooledStore;
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};

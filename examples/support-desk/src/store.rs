@@ -42,10 +42,7 @@ use toolgate::pipeline::{
 };
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
-use toolgate_store::{
-    AnyClaimStore, StoreWrite, WriteCompleted, WriteFuture,
-    sqlx_error,
-};
+use toolgate_store::{AnyClaimStore, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]

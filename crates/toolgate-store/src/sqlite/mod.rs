@@ -1,6 +1,12 @@
 //! SQLite: the embedded default. One file in WAL mode, created on first
 //! use; nothing to install or run.
 
+mod floor;
+mod group_commit;
+mod idempotency;
+mod review;
+pub(crate) mod sql;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -19,17 +25,21 @@ use toolgate::claim::{
 };
 
 use crate::StoreOptions;
-use crate::common::{ClaimTxPoint, map_err, qmark};
-use crate::group_commit::{GroupCommit, is_busy};
-use crate::pooled::{self, Dialect};
-use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
+use crate::common::{ClaimTxPoint, map_err};
+use crate::dialect::{Dialect, reads};
+use crate::protocol::{
+    self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit, unit_what,
+};
 use crate::rows::{self, RusqliteRow};
+use crate::sql::Sql;
 use crate::write::StoreWrite;
+use group_commit::{GroupCommit, is_busy};
+use sql::SQL;
 
 /// The writer an application's own writes to its tables in the same file
 /// go through ([`SqliteClaimStore::writer`]), what it answers, and the
 /// driver its units run on.
-pub use crate::group_commit::{GroupCommit as Writer, WriteError, rusqlite};
+pub use group_commit::{GroupCommit as Writer, WriteError, rusqlite};
 
 /// The claims and audit tables on SQLite. Every write goes through one
 /// writer connection with group commit (`group_commit.rs`); the claim
@@ -46,21 +56,7 @@ pub struct SqliteClaimStore {
 }
 
 impl Dialect for sqlx::Sqlite {
-    const BUDGET: crate::budget::BudgetSql = crate::budget::SQLITE;
-    const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
-        (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at, executor) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
-        ON CONFLICT (operation_key) DO NOTHING";
-    const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
-    const REOPEN_CLAIM: &str = qmark::REOPEN_CLAIM;
-    const COMPLETE: &str = qmark::COMPLETE;
-    const RECONCILE: &str = qmark::RECONCILE;
-    const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
-    const LIST_STUCK: &str = qmark::LIST_STUCK;
-    const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
-    const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
-    const CONNECTION_ID: &str = "SELECT -1 AS id";
+    const SQL: Sql = sql::SQL;
 
     /// `SQLITE_BUSY` or `SQLITE_LOCKED`, with any extended code.
     fn is_lost_race(e: &sqlx::Error) -> bool {
@@ -70,8 +66,6 @@ impl Dialect for sqlx::Sqlite {
             .is_some_and(|code| matches!(code & 0xff, 5 | 6))
     }
 
-    const HAS_RETURNING: bool = true;
-
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
     }
@@ -79,7 +73,7 @@ impl Dialect for sqlx::Sqlite {
 
 /// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
 /// extended code. A claim rolls back and runs again on these.
-pub use crate::group_commit::is_busy as is_lost_race;
+pub use group_commit::is_busy as is_lost_race;
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 8;
@@ -133,7 +127,7 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.busy_timeout(crate::group_commit::BUSY_TIMEOUT)?;
+    conn.busy_timeout(group_commit::BUSY_TIMEOUT)?;
     conn.execute_batch("PRAGMA query_only = ON;")?;
     Ok(conn)
 }
@@ -166,7 +160,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<(), rusqlite::Error> {
         let p = req.proposal();
         self.0
-            .prepare_cached(<sqlx::Sqlite as Dialect>::INSERT_CLAIM)?
+            .prepare_cached(SQL.claims.insert)?
             .execute(rusqlite::params![
                 req.key().as_bytes().as_slice(),
                 req.fingerprint().as_bytes().as_slice(),
@@ -192,7 +186,7 @@ impl Statements for WriterTx<'_> {
         let p = req.proposal();
         let n = self
             .0
-            .prepare_cached(qmark::REOPEN_CLAIM)?
+            .prepare_cached(SQL.claims.reopen)?
             .execute(rusqlite::params![
                 req.fingerprint().as_bytes().as_slice(),
                 p.tool(),
@@ -213,7 +207,7 @@ impl Statements for WriterTx<'_> {
 
     async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(<sqlx::Sqlite as Dialect>::BUDGET.forget_released)?
+            .prepare_cached(SQL.budget.forget_released)?
             .execute([key.as_bytes().as_slice()])
             .map(drop)
     }
@@ -233,7 +227,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::CONSUME_GRANT)?
+            .prepare_cached(SQL.claims.consume_grant)?
             .execute(rusqlite::params![
                 now.0,
                 req.proposal().proposer(),
@@ -261,7 +255,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::COMPLETE)?
+            .prepare_cached(SQL.claims.complete)?
             .execute(rusqlite::params![
                 now.0,
                 result.as_str(),
@@ -281,7 +275,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::RECONCILE)?
+            .prepare_cached(SQL.claims.reconcile)?
             .execute(rusqlite::params![
                 now.0,
                 resolution.as_str(),
@@ -297,9 +291,8 @@ impl Statements for WriterTx<'_> {
         key: &OperationKey,
         r: &BudgetReservation,
     ) -> Result<bool, rusqlite::Error> {
-        use crate::budget::{QMARK_RECORD, SQLITE_ADD};
         self.0
-            .prepare_cached(SQLITE_ADD)?
+            .prepare_cached(sql::BUDGET_ADD)?
             .execute(rusqlite::params![
                 r.budget,
                 r.scope,
@@ -309,7 +302,7 @@ impl Statements for WriterTx<'_> {
             ])?;
         let n = self
             .0
-            .prepare_cached(QMARK_RECORD)?
+            .prepare_cached(crate::sql::shared::BUDGET_RECORD)?
             .execute(rusqlite::params![
                 key.as_bytes().as_slice(),
                 r.amount,
@@ -322,12 +315,10 @@ impl Statements for WriterTx<'_> {
     }
 
     async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, rusqlite::Error> {
-        self.0
-            .prepare_cached(crate::budget::SQLITE.used)?
-            .query_row(
-                rusqlite::params![r.budget, r.scope, r.window_start.0],
-                |row| row.get(0),
-            )
+        self.0.prepare_cached(SQL.budget.used)?.query_row(
+            rusqlite::params![r.budget, r.scope, r.window_start.0],
+            |row| row.get(0),
+        )
     }
 
     async fn budget_ledger_insert(
@@ -337,7 +328,7 @@ impl Statements for WriterTx<'_> {
         state: &str,
     ) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(crate::budget::SQLITE.ledger_insert)?
+            .prepare_cached(SQL.budget.ledger_insert)?
             .execute(rusqlite::params![
                 key.as_bytes().as_slice(),
                 r.budget,
@@ -350,7 +341,7 @@ impl Statements for WriterTx<'_> {
     }
 
     async fn budget_held(&mut self, key: &OperationKey) -> Result<Vec<Held>, rusqlite::Error> {
-        let mut stmt = self.0.prepare_cached(crate::budget::SQLITE.held)?;
+        let mut stmt = self.0.prepare_cached(SQL.budget.held)?;
         let rows = stmt.query_map(rusqlite::params![key.as_bytes().as_slice()], |row| {
             Ok(Held {
                 budget: row.get(0)?,
@@ -369,14 +360,14 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(crate::budget::SQLITE.release)?
+            .prepare_cached(SQL.budget.release)?
             .execute(rusqlite::params![key.as_bytes().as_slice(), budget])?;
         Ok(n as u64)
     }
 
     async fn budget_subtract(&mut self, held: &Held) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(crate::budget::SQLITE.subtract)?
+            .prepare_cached(SQL.budget.subtract)?
             .execute(rusqlite::params![
                 held.amount,
                 held.budget,
@@ -388,7 +379,7 @@ impl Statements for WriterTx<'_> {
 
     async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(qmark::APPEND_AUDIT)?
+            .prepare_cached(SQL.claims.append_audit)?
             .execute(rusqlite::params![
                 entry.at().0,
                 entry.actor(),
@@ -417,7 +408,7 @@ fn select_claim(
     conn: &rusqlite::Connection,
     key: &OperationKey,
 ) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, rusqlite::Error> {
-    let mut select = conn.prepare_cached(qmark::SELECT_CLAIM)?;
+    let mut select = conn.prepare_cached(SQL.claims.select)?;
     let mut found = select.query([key.as_bytes().as_slice()])?;
     Ok(found.next()?.map(|row| rows::claim(&RusqliteRow(row))))
 }
@@ -440,7 +431,7 @@ impl ClaimBackend for SqliteClaimStore {
     /// (a grant no longer usable) undoes only itself. Its answer comes
     /// after the batch's `COMMIT`.
     async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        let what = pooled::unit_what(&unit);
+        let what = unit_what(&unit);
         let written = self
             .writer
             .write(move |conn| {
@@ -515,11 +506,11 @@ impl ClaimStore for SqliteClaimStore {
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        pooled::list_stuck(&self.pool, now, limit).await
+        reads::list_stuck(&self.pool, now, limit).await
     }
 
     async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        pooled::budget_reserved(&self.pool).await
+        reads::budget_reserved(&self.pool).await
     }
 
     async fn record_reconciliation(
@@ -540,7 +531,7 @@ impl ClaimStore for SqliteClaimStore {
         key: &OperationKey,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        pooled::audit_trail(&self.pool, key, limit).await
+        reads::audit_trail(&self.pool, key, limit).await
     }
 
     /// The claim lookup a stale version or a missing approval makes (a key that cannot
@@ -589,7 +580,6 @@ impl SqliteClaimStore {
         + Send
         + 'static,
     ) -> Result<T, StoreError> {
-        use crate::group_commit::WriteError;
         match self.writer.write(work).await {
             Ok(answer) => answer,
             Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
@@ -624,56 +614,56 @@ fn migrator() -> Migrator {
             1,
             "claims and audit log".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0001_claims.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0001_claims.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             2,
             "executor kind on claims, via on audit entries".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0002_executor_and_via.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0002_executor_and_via.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             3,
             "review items and approvals".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0003_review.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0003_review.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             4,
             "budget counters and reservations".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0004_budgets.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0004_budgets.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             5,
             "reviewer page sessions".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0005_review_sessions.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0005_review_sessions.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             6,
             "idempotency key memory".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             8,
             "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
             false,
         ),
         Migration::new(
             9,
             "attempts of one operation".into(),
             MigrationType::Simple,
-            include_str!("../migrations/sqlite/0009_attempts.sql").into_sql_str(),
+            include_str!("../../migrations/sqlite/0009_attempts.sql").into_sql_str(),
             false,
         ),
     ]);
@@ -682,6 +672,12 @@ fn migrator() -> Migrator {
 }
 
 impl SqliteClaimStore {
+    /// Checks `url` as [`Self::connect`] reads it, without opening it.
+    pub fn check_url(url: &str) -> Result<(), StoreError> {
+        SqliteConnectOptions::from_str(url)
+            .map(drop)
+            .map_err(|e| crate::common::bad_url(url, e))
+    }
     /// Opens the database at `url` (`sqlite://PATH`), creating the file if
     /// [`StoreOptions::create_if_missing`] says so, and runs the migrations.
     ///
