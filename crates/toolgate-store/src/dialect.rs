@@ -1,8 +1,6 @@
 //! What the generic code needs of any sqlx driver ([`Dialect`]: its
 //! statements and its lost-race test), and the reads outside a transaction
-//! on an sqlx pool, generic over the driver ([`reads`]): the pooled
-//! stores' claim lookups, listings and audit trail, and SQLite's listings
-//! and audit trail.
+//! on an sqlx pool, generic over the driver ([`Reads`]).
 
 use toolgate::claim::{
     AuditEntry, ClaimRecord, CorruptRow, OperationKey, StoreError, StuckEntry, UnixMillis,
@@ -26,25 +24,29 @@ pub(crate) trait Dialect: sqlx::Database {
     fn rows_affected(done: &Self::QueryResult) -> u64;
 }
 
-pub(crate) mod reads {
-    use super::*;
+/// The reads outside a transaction on an sqlx pool: the pooled stores'
+/// claim lookups, listings and audit trail, and SQLite's listings and
+/// audit trail.
+pub(crate) struct Reads<'p, DB: sqlx::Database>(pub(crate) &'p sqlx::Pool<DB>);
 
+impl<DB> Reads<'_, DB>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
+    i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    Vec<u8>: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
     /// One claim, on a pooled connection.
-    pub(crate) async fn read_claim<DB>(
-        pool: &sqlx::Pool<DB>,
+    pub(crate) async fn claim(
+        &self,
         key: &OperationKey,
-    ) -> Result<Option<ClaimRecord>, StoreError>
-    where
-        DB: Dialect,
-        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-        for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-        for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
-        i64: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        Vec<u8>: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        DB::Arguments: sqlx::IntoArguments<DB>,
-    {
-        let mut conn = pool
+    ) -> Result<Option<ClaimRecord>, StoreError> {
+        let mut conn = self
+            .0
             .acquire()
             .await
             .map_err(|e| map_err("reading a claim", e))?;
@@ -59,20 +61,10 @@ pub(crate) mod reads {
     }
 
     /// Held budget amounts per budget (`ClaimStore::budget_reserved`).
-    pub(crate) async fn budget_reserved<DB>(
-        pool: &sqlx::Pool<DB>,
-    ) -> Result<Vec<(String, i64)>, StoreError>
-    where
-        DB: Dialect,
-        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-        for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
-        i64: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        DB::Arguments: sqlx::IntoArguments<DB>,
-    {
+    pub(crate) async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
         use sqlx::Row as _;
         let what = "reading budget reservations";
-        let mut conn = pool.acquire().await.map_err(|e| map_err(what, e))?;
+        let mut conn = self.0.acquire().await.map_err(|e| map_err(what, e))?;
         let rows = sqlx::query(DB::SQL.budget.reserved)
             .fetch_all(&mut *conn)
             .await
@@ -89,21 +81,13 @@ pub(crate) mod reads {
     }
 
     /// In-flight claims whose lease ended at or before `now`.
-    pub(crate) async fn list_stuck<DB>(
-        pool: &sqlx::Pool<DB>,
+    pub(crate) async fn list_stuck(
+        &self,
         now: UnixMillis,
         limit: u32,
-    ) -> Result<Vec<StuckEntry>, StoreError>
-    where
-        DB: Dialect,
-        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-        for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
-        i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        Vec<u8>: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        DB::Arguments: sqlx::IntoArguments<DB>,
-    {
-        let mut conn = pool
+    ) -> Result<Vec<StuckEntry>, StoreError> {
+        let mut conn = self
+            .0
             .acquire()
             .await
             .map_err(|e| map_err("listing stuck claims", e))?;
@@ -126,22 +110,13 @@ pub(crate) mod reads {
     }
 
     /// The audit entries for `key`, in the order they were appended.
-    pub(crate) async fn audit_trail<DB>(
-        pool: &sqlx::Pool<DB>,
+    pub(crate) async fn audit_trail(
+        &self,
         key: &OperationKey,
         limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError>
-    where
-        DB: Dialect,
-        for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-        for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-        for<'a> &'a str: sqlx::ColumnIndex<DB::Row>,
-        i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        Vec<u8>: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        String: for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
-        DB::Arguments: sqlx::IntoArguments<DB>,
-    {
-        let mut conn = pool
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let mut conn = self
+            .0
             .acquire()
             .await
             .map_err(|e| map_err("reading the audit log", e))?;

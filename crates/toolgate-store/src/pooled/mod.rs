@@ -23,7 +23,7 @@ use toolgate::claim::{
 };
 
 use crate::common::map_err;
-use crate::dialect::{Dialect, reads};
+use crate::dialect::{Dialect, Reads};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, End, TxFail, Unit, run_unit, unit_what};
 use crate::write::{StoreWrite, WriteFuture};
 use nodes::{FailoverCounts, Nodes, no_node, node_lost};
@@ -202,7 +202,7 @@ with_pooled_bounds! {
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
         self.nodes
-            .read(|pool| async move { reads::read_claim(&pool, key).await })
+            .read(|pool| async move { Reads(&pool).claim(key).await })
             .await
     }
 
@@ -253,13 +253,13 @@ with_pooled_bounds! {
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
         self.nodes
-            .read(|pool| async move { reads::list_stuck(&pool, now, limit).await })
+            .read(|pool| async move { Reads(&pool).list_stuck(now, limit).await })
             .await
     }
 
     async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
         self.nodes
-            .read(|pool| async move { reads::budget_reserved(&pool).await })
+            .read(|pool| async move { Reads(&pool).budget_reserved().await })
             .await
     }
 
@@ -298,7 +298,7 @@ with_pooled_bounds! {
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         self.nodes
-            .read(|pool| async move { reads::audit_trail(&pool, key, limit).await })
+            .read(|pool| async move { Reads(&pool).audit_trail(key, limit).await })
             .await
     }
 }

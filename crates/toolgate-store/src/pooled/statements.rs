@@ -31,19 +31,8 @@ super::with_pooled_bounds! {
         req: &ClaimRequest,
         attempt: &Attempt,
     ) -> Result<(), sqlx::Error> {
-        let p = req.proposal();
-        sqlx::query(DB::SQL.claims.insert)
-            .bind(req.key().as_bytes().as_slice())
-            .bind(req.fingerprint().as_bytes().as_slice())
-            .bind(p.tool())
-            .bind(p.arguments())
-            .bind(p.scope())
-            .bind(p.version_seen())
-            .bind(p.proposer())
-            .bind(req.holder().as_bytes().as_slice())
-            .bind(attempt.lease_expires_at.0)
-            .bind(attempt.now.0)
-            .bind(req.executor().as_str())
+        let q = sqlx::query(DB::SQL.claims.insert).bind(req.key().as_bytes().as_slice());
+        PooledTx::bind_attempt(q, req, attempt)
             .execute(&mut *self.tx)
             .await
             .map(drop)
@@ -55,18 +44,8 @@ super::with_pooled_bounds! {
         attempt: &Attempt,
         closed: u32,
     ) -> Result<u64, sqlx::Error> {
-        let p = req.proposal();
-        let done = sqlx::query(DB::SQL.claims.reopen)
-            .bind(req.fingerprint().as_bytes().as_slice())
-            .bind(p.tool())
-            .bind(p.arguments())
-            .bind(p.scope())
-            .bind(p.version_seen())
-            .bind(p.proposer())
-            .bind(req.holder().as_bytes().as_slice())
-            .bind(attempt.lease_expires_at.0)
-            .bind(attempt.now.0)
-            .bind(req.executor().as_str())
+        let q = sqlx::query(DB::SQL.claims.reopen);
+        let done = PooledTx::bind_attempt(q, req, attempt)
             .bind(i64::from(closed) + 1)
             .bind(req.key().as_bytes().as_slice())
             .bind(i64::from(closed))
@@ -305,6 +284,32 @@ super::with_pooled_bounds! {
         }
         #[cfg(not(feature = "fault-injection"))]
         let _ = point;
+    }
+}
+}
+
+super::with_pooled_bounds! {
+[impl<DB> PooledTx<'_, DB>]
+{
+    /// An attempt's columns, bound in the order the claim's insert and
+    /// its reopening both name them: fingerprint, tool, arguments, scope,
+    /// version_seen, proposer, holder, lease end, claim time, executor.
+    fn bind_attempt<'q>(
+        q: sqlx::query::Query<'q, DB, DB::Arguments>,
+        req: &'q ClaimRequest,
+        attempt: &Attempt,
+    ) -> sqlx::query::Query<'q, DB, DB::Arguments> {
+        let p = req.proposal();
+        q.bind(req.fingerprint().as_bytes().as_slice())
+            .bind(p.tool())
+            .bind(p.arguments())
+            .bind(p.scope())
+            .bind(p.version_seen())
+            .bind(p.proposer())
+            .bind(req.holder().as_bytes().as_slice())
+            .bind(attempt.lease_expires_at.0)
+            .bind(attempt.now.0)
+            .bind(req.executor().as_str())
     }
 }
 }

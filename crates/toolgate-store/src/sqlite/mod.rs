@@ -24,9 +24,11 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
+use rusqlite::types::ToSqlOutput;
+
 use crate::StoreOptions;
 use crate::common::{ClaimTxPoint, map_err};
-use crate::dialect::{Dialect, reads};
+use crate::dialect::{Dialect, Reads};
 use crate::protocol::{
     self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit, unit_what,
 };
@@ -145,6 +147,25 @@ pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     StoreError::new(kind, format!("{what}: {e}"))
 }
 
+/// An attempt's columns, in the order the claim's insert and its
+/// reopening both name them: fingerprint, tool, arguments, scope,
+/// version_seen, proposer, holder, lease end, claim time, executor.
+fn attempt_params<'a>(req: &'a ClaimRequest, attempt: &Attempt) -> [ToSqlOutput<'a>; 10] {
+    let p = req.proposal();
+    [
+        req.fingerprint().as_bytes().as_slice().into(),
+        p.tool().into(),
+        p.arguments().into(),
+        p.scope().into(),
+        p.version_seen().into(),
+        p.proposer().into(),
+        req.holder().as_bytes().as_slice().into(),
+        attempt.lease_expires_at.0.into(),
+        attempt.now.0.into(),
+        req.executor().as_str().into(),
+    ]
+}
+
 /// The protocol's statements on the writer's connection, inside the
 /// batch's transaction. rusqlite is synchronous: every future here is
 /// ready at its first poll (see [`run_now`]).
@@ -158,22 +179,12 @@ impl Statements for WriterTx<'_> {
         req: &ClaimRequest,
         attempt: &Attempt,
     ) -> Result<(), rusqlite::Error> {
-        let p = req.proposal();
+        let key = ToSqlOutput::from(req.key().as_bytes().as_slice());
         self.0
             .prepare_cached(SQL.claims.insert)?
-            .execute(rusqlite::params![
-                req.key().as_bytes().as_slice(),
-                req.fingerprint().as_bytes().as_slice(),
-                p.tool(),
-                p.arguments(),
-                p.scope(),
-                p.version_seen(),
-                p.proposer(),
-                req.holder().as_bytes().as_slice(),
-                attempt.lease_expires_at.0,
-                attempt.now.0,
-                req.executor().as_str(),
-            ])
+            .execute(rusqlite::params_from_iter(
+                std::iter::once(key).chain(attempt_params(req, attempt)),
+            ))
             .map(drop)
     }
 
@@ -183,25 +194,17 @@ impl Statements for WriterTx<'_> {
         attempt: &Attempt,
         closed: u32,
     ) -> Result<u64, rusqlite::Error> {
-        let p = req.proposal();
+        let tail: [ToSqlOutput<'_>; 3] = [
+            (i64::from(closed) + 1).into(),
+            req.key().as_bytes().as_slice().into(),
+            i64::from(closed).into(),
+        ];
         let n = self
             .0
             .prepare_cached(SQL.claims.reopen)?
-            .execute(rusqlite::params![
-                req.fingerprint().as_bytes().as_slice(),
-                p.tool(),
-                p.arguments(),
-                p.scope(),
-                p.version_seen(),
-                p.proposer(),
-                req.holder().as_bytes().as_slice(),
-                attempt.lease_expires_at.0,
-                attempt.now.0,
-                req.executor().as_str(),
-                i64::from(closed) + 1,
-                req.key().as_bytes().as_slice(),
-                i64::from(closed),
-            ])?;
+            .execute(rusqlite::params_from_iter(
+                attempt_params(req, attempt).into_iter().chain(tail),
+            ))?;
         Ok(n as u64)
     }
 
@@ -506,11 +509,11 @@ impl ClaimStore for SqliteClaimStore {
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        reads::list_stuck(&self.pool, now, limit).await
+        Reads(&self.pool).list_stuck(now, limit).await
     }
 
     async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        reads::budget_reserved(&self.pool).await
+        Reads(&self.pool).budget_reserved().await
     }
 
     async fn record_reconciliation(
@@ -531,7 +534,7 @@ impl ClaimStore for SqliteClaimStore {
         key: &OperationKey,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        reads::audit_trail(&self.pool, key, limit).await
+        Reads(&self.pool).audit_trail(key, limit).await
     }
 
     /// The claim lookup a stale version or a missing approval makes (a key that cannot
