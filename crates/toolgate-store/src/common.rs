@@ -83,3 +83,101 @@ pub(crate) fn bad_url(url: &str, e: impl std::fmt::Display) -> StoreError {
         format!("{}: {e}", crate::redact_url(url)),
     )
 }
+
+/// The migrations, by version, with what each does: the same on every
+/// backend, whose folder under `migrations/` holds its own SQL for each.
+const MIGRATIONS: [(i64, &str); 8] = [
+    (1, "claims and audit log"),
+    (2, "executor kind on claims, via on audit entries"),
+    (3, "review items and approvals"),
+    (4, "budget counters and reservations"),
+    (5, "reviewer page sessions"),
+    (6, "idempotency key memory"),
+    (
+        8,
+        "bounded review queue, grants bound to their proposer, idempotency quotas",
+    ),
+    (9, "attempts of one operation"),
+];
+
+/// A backend's migration files, embedded, in [`MIGRATIONS`] order.
+macro_rules! migrations {
+    ($backend:literal) => {
+        [
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0001_claims.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0002_executor_and_via.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0003_review.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0004_budgets.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0005_review_sessions.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0006_idempotency.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0008_hostile_callers.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0009_attempts.sql"
+            )),
+        ]
+    };
+}
+pub(crate) use migrations;
+
+/// A backend's migrator over its files ([`migrations!`]), tracked in its own
+/// table, `toolgate_migrations`, so an application's own sqlx migrations in
+/// the same database are not mistaken for ours.
+pub(crate) fn migrator(files: [&'static str; 8]) -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let mut m = Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .zip(files)
+            .map(|(&(version, what), sql)| {
+                Migration::new(
+                    version,
+                    what.into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    );
+    m.dangerous_set_table_name("toolgate_migrations");
+    m
+}

@@ -40,8 +40,7 @@ pub mod sql;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
 use toolgate::claim::{StoreError, StoreErrorKind};
 
@@ -109,66 +108,7 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
 }
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![
-        Migration::new(
-            1,
-            "claims and audit log".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0001_claims.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            2,
-            "executor kind on claims, via on audit entries".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0002_executor_and_via.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            3,
-            "review items and approvals".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0003_review.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            5,
-            "reviewer page sessions".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0005_review_sessions.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            6,
-            "idempotency key memory".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0006_idempotency.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            8,
-            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0008_hostile_callers.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            9,
-            "attempts of one operation".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0009_attempts.sql").into_sql_str(),
-            false,
-        ),
-    ]);
-    m.dangerous_set_table_name("toolgate_migrations");
-    m
+    crate::common::migrator(crate::common::migrations!("mysql"))
 }
 
 impl PooledStore<sqlx::MySql> {

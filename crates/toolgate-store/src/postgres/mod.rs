@@ -5,8 +5,7 @@ mod sql;
 
 use std::str::FromStr;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use toolgate::claim::{StoreError, StoreErrorKind};
 
@@ -70,66 +69,7 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
 }
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![
-        Migration::new(
-            1,
-            "claims and audit log".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0001_claims.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            2,
-            "executor kind on claims, via on audit entries".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0002_executor_and_via.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            3,
-            "review items and approvals".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0003_review.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            5,
-            "reviewer page sessions".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0005_review_sessions.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            6,
-            "idempotency key memory".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0006_idempotency.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            8,
-            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0008_hostile_callers.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            9,
-            "attempts of one operation".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/postgres/0009_attempts.sql").into_sql_str(),
-            false,
-        ),
-    ]);
-    m.dangerous_set_table_name("toolgate_migrations");
-    m
+    crate::common::migrator(crate::common::migrations!("postgres"))
 }
 
 impl PooledStore<sqlx::Postgres> {

@@ -13,8 +13,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -612,66 +611,7 @@ impl SqliteClaimStore {
 }
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![
-        Migration::new(
-            1,
-            "claims and audit log".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0001_claims.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            2,
-            "executor kind on claims, via on audit entries".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0002_executor_and_via.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            3,
-            "review items and approvals".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0003_review.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            5,
-            "reviewer page sessions".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0005_review_sessions.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            6,
-            "idempotency key memory".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            8,
-            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            9,
-            "attempts of one operation".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/sqlite/0009_attempts.sql").into_sql_str(),
-            false,
-        ),
-    ]);
-    m.dangerous_set_table_name("toolgate_migrations");
-    m
+    crate::common::migrator(crate::common::migrations!("sqlite"))
 }
 
 impl SqliteClaimStore {
