@@ -2,7 +2,10 @@
 //!
 //! [`ClaimStore`]'s methods return `impl Future`, so the trait is not
 //! dyn-compatible; an enum that delegates (after sqlx's `Any`) is the
-//! run-time choice.
+//! run-time choice. The list of backends below is the only place that
+//! names them all: each line gives the variant, its Cargo feature, its
+//! name in messages, its URL schemes and its store type, whose folder
+//! provides `connect`, `check_url`, `with_clock` and the store traits.
 
 use std::sync::Arc;
 
@@ -11,65 +14,143 @@ use toolgate::claim::{
     OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
     UnixMillis,
 };
-
 use toolgate::pipeline::{AppliedCompletion, ExecError};
 
 use crate::StoreOptions;
-#[cfg(feature = "mysql")]
-use crate::mysql::MySqlClaimStore;
-#[cfg(feature = "postgres")]
-use crate::postgres::PgClaimStore;
 use crate::protocol;
-#[cfg(feature = "sqlite")]
-use crate::sqlite::SqliteClaimStore;
 use crate::write::{StoreWrite, WriteCompleted};
 
-#[cfg(not(all(feature = "sqlite", feature = "postgres", feature = "mysql")))]
-fn unsupported(what: &str) -> StoreError {
+/// Declares [`Backend`], [`AnyClaimStore`] and what dispatches between
+/// them from one line per backend. `$d` is a `$`, for the `delegate!`
+/// macro it defines.
+macro_rules! backends {
+    ($d:tt $(
+        $(#[$doc:meta])*
+        $variant:ident($feature:literal, $name:literal, [$first:literal $(, $more:literal)*]) => $store:ty;
+    )+) => {
+        /// Which backend a URL names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Backend {
+            $( $(#[$doc])* $variant, )+
+        }
+
+        /// Each backend's first scheme, for messages.
+        const SCHEMES: &[&str] = &[$($first),+];
+
+        impl Backend {
+            /// The backend a URL's scheme names, if any.
+            pub fn from_url(url: &str) -> Option<Self> {
+                let scheme = url.split_once(':')?.0.to_ascii_lowercase();
+                $(
+                    if [$first $(, $more)*].contains(&scheme.as_str()) {
+                        return Some(Self::$variant);
+                    }
+                )+
+                None
+            }
+        }
+
+        /// A claim store on whichever backend a URL names.
+        ///
+        /// Cloning gives another handle to the same connections.
+        #[derive(Clone)]
+        pub enum AnyClaimStore {
+            $(
+                #[doc = $name]
+                #[cfg(feature = $feature)]
+                $variant($store),
+            )+
+        }
+
+        /// Runs `call` on whichever backend `self` holds, as `s`.
+        macro_rules! delegate {
+            ($d this:ident, $d s:ident => $d call:expr) => {
+                match $d this {
+                    $( #[cfg(feature = $feature)] AnyClaimStore::$variant($d s) => $d call, )+
+                }
+            };
+        }
+
+        impl AnyClaimStore {
+            /// Connects to `url` and runs the migrations.
+            pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+                match Backend::from_url(url).ok_or_else(unknown_scheme)? {
+                    $(
+                        Backend::$variant => {
+                            #[cfg(feature = $feature)]
+                            return <$store>::connect(url, options).await.map(Self::$variant);
+                            #[cfg(not(feature = $feature))]
+                            return Err(StoreError::new(
+                                StoreErrorKind::Config,
+                                concat!($name, " support is not compiled in"),
+                            ));
+                        }
+                    )+
+                }
+            }
+
+            /// Checks `url` the way [`Self::connect`] reads it, without
+            /// connecting: the scheme names a compiled-in backend and the
+            /// driver accepts the rest (host, port, `sslmode`, ...). For
+            /// `toolgate config check`. Errors never repeat a password
+            /// ([`crate::redact_url`]).
+            pub fn check_url(url: &str) -> Result<Backend, StoreError> {
+                let backend = Backend::from_url(url).ok_or_else(unknown_scheme)?;
+                match backend {
+                    $(
+                        Backend::$variant => {
+                            #[cfg(feature = $feature)]
+                            <$store>::check_url(url)?;
+                            #[cfg(not(feature = $feature))]
+                            return Err(StoreError::new(
+                                StoreErrorKind::Config,
+                                concat!($name, " support is not compiled in"),
+                            ));
+                        }
+                    )+
+                }
+                Ok(backend)
+            }
+
+            /// The store with `clock` as its time source for claim attempts
+            /// (the default is the wall clock, [`crate::now_millis`]).
+            #[must_use]
+            pub fn with_clock(self, clock: fn() -> UnixMillis) -> Self {
+                match self {
+                    $( #[cfg(feature = $feature)] Self::$variant(s) => Self::$variant(s.with_clock(clock)), )+
+                }
+            }
+
+            /// Which backend this is.
+            pub fn backend(&self) -> Backend {
+                match self {
+                    $( #[cfg(feature = $feature)] Self::$variant(_) => Backend::$variant, )+
+                }
+            }
+        }
+    };
+}
+
+backends! {$
+    /// `sqlite://PATH`
+    Sqlite("sqlite", "SQLite", ["sqlite"]) => crate::sqlite::SqliteClaimStore;
+    /// `postgres://…` or `postgresql://…`
+    Postgres("postgres", "PostgreSQL", ["postgres", "postgresql"]) => crate::postgres::PgClaimStore;
+    /// `mysql://…` or `mariadb://…`
+    MySql("mysql", "MySQL", ["mysql", "mariadb"]) => crate::mysql::MySqlClaimStore;
+}
+
+fn unknown_scheme() -> StoreError {
+    let schemes: Vec<String> = SCHEMES.iter().map(|s| format!("{s}://")).collect();
+    let listed = match schemes.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
     StoreError::new(
         StoreErrorKind::Config,
-        format!("{what} support is not compiled in"),
+        format!("the database URL must start with {listed}"),
     )
-}
-
-/// Which backend a URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite://PATH`
-    Sqlite,
-    /// `postgres://…` or `postgresql://…`
-    Postgres,
-    /// `mysql://…` or `mariadb://…`
-    MySql,
-}
-
-impl Backend {
-    /// The backend a URL's scheme names, if any.
-    pub fn from_url(url: &str) -> Option<Self> {
-        let scheme = url.split_once(':')?.0.to_ascii_lowercase();
-        match scheme.as_str() {
-            "sqlite" => Some(Self::Sqlite),
-            "postgres" | "postgresql" => Some(Self::Postgres),
-            "mysql" | "mariadb" => Some(Self::MySql),
-            _ => None,
-        }
-    }
-}
-
-/// A claim store on whichever backend a URL names.
-///
-/// Cloning gives another handle to the same connections.
-#[derive(Clone)]
-pub enum AnyClaimStore {
-    /// SQLite.
-    #[cfg(feature = "sqlite")]
-    Sqlite(SqliteClaimStore),
-    /// PostgreSQL.
-    #[cfg(feature = "postgres")]
-    Postgres(PgClaimStore),
-    /// MySQL or MariaDB.
-    #[cfg(feature = "mysql")]
-    MySql(MySqlClaimStore),
 }
 
 impl AnyClaimStore {
@@ -78,145 +159,6 @@ impl AnyClaimStore {
         Self::connect_with(url, StoreOptions::default()).await
     }
 
-    /// Connects to `url` and runs the migrations.
-    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        match Backend::from_url(url) {
-            None => Err(StoreError::new(
-                StoreErrorKind::Config,
-                "the database URL must start with sqlite://, postgres:// or mysql://",
-            )),
-            Some(Backend::Sqlite) => {
-                #[cfg(feature = "sqlite")]
-                return SqliteClaimStore::connect(url, options)
-                    .await
-                    .map(Self::Sqlite);
-                #[cfg(not(feature = "sqlite"))]
-                return Err(unsupported("SQLite"));
-            }
-            Some(Backend::Postgres) => {
-                #[cfg(feature = "postgres")]
-                return PgClaimStore::connect(url, options)
-                    .await
-                    .map(Self::Postgres);
-                #[cfg(not(feature = "postgres"))]
-                return Err(unsupported("PostgreSQL"));
-            }
-            Some(Backend::MySql) => {
-                #[cfg(feature = "mysql")]
-                {
-                    // sqlx knows only the mysql scheme; MariaDB speaks it.
-                    let url = match url.split_once(':') {
-                        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => {
-                            format!("mysql:{rest}")
-                        }
-                        _ => url.to_owned(),
-                    };
-                    MySqlClaimStore::connect(&url, options)
-                        .await
-                        .map(Self::MySql)
-                }
-                #[cfg(not(feature = "mysql"))]
-                return Err(unsupported("MySQL"));
-            }
-        }
-    }
-
-    /// Checks `url` the way [`Self::connect`] reads it, without connecting:
-    /// the scheme names a compiled-in backend and the driver accepts the
-    /// rest (host, port, `sslmode`, ...). For `toolgate config check`.
-    /// Errors never repeat a password ([`crate::redact_url`]).
-    pub fn check_url(url: &str) -> Result<Backend, StoreError> {
-        let bad = |e: sqlx::Error| {
-            StoreError::new(
-                StoreErrorKind::Config,
-                format!("{}: {e}", crate::redact_url(url)),
-            )
-        };
-        let backend = Backend::from_url(url).ok_or_else(|| {
-            StoreError::new(
-                StoreErrorKind::Config,
-                "the database URL must start with sqlite://, postgres:// or mysql://",
-            )
-        })?;
-        match backend {
-            Backend::Sqlite => {
-                #[cfg(feature = "sqlite")]
-                <sqlx::sqlite::SqliteConnectOptions as std::str::FromStr>::from_str(url)
-                    .map_err(bad)?;
-                #[cfg(not(feature = "sqlite"))]
-                return Err(unsupported("SQLite"));
-            }
-            Backend::Postgres => {
-                #[cfg(feature = "postgres")]
-                <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(url)
-                    .map_err(bad)?;
-                #[cfg(not(feature = "postgres"))]
-                return Err(unsupported("PostgreSQL"));
-            }
-            Backend::MySql => {
-                #[cfg(feature = "mysql")]
-                {
-                    let url = match url.split_once(':') {
-                        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => {
-                            format!("mysql:{rest}")
-                        }
-                        _ => url.to_owned(),
-                    };
-                    // Several hosts (a Galera cluster's nodes): each must parse.
-                    for url in crate::mysql::split_hosts(&url)? {
-                        <sqlx::mysql::MySqlConnectOptions as std::str::FromStr>::from_str(&url)
-                            .map_err(bad)?;
-                    }
-                }
-                #[cfg(not(feature = "mysql"))]
-                return Err(unsupported("MySQL"));
-            }
-        }
-        Ok(backend)
-    }
-
-    /// The store with `clock` as its time source for claim attempts (the
-    /// default is the wall clock, [`crate::now_millis`]).
-    #[must_use]
-    pub fn with_clock(self, clock: fn() -> UnixMillis) -> Self {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(s) => Self::Sqlite(s.with_clock(clock)),
-            #[cfg(feature = "postgres")]
-            Self::Postgres(s) => Self::Postgres(s.with_clock(clock)),
-            #[cfg(feature = "mysql")]
-            Self::MySql(s) => Self::MySql(s.with_clock(clock)),
-        }
-    }
-
-    /// Which backend this is.
-    pub fn backend(&self) -> Backend {
-        match self {
-            #[cfg(feature = "sqlite")]
-            Self::Sqlite(_) => Backend::Sqlite,
-            #[cfg(feature = "postgres")]
-            Self::Postgres(_) => Backend::Postgres,
-            #[cfg(feature = "mysql")]
-            Self::MySql(_) => Backend::MySql,
-        }
-    }
-}
-
-/// Delegates one method call to whichever backend `self` holds.
-macro_rules! delegate {
-    ($self:ident, $s:ident => $call:expr) => {
-        match $self {
-            #[cfg(feature = "sqlite")]
-            AnyClaimStore::Sqlite($s) => $call,
-            #[cfg(feature = "postgres")]
-            AnyClaimStore::Postgres($s) => $call,
-            #[cfg(feature = "mysql")]
-            AnyClaimStore::MySql($s) => $call,
-        }
-    };
-}
-
-impl AnyClaimStore {
     /// Runs an application's `write` and the claim's completion with
     /// `receipt` in one transaction, for an executor whose writes live in
     /// this store's database ([`toolgate::pipeline::Executor::execute_and_complete`],
@@ -232,6 +174,11 @@ impl AnyClaimStore {
         let done =
             delegate!(self, s => protocol::write_and_complete(s, write, receipt, completion).await);
         done.map_err(|e| ExecError::new(e.to_string()))
+    }
+
+    /// One claim and completion pair of the floor (`crate::floor`), bare.
+    pub(crate) async fn floor_pair(&self, pair: &crate::floor::Pair) -> Result<(), StoreError> {
+        delegate!(self, s => s.floor_pair(pair).await)
     }
 }
 

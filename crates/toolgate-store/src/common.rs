@@ -1,6 +1,6 @@
 //! What the three SQL backends share besides the protocol itself
-//! (`protocol.rs`): the retry budget, the pause between retries, error
-//! mapping, the fault points and the SQL of the backends that bind with `?`.
+//! (`protocol.rs`) and their statements (`sql/`): the retry budget, the
+//! pause between retries, error mapping and the fault points.
 
 use std::time::Duration;
 
@@ -76,52 +76,108 @@ pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
     StoreError::new(kind, format!("{what}: {e}"))
 }
 
-/// Statements whose text is identical on the backends that bind with `?`
-/// (SQLite and MySQL/MariaDB); each backend's `sql` module re-exports them
-/// beside its own insert, which is where the dialects differ.
-#[cfg(any(feature = "sqlite", feature = "mysql"))]
-pub(crate) mod qmark {
-    pub(crate) const SELECT_CLAIM: &str = "SELECT operation_key, fingerprint, tool, arguments, \
-        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
-        WHERE operation_key = ?";
-    /// The next attempt over a row reconciled as not applied, only while
-    /// it is still that attempt. Binds: fingerprint, tool, arguments,
-    /// scope, version_seen, proposer, holder, lease_expires_at, claimed_at,
-    /// executor, the new attempt, key, the closed attempt.
-    pub(crate) const REOPEN_CLAIM: &str = "UPDATE toolgate_claims \
-        SET fingerprint = ?, tool = ?, arguments = ?, scope = ?, version_seen = ?, \
-        proposer = ?, status = 'in_flight', holder = ?, lease_expires_at = ?, claimed_at = ?, \
-        executor = ?, attempt = ?, completed_at = NULL, resolution = NULL, result = NULL \
-        WHERE operation_key = ? AND status = 'completed' \
-        AND resolution = 'reconciled_not_applied' AND attempt = ?";
-    pub(crate) const COMPLETE: &str = "UPDATE toolgate_claims \
-        SET status = 'completed', completed_at = ?, resolution = 'executed', result = ? \
-        WHERE operation_key = ? AND status = 'in_flight' AND holder = ? \
-        AND lease_expires_at > ?";
-    /// Binds: consumed_at, consumed_by, id, now, key, fingerprint, version,
-    /// digest, proposer, via (or ''), id, proposer, via (or ''). A grant
-    /// serves only its proposer (and the key that named them), never one
-    /// of the item's voters.
-    pub(crate) const CONSUME_GRANT: &str = "UPDATE toolgate_review_items \
-        SET consumed_at = ?, consumed_by = ? \
-        WHERE id = ? AND status = 'approved' AND consumed_at IS NULL AND expires_at > ? \
-        AND operation_key = ? AND fingerprint = ? AND version_seen = ? AND policy_digest = ? \
-        AND proposer = ? AND COALESCE(proposer_via, '') = ? \
-        AND NOT EXISTS (SELECT 1 FROM toolgate_review_votes v \
-            WHERE v.item_id = ? AND v.reviewer IN (?, ?))";
-    pub(crate) const RECONCILE: &str = "UPDATE toolgate_claims \
-        SET status = 'completed', completed_at = ?, resolution = ?, result = ? \
-        WHERE operation_key = ? AND status = 'in_flight' AND lease_expires_at <= ?";
-    pub(crate) const LIST_STUCK: &str = "SELECT operation_key, fingerprint, tool, arguments, \
-        scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at, \
-        completed_at, resolution, result, executor, attempt FROM toolgate_claims \
-        WHERE status = 'in_flight' AND lease_expires_at <= ? \
-        ORDER BY lease_expires_at, operation_key LIMIT ?";
-    pub(crate) const APPEND_AUDIT: &str = "INSERT INTO toolgate_audit \
-        (at, actor, tool, outcome, reason, operation_key, fingerprint, via, attempt) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
-    pub(crate) const AUDIT_TRAIL: &str = "SELECT at, actor, tool, outcome, reason, \
-        operation_key, fingerprint, via, attempt FROM toolgate_audit WHERE operation_key = ? \
-        ORDER BY id LIMIT ?";
+/// A database URL the driver refused, named with its password hidden.
+pub(crate) fn bad_url(url: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Config,
+        format!("{}: {e}", crate::redact_url(url)),
+    )
+}
+
+/// The migrations, by version, with what each does: the same on every
+/// backend, whose folder under `migrations/` holds its own SQL for each.
+const MIGRATIONS: [(i64, &str); 8] = [
+    (1, "claims and audit log"),
+    (2, "executor kind on claims, via on audit entries"),
+    (3, "review items and approvals"),
+    (4, "budget counters and reservations"),
+    (5, "reviewer page sessions"),
+    (6, "idempotency key memory"),
+    (
+        8,
+        "bounded review queue, grants bound to their proposer, idempotency quotas",
+    ),
+    (9, "attempts of one operation"),
+];
+
+/// A backend's migration files, embedded, in [`MIGRATIONS`] order.
+macro_rules! migrations {
+    ($backend:literal) => {
+        [
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0001_claims.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0002_executor_and_via.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0003_review.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0004_budgets.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0005_review_sessions.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0006_idempotency.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0008_hostile_callers.sql"
+            )),
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/migrations/",
+                $backend,
+                "/0009_attempts.sql"
+            )),
+        ]
+    };
+}
+pub(crate) use migrations;
+
+/// A backend's migrator over its files ([`migrations!`]), tracked in its own
+/// table, `toolgate_migrations`, so an application's own sqlx migrations in
+/// the same database are not mistaken for ours.
+pub(crate) fn migrator(files: [&'static str; 8]) -> sqlx::migrate::Migrator {
+    use sqlx::SqlSafeStr;
+    use sqlx::migrate::{Migration, MigrationType, Migrator};
+    let mut m = Migrator::with_migrations(
+        MIGRATIONS
+            .iter()
+            .zip(files)
+            .map(|(&(version, what), sql)| {
+                Migration::new(
+                    version,
+                    what.into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    );
+    m.dangerous_set_table_name("toolgate_migrations");
+    m
 }

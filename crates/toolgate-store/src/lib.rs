@@ -20,7 +20,7 @@
 //! traits of primitive steps: the statements inside one transaction (the
 //! conditional insert and read-back, the conditional writes, the grant, the
 //! audit insert; implemented on sqlx for PostgreSQL and MySQL/MariaDB in
-//! `pooled.rs`, and on the SQLite writer's connection in `sqlite.rs`), and
+//! `pooled/`, and on the SQLite writer's connection in `sqlite/`), and
 //! a backend that runs a unit of work as one transaction and classifies its
 //! failures (a lost race, nothing written, or an unknown outcome). Rows are
 //! decoded by one decoder (`rows.rs`) whichever driver read them.
@@ -61,7 +61,7 @@
 //! again after an unknown outcome.
 //!
 //! On SQLite, every unit (steps 1–3, a completion, an audit entry) runs as
-//! one unit of a group commit (`group_commit.rs`), inside a savepoint of its
+//! one unit of a group commit (`sqlite/group_commit.rs`), inside a savepoint of its
 //! own:
 //! one writer connection runs the waiting units in one transaction and
 //! answers only after the `COMMIT`; a unit that fails rolls the batch back,
@@ -71,11 +71,13 @@
 //! holding the lock past the busy timeout is a lost race as before, and a
 //! failed `COMMIT` is step 5.
 //!
-//! A decision that reads from the claim store's database before it
-//! claims can run that read on the connection its claim then begins on
-//! ([`AnyClaimStore::lend`], PostgreSQL and MySQL/MariaDB): the pool's
-//! ping on handing a connection out and its ping on taking it back are
-//! paid once for both.
+//! The PostgreSQL and MySQL/MariaDB pools do not ping a connection as they
+//! hand it out (`test_before_acquire(false)`): sqlx's pool already pings
+//! each connection as it takes it back, so an idle connection was tested
+//! when it went idle, and a second ping on the way out costs every pool use
+//! a round trip. A connection the server dropped while it was idle fails its
+//! next statement as `Unavailable`, which the claim protocol treats as any
+//! other failure before `COMMIT` (nothing written).
 //!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
@@ -88,16 +90,13 @@
 compile_error!("toolgate-store needs at least one of the features sqlite, postgres, mysql");
 
 mod any;
-mod budget;
 mod common;
+mod dialect;
 pub mod floor;
-#[cfg(feature = "sqlite")]
-mod group_commit;
 mod idempotency;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod lend;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod pooled;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -105,6 +104,7 @@ mod protocol;
 mod redact;
 mod review;
 mod rows;
+mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 mod write;
@@ -116,7 +116,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use lend::{Borrowed, Lent, LentClaims, LentConnection};
+pub use pooled::PooledStore;
 pub use redact::{REDACTED, redact_url};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};

@@ -781,3 +781,14 @@ fn mismatched(answer: &Answer) -> StoreError {
         format!("a unit answered out of kind: {answer:?}"),
     )
 }
+
+/// What a unit does, for error messages.
+pub(crate) fn unit_what(unit: &Unit) -> &'static str {
+    match unit {
+        Unit::Claim { .. } => "claiming",
+        Unit::Complete { .. } => "completing the claim",
+        Unit::WriteComplete { .. } => "writing and completing the claim",
+        Unit::Reconcile { .. } => "recording a reconciliation",
+        Unit::Audit(_) => "appending to the audit log",
+    }
+}

@@ -5,7 +5,6 @@
 use serde_json::Value;
 use toolgate::pipeline::AuthzRequest;
 use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
-use toolgate_store::Lent;
 
 use crate::store::{Directory, SupportDesk};
 
@@ -55,7 +54,7 @@ pub struct DeskEntities(pub SupportDesk);
 
 impl EntitySource for DeskEntities {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let (ticket, found) = read_directory(&self.0, None, r).await?;
+        let (ticket, found) = read_directory(&self.0, r).await?;
         Ok(entities(
             r.principal().id(),
             found.agent_active,
@@ -69,7 +68,6 @@ impl EntitySource for DeskEntities {
 /// acting agent (one statement).
 pub(crate) async fn read_directory(
     desk: &SupportDesk,
-    lent: Option<&Lent<'_>>,
     r: &AuthzRequest<'_>,
 ) -> Result<(String, Directory), EntityError> {
     let ticket = match r.scope().get("ticket_id") {
@@ -83,10 +81,9 @@ pub(crate) async fn read_directory(
     };
     // A failed read is the database not answering, not a "no".
     let agent = r.principal().id();
-    let found = match lent {
-        Some(lent) => desk.directory_lent(lent, agent, &ticket).await,
-        None => desk.directory(agent, &ticket).await,
-    }
-    .map_err(|e| EntityError::Unavailable(e.to_string()))?;
+    let found = desk
+        .directory(agent, &ticket)
+        .await
+        .map_err(|e| EntityError::Unavailable(e.to_string()))?;
     Ok((ticket, found))
 }

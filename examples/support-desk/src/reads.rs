@@ -24,16 +24,6 @@
 //!   for: no version reaches another decision, and with none kept the
 //!   state read queries as before.
 //!
-//! - The read runs on a connection lent to the decision
-//!   (`toolgate_store::Lent`), which the decision's claim then begins on:
-//!   the read costs its statement, not also the pool's two pings. The
-//!   connection is idle between the two (the read ran in autocommit), so
-//!   the claim's transaction is the protocol's as ever; it goes back to the
-//!   pool when the claim's transaction ends, or with the decision, or
-//!   before anything else of the decision uses the pool (an audit entry, a
-//!   claim lookup, a state read of its own): a decision never waits on the
-//!   pool while it holds a connection.
-//!
 //! `toolgate serve` decides this way too: its support-desk components
 //! override `toolgate_http::GateComponents::decide` with this function.
 //! toolgate-eval's `PipelineGate` has one state source for all decisions,
@@ -48,7 +38,6 @@ use toolgate::pipeline::{
     StateSource, StateVersion, decide,
 };
 use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
-use toolgate_store::Lent;
 
 use crate::cedar;
 use crate::store::SupportDesk;
@@ -67,23 +56,17 @@ where
     C: ClaimStore,
     E: Executor,
 {
-    // Built here and dropped on return: one decision's reads, and the
-    // connection they lend to its claim, only. The claim store is reached
-    // through the loan, which gives the connection back before any call
-    // but the claim, so the decision never waits on the pool holding one.
-    let lent = gate.state.claim_store().lend(request.holder);
+    // Built here and dropped on return: one decision's reads only.
     let reads = DecisionReads {
         desk: gate.state,
-        lent: &lent,
         version: Mutex::new(None),
     };
     let authorizer = gate.authorizer.with_entities(&reads);
-    let claims = lent.claims(gate.claims);
     let once = Gate {
         policy: gate.policy,
         authorizer: &authorizer,
         state: &reads,
-        claims: &claims,
+        claims: gate.claims,
         executor: gate.executor,
     };
     decide(&once, proposal, request).await
@@ -92,8 +75,6 @@ where
 /// The entities and state source of one decision.
 struct DecisionReads<'a> {
     desk: &'a SupportDesk,
-    /// The connection the read runs on and the claim begins on.
-    lent: &'a Lent<'a>,
     /// The ticket and the version authorisation read, until the state read
     /// takes it.
     version: Mutex<Option<(String, i64)>>,
@@ -109,7 +90,7 @@ impl DecisionReads<'_> {
 
 impl EntitySource for DecisionReads<'_> {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let (ticket, found) = cedar::read_directory(self.desk, Some(self.lent), r).await?;
+        let (ticket, found) = cedar::read_directory(self.desk, r).await?;
         *self.slot() = found.ticket.as_ref().map(|t| (ticket.clone(), t.version));
         Ok(cedar::entities(
             r.principal().id(),
@@ -127,11 +108,7 @@ impl StateSource for DecisionReads<'_> {
             (Some((read_for, version)), Some(ticket)) if read_for == ticket => {
                 Ok(StateVersion::from(version))
             }
-            _ => {
-                // A read of its own from the pool: not while holding one.
-                self.lent.give_back();
-                self.desk.current_version(scope).await
-            }
+            _ => self.desk.current_version(scope).await,
         }
     }
 

@@ -42,10 +42,7 @@ use toolgate::pipeline::{
 };
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
-use toolgate_store::{
-    AnyClaimStore, Borrowed, Lent, LentConnection, StoreWrite, WriteCompleted, WriteFuture,
-    sqlx_error,
-};
+use toolgate_store::{AnyClaimStore, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
@@ -221,34 +218,6 @@ pub struct SupportDesk {
 
 fn db(what: &str, e: sqlx::Error) -> StoreError {
     sqlx_error(what, e)
-}
-
-/// The directory read on a borrowed connection, which is kept for the
-/// decision's claim once the read succeeded.
-async fn directory_on<DB>(
-    mut conn: Borrowed<'_, DB>,
-    sql: &'static str,
-    agent: &str,
-    ticket: &str,
-) -> Result<Directory, StoreError>
-where
-    DB: sqlx::Database,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> DB::Arguments: sqlx::IntoArguments<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-    for<'r> Option<bool>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    for<'r> Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-    for<'r> Option<i64>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
-{
-    let row = sqlx::query(sql)
-        .bind(agent)
-        .bind(ticket)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| db("reading the directory", e))?;
-    conn.keep();
-    directory_from(&row)
 }
 
 /// The directory's row (`DIRECTORY`), whichever driver read it.
@@ -459,23 +428,6 @@ impl SupportDesk {
                 .map_err(|e| db("reading the directory", e))?;
             directory_from(&row)
         })
-    }
-
-    /// [`SupportDesk::directory`] on the connection `lent` to one decision,
-    /// which its claim then begins on (`toolgate_store::Lent`): one pool
-    /// round trip fewer each way. `lent` must come from the claim store
-    /// this desk was made on. SQLite, which lends nothing, reads as usual.
-    pub async fn directory_lent(
-        &self,
-        lent: &Lent<'_>,
-        agent: &str,
-        ticket: &str,
-    ) -> Result<Directory, StoreError> {
-        match lent.connection().await? {
-            LentConnection::Postgres(conn) => directory_on(conn, DIRECTORY.pg, agent, ticket).await,
-            LentConnection::MySql(conn) => directory_on(conn, DIRECTORY.qm, agent, ticket).await,
-            LentConnection::Sqlite => self.directory(agent, ticket).await,
-        }
     }
 
     /// Whether an agent is active (`None`: unknown agent).

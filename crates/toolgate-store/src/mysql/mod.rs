@@ -23,7 +23,7 @@
 //!
 //! A URL may list several hosts, `mysql://user:pw@h1:4306,h2:4307,h3/db`
 //! (sqlx reads one; [`split_hosts`] makes one URL per host). The store then
-//! keeps a pool per node and uses one at a time. When a node fails (the
+//! keeps a pool per node and uses one at a time (`pooled/nodes.rs`). When a node fails (the
 //! connection lost, 2013 or 2006; not in the primary component, 1047; an
 //! error during COMMIT, 1180) it is left alone for a while
 //! ([`NODE_RETRY_AFTER`]) and the store moves to the next node. A unit
@@ -35,90 +35,65 @@
 //! the node is a Galera node, so they see every write the cluster
 //! committed before them.
 
-use std::str::FromStr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
+pub mod sql;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use sqlx::migrate::Migrator;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
-use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
-    UnixMillis,
-};
+use toolgate::claim::{StoreError, StoreErrorKind};
 
 use crate::StoreOptions;
-use crate::common::{map_err, qmark};
-use crate::lend::Parking;
-use crate::pooled::{self, Dialect, WriteDialect};
-use crate::protocol::{self, Answer, ClaimBackend, Clock, TxFail, Unit};
+use crate::common::{bad_url, map_err};
+use crate::dialect::Dialect;
+use crate::pooled::nodes::{NEXT_START, NODE_ACQUIRE_TIMEOUT, Node, Nodes, no_node};
+use crate::pooled::{Pooled, PooledStore};
 use crate::write::{StoreWrite, WriteFuture};
 
-mod failover;
+pub use crate::pooled::nodes::{FailoverCounts, NODE_RETRY_AFTER};
 
-use failover::*;
-pub use failover::{FailoverCounts, NODE_RETRY_AFTER, split_hosts};
-
-/// The claims and audit tables on MySQL or MariaDB: one server, or the
-/// nodes of a Galera cluster with failover between them.
+/// The claims and audit tables, the review queue and the
+/// `Idempotency-Key` memory on MySQL or MariaDB: one server, or the nodes
+/// of a Galera cluster with failover between them.
 ///
 /// Cloning gives another handle to the same connections.
-#[derive(Clone)]
-pub struct MySqlClaimStore {
-    nodes: Arc<Nodes>,
-    /// Connections reads kept for their decision's claim (`crate::lend`),
-    /// each with its node.
-    parking: Arc<Parking<sqlx::MySql>>,
-    clock: Clock,
-    #[cfg(feature = "fault-injection")]
-    hook: Option<crate::fault::FaultHook>,
-}
-
-/// The dialect's own statement (the others are shared with SQLite), public
-/// for the tests that pin the driver's behaviour.
-pub mod sql {
-    /// The conditional insert. `UPDATE operation_key = operation_key`
-    /// changes nothing on a duplicate; unlike `INSERT IGNORE` it does not
-    /// also swallow other errors (truncation, bad values) as warnings.
-    pub const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
-        (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at, executor) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
-        ON DUPLICATE KEY UPDATE operation_key = operation_key";
-}
+pub type MySqlClaimStore = PooledStore<sqlx::MySql>;
 
 impl Dialect for sqlx::MySql {
-    const INSERT_CLAIM: &str = sql::INSERT_CLAIM;
-    const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
-    const REOPEN_CLAIM: &str = qmark::REOPEN_CLAIM;
-    const COMPLETE: &str = qmark::COMPLETE;
-    const RECONCILE: &str = qmark::RECONCILE;
-    const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
-    const BUDGET: crate::budget::BudgetSql = crate::budget::MYSQL;
-    const LIST_STUCK: &str = qmark::LIST_STUCK;
-    const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
-    const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
-    const CONNECTION_ID: &str = "SELECT CAST(CONNECTION_ID() AS SIGNED) AS id";
+    const SQL: crate::sql::Sql = sql::SQL;
 
     fn is_lost_race(e: &sqlx::Error) -> bool {
         is_lost_race(e)
     }
-
-    const HAS_RETURNING: bool = false;
 
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
     }
 }
 
-impl WriteDialect for sqlx::MySql {
+impl Pooled for sqlx::MySql {
     fn app_write<'c>(
         write: &'c dyn StoreWrite,
         conn: &'c mut sqlx::MySqlConnection,
     ) -> WriteFuture<'c> {
         write.mysql(conn)
+    }
+
+    async fn insert_id(
+        pool: &MySqlPool,
+        q: sqlx::query::Query<'static, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    ) -> Result<Option<i64>, StoreError> {
+        let done = q
+            .execute(pool)
+            .await
+            .map_err(|e| map_err("opening a review item", e))?;
+        // Never the affected-row count (sqlx sets CLIENT_FOUND_ROWS): the
+        // caller reads the live row back by its grant, and this id only says
+        // whether that row is the one inserted here (a clash inserts none).
+        Ok(i64::try_from(done.last_insert_id())
+            .ok()
+            .filter(|id| *id > 0))
     }
 }
 
@@ -132,294 +107,31 @@ pub fn is_lost_race(e: &sqlx::Error) -> bool {
         .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
 }
 
-impl ClaimBackend for MySqlClaimStore {
-    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        #[cfg(feature = "fault-injection")]
-        let hook = self.hook.as_ref();
-        #[cfg(not(feature = "fault-injection"))]
-        let hook = None;
-        let nodes = &self.nodes;
-        let mut lent = self.parking.take_for(&unit);
-        let mut last = None;
-        for _ in 0..nodes.list.len() {
-            let i = nodes.pick();
-            let node = &nodes.list[i];
-            // A kept connection serves only on its own node; after a
-            // failover it goes back to its pool.
-            let conn = lent.take().filter(|(n, _)| *n == i).map(|(_, c)| c);
-            match pooled::transaction(&node.pool, conn, hook, &unit).await {
-                // The statements failed because the node did: nothing was
-                // written, so the unit runs again on the next node.
-                Err(TxFail::Failed(e)) if node_lost(&e) => {
-                    nodes.node_failed(i, &e);
-                    last = Some(node.named(e));
-                }
-                Err(TxFail::Unknown(e)) => {
-                    // A COMMIT that failed other than by a lost race: the
-                    // node is suspect, and the protocol reads back on
-                    // another one.
-                    nodes.counts.unknown_commits.fetch_add(1, Ordering::Relaxed);
-                    nodes.node_failed(i, &e);
-                    return Err(TxFail::Unknown(node.named(e)));
-                }
-                Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
-                other => return other,
-            }
-        }
-        Err(TxFail::Failed(last.unwrap_or_else(no_node)))
-    }
-
-    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        self.nodes
-            .read(|pool| async move { pooled::read_claim(&pool, key).await })
-            .await
-    }
-
-    fn clock(&self) -> Clock {
-        self.clock
-    }
-
-    fn read_back_settled(&self, settled: bool) {
-        let counts = &self.nodes.counts;
-        if settled {
-            counts.settled.fetch_add(1, Ordering::Relaxed);
-        } else {
-            counts.unsettled.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    #[cfg(feature = "fault-injection")]
-    async fn fault_after_commit(&self) -> bool {
-        match &self.hook {
-            Some(hook) => hook(crate::common::ClaimTxPoint::AfterCommit.into(), -1).await,
-            None => false,
-        }
-    }
-}
-
-impl ClaimStore for MySqlClaimStore {
-    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
-        protocol::claim(self, request).await
-    }
-
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        protocol::complete(self, key, holder, result, now, audit).await
-    }
-
-    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        ClaimBackend::read_claim(self, key).await
-    }
-
-    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        self.nodes
-            .read(|pool| async move { pooled::list_stuck(&pool, now, limit).await })
-            .await
-    }
-
-    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        self.nodes
-            .read(|pool| async move { pooled::budget_reserved(&pool).await })
-            .await
-    }
-
-    async fn record_reconciliation(
-        &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
-    ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, key, outcome, now).await
-    }
-
-    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        protocol::append_audit(self, entry).await
-    }
-
-    /// The claim lookup's connections, and a connection for the claim's
-    /// transactions: a store whose reads work but whose transactions
-    /// cannot start is not ready.
-    async fn ready(&self) -> Result<(), StoreError> {
-        let probe = OperationKey::from_bytes([0; OperationKey::LEN]);
-        self.fetch(&probe).await?;
-        self.nodes
-            .on(true, |pool| async move {
-                pool.acquire()
-                    .await
-                    .map(drop)
-                    .map_err(|e| map_err("connecting to MySQL", e))
-            })
-            .await
-    }
-
-    async fn audit_trail(
-        &self,
-        key: &OperationKey,
-        limit: u32,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
-        self.nodes
-            .read(|pool| async move { pooled::audit_trail(&pool, key, limit).await })
-            .await
-    }
-}
-
-impl MySqlClaimStore {
-    /// The pool of the node in use, for operations outside the claim
-    /// protocol. With several nodes this follows the failover: ask again
-    /// rather than keep it.
-    pub fn pool(&self) -> &MySqlPool {
-        &self.nodes.list[self.nodes.current.load(Ordering::Relaxed)].pool
-    }
-
-    pub(crate) fn parking(&self) -> &Parking<sqlx::MySql> {
-        &self.parking
-    }
-
-    /// A connection for a read that a claim may then take (`crate::lend`):
-    /// from the transaction pool of the node a claim would use now, with
-    /// that node's index.
-    pub(crate) async fn acquire_for_read(
-        &self,
-    ) -> Result<(usize, sqlx::pool::PoolConnection<sqlx::MySql>), StoreError> {
-        let i = self.nodes.pick();
-        let node = &self.nodes.list[i];
-        crate::lend::acquire(&node.pool, "connecting to MySQL")
-            .await
-            .map(|conn| (i, conn))
-            .map_err(|e| node.named(e))
-    }
-
-    /// Which of the URL's hosts (from 0) the store uses now.
-    pub fn node_in_use(&self) -> usize {
-        self.nodes.current.load(Ordering::Relaxed)
-    }
-
-    /// How many nodes the store knows.
-    pub fn node_count(&self) -> usize {
-        self.nodes.list.len()
-    }
-
-    /// The failover counters since the store connected.
-    pub fn failover_counts(&self) -> FailoverCounts {
-        let c = &self.nodes.counts;
-        FailoverCounts {
-            failovers: c.failovers.load(Ordering::Relaxed),
-            unknown_commits: c.unknown_commits.load(Ordering::Relaxed),
-            settled_by_read_back: c.settled.load(Ordering::Relaxed),
-            unsettled: c.unsettled.load(Ordering::Relaxed),
-        }
-    }
-
-    /// The store with `clock` as its time source for claim attempts (the
-    /// default is the wall clock, [`crate::now_millis`]). An attempt's time
-    /// is the clock's reading, never earlier than the request's own time.
-    #[must_use]
-    pub fn with_clock(mut self, clock: fn() -> UnixMillis) -> Self {
-        self.clock = clock;
-        self
-    }
-
-    /// Installs a fault hook (tests only).
-    #[cfg(feature = "fault-injection")]
-    #[must_use]
-    pub fn with_fault_hook(mut self, hook: crate::fault::FaultHook) -> Self {
-        self.hook = Some(hook);
-        self
-    }
-}
-
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![
-        Migration::new(
-            1,
-            "claims and audit log".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0001_claims.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            2,
-            "executor kind on claims, via on audit entries".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0002_executor_and_via.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            3,
-            "review items and approvals".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0003_review.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            5,
-            "reviewer page sessions".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0005_review_sessions.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            6,
-            "idempotency key memory".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0006_idempotency.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            8,
-            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0008_hostile_callers.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            9,
-            "attempts of one operation".into(),
-            MigrationType::Simple,
-            include_str!("../../migrations/mysql/0009_attempts.sql").into_sql_str(),
-            false,
-        ),
-    ]);
-    m.dangerous_set_table_name("toolgate_migrations");
-    m
+    crate::common::migrator(crate::common::migrations!("mysql"))
 }
 
-impl MySqlClaimStore {
-    /// Connects to `url` (`mysql://…`; `mariadb://` is accepted by
-    /// [`crate::AnyClaimStore`]) and runs the migrations. The URL may list
+impl PooledStore<sqlx::MySql> {
+    /// Connects to `url` (`mysql://…` or `mariadb://…`) and runs the
+    /// migrations. The URL may list
     /// several hosts, comma-separated (the nodes of a Galera cluster): the
     /// store then starts on one of them, a different one for each store a
     /// process opens, and fails over to the others (see the module's
     /// documentation).
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
-        let urls = split_hosts(url)?;
+        let urls = split_hosts(&mysql_scheme(url))?;
         let many = urls.len() > 1;
         let mut list = Vec::with_capacity(urls.len());
         for url in &urls {
-            let connect = MySqlConnectOptions::from_str(url).map_err(|e| {
-                // The URL may hold a password: never repeat it.
-                StoreError::new(
-                    StoreErrorKind::Config,
-                    format!("{}: {e}", crate::redact_url(url)),
-                )
-            })?;
+            let connect = MySqlConnectOptions::from_str(url).map_err(|e| bad_url(url, e))?;
             let max = options.max_connections.max(1);
-            let mut pool = MySqlPoolOptions::new().max_connections(max);
+            // Tested as they came back to the pool (the crate's docs).
+            let mut pool = MySqlPoolOptions::new()
+                .max_connections(max)
+                .test_before_acquire(false);
             let mut reads = MySqlPoolOptions::new()
                 .max_connections(max)
+                .test_before_acquire(false)
                 .after_connect(|conn, _| Box::pin(async move { causal_reads(conn).await }));
             if many {
                 // A node frozen mid-handshake must not hold a caller for
@@ -444,11 +156,7 @@ impl MySqlClaimStore {
         } else {
             0
         };
-        let nodes = Arc::new(Nodes {
-            list,
-            current: AtomicUsize::new(start),
-            counts: Counters::default(),
-        });
+        let nodes = Nodes::new(list, start);
         // Migrate through the first node that answers, on a connection
         // that reads causally: a node that has not yet applied another
         // process's migrations would otherwise run them again.
@@ -466,13 +174,7 @@ impl MySqlClaimStore {
             match reached {
                 Ok(()) => {
                     run_migrations(&node.reads, &migrator(), "MySQL migrations").await?;
-                    return Ok(Self {
-                        nodes,
-                        parking: Arc::default(),
-                        clock: crate::now_millis,
-                        #[cfg(feature = "fault-injection")]
-                        hook: None,
-                    });
+                    return Ok(Self::on(nodes));
                 }
                 Err(e) => {
                     nodes.node_failed(i, &e);
@@ -480,8 +182,74 @@ impl MySqlClaimStore {
                 }
             }
         }
-        Err(last.unwrap_or_else(no_node))
+        Err(last.unwrap_or_else(no_node::<sqlx::MySql>))
     }
+
+    /// Checks `url` as [`Self::connect`] reads it, without connecting.
+    pub fn check_url(url: &str) -> Result<(), StoreError> {
+        // Several hosts (a Galera cluster's nodes): each must parse.
+        for one in split_hosts(&mysql_scheme(url))? {
+            MySqlConnectOptions::from_str(&one).map_err(|e| bad_url(url, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// `url` with the `mysql` scheme: sqlx knows only that one, and MariaDB
+/// speaks it.
+fn mysql_scheme(url: &str) -> String {
+    match url.split_once(':') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql:{rest}"),
+        _ => url.to_owned(),
+    }
+}
+
+/// On a Galera node, makes the connection's reads causal: each waits until
+/// the node has applied every write set the cluster committed before it.
+/// Asked per connection, so one URL list may mix servers.
+async fn causal_reads(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
+    use sqlx::Executor;
+    let on: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
+        .fetch_optional(&mut *conn)
+        .await?;
+    if on.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")) {
+        conn.execute("SET SESSION wsrep_sync_wait = 1").await?;
+    }
+    Ok(())
+}
+
+/// One URL per host of `url`: `mysql://u:p@h1:1,h2:2/db?x` gives
+/// `mysql://u:p@h1:1/db?x` and `mysql://u:p@h2:2/db?x`. A URL with one host
+/// comes back as it is. Errors never repeat a password.
+pub fn split_hosts(url: &str) -> Result<Vec<String>, StoreError> {
+    let bad = |why: &str| {
+        StoreError::new(
+            StoreErrorKind::Config,
+            format!("{}: {why}", crate::redact_url(url)),
+        )
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Ok(vec![url.to_owned()]);
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    // The user part ends at the last `@` of the authority (a password may
+    // hold an unencoded `@`, never an unencoded `/`).
+    let (authority, tail) = rest.split_at(end);
+    let (user, hosts) = match authority.rfind('@') {
+        Some(at) => (&authority[..=at], &authority[at + 1..]),
+        None => ("", authority),
+    };
+    if !hosts.contains(',') {
+        return Ok(vec![url.to_owned()]);
+    }
+    let list: Vec<&str> = hosts.split(',').map(str::trim).collect();
+    if list.iter().any(|h| h.is_empty()) {
+        return Err(bad("an empty host in the host list"));
+    }
+    Ok(list
+        .iter()
+        .map(|h| format!("{scheme}://{user}{h}{tail}"))
+        .collect())
 }
 
 /// How long a process waits for another one's migrations.

@@ -1,7 +1,13 @@
-//! A Galera cluster's nodes: a pool per node, one in use at a time, and a
-//! failed node left alone for a while (see the parent module).
+//! A pooled store's nodes: one server (PostgreSQL, a single MySQL or
+//! MariaDB), or the nodes of a Galera cluster with a pool per node, one in
+//! use at a time and a failed node left alone for a while (see the `mysql`
+//! module).
 
-use super::*;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use toolgate::claim::{StoreError, StoreErrorKind};
 
 /// How long a failed node is left alone before the store tries it again.
 /// A node outside the primary component (1047) answers nothing useful
@@ -9,11 +15,11 @@ use super::*;
 pub const NODE_RETRY_AFTER: Duration = Duration::from_secs(2);
 
 /// How long a caller waits for a connection to one node of several.
-pub(super) const NODE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const NODE_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The node the next multi-node store of this process starts on, so that
 /// several stores (a benchmark's workers) spread over the nodes.
-pub(super) static NEXT_START: AtomicUsize = AtomicUsize::new(0);
+pub(crate) static NEXT_START: AtomicUsize = AtomicUsize::new(0);
 
 /// What failover has done since a store connected.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -30,28 +36,40 @@ pub struct FailoverCounts {
 }
 
 #[derive(Default)]
-pub(super) struct Counters {
-    pub(super) failovers: AtomicU64,
-    pub(super) unknown_commits: AtomicU64,
-    pub(super) settled: AtomicU64,
-    pub(super) unsettled: AtomicU64,
+pub(crate) struct Counters {
+    pub(crate) failovers: AtomicU64,
+    pub(crate) unknown_commits: AtomicU64,
+    pub(crate) settled: AtomicU64,
+    pub(crate) unsettled: AtomicU64,
 }
 
 /// One server or cluster node.
-pub(super) struct Node {
-    /// Its URL with the password hidden, for messages.
-    pub(super) name: String,
+pub(crate) struct Node<DB: sqlx::Database> {
+    /// Its URL with the password hidden, for messages; empty for a store
+    /// of one server, whose errors read unnamed.
+    pub(crate) name: String,
     /// Transactions (the protocol's units).
-    pub(super) pool: MySqlPool,
-    /// Reads outside a transaction: causal on a Galera node.
-    pub(super) reads: MySqlPool,
+    pub(crate) pool: sqlx::Pool<DB>,
+    /// Reads outside a transaction: causal on a Galera node; the same pool
+    /// where reads need nothing of their own.
+    pub(crate) reads: sqlx::Pool<DB>,
     /// Until when (the wall clock, ms) the node is left alone.
-    pub(super) down_until: AtomicI64,
+    pub(crate) down_until: AtomicI64,
 }
 
-impl Node {
+impl<DB: sqlx::Database> Node<DB> {
+    /// A node whose transactions and reads share `pool`.
+    pub(crate) fn one(pool: sqlx::Pool<DB>) -> Self {
+        Self {
+            name: String::new(),
+            reads: pool.clone(),
+            pool,
+            down_until: AtomicI64::new(0),
+        }
+    }
+
     /// `e` with the node named, so an operator sees which one failed.
-    pub(super) fn named(&self, e: StoreError) -> StoreError {
+    pub(crate) fn named(&self, e: StoreError) -> StoreError {
         if self.name.is_empty() {
             return e;
         }
@@ -59,17 +77,26 @@ impl Node {
     }
 }
 
-pub(super) struct Nodes {
-    pub(super) list: Vec<Node>,
-    pub(super) current: AtomicUsize,
-    pub(super) counts: Counters,
+pub(crate) struct Nodes<DB: sqlx::Database> {
+    pub(crate) list: Vec<Node<DB>>,
+    pub(crate) current: AtomicUsize,
+    pub(crate) counts: Counters,
 }
 
-impl Nodes {
+impl<DB: sqlx::Database> Nodes<DB> {
+    /// Nodes from `list`, starting on node `start`.
+    pub(crate) fn new(list: Vec<Node<DB>>, start: usize) -> Self {
+        Self {
+            list,
+            current: AtomicUsize::new(start),
+            counts: Counters::default(),
+        }
+    }
+
     /// The node to use: the current one unless it is left alone, else the
     /// next one that is not; when every node is, the one whose wait ends
     /// first (it is tried anyway: a store with nowhere to go keeps trying).
-    pub(super) fn pick(&self) -> usize {
+    pub(crate) fn pick(&self) -> usize {
         let now = crate::now_millis().0;
         let n = self.list.len();
         let start = self.current.load(Ordering::Relaxed);
@@ -89,7 +116,7 @@ impl Nodes {
 
     /// Node `i` failed with `e`: leave it alone for [`NODE_RETRY_AFTER`]
     /// and move on (nothing to move to with one node).
-    pub(super) fn node_failed(&self, i: usize, e: &StoreError) {
+    pub(crate) fn node_failed(&self, i: usize, e: &StoreError) {
         let n = self.list.len();
         if n < 2 {
             return;
@@ -102,15 +129,15 @@ impl Nodes {
             .is_ok()
         {
             self.counts.failovers.fetch_add(1, Ordering::Relaxed);
-            tracing_failover(&self.list[i].name, e);
+            tracing_failover::<DB>(&self.list[i].name, e);
         }
     }
 
     /// Runs a read on the node in use, moving to the next one when the
     /// node fails.
-    pub(super) async fn read<'a, T, F, Fut>(&'a self, f: F) -> Result<T, StoreError>
+    pub(crate) async fn read<'a, T, F, Fut>(&'a self, f: F) -> Result<T, StoreError>
     where
-        F: Fn(MySqlPool) -> Fut,
+        F: Fn(sqlx::Pool<DB>) -> Fut,
         Fut: Future<Output = Result<T, StoreError>> + 'a,
     {
         self.on(false, f).await
@@ -118,9 +145,9 @@ impl Nodes {
 
     /// Runs `f` on the node in use's transaction pool (`writes`) or its
     /// causal read pool, moving to the next node when the node fails.
-    pub(super) async fn on<'a, T, F, Fut>(&'a self, writes: bool, f: F) -> Result<T, StoreError>
+    pub(crate) async fn on<'a, T, F, Fut>(&'a self, writes: bool, f: F) -> Result<T, StoreError>
     where
-        F: Fn(MySqlPool) -> Fut,
+        F: Fn(sqlx::Pool<DB>) -> Fut,
         Fut: Future<Output = Result<T, StoreError>> + 'a,
     {
         let mut last = None;
@@ -137,77 +164,33 @@ impl Nodes {
                 ok => return ok,
             }
         }
-        Err(last.unwrap_or_else(no_node))
+        Err(last.unwrap_or_else(no_node::<DB>))
     }
 }
 
 /// Says on stderr that the store left a node, once per move (the crate
 /// logs nothing else, and an operator needs to see a failover).
-pub(super) fn tracing_failover(node: &str, e: &StoreError) {
+fn tracing_failover<DB: sqlx::Database>(node: &str, e: &StoreError) {
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr(),
-        "toolgate-store: leaving MySQL node {node} for {} s: {e}",
+        "toolgate-store: leaving {} node {node} for {} s: {e}",
+        DB::NAME,
         NODE_RETRY_AFTER.as_secs()
     );
 }
 
-pub(super) fn no_node() -> StoreError {
-    StoreError::new(StoreErrorKind::Unavailable, "no MySQL node was tried")
+pub(crate) fn no_node<DB: sqlx::Database>() -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unavailable,
+        format!("no {} node was tried", DB::NAME),
+    )
 }
 
 /// Whether an error means the node, not the request, failed: the
 /// connection lost (2013, 2006, and sqlx's I/O errors), a node outside the
 /// primary component (1047, SQLSTATE 08S01), a pool that could not reach
 /// it. `map_err` classes all of these as unavailable.
-pub(super) fn node_lost(e: &StoreError) -> bool {
+pub(crate) fn node_lost(e: &StoreError) -> bool {
     e.kind() == StoreErrorKind::Unavailable
-}
-
-/// On a Galera node, makes the connection's reads causal: each waits until
-/// the node has applied every write set the cluster committed before it.
-/// Asked per connection, so one URL list may mix servers.
-pub(super) async fn causal_reads(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
-    use sqlx::Executor;
-    let on: Option<(String, String)> = sqlx::query_as("SHOW VARIABLES LIKE 'wsrep_on'")
-        .fetch_optional(&mut *conn)
-        .await?;
-    if on.is_some_and(|(_, v)| v.eq_ignore_ascii_case("ON")) {
-        conn.execute("SET SESSION wsrep_sync_wait = 1").await?;
-    }
-    Ok(())
-}
-
-/// One URL per host of `url`: `mysql://u:p@h1:1,h2:2/db?x` gives
-/// `mysql://u:p@h1:1/db?x` and `mysql://u:p@h2:2/db?x`. A URL with one host
-/// comes back as it is. Errors never repeat a password.
-pub fn split_hosts(url: &str) -> Result<Vec<String>, StoreError> {
-    let bad = |why: &str| {
-        StoreError::new(
-            StoreErrorKind::Config,
-            format!("{}: {why}", crate::redact_url(url)),
-        )
-    };
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return Ok(vec![url.to_owned()]);
-    };
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    // The user part ends at the last `@` of the authority (a password may
-    // hold an unencoded `@`, never an unencoded `/`).
-    let (authority, tail) = rest.split_at(end);
-    let (user, hosts) = match authority.rfind('@') {
-        Some(at) => (&authority[..=at], &authority[at + 1..]),
-        None => ("", authority),
-    };
-    if !hosts.contains(',') {
-        return Ok(vec![url.to_owned()]);
-    }
-    let list: Vec<&str> = hosts.split(',').map(str::trim).collect();
-    if list.iter().any(|h| h.is_empty()) {
-        return Err(bad("an empty host in the host list"));
-    }
-    Ok(list
-        .iter()
-        .map(|h| format!("{scheme}://{user}{h}{tail}"))
-        .collect())
 }

@@ -1,14 +1,19 @@
 //! SQLite: the embedded default. One file in WAL mode, created on first
 //! use; nothing to install or run.
 
+mod floor;
+mod group_commit;
+mod idempotency;
+mod review;
+pub(crate) mod sql;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::SqlSafeStr;
-use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -18,18 +23,24 @@ use toolgate::claim::{
     Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
+use rusqlite::types::ToSqlOutput;
+
 use crate::StoreOptions;
-use crate::common::{ClaimTxPoint, map_err, qmark};
-use crate::group_commit::{GroupCommit, is_busy};
-use crate::pooled::{self, Dialect};
-use crate::protocol::{self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit};
+use crate::common::{ClaimTxPoint, map_err};
+use crate::dialect::{Dialect, Reads};
+use crate::protocol::{
+    self, Answer, ClaimBackend, Clock, End, Held, Statements, TxFail, Unit, unit_what,
+};
 use crate::rows::{self, RusqliteRow};
+use crate::sql::Sql;
 use crate::write::StoreWrite;
+use group_commit::{GroupCommit, is_busy};
+use sql::SQL;
 
 /// The writer an application's own writes to its tables in the same file
 /// go through ([`SqliteClaimStore::writer`]), what it answers, and the
 /// driver its units run on.
-pub use crate::group_commit::{GroupCommit as Writer, WriteError, rusqlite};
+pub use group_commit::{GroupCommit as Writer, WriteError, rusqlite};
 
 /// The claims and audit tables on SQLite. Every write goes through one
 /// writer connection with group commit (`group_commit.rs`); the claim
@@ -46,21 +57,7 @@ pub struct SqliteClaimStore {
 }
 
 impl Dialect for sqlx::Sqlite {
-    const BUDGET: crate::budget::BudgetSql = crate::budget::SQLITE;
-    const INSERT_CLAIM: &str = "INSERT INTO toolgate_claims \
-        (operation_key, fingerprint, tool, arguments, scope, version_seen, proposer, \
-         status, holder, lease_expires_at, claimed_at, executor) \
-        VALUES (?, ?, ?, ?, ?, ?, ?, 'in_flight', ?, ?, ?, ?) \
-        ON CONFLICT (operation_key) DO NOTHING";
-    const SELECT_CLAIM: &str = qmark::SELECT_CLAIM;
-    const REOPEN_CLAIM: &str = qmark::REOPEN_CLAIM;
-    const COMPLETE: &str = qmark::COMPLETE;
-    const RECONCILE: &str = qmark::RECONCILE;
-    const CONSUME_GRANT: &str = qmark::CONSUME_GRANT;
-    const LIST_STUCK: &str = qmark::LIST_STUCK;
-    const APPEND_AUDIT: &str = qmark::APPEND_AUDIT;
-    const AUDIT_TRAIL: &str = qmark::AUDIT_TRAIL;
-    const CONNECTION_ID: &str = "SELECT -1 AS id";
+    const SQL: Sql = sql::SQL;
 
     /// `SQLITE_BUSY` or `SQLITE_LOCKED`, with any extended code.
     fn is_lost_race(e: &sqlx::Error) -> bool {
@@ -70,8 +67,6 @@ impl Dialect for sqlx::Sqlite {
             .is_some_and(|code| matches!(code & 0xff, 5 | 6))
     }
 
-    const HAS_RETURNING: bool = true;
-
     fn rows_affected(done: &Self::QueryResult) -> u64 {
         done.rows_affected()
     }
@@ -79,7 +74,7 @@ impl Dialect for sqlx::Sqlite {
 
 /// SQLite's lost-race errors: `SQLITE_BUSY` and `SQLITE_LOCKED`, with any
 /// extended code. A claim rolls back and runs again on these.
-pub use crate::group_commit::is_busy as is_lost_race;
+pub use group_commit::is_busy as is_lost_race;
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 8;
@@ -133,7 +128,7 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
         path,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    conn.busy_timeout(crate::group_commit::BUSY_TIMEOUT)?;
+    conn.busy_timeout(group_commit::BUSY_TIMEOUT)?;
     conn.execute_batch("PRAGMA query_only = ON;")?;
     Ok(conn)
 }
@@ -151,6 +146,25 @@ pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
     StoreError::new(kind, format!("{what}: {e}"))
 }
 
+/// An attempt's columns, in the order the claim's insert and its
+/// reopening both name them: fingerprint, tool, arguments, scope,
+/// version_seen, proposer, holder, lease end, claim time, executor.
+fn attempt_params<'a>(req: &'a ClaimRequest, attempt: &Attempt) -> [ToSqlOutput<'a>; 10] {
+    let p = req.proposal();
+    [
+        req.fingerprint().as_bytes().as_slice().into(),
+        p.tool().into(),
+        p.arguments().into(),
+        p.scope().into(),
+        p.version_seen().into(),
+        p.proposer().into(),
+        req.holder().as_bytes().as_slice().into(),
+        attempt.lease_expires_at.0.into(),
+        attempt.now.0.into(),
+        req.executor().as_str().into(),
+    ]
+}
+
 /// The protocol's statements on the writer's connection, inside the
 /// batch's transaction. rusqlite is synchronous: every future here is
 /// ready at its first poll (see [`run_now`]).
@@ -164,22 +178,12 @@ impl Statements for WriterTx<'_> {
         req: &ClaimRequest,
         attempt: &Attempt,
     ) -> Result<(), rusqlite::Error> {
-        let p = req.proposal();
+        let key = ToSqlOutput::from(req.key().as_bytes().as_slice());
         self.0
-            .prepare_cached(<sqlx::Sqlite as Dialect>::INSERT_CLAIM)?
-            .execute(rusqlite::params![
-                req.key().as_bytes().as_slice(),
-                req.fingerprint().as_bytes().as_slice(),
-                p.tool(),
-                p.arguments(),
-                p.scope(),
-                p.version_seen(),
-                p.proposer(),
-                req.holder().as_bytes().as_slice(),
-                attempt.lease_expires_at.0,
-                attempt.now.0,
-                req.executor().as_str(),
-            ])
+            .prepare_cached(SQL.claims.insert)?
+            .execute(rusqlite::params_from_iter(
+                std::iter::once(key).chain(attempt_params(req, attempt)),
+            ))
             .map(drop)
     }
 
@@ -189,31 +193,23 @@ impl Statements for WriterTx<'_> {
         attempt: &Attempt,
         closed: u32,
     ) -> Result<u64, rusqlite::Error> {
-        let p = req.proposal();
+        let tail: [ToSqlOutput<'_>; 3] = [
+            (i64::from(closed) + 1).into(),
+            req.key().as_bytes().as_slice().into(),
+            i64::from(closed).into(),
+        ];
         let n = self
             .0
-            .prepare_cached(qmark::REOPEN_CLAIM)?
-            .execute(rusqlite::params![
-                req.fingerprint().as_bytes().as_slice(),
-                p.tool(),
-                p.arguments(),
-                p.scope(),
-                p.version_seen(),
-                p.proposer(),
-                req.holder().as_bytes().as_slice(),
-                attempt.lease_expires_at.0,
-                attempt.now.0,
-                req.executor().as_str(),
-                i64::from(closed) + 1,
-                req.key().as_bytes().as_slice(),
-                i64::from(closed),
-            ])?;
+            .prepare_cached(SQL.claims.reopen)?
+            .execute(rusqlite::params_from_iter(
+                attempt_params(req, attempt).into_iter().chain(tail),
+            ))?;
         Ok(n as u64)
     }
 
     async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(<sqlx::Sqlite as Dialect>::BUDGET.forget_released)?
+            .prepare_cached(SQL.budget.forget_released)?
             .execute([key.as_bytes().as_slice()])
             .map(drop)
     }
@@ -233,7 +229,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::CONSUME_GRANT)?
+            .prepare_cached(SQL.claims.consume_grant)?
             .execute(rusqlite::params![
                 now.0,
                 req.proposal().proposer(),
@@ -261,7 +257,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::COMPLETE)?
+            .prepare_cached(SQL.claims.complete)?
             .execute(rusqlite::params![
                 now.0,
                 result.as_str(),
@@ -281,7 +277,7 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(qmark::RECONCILE)?
+            .prepare_cached(SQL.claims.reconcile)?
             .execute(rusqlite::params![
                 now.0,
                 resolution.as_str(),
@@ -297,9 +293,8 @@ impl Statements for WriterTx<'_> {
         key: &OperationKey,
         r: &BudgetReservation,
     ) -> Result<bool, rusqlite::Error> {
-        use crate::budget::{QMARK_RECORD, SQLITE_ADD};
         self.0
-            .prepare_cached(SQLITE_ADD)?
+            .prepare_cached(sql::BUDGET_ADD)?
             .execute(rusqlite::params![
                 r.budget,
                 r.scope,
@@ -309,7 +304,7 @@ impl Statements for WriterTx<'_> {
             ])?;
         let n = self
             .0
-            .prepare_cached(QMARK_RECORD)?
+            .prepare_cached(crate::sql::shared::BUDGET_RECORD)?
             .execute(rusqlite::params![
                 key.as_bytes().as_slice(),
                 r.amount,
@@ -322,12 +317,10 @@ impl Statements for WriterTx<'_> {
     }
 
     async fn budget_used(&mut self, r: &BudgetReservation) -> Result<i64, rusqlite::Error> {
-        self.0
-            .prepare_cached(crate::budget::SQLITE.used)?
-            .query_row(
-                rusqlite::params![r.budget, r.scope, r.window_start.0],
-                |row| row.get(0),
-            )
+        self.0.prepare_cached(SQL.budget.used)?.query_row(
+            rusqlite::params![r.budget, r.scope, r.window_start.0],
+            |row| row.get(0),
+        )
     }
 
     async fn budget_ledger_insert(
@@ -337,7 +330,7 @@ impl Statements for WriterTx<'_> {
         state: &str,
     ) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(crate::budget::SQLITE.ledger_insert)?
+            .prepare_cached(SQL.budget.ledger_insert)?
             .execute(rusqlite::params![
                 key.as_bytes().as_slice(),
                 r.budget,
@@ -350,7 +343,7 @@ impl Statements for WriterTx<'_> {
     }
 
     async fn budget_held(&mut self, key: &OperationKey) -> Result<Vec<Held>, rusqlite::Error> {
-        let mut stmt = self.0.prepare_cached(crate::budget::SQLITE.held)?;
+        let mut stmt = self.0.prepare_cached(SQL.budget.held)?;
         let rows = stmt.query_map(rusqlite::params![key.as_bytes().as_slice()], |row| {
             Ok(Held {
                 budget: row.get(0)?,
@@ -369,14 +362,14 @@ impl Statements for WriterTx<'_> {
     ) -> Result<u64, rusqlite::Error> {
         let n = self
             .0
-            .prepare_cached(crate::budget::SQLITE.release)?
+            .prepare_cached(SQL.budget.release)?
             .execute(rusqlite::params![key.as_bytes().as_slice(), budget])?;
         Ok(n as u64)
     }
 
     async fn budget_subtract(&mut self, held: &Held) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(crate::budget::SQLITE.subtract)?
+            .prepare_cached(SQL.budget.subtract)?
             .execute(rusqlite::params![
                 held.amount,
                 held.budget,
@@ -388,7 +381,7 @@ impl Statements for WriterTx<'_> {
 
     async fn append_audit(&mut self, entry: &AuditEntry) -> Result<(), rusqlite::Error> {
         self.0
-            .prepare_cached(qmark::APPEND_AUDIT)?
+            .prepare_cached(SQL.claims.append_audit)?
             .execute(rusqlite::params![
                 entry.at().0,
                 entry.actor(),
@@ -417,7 +410,7 @@ fn select_claim(
     conn: &rusqlite::Connection,
     key: &OperationKey,
 ) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, rusqlite::Error> {
-    let mut select = conn.prepare_cached(qmark::SELECT_CLAIM)?;
+    let mut select = conn.prepare_cached(SQL.claims.select)?;
     let mut found = select.query([key.as_bytes().as_slice()])?;
     Ok(found.next()?.map(|row| rows::claim(&RusqliteRow(row))))
 }
@@ -440,7 +433,7 @@ impl ClaimBackend for SqliteClaimStore {
     /// (a grant no longer usable) undoes only itself. Its answer comes
     /// after the batch's `COMMIT`.
     async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        let what = pooled::unit_what(&unit);
+        let what = unit_what(&unit);
         let written = self
             .writer
             .write(move |conn| {
@@ -515,11 +508,11 @@ impl ClaimStore for SqliteClaimStore {
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
-        pooled::list_stuck(&self.pool, now, limit).await
+        Reads(&self.pool).list_stuck(now, limit).await
     }
 
     async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        pooled::budget_reserved(&self.pool).await
+        Reads(&self.pool).budget_reserved().await
     }
 
     async fn record_reconciliation(
@@ -540,7 +533,7 @@ impl ClaimStore for SqliteClaimStore {
         key: &OperationKey,
         limit: u32,
     ) -> Result<Vec<AuditEntry>, StoreError> {
-        pooled::audit_trail(&self.pool, key, limit).await
+        Reads(&self.pool).audit_trail(key, limit).await
     }
 
     /// The claim lookup a stale version or a missing approval makes (a key that cannot
@@ -589,7 +582,6 @@ impl SqliteClaimStore {
         + Send
         + 'static,
     ) -> Result<T, StoreError> {
-        use crate::group_commit::WriteError;
         match self.writer.write(work).await {
             Ok(answer) => answer,
             Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
@@ -619,69 +611,16 @@ impl SqliteClaimStore {
 }
 
 fn migrator() -> Migrator {
-    let mut m = Migrator::with_migrations(vec![
-        Migration::new(
-            1,
-            "claims and audit log".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0001_claims.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            2,
-            "executor kind on claims, via on audit entries".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0002_executor_and_via.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            3,
-            "review items and approvals".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0003_review.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            4,
-            "budget counters and reservations".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0004_budgets.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            5,
-            "reviewer page sessions".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0005_review_sessions.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            6,
-            "idempotency key memory".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0006_idempotency.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            8,
-            "bounded review queue, grants bound to their proposer, idempotency quotas".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0008_hostile_callers.sql").into_sql_str(),
-            false,
-        ),
-        Migration::new(
-            9,
-            "attempts of one operation".into(),
-            MigrationType::Simple,
-            include_str!("../migrations/sqlite/0009_attempts.sql").into_sql_str(),
-            false,
-        ),
-    ]);
-    m.dangerous_set_table_name("toolgate_migrations");
-    m
+    crate::common::migrator(crate::common::migrations!("sqlite"))
 }
 
 impl SqliteClaimStore {
+    /// Checks `url` as [`Self::connect`] reads it, without opening it.
+    pub fn check_url(url: &str) -> Result<(), StoreError> {
+        SqliteConnectOptions::from_str(url)
+            .map(drop)
+            .map_err(|e| crate::common::bad_url(url, e))
+    }
     /// Opens the database at `url` (`sqlite://PATH`), creating the file if
     /// [`StoreOptions::create_if_missing`] says so, and runs the migrations.
     ///

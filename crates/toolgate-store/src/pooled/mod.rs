@@ -1,0 +1,350 @@
+//! The store on an sqlx pool, generic over the driver: PostgreSQL and
+//! MySQL/MariaDB are one implementation, [`PooledStore`], of the claim
+//! protocol ([`ClaimStore`]), the review queue and the `Idempotency-Key`
+//! memory, over a [`Pooled`] driver whose statements its folder writes.
+//! Each unit of the protocol runs on a transaction of its own.
+//!
+//! A store keeps its server's pool as one node ([`nodes`]); a MySQL URL
+//! listing several hosts (a Galera cluster) gives a node per host, one in
+//! use at a time, with failover between them.
+
+mod floor;
+mod idempotency;
+pub(crate) mod nodes;
+mod review;
+mod statements;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+};
+
+use crate::common::map_err;
+use crate::dialect::{Dialect, Reads};
+use crate::protocol::{self, Answer, ClaimBackend, Clock, End, TxFail, Unit, run_unit, unit_what};
+use crate::write::{StoreWrite, WriteFuture};
+use nodes::{FailoverCounts, Nodes, no_node, node_lost};
+use statements::PooledTx;
+
+/// A driver [`PooledStore`] runs on: PostgreSQL and MySQL/MariaDB.
+pub(crate) trait Pooled: Dialect {
+    /// Runs an application's `write` ([`StoreWrite`]'s method for this
+    /// driver) on `conn`, inside the completion's transaction.
+    fn app_write<'c>(write: &'c dyn StoreWrite, conn: &'c mut Self::Connection) -> WriteFuture<'c>;
+
+    /// Runs a review item insert: the new id, or `None` when a clash
+    /// inserted nothing (PostgreSQL reads it from `RETURNING`, MySQL from
+    /// the insert's last id).
+    fn insert_id(
+        pool: &sqlx::Pool<Self>,
+        q: sqlx::query::Query<'static, Self, Self::Arguments>,
+    ) -> impl Future<Output = Result<Option<i64>, StoreError>> + Send;
+}
+
+/// `impl … where …` with the bounds every [`Pooled`] driver meets (the
+/// types it binds, decodes and reads rows as), written once for the
+/// impls of this module.
+macro_rules! with_pooled_bounds {
+    ([$($head:tt)*] { $($body:tt)* }) => {
+        $($head)*
+        where
+            DB: $crate::pooled::Pooled,
+            for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+            for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB> + sqlx::ColumnIndex<DB::Row>,
+            for<'a> Option<&'a [u8]>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            String: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+            Option<String>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            Vec<u8>: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+            Option<Vec<u8>>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            i64: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+            Option<i64>: for<'a> sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+            i32: for<'a> sqlx::Encode<'a, DB> + for<'d> sqlx::Decode<'d, DB> + sqlx::Type<DB>,
+            usize: sqlx::ColumnIndex<DB::Row>,
+            for<'r> (String, String, i64, Option<String>): sqlx::FromRow<'r, DB::Row>,
+            for<'r> (String, String, i64): sqlx::FromRow<'r, DB::Row>,
+            for<'r> (i64, Option<String>): sqlx::FromRow<'r, DB::Row>,
+            for<'r> crate::idempotency::SqlRow: sqlx::FromRow<'r, DB::Row>,
+            for<'r> (i64, i64): sqlx::FromRow<'r, DB::Row>,
+            for<'r> (String, i64): sqlx::FromRow<'r, DB::Row>,
+            for<'r> (String, String): sqlx::FromRow<'r, DB::Row>,
+            for<'r> (i64,): sqlx::FromRow<'r, DB::Row>,
+            DB::Arguments: sqlx::IntoArguments<DB>,
+        {
+            $($body)*
+        }
+    };
+}
+pub(crate) use with_pooled_bounds;
+
+/// The claims, review queue and `Idempotency-Key` memory on PostgreSQL
+/// ([`crate::postgres::PgClaimStore`]) or MySQL/MariaDB
+/// ([`crate::mysql::MySqlClaimStore`]): one server, or the nodes of a
+/// Galera cluster with failover between them.
+///
+/// Cloning gives another handle to the same connections.
+pub struct PooledStore<DB: sqlx::Database> {
+    nodes: Arc<Nodes<DB>>,
+    clock: Clock,
+    #[cfg(feature = "fault-injection")]
+    hook: Option<crate::fault::FaultHook>,
+}
+
+impl<DB: sqlx::Database> Clone for PooledStore<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            nodes: Arc::clone(&self.nodes),
+            clock: self.clock,
+            #[cfg(feature = "fault-injection")]
+            hook: self.hook.clone(),
+        }
+    }
+}
+
+impl<DB: sqlx::Database> PooledStore<DB> {
+    /// A store on `nodes`, with the wall clock.
+    pub(crate) fn on(nodes: Nodes<DB>) -> Self {
+        Self {
+            nodes: Arc::new(nodes),
+            clock: crate::now_millis,
+            #[cfg(feature = "fault-injection")]
+            hook: None,
+        }
+    }
+
+    /// The pool of the node in use, for operations outside the claim
+    /// protocol. With several nodes this follows the failover: ask again
+    /// rather than keep it.
+    pub fn pool(&self) -> &sqlx::Pool<DB> {
+        &self.nodes.list[self.nodes.current.load(Ordering::Relaxed)].pool
+    }
+
+    /// Which of the URL's hosts (from 0) the store uses now.
+    pub fn node_in_use(&self) -> usize {
+        self.nodes.current.load(Ordering::Relaxed)
+    }
+
+    /// How many nodes the store knows.
+    pub fn node_count(&self) -> usize {
+        self.nodes.list.len()
+    }
+
+    /// The failover counters since the store connected.
+    pub fn failover_counts(&self) -> FailoverCounts {
+        let c = &self.nodes.counts;
+        FailoverCounts {
+            failovers: c.failovers.load(Ordering::Relaxed),
+            unknown_commits: c.unknown_commits.load(Ordering::Relaxed),
+            settled_by_read_back: c.settled.load(Ordering::Relaxed),
+            unsettled: c.unsettled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The store with `clock` as its time source for claim attempts (the
+    /// default is the wall clock, [`crate::now_millis`]). An attempt's time
+    /// is the clock's reading, never earlier than the request's own time.
+    #[must_use]
+    pub fn with_clock(mut self, clock: fn() -> UnixMillis) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Installs a fault hook (tests only).
+    #[cfg(feature = "fault-injection")]
+    #[must_use]
+    pub fn with_fault_hook(mut self, hook: crate::fault::FaultHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    fn hook(&self) -> Option<&crate::common::Hook> {
+        #[cfg(feature = "fault-injection")]
+        return self.hook.as_ref();
+        #[cfg(not(feature = "fault-injection"))]
+        None
+    }
+}
+
+with_pooled_bounds! {
+[impl<DB> ClaimBackend for PooledStore<DB>]
+{
+    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+        let nodes = &self.nodes;
+        let mut last = None;
+        for _ in 0..nodes.list.len() {
+            let i = nodes.pick();
+            let node = &nodes.list[i];
+            match transaction(&node.pool, self.hook(), &unit).await {
+                // The statements failed because the node did: nothing was
+                // written, so the unit runs again on the next node.
+                Err(TxFail::Failed(e)) if node_lost(&e) => {
+                    nodes.node_failed(i, &e);
+                    last = Some(node.named(e));
+                }
+                Err(TxFail::Unknown(e)) => {
+                    // A COMMIT that failed other than by a lost race: the
+                    // node is suspect, and the protocol reads back on
+                    // another one.
+                    nodes.counts.unknown_commits.fetch_add(1, Ordering::Relaxed);
+                    nodes.node_failed(i, &e);
+                    return Err(TxFail::Unknown(node.named(e)));
+                }
+                Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
+                other => return other,
+            }
+        }
+        Err(TxFail::Failed(last.unwrap_or_else(no_node::<DB>)))
+    }
+
+    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        self.nodes
+            .read(|pool| async move { Reads(&pool).claim(key).await })
+            .await
+    }
+
+    fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    fn read_back_settled(&self, settled: bool) {
+        let counts = &self.nodes.counts;
+        if settled {
+            counts.settled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            counts.unsettled.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[cfg(feature = "fault-injection")]
+    async fn fault_after_commit(&self) -> bool {
+        match &self.hook {
+            Some(hook) => hook(crate::common::ClaimTxPoint::AfterCommit.into(), -1).await,
+            None => false,
+        }
+    }
+}
+}
+
+with_pooled_bounds! {
+[impl<DB> ClaimStore for PooledStore<DB>]
+{
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        protocol::claim(self, request).await
+    }
+
+    async fn complete(
+        &self,
+        key: &OperationKey,
+        holder: &HolderToken,
+        result: &JsonText,
+        now: UnixMillis,
+        audit: &AuditEntry,
+    ) -> Result<Completion, StoreError> {
+        protocol::complete(self, key, holder, result, now, audit).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        ClaimBackend::read_claim(self, key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        self.nodes
+            .read(|pool| async move { Reads(&pool).list_stuck(now, limit).await })
+            .await
+    }
+
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.nodes
+            .read(|pool| async move { Reads(&pool).budget_reserved().await })
+            .await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        key: &OperationKey,
+        outcome: &ReconcileOutcome,
+        now: UnixMillis,
+    ) -> Result<Reconciled, StoreError> {
+        protocol::reconcile(self, key, outcome, now).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        protocol::append_audit(self, entry).await
+    }
+
+    /// The claim lookup's connections, and a connection for the claim's
+    /// transactions: a store whose reads work but whose transactions
+    /// cannot start is not ready.
+    async fn ready(&self) -> Result<(), StoreError> {
+        let probe = OperationKey::from_bytes([0; OperationKey::LEN]);
+        self.fetch(&probe).await?;
+        self.nodes
+            .on(true, |pool| async move {
+                pool.acquire()
+                    .await
+                    .map(drop)
+                    .map_err(|e| map_err(&format!("connecting to {}", DB::NAME), e))
+            })
+            .await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.nodes
+            .read(|pool| async move { Reads(&pool).audit_trail(key, limit).await })
+            .await
+    }
+}
+}
+
+/// Runs `unit` in a transaction of its own on a connection from `pool`,
+/// which goes back to the pool when the transaction has ended.
+async fn transaction<DB>(
+    pool: &sqlx::Pool<DB>,
+    hook: Option<&crate::common::Hook>,
+    unit: &Unit,
+) -> Result<Answer, TxFail>
+where
+    DB: Dialect,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'t> PooledTx<'t, DB>: crate::protocol::Statements<Error = sqlx::Error>,
+{
+    let failed = |what: &str, e: sqlx::Error| {
+        if DB::is_lost_race(&e) {
+            TxFail::LostRace
+        } else {
+            TxFail::Failed(map_err(what, e))
+        }
+    };
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(|e| failed("beginning a transaction", e))?;
+    let tx = sqlx::Connection::begin(&mut *conn)
+        .await
+        .map_err(|e| failed("beginning a transaction", e))?;
+    let mut tx = PooledTx { tx, hook };
+    let (answer, end) = run_unit(&mut tx, unit)
+        .await
+        .map_err(|e| failed(unit_what(unit), e))?;
+    match end {
+        End::Rollback => {
+            // Nothing worth keeping; a failed rollback closes the
+            // connection, which rolls back too.
+            let _ = tx.tx.rollback().await;
+            Ok(answer)
+        }
+        End::Commit => match tx.tx.commit().await {
+            Ok(()) => Ok(answer),
+            Err(e) if DB::is_lost_race(&e) => Err(TxFail::LostRace),
+            Err(e) => Err(TxFail::Unknown(map_err("COMMIT", e))),
+        },
+    }
+}
