@@ -1,5 +1,5 @@
 //! A process killed between a claim that reserved budget and any release
-//! (issue 16): `toolgate bench race --budget --hold-after-claim` claims one
+//! (the budget fault): `toolgate bench race --budget --hold-after-claim` claims one
 //! credit with its 10.00 reserved and blocks before executing; the test
 //! SIGKILLs it. After a restart (a new process and store) and
 //! `toolgate claims reconcile`, which finds no credit and closes the claim as

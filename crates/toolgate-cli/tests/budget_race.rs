@@ -1,4 +1,4 @@
-//! `toolgate bench race --budget` (issue 16, item 4): 12 workers propose
+//! `toolgate bench race --budget`: 12 workers propose
 //! 10.00 credits on distinct tickets of one customer against a daily budget
 //! of 100.00. The credits written never pass the limit and, with demand over
 //! it and amounts that divide it, reach it exactly, on SQLite, PostgreSQL and

@@ -1,4 +1,4 @@
-//! `toolgate claims stuck`: the listing scripts read (issue 4, §7), on an
+//! `toolgate claims stuck`: the listing scripts read, on an
 //! embedded SQLite store.
 
 #![expect(

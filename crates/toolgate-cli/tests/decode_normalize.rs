@@ -1,5 +1,5 @@
 //! The `decode` and `normalize` command interfaces, which other tooling
-//! depends on byte for byte (issue 2, deliverable 5).
+//! depends on byte for byte.
 
 use serde_json::{Value, json};
 

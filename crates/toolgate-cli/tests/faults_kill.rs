@@ -1,4 +1,4 @@
-//! Fault test (issue 14, item 3): `kill -9` of a `toolgate serve` process in
+//! Fault test: `kill -9` of a `toolgate serve` process in
 //! the middle of a burst of in-process goodwill credits, then a restart on
 //! the same database.
 //!

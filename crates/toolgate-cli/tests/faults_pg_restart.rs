@@ -1,4 +1,4 @@
-//! Fault test (issue 14, item 3): PostgreSQL restarted in the middle of a
+//! Fault test: PostgreSQL restarted in the middle of a
 //! race. A private PostgreSQL instance (scripts/pg-private.sh: its own data
 //! directory and port, never the shared server on 5432) backs one `toolgate
 //! serve` running the support-desk example. Waves of races, three tickets

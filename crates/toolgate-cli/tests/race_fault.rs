@@ -1,4 +1,4 @@
-//! Fault test (issue 4, §9): a worker process SIGKILLed after claiming and
+//! Fault test: a worker process SIGKILLed after claiming and
 //! before completing. The claim stays `in_flight`; after the lease the
 //! decision is `needs_reconciliation`, never a second execution; `toolgate
 //! claims reconcile` asks the downstream tables and closes the claim.

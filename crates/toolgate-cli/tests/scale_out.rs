@@ -1,4 +1,4 @@
-//! Scale-out check (issue 5, docs/design.md §8): two `toolgate serve` processes on
+//! Scale-out check: two `toolgate serve` processes on
 //! one PostgreSQL (or MariaDB) database, twelve clients per ticket split six
 //! and six between them, all proposing a goodwill credit on the same ticket
 //! version at the same moment.

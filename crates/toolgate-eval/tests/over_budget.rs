@@ -1,4 +1,4 @@
-//! The eval counts over-budget decisions (issue 16): cases whose decision
+//! The eval counts over-budget decisions: cases whose decision
 //! carries reason `budget_exceeded`, whether the budget sends them to a
 //! person or rejects them, in the JSON report and the text summary.
 

@@ -17,10 +17,12 @@
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
 use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, RETENTION_MS, Remembered, cost};
 use toolgate::pipeline::Outcome;
+use utoipa::openapi::path::{Parameter, ParameterIn};
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::error::{ApiError, PROBLEM_JSON, ProblemCode};
 use crate::state::{AppState, GateComponents};
@@ -227,5 +229,58 @@ impl<P: GateComponents> Drop for Guard<P> {
                 tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
             }
         });
+    }
+}
+
+/// The longest `Idempotency-Key`, in characters.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// The `Idempotency-Key` header, for the document: 1 to 255 visible ASCII
+/// characters other than `"`, bare or quoted once (the draft's
+/// structured-field string).
+pub struct IdempotencyHeader;
+
+impl utoipa::IntoParams for IdempotencyHeader {
+    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
+        let key = format!("[!#-~]{{1,{MAX_IDEMPOTENCY_KEY}}}");
+        vec![crate::dto::param(
+            "Idempotency-Key",
+            ParameterIn::Header,
+            false,
+            "IETF httpapi draft: a repeat with the same body gets the first answer again; 409 \
+             `idempotency_key_in_flight` while the first runs; 422 `idempotency_key_reused` with \
+             another body. 1 to 255 visible ASCII characters other than `\"`, bare or in one \
+             pair of quotes",
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(format!("^({key}|\"{key}\")$"))),
+        )]
+    }
+}
+
+/// The `Idempotency-Key` value: 1 to 255 visible ASCII characters other
+/// than `"`, bare or in one pair of quotes.
+pub(crate) fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let Some(v) = headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = v.to_str().ok().map(|s| {
+        s.strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .unwrap_or(s)
+            .to_owned()
+    });
+    match text {
+        Some(t)
+            if !t.is_empty()
+                && t.len() <= MAX_IDEMPOTENCY_KEY
+                && t.bytes().all(|b| b.is_ascii_graphic() && b != b'"') =>
+        {
+            Ok(Some(t))
+        }
+        _ => Err(ApiError::new(
+            ProblemCode::InvalidIdempotencyKey,
+            "Idempotency-Key must be 1 to 255 visible ASCII characters other than '\"', bare or in one pair of quotes",
+        )),
     }
 }

@@ -1,4 +1,4 @@
-//! Budgets over HTTP (issue 16): a credit over a customer's daily budget is
+//! Budgets over HTTP: a credit over a customer's daily budget is
 //! `pending_approval` with `budget_exceeded`, the budget in the decision and
 //! a review item; a reviewer approves it, and the proposer's own retry uses
 //! the approval and executes beyond the limit.

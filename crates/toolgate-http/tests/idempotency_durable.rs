@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` memory as rows in the claim database (issue 14):
+//! The `Idempotency-Key` memory as rows in the claim database:
 //! a repeat reaching another replica, or arriving after a restart, gets the
 //! first answer; a key racing on two replicas has one runner and the others
 //! get `409 idempotency_key_in_flight` or the answer; a key running

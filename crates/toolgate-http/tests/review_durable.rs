@@ -1,5 +1,5 @@
-//! Review items and approvals as rows in the claim database (issue 14,
-//! docs/design.md §14): ids that never repeat and items that survive a
+//! Review items and approvals as rows in the claim database (docs/design.md
+//! §14): ids that never repeat and items that survive a
 //! restart (the old queue lived in one process's memory and restarted at
 //! 1), acted on from a second replica, four-eyes (the old approve let a key
 //! holding both capabilities approve its own proposal), audit rows naming

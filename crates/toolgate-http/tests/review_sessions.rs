@@ -1,4 +1,4 @@
-//! Reviewer page logins as rows in the claim database (issue 14): a
+//! Reviewer page logins as rows in the claim database: a
 //! reviewer signed in on one replica is signed in on another and after a
 //! restart, signing out on one ends the session everywhere, an expired
 //! session is refused, and the CSRF token is still checked. The old

@@ -202,7 +202,7 @@ const REFUSED: &[(&str, &str)] = &[
 /// Single tests where toolgate's verdict differs from the suite's, with the
 /// reason: lexical integers (JSON Schema counts `1.0` as an integer,
 /// toolgate does not) and asserted formats (the suite's default treats
-/// `format` as an annotation; toolgate asserts it, as issue 3 requires).
+/// `format` as an annotation; toolgate asserts it, as the contract requires).
 const DIFFERENT: &[(&str, &str)] = &[
     (
         "format: date format / invalid date string is only an annotation by default",

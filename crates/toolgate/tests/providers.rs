@@ -187,7 +187,7 @@ fn fixtures_cover_every_outcome_for_every_provider() {
                 "{p}: outcome {r} (not applicable: {na})"
             );
         }
-        // The specific proposals issue 3 names, in every provider shape.
+        // The specific proposals the contract names, in every provider shape.
         for case in [
             "approved-by",
             "duplicate-key",

@@ -1,4 +1,4 @@
-//! One read for the entities and the ticket's version (issue 15, item 3).
+//! One read for the entities and the ticket's version.
 //!
 //! Authorisation reads the acting agent and the ticket in one statement
 //! ([`SupportDesk::directory`]); the ticket's version comes with it. The

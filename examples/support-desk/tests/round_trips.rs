@@ -1,4 +1,4 @@
-//! Statements per decision on PostgreSQL and MariaDB (issue 15, item 3):
+//! Statements per decision on PostgreSQL and MariaDB:
 //! the support desk's fresh credit and its replay through the real
 //! pipeline (Cedar over the desk's live entities, read in one statement
 //! with the ticket's version by `decide_reading_once`, the desk's executor,

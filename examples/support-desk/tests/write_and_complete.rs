@@ -1,5 +1,5 @@
-//! The credit and its claim's completion in one transaction (issue 15,
-//! item 3; `toolgate_store::StoreWrite`), on SQLite, PostgreSQL and
+//! The credit and its claim's completion in one transaction
+//! (`toolgate_store::StoreWrite`), on SQLite, PostgreSQL and
 //! MariaDB, through the real pipeline: both commit, or neither does.
 //!
 //! Each case runs the desk's own executor behind a wrapper that changes

@@ -23,7 +23,7 @@ use utoipa::openapi::schema::{ObjectBuilder, Type};
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
-use crate::idempotency::{Begin, Stored};
+use crate::idempotency::{Begin, IdempotencyHeader, Stored, idempotency_key};
 use crate::state::{AppState, GateComponents};
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
@@ -38,59 +38,6 @@ pub fn strict_body<T: DeserializeOwned>(body: &[u8], max: usize) -> Result<T, Ap
         })?;
     serde_json::from_value(value)
         .map_err(|e| ApiError::new(ProblemCode::InvalidBody, e.to_string()))
-}
-
-/// The longest `Idempotency-Key`, in characters.
-const MAX_IDEMPOTENCY_KEY: usize = 255;
-
-/// The `Idempotency-Key` header, for the document: 1 to 255 visible ASCII
-/// characters other than `"`, bare or quoted once (the draft's
-/// structured-field string).
-pub struct IdempotencyHeader;
-
-impl utoipa::IntoParams for IdempotencyHeader {
-    fn into_params(_: impl Fn() -> Option<ParameterIn>) -> Vec<Parameter> {
-        let key = format!("[!#-~]{{1,{MAX_IDEMPOTENCY_KEY}}}");
-        vec![crate::dto::param(
-            "Idempotency-Key",
-            ParameterIn::Header,
-            false,
-            "IETF httpapi draft: a repeat with the same body gets the first answer again; 409 \
-             `idempotency_key_in_flight` while the first runs; 422 `idempotency_key_reused` with \
-             another body. 1 to 255 visible ASCII characters other than `\"`, bare or in one \
-             pair of quotes",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .pattern(Some(format!("^({key}|\"{key}\")$"))),
-        )]
-    }
-}
-
-/// The `Idempotency-Key` value: 1 to 255 visible ASCII characters other
-/// than `"`, bare or in one pair of quotes.
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    let Some(v) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let text = v.to_str().ok().map(|s| {
-        s.strip_prefix('"')
-            .and_then(|t| t.strip_suffix('"'))
-            .unwrap_or(s)
-            .to_owned()
-    });
-    match text {
-        Some(t)
-            if !t.is_empty()
-                && t.len() <= MAX_IDEMPOTENCY_KEY
-                && t.bytes().all(|b| b.is_ascii_graphic() && b != b'"') =>
-        {
-            Ok(Some(t))
-        }
-        _ => Err(ApiError::new(
-            ProblemCode::InvalidIdempotencyKey,
-            "Idempotency-Key must be 1 to 255 visible ASCII characters other than '\"', bare or in one pair of quotes",
-        )),
-    }
 }
 
 fn stored_response(s: Stored) -> Response {
@@ -585,22 +532,7 @@ async fn proposal_inner<P: GateComponents>(
     };
     let executor =
         crate::limits::Capped::new(app.components().executor(), app.settings().max_result_bytes);
-    let settled = settle(app, &executor, call).await?;
-    for note in &settled.notes {
-        log_note(principal, &settled.decision, note);
-    }
-    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
-        announce(app, item, &settled.decision, now);
-    }
-    tracing::info!(
-        principal = principal.id(),
-        outcome = settled.decision.outcome().as_str(),
-        reason = settled.decision.reason().map(|r| r.as_str()),
-        tool = settled.decision.tool(),
-        operation_key = settled.decision.key().map(|k| k.to_hex()),
-        "decision"
-    );
-    Ok(settled)
+    settle(app, &executor, call).await
 }
 
 async fn run_inner<P: GateComponents>(
@@ -642,12 +574,6 @@ async fn run_inner<P: GateComponents>(
         ExecutionMode::Client => settle(app, &ClientExecutor, call).await,
     };
     let settled = settled.map_err(refused_or_failed)?;
-    for note in &settled.notes {
-        log_note(&principal, &settled.decision, note);
-    }
-    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
-        announce(app, item, &settled.decision, now);
-    }
     let decision = settled.decision;
     let permit = match (decision.permit(), &arguments, &settled.version_seen) {
         (Some(lease), Some((canonical, arguments)), Some(version)) => Some(Permit::new(
@@ -663,23 +589,17 @@ async fn run_inner<P: GateComponents>(
         permit,
         settled.review_item.and_then(|i| u64::try_from(i).ok()),
     );
-    tracing::info!(
-        principal = principal.id(),
-        outcome = decision.outcome().as_str(),
-        reason = decision.reason().map(|r| r.as_str()),
-        tool = decision.tool(),
-        operation_key = decision.key().map(|k| k.to_hex()),
-        "decision"
-    );
     Ok((decision, response))
 }
 
-/// The core's whole decision with `executor` as this request's executor.
+/// The core's whole decision with `executor` as this request's executor,
+/// and what the operator's log and the review webhook hear of it.
 async fn settle<P: GateComponents, E: Executor>(
     app: &AppState<P>,
     executor: &E,
     call: Call<'_>,
 ) -> Result<Settled, CallError> {
+    let (principal, now) = (call.principal, call.now);
     let components = app.components();
     let pipeline = Run {
         components,
@@ -693,7 +613,23 @@ async fn settle<P: GateComponents, E: Executor>(
         queue: app.settings().review_queue,
         present: present_decision,
     };
-    decide_call(&front, call).await
+    let settled = decide_call(&front, call).await?;
+    for note in &settled.notes {
+        log_note(principal, &settled.decision, note);
+    }
+    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
+        announce(app, item, &settled.decision, now);
+    }
+    let d = &settled.decision;
+    tracing::info!(
+        principal = principal.id(),
+        outcome = d.outcome().as_str(),
+        reason = d.reason().map(|r| r.as_str()),
+        tool = d.tool(),
+        operation_key = d.key().map(|k| k.to_hex()),
+        "decision"
+    );
+    Ok(settled)
 }
 
 /// One pipeline run on the sidecar's components (which may read once per
