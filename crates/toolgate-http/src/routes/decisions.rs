@@ -17,8 +17,6 @@ use toolgate::pipeline::{
 };
 use toolgate::provider::Provider;
 use tracing::Instrument;
-use utoipa::openapi::path::{Parameter, ParameterIn};
-use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
