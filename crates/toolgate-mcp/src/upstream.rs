@@ -166,6 +166,44 @@ impl UpstreamClient {
         })
     }
 
+    /// Connects to a Streamable HTTP endpoint with a bearer token held by
+    /// the caller rather than named by `bearer_env`: how a client of the
+    /// gateway itself (`toolgate bench mcp`) presents one of its API keys.
+    pub async fn connect_http(
+        name: &str,
+        url: &str,
+        bearer: Option<&str>,
+        connect_timeout: Duration,
+        call_timeout: Duration,
+    ) -> Result<Self, UpstreamError> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+        if let Some(token) = bearer {
+            config = config.auth_header(token.to_owned());
+        }
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let service = tokio::time::timeout(
+            connect_timeout,
+            ().serve_with_lifecycle(transport, lifecycle()),
+        )
+        .await
+        .map_err(|_| {
+            UpstreamError::Connect(format!(
+                "no handshake within {} ms",
+                connect_timeout.as_millis()
+            ))
+        })?
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        service
+            .peer()
+            .set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        Ok(Self {
+            name: name.to_owned(),
+            service,
+            call_timeout,
+        })
+    }
+
     /// The upstream's name.
     pub fn name(&self) -> &str {
         &self.name

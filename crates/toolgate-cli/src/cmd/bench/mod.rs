@@ -6,6 +6,7 @@
 
 mod check;
 mod decode;
+mod mcp;
 mod race;
 mod race_budget;
 mod serve;
@@ -26,6 +27,7 @@ enum Which {
     Check(check::Args),
     Race(race::Args),
     Serve(serve::Args),
+    Mcp(mcp::Args),
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -34,5 +36,6 @@ pub fn run(args: Args) -> ExitCode {
         Which::Check(a) => check::run(a),
         Which::Race(a) => race::run(a),
         Which::Serve(a) => serve::run(a),
+        Which::Mcp(a) => mcp::run(a),
     }
 }
