@@ -1,5 +1,10 @@
 //! `toolgate`: the command line. One file per subcommand under `cmd/`.
 
+// The served decision (the sidecar's components behind the MCP gateway's
+// executor) nests enough async layers that an optimised build's layout
+// query passes rustc's default depth of 128.
+#![recursion_limit = "256"]
+
 mod cmd;
 mod io;
 mod logging;
