@@ -426,34 +426,55 @@ pub(crate) async fn run<P: GateComponents>(
     mode: ExecutionMode,
     prepared: Arc<Prepared>,
 ) -> Result<(Decision, DecisionResponse), ApiError> {
+    let out = on_task(
+        app,
+        |(d, _): &(Decision, DecisionResponse)| d,
+        move |app| async move { run_inner(&app, principal, mode, prepared).await },
+    )
+    .await;
+    out.unwrap_or_else(|e| {
+        Err(ApiError::new(
+            ProblemCode::Internal,
+            format!("the decision task failed: {e}"),
+        ))
+    })
+}
+
+/// Runs one decision on its own task, so a dropped connection or an
+/// expired deadline never abandons a claim between claim and completion,
+/// and shutdown (which takes `tasks` for writing) waits for it; records
+/// the decision's metrics. The request's span (its request id and trace
+/// id) follows the decision onto its task, so its log lines carry them too.
+async fn on_task<P, T, E, F, Fut>(
+    app: &AppState<P>,
+    decision: fn(&T) -> &Decision,
+    work: F,
+) -> Result<Result<T, E>, tokio::task::JoinError>
+where
+    P: GateComponents,
+    T: Send + 'static,
+    E: Send + 'static,
+    F: FnOnce(AppState<P>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T, E>> + Send,
+{
     let task_app = app.clone();
-    let handle = tokio::spawn(
+    tokio::spawn(
         async move {
             let _running = task_app.inner.tasks.clone().read_owned().await;
-            task_app.inner.metrics.started();
+            let metrics = &task_app.inner.metrics;
+            metrics.started();
             let started = Instant::now();
-            let out = run_inner(&task_app, principal, mode, prepared).await;
-            task_app.inner.metrics.finished();
-            if let Ok((d, _)) = &out {
-                task_app.inner.metrics.decided(
-                    d.outcome(),
-                    d.tool(),
-                    started.elapsed().as_secs_f64(),
-                );
+            let out = work(task_app.clone()).await;
+            metrics.finished();
+            if let Ok(t) = &out {
+                let d = decision(t);
+                metrics.decided(d.outcome(), d.tool(), started.elapsed().as_secs_f64());
             }
             out
         }
-        // The request's span (its request id and trace id) follows the decision
-        // onto its task, so the decision's log lines carry them too.
         .instrument(tracing::Span::current()),
-    );
-    match handle.await {
-        Ok(out) => out,
-        Err(e) => Err(ApiError::new(
-            ProblemCode::Internal,
-            format!("the decision task failed: {e}"),
-        )),
-    }
+    )
+    .await
 }
 
 /// One proposal from another front door on the same deployment (the MCP
@@ -471,32 +492,23 @@ pub async fn decide_proposal<P: GateComponents>(
     scope: serde_json::Map<String, Value>,
     version_seen: VersionSeen,
 ) -> Result<Settled, CallError> {
-    let task_app = app.clone();
-    let handle = tokio::spawn(
-        async move {
-            let _running = task_app.inner.tasks.clone().read_owned().await;
-            task_app.inner.metrics.started();
-            let started = Instant::now();
-            let out = proposal_inner(&task_app, &principal, proposal, &scope, version_seen).await;
-            task_app.inner.metrics.finished();
-            if let Ok(settled) = &out {
-                let d = &settled.decision;
-                task_app.inner.metrics.decided(
-                    d.outcome(),
-                    d.tool(),
-                    started.elapsed().as_secs_f64(),
-                );
-            }
-            out
-        }
-        .instrument(tracing::Span::current()),
-    );
-    handle.await.map_err(|e| {
-        CallError::Gate(GateError::Store(toolgate::claim::StoreError::new(
-            toolgate::claim::StoreErrorKind::Unavailable,
-            format!("the decision task failed: {e}"),
+    let out =
+        on_task(
+            app,
+            |settled: &Settled| &settled.decision,
+            move |app| async move {
+                proposal_inner(&app, &principal, proposal, &scope, version_seen).await
+            },
+        )
+        .await;
+    out.unwrap_or_else(|e| {
+        Err(CallError::Gate(GateError::Store(
+            toolgate::claim::StoreError::new(
+                toolgate::claim::StoreErrorKind::Unavailable,
+                format!("the decision task failed: {e}"),
+            ),
         )))
-    })?
+    })
 }
 
 async fn proposal_inner<P: GateComponents>(
