@@ -93,6 +93,8 @@ mod any;
 mod common;
 mod dialect;
 pub mod floor;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod held;
 mod idempotency;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -115,6 +117,8 @@ pub mod fault;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use any::{AnyClaimStore, Backend};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use held::{Borrowed, Held, HeldConnection};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use pooled::PooledStore;
 pub use redact::{REDACTED, redact_url};

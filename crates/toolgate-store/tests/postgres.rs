@@ -500,3 +500,22 @@ async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed()
     assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
     schema.drop().await;
 }
+
+#[tokio::test]
+async fn a_decision_claims_on_the_connection_it_read_on() {
+    let Some(schema) = Schema::create().await else {
+        return;
+    };
+    let (hook, ids) = support::record_claim_connections();
+    let two = StoreOptions {
+        max_connections: 2,
+        ..StoreOptions::default()
+    };
+    let store = PgClaimStore::connect(&schema.url, two)
+        .await
+        .expect("connect to the test schema")
+        .with_fault_hook(hook);
+    support::a_decision_claims_on_the_connection_it_read_on(&AnyClaimStore::Postgres(store), &ids)
+        .await;
+    schema.drop().await;
+}

@@ -28,7 +28,7 @@ pub mod store;
 
 pub use app::{Desk, Proposal, SystemClockAndTokens, TicketCredits};
 pub use cedar::DeskEntities;
-pub use reads::decide_reading_once;
+pub use reads::{decide_reading_once, decide_reading_once_on};
 pub use store::{Directory, SeedTicket, SupportDesk, TicketFacts, TicketOwner};
 
 /// The desk's tool policy (`examples/support-desk/policy.toml`).

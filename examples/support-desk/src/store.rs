@@ -42,7 +42,9 @@ use toolgate::pipeline::{
 };
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
-use toolgate_store::{AnyClaimStore, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
+use toolgate_store::{
+    AnyClaimStore, Held, HeldConnection, StoreWrite, WriteCompleted, WriteFuture, sqlx_error,
+};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
@@ -248,6 +250,32 @@ where
     })
 }
 
+/// The directory read on one connection.
+async fn directory_on<DB>(
+    conn: &mut DB::Connection,
+    sql: &'static str,
+    agent: &str,
+    ticket: &str,
+) -> Result<Directory, StoreError>
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> DB::Arguments: sqlx::IntoArguments<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    for<'r> Option<bool>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'r> Option<String>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    for<'r> Option<i64>: sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+{
+    let row = sqlx::query(sql)
+        .bind(agent)
+        .bind(ticket)
+        .fetch_one(conn)
+        .await
+        .map_err(|e| db("reading the directory", e))?;
+    directory_from(&row)
+}
+
 fn migrator(sql: &'static str) -> Migrator {
     let mut m = Migrator::with_migrations(vec![Migration::new(
         1,
@@ -428,6 +456,36 @@ impl SupportDesk {
                 .map_err(|e| db("reading the directory", e))?;
             directory_from(&row)
         })
+    }
+
+    /// [`SupportDesk::directory`] on one decision's connection (`held`),
+    /// which that decision's claim then begins on: one pool use fewer. A
+    /// `held` of another store, or SQLite (which holds nothing), reads as
+    /// usual.
+    pub async fn directory_held(
+        &self,
+        held: &Held<'_>,
+        agent: &str,
+        ticket: &str,
+    ) -> Result<Directory, StoreError> {
+        if !held.is_of(&self.claims) {
+            return self.directory(agent, ticket).await;
+        }
+        match held.connection().await? {
+            HeldConnection::Postgres(mut conn) => {
+                let found =
+                    directory_on::<sqlx::Postgres>(&mut conn, DIRECTORY.pg, agent, ticket).await?;
+                conn.keep();
+                Ok(found)
+            }
+            HeldConnection::MySql(mut conn) => {
+                let found =
+                    directory_on::<sqlx::MySql>(&mut conn, DIRECTORY.qm, agent, ticket).await?;
+                conn.keep();
+                Ok(found)
+            }
+            HeldConnection::Sqlite => self.directory(agent, ticket).await,
+        }
     }
 
     /// Whether an agent is active (`None`: unknown agent).
