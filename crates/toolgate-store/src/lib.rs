@@ -79,6 +79,12 @@
 //! next statement as `Unavailable`, which the claim protocol treats as any
 //! other failure before `COMMIT` (nothing written).
 //!
+//! A decision that reads from the claim store's database before it claims
+//! can hold one connection for both ([`AnyClaimStore::hold`], `held.rs`):
+//! the read keeps it in the decision's [`Held`], and the claim made through
+//! the `Held` receives it by value for its first transaction. One pool use
+//! (and one ping) fewer per decision.
+//!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
 //! which uses the strict JSON decoder): a corrupt row is an error value and
