@@ -7,7 +7,8 @@ use toolgate::pipeline::AuthzRequest;
 use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
 use toolgate_store::Held;
 
-use crate::store::{Directory, SupportDesk};
+use crate::directory::Directory;
+use crate::store::SupportDesk;
 
 /// The desk's Cedar policies (`examples/support-desk/policy.cedar`).
 pub const POLICIES: &str = include_str!("../policy.cedar");
