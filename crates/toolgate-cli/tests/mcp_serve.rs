@@ -101,8 +101,9 @@ struct Setup {
 
 /// The shop on a free port (holding a refund of order 1005 for ten seconds
 /// inside its transaction, within the upstream's call timeout, for the
-/// killed-gateway case), and the
-/// example deployment pointed at it, its tools pinned.
+/// killed-gateway case; refund_order's largest amount read again from
+/// `max-refund` in the setup's directory on every tools/list, 20000 while it
+/// is absent), and the example deployment pointed at it, its tools pinned.
 fn setup(py: PathBuf) -> Setup {
     let dir = std::env::temp_dir().join(format!(
         "toolgate-mcp-serve-{}",
@@ -116,6 +117,8 @@ fn setup(py: PathBuf) -> Setup {
         .arg("--db")
         .arg(&shop_db)
         .args(["--hold-order", "1005", "--hold-ms", "10000"])
+        .arg("--max-refund-file")
+        .arg(dir.join("max-refund"))
         .args(["serve-http", "--port", &shop_port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -448,6 +451,54 @@ fn the_example_gateway_end_to_end() {
     });
     assert_eq!(counts(&s)["refund_order_calls"], json!(3), "{seen:?}");
     drop(gateway);
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// The shop publishes another refund_order schema while the gateway serves
+/// (a new release): the next comparison with the pins withholds the tool
+/// (not listed, a call is an unknown tool), the log says what changed in
+/// the words used at start, and nothing reaches the shop; once the shop
+/// offers the pinned definition again the tool is served again.
+#[test]
+fn a_tool_changed_while_serving_is_withheld() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    let from = "call_timeout_ms = 15000";
+    assert!(text.contains(from));
+    std::fs::write(
+        &s.config,
+        text.replacen(from, &format!("{from}\nrefresh_secs = 1"), 1),
+    )
+    .unwrap();
+    let _gateway = serve(&s, "refresh");
+    let args = refund_args(1001, 1, 500);
+    let r = refund(&s, ANA, &args);
+    assert_eq!(outcome(&r), "executed", "{r}");
+
+    std::fs::write(s.dir.join("max-refund"), "900000").unwrap();
+    wait_for("refund_order to be withheld", || {
+        client(&s, ANA, &["list"])["tools"] == json!([])
+    });
+    let r = refund(&s, ANA, &args);
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    let log = std::fs::read_to_string(s.dir.join("serve-refresh.log")).unwrap();
+    assert!(
+        log.contains(
+            "tool `refund_order` withheld: input schema at \
+             /properties/amount_minor/maximum: 20000 became 900000"
+        ),
+        "{log}"
+    );
+    assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+
+    std::fs::write(s.dir.join("max-refund"), "20000").unwrap();
+    wait_for("refund_order to be served again", || {
+        client(&s, ANA, &["list"])["tools"] != json!([])
+    });
+    let r = refund(&s, ANA, &args);
+    assert_eq!(outcome(&r), "replayed", "{r}");
+    assert_eq!(counts(&s)["refund_order_calls"], json!(1));
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 

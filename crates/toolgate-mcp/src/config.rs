@@ -11,6 +11,7 @@
 //! pins = "shop.pins.toml"                    # written by `toolgate mcp import`
 //! connect_timeout_ms = 5000
 //! call_timeout_ms = 30000
+//! refresh_secs = 60                          # compare with the pins again
 //!
 //! [[upstreams.tools]]
 //! name = "refund_order"
@@ -43,6 +44,11 @@ pub use tool::{
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// Default wait for one upstream `tools/call` (or `tools/list`).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Default interval between two comparisons of an upstream's `tools/list`
+/// with its pins while the gateway serves.
+pub const DEFAULT_REFRESH_SECS: u64 = 60;
+/// Longest refresh interval a file may set: a day.
+pub const MAX_REFRESH_SECS: u64 = 86_400;
 /// Longest timeout a file may set: ten minutes. A claim's lease must outlast
 /// the call it covers, so an unbounded call would need an unbounded lease.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
@@ -85,6 +91,11 @@ pub struct UpstreamFile {
     /// Longest wait for one call, in milliseconds.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Seconds between two comparisons of the upstream's `tools/list` with
+    /// the pins while serving; `0` compares at start (and on the upstream's
+    /// `notifications/tools/list_changed`) only.
+    #[serde(default)]
+    pub refresh_secs: Option<u64>,
     /// The tools served from this upstream.
     #[serde(default)]
     pub tools: Vec<ToolFile>,
@@ -124,6 +135,9 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     /// Per-call timeout.
     pub call_timeout: Duration,
+    /// How often the pins are compared again while serving; `None`: only
+    /// at start and when the upstream says its list changed.
+    pub refresh: Option<Duration>,
     /// The tools served from it.
     pub tools: Vec<ToolMapping>,
 }
@@ -360,6 +374,16 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         u.call_timeout_ms,
         DEFAULT_CALL_TIMEOUT_MS,
     )?;
+    let refresh = match u.refresh_secs.unwrap_or(DEFAULT_REFRESH_SECS) {
+        0 => None,
+        s if s <= MAX_REFRESH_SECS => Some(Duration::from_secs(s)),
+        _ => {
+            return Err(ConfigError::new(
+                field("refresh_secs"),
+                format!("must be 0 (off) to {MAX_REFRESH_SECS} seconds"),
+            ));
+        }
+    };
     let mut seen = BTreeSet::new();
     let mut tools = Vec::with_capacity(u.tools.len());
     for (i, t) in u.tools.iter().enumerate() {
@@ -384,6 +408,7 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         pins: base.join(&u.pins),
         connect_timeout,
         call_timeout,
+        refresh,
         tools,
     })
 }
@@ -478,6 +503,27 @@ mod tests {
                 replay_window: Duration::from_secs(600)
             }
         );
+    }
+
+    #[test]
+    fn pins_are_compared_again_every_minute_unless_told_otherwise() {
+        let ups = checked(GOOD).unwrap();
+        assert_eq!(
+            ups[0].refresh,
+            Some(Duration::from_secs(DEFAULT_REFRESH_SECS))
+        );
+        let set = |secs: &str| {
+            checked(&GOOD.replacen(
+                "call_timeout_ms = 2000",
+                &format!("call_timeout_ms = 2000\nrefresh_secs = {secs}"),
+                1,
+            ))
+        };
+        assert_eq!(set("5").unwrap()[0].refresh, Some(Duration::from_secs(5)));
+        assert_eq!(set("0").unwrap()[0].refresh, None);
+        let e = set("86401").unwrap_err();
+        assert_eq!(e.field(), "upstreams[shop].refresh_secs");
+        assert!(e.message().contains("0 (off)"), "{e}");
     }
 
     #[test]

@@ -150,6 +150,7 @@ async fn parts(port: u16, call_timeout: Duration) -> Arc<Parts> {
         pins: PathBuf::from("shop.pins.toml"),
         connect_timeout: Duration::from_secs(30),
         call_timeout,
+        refresh: None,
         tools: Vec::new(),
     };
     let client = Arc::new(UpstreamClient::connect(&upstream).await.unwrap());

@@ -105,6 +105,7 @@ fn http_upstream(port: u16, call_timeout: Duration) -> Upstream {
         pins: PathBuf::from("shop.pins.toml"),
         connect_timeout: Duration::from_secs(30),
         call_timeout,
+        refresh: None,
         tools: Vec::new(),
     }
 }
@@ -302,6 +303,7 @@ async fn calls_a_stdio_child_with_a_minimal_environment() {
         pins: PathBuf::from("local.pins.toml"),
         connect_timeout: Duration::from_secs(60),
         call_timeout: Duration::from_secs(30),
+        refresh: None,
         tools: Vec::new(),
     };
     let client = UpstreamClient::connect(&upstream).await.unwrap();
