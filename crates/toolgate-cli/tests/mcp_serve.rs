@@ -300,7 +300,7 @@ fn refund_args(order: u64, version: u64, amount: u64) -> Value {
 fn the_example_gateway_end_to_end() {
     let Some(py) = python() else { return };
     let s = setup(py);
-    let mut gateway = serve(&s, "first");
+    let gateway = serve(&s, "first");
 
     // Callers see the tools their key's capabilities allow; a hidden tool
     // is answered as one that does not exist.
@@ -425,32 +425,58 @@ fn the_example_gateway_end_to_end() {
     assert_eq!(outcome(&r), "replayed", "{r}");
     assert_eq!(counts(&s), json!({"refund_order_calls": 2, "refunds": 2}));
 
-    // The gateway killed while the shop holds a refund: after a restart the
-    // same call is never sent again; once the lease is over it is
-    // needs_reconciliation.
+    killed_mid_call(&s, gateway, || serve(&s, "second"));
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// The gateway killed while the shop holds a refund of order 1005 inside
+/// its transaction, then started again by `restart` on the same claim
+/// store: the same call is never sent again; it is `in_flight` until the
+/// lease is over and `needs_reconciliation` after.
+fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc) {
+    let calls = counts(s)["refund_order_calls"].as_u64().unwrap();
     let held = refund_args(1005, 1, 700).to_string();
-    let mut caller = client_cmd(&s, ANA, &["call", "refund_order", &held])
+    let mut caller = client_cmd(s, ANA, &["call", "refund_order", &held])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for("the held refund to reach the shop", || {
-        counts(&s)["refund_order_calls"] == json!(3)
+        counts(s)["refund_order_calls"] == json!(calls + 1)
     });
     let _ = gateway.0.kill();
     let _ = gateway.0.wait();
     let _ = caller.wait();
-    gateway = serve(&s, "second");
+    let _gateway = restart();
     let mut seen = Vec::new();
     wait_for("needs_reconciliation", || {
-        let r = refund(&s, ANA, &refund_args(1005, 1, 700));
+        let r = refund(s, ANA, &refund_args(1005, 1, 700));
         let o = outcome(&r);
         seen.push(o.clone());
         assert!(o == "in_flight" || o == "needs_reconciliation", "{r}");
         o == "needs_reconciliation"
     });
-    assert_eq!(counts(&s)["refund_order_calls"], json!(3), "{seen:?}");
-    drop(gateway);
+    assert_eq!(
+        counts(s)["refund_order_calls"],
+        json!(calls + 1),
+        "{seen:?}"
+    );
+}
+
+/// The same on a PostgreSQL claim store: the claim the killed process left
+/// is found by the next one through the database, not through a file.
+#[test]
+fn a_gateway_killed_mid_call_on_postgres() {
+    let Some(pg) = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway") else {
+        return;
+    };
+    let Some(py) = python() else { return };
+    let fresh = faults::FreshDatabase::create(&pg, "mcp");
+    let s = setup(py);
+    let gateway = serve_on(&s, "pg-first", Some(&fresh.url), s.port);
+    killed_mid_call(&s, gateway, || {
+        serve_on(&s, "pg-second", Some(&fresh.url), s.port)
+    });
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
