@@ -292,6 +292,182 @@ fn post(port: u16, path: &str, key: &str, body: &str) -> (u16, String) {
     (raw[9..12].parse().unwrap(), raw)
 }
 
+/// How a raw `tools/call` reaches `/mcp`.
+#[derive(Clone, Copy)]
+enum Raw {
+    /// A new 2025-11-25 session (`initialize`, `notifications/initialized`).
+    Session,
+    /// One stateless 2026-07-28 request.
+    Stateless,
+}
+
+/// One POST to `/mcp`: the response's status, head and body (de-chunked).
+fn mcp_post(port: u16, key: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, mut rest) = raw.split_once("\r\n\r\n").unwrap();
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        let mut body = String::new();
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+        body
+    } else {
+        rest.to_owned()
+    };
+    (head[9..12].parse().unwrap(), head.to_owned(), body)
+}
+
+/// A response header's value.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The JSON-RPC message answering `id` in a response body, as the bytes
+/// carried it: the body itself, or the `data:` of an SSE event.
+fn answer_text(body: &str, id: &str) -> String {
+    let id_member = format!("\"id\":{id}");
+    if body.trim_start().starts_with('{') {
+        return body.to_owned();
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim_start)
+        .find(|d| d.contains(&id_member))
+        .unwrap_or_else(|| panic!("no answer to {id}: {body}"))
+        .to_owned()
+}
+
+/// The raw text of the top-level member `key` of the JSON object `text`:
+/// the bytes as they came, never parsed and written again.
+fn raw_member<'a>(text: &'a str, key: &str) -> &'a str {
+    let bytes = text.as_bytes();
+    // The end of the string starting at `i` (after its closing quote).
+    let string_end = |mut i: usize| {
+        i += 1;
+        while bytes[i] != b'"' {
+            i += if bytes[i] == b'\\' { 2 } else { 1 };
+        }
+        i + 1
+    };
+    let (mut i, mut depth) = (0, 0);
+    let mut want_key = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let end = string_end(i);
+                if depth == 1 && want_key && &text[i + 1..end - 1] == key {
+                    let colon = end + text[end..].find(':').unwrap() + 1;
+                    let start = colon + (text[colon..].len() - text[colon..].trim_start().len());
+                    let (mut j, mut d) = (start, 0);
+                    loop {
+                        match bytes[j] {
+                            b'"' => {
+                                j = string_end(j);
+                                if d == 0 {
+                                    return &text[start..j];
+                                }
+                                continue;
+                            }
+                            b'{' | b'[' => d += 1,
+                            b'}' | b']' if d == 0 => return text[start..j].trim_end(),
+                            b'}' | b']' => {
+                                d -= 1;
+                                if d == 0 {
+                                    return &text[start..=j];
+                                }
+                            }
+                            b',' if d == 0 => return text[start..j].trim_end(),
+                            _ => {}
+                        }
+                        j += 1;
+                    }
+                }
+                want_key = false;
+                i = end;
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                want_key = true;
+            }
+            b',' => want_key = true,
+            b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    panic!("no member {key:?} in {text}")
+}
+
+/// `tools/call refund_order` with `arguments` and JSON-RPC id `id` over a
+/// raw HTTP exchange of its own: the `result` member's text as the response
+/// carried it.
+fn raw_refund(port: u16, how: Raw, id: &str, arguments: &Value) -> String {
+    let client_info = json!({"name": "raw-http", "version": "0"});
+    let mut params = json!({"name": "refund_order", "arguments": arguments});
+    let mut headers: Vec<(&str, String)> = Vec::new();
+    match how {
+        Raw::Session => {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info}});
+            let (status, head, body) = mcp_post(port, ANA, &[], &init.to_string());
+            assert_eq!(status, 200, "{head}{body}");
+            let session = header(&head, "mcp-session-id")
+                .unwrap_or_else(|| panic!("no session: {head}"))
+                .to_owned();
+            headers.push(("Mcp-Session-Id", session));
+            headers.push(("MCP-Protocol-Version", "2025-11-25".to_owned()));
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let (status, head, body) = mcp_post(port, ANA, &h, &initialized.to_string());
+            assert_eq!(status, 202, "{head}{body}");
+        }
+        Raw::Stateless => {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": client_info,
+            });
+            headers.push(("MCP-Protocol-Version", "2026-07-28".to_owned()));
+            headers.push(("Mcp-Method", "tools/call".to_owned()));
+            headers.push(("Mcp-Name", "refund_order".to_owned()));
+        }
+    }
+    let call = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (status, head, body) = mcp_post(port, ANA, &h, &call);
+    assert_eq!(status, 200, "{head}{body}");
+    raw_member(&answer_text(&body, id), "result").to_owned()
+}
+
 fn refund_args(order: u64, version: u64, amount: u64) -> Value {
     json!({"order_id": order, "expected_version": version, "amount_minor": amount, "reason": "damaged"})
 }
@@ -653,5 +829,31 @@ fn two_gateways_on_one_postgres() {
         json!("replayed")
     );
     assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+
+    // Byte for byte, as the HTTP responses carried the `result` member: a
+    // call executed on one process over a 2025-11-25 session, then repeated
+    // with other JSON-RPC ids, in a new session on the same process and in
+    // one on the other. Every repeat is the same bytes, and those are the
+    // first answer's with the replay marker in `_meta`. Repeated statelessly
+    // (2026-07-28) on either process, it is the same bytes again, with the
+    // `resultType` that revision adds to every result before them.
+    let args = refund_args(1006, 1, 200);
+    let first = raw_refund(s.port, Raw::Session, "1", &args);
+    let again = raw_refund(s.port, Raw::Session, "2", &args);
+    assert_eq!(raw_refund(port_b, Raw::Session, "3", &args), again);
+    assert!(!first.contains("io.toolgate/outcome"), "{first}");
+    let marker = r#""io.toolgate/outcome":"replayed""#;
+    let unmarked = again
+        .replacen(&format!(",{marker}"), "", 1)
+        .replacen(&format!("{marker},"), "", 1)
+        .replacen(&format!(r#","_meta":{{{marker}}}"#), "", 1);
+    assert_eq!(unmarked, first, "{again}");
+    let stateless = raw_refund(port_b, Raw::Stateless, "\"four\"", &args);
+    assert_eq!(raw_refund(s.port, Raw::Stateless, "5", &args), stateless);
+    assert_eq!(
+        stateless,
+        again.replacen('{', r#"{"resultType":"complete","#, 1)
+    );
+    assert_eq!(counts(&s)["refund_order_calls"], json!(2));
     let _ = std::fs::remove_dir_all(&s.dir);
 }
