@@ -704,6 +704,72 @@ fn a_tool_changed_while_serving_is_withheld() {
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
+/// An approval offered as URL-mode elicitation (protocol 2025-11-25's
+/// URLElicitationRequiredError, -32042) to a caller that declares it, over
+/// 2026-07-28 (capabilities in each request's `_meta`) and over a
+/// 2025-11-25 session (capabilities in `initialize`): the error names the
+/// review page. A caller that does not declare it gets today's
+/// `pending_approval` result. Approved on the page's API, the same call
+/// executes once.
+#[test]
+fn an_approval_is_a_url_elicitation_where_the_client_supports_it() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let _gateway = serve(&s, "elicitation");
+    let big = refund_args(1004, 1, 6000).to_string();
+    let elicit = |mode: &str| {
+        client(
+            &s,
+            ANA,
+            &[
+                "--mode",
+                mode,
+                "--url-elicitation",
+                "call",
+                "refund_order",
+                &big,
+            ],
+        )
+    };
+    let stateless = elicit("auto");
+    let legacy = elicit("legacy");
+    assert_eq!(stateless["error"]["code"], json!(-32042), "{stateless}");
+    let elicitation = &stateless["error"]["data"]["elicitations"][0];
+    assert_eq!(elicitation["mode"], json!("url"), "{stateless}");
+    let review_url = elicitation["url"].as_str().unwrap().to_owned();
+    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
+    let item = review_url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{review_url}"))
+        .to_owned();
+    assert_eq!(legacy["error"]["code"], json!(-32042), "{legacy}");
+    assert_eq!(
+        legacy["error"]["data"]["elicitations"][0]["url"],
+        json!(review_url)
+    );
+
+    let plain = client(&s, ANA, &["call", "refund_order", &big]);
+    assert_eq!(
+        decision(&plain)["outcome"],
+        json!("pending_approval"),
+        "{plain}"
+    );
+    assert_eq!(decision(&plain)["review_url"], json!(review_url));
+    assert_eq!(counts(&s)["refund_order_calls"], json!(0));
+
+    let (status, body) = post(
+        s.port,
+        &format!("/v1/review/items/{item}/approve"),
+        REVIEWER,
+        "{}",
+    );
+    assert_eq!(status, 200, "{body}");
+    let r = elicit("auto");
+    assert_eq!(outcome(&r), "executed", "{r}");
+    assert_eq!(counts(&s), json!({"refund_order_calls": 1, "refunds": 1}));
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
 /// The deployment file's MCP part is checked before anything starts, each
 /// error naming its field: an upstream's tool wired to another executor,
 /// an `mcp_upstream` entry no upstream serves, a lease shorter than an
