@@ -9,9 +9,12 @@
 //! shop's live tables); twelve parallel identical calls make one upstream
 //! execution (counted in the shop's database) and a repeat replays the
 //! recorded result, also through `toolgate mcp stdio`; an approval round trip (over budget → the review item's
-//! URL → approved on /v1/review → the repeat executes once); a call whose
+//! URL → approved on /v1/review → the repeat executes once), also offered
+//! as URL-mode elicitation to a client that declares it; a call whose
 //! gateway was killed mid-call is `needs_reconciliation` after a restart,
-//! never executed twice.
+//! never executed twice (SQLite and PostgreSQL claim stores); two gateways
+//! on one PostgreSQL replay byte for byte; a tool whose upstream schema
+//! changes while serving is withheld at the next refresh.
 //!
 //! Needs examples/mcp/install.sh. Without it the test skips with a message,
 //! unless CI or TOOLGATE_REQUIRE_MCP_EXAMPLE=1 says it must run.
