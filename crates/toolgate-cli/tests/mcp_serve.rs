@@ -247,6 +247,22 @@ fn client(s: &Setup, key: &str, args: &[&str]) -> Value {
     last_line(&client_cmd(s, key, args).output().unwrap())
 }
 
+/// Runs every client command at once; the last JSON line of each.
+fn all_at_once(commands: impl Iterator<Item = Command>) -> Vec<Value> {
+    let children: Vec<Child> = commands
+        .map(|mut c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| last_line(&c.wait_with_output().unwrap()))
+        .collect()
+}
+
 fn refund(s: &Setup, key: &str, args: &Value) -> Value {
     client(s, key, &["call", "refund_order", &args.to_string()])
 }
@@ -525,19 +541,8 @@ fn the_example_gateway_end_to_end() {
 
     // Twelve parallel identical calls: one upstream execution.
     let args = refund_args(1001, 1, 500).to_string();
-    let children: Vec<Child> = (0..12)
-        .map(|_| {
-            client_cmd(&s, ANA, &["call", "refund_order", &args])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let answers: Vec<Value> = children
-        .into_iter()
-        .map(|c| last_line(&c.wait_with_output().unwrap()))
-        .collect();
+    let answers =
+        all_at_once((0..12).map(|_| client_cmd(&s, ANA, &["call", "refund_order", &args])));
     let outcomes: Vec<String> = answers.iter().map(outcome).collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
@@ -642,16 +647,22 @@ fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc)
     );
 }
 
+/// A fresh PostgreSQL database for the claim store and the setup, or
+/// `None` after a skip message (a failure when TOOLGATE_REQUIRE_DATABASES=1
+/// and TOOLGATE_TEST_POSTGRES_URL is unset, or when the server refuses).
+fn on_postgres() -> Option<(faults::FreshDatabase, Setup)> {
+    let pg = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway")?;
+    let py = python()?;
+    Some((faults::FreshDatabase::create(&pg, "mcp"), setup(py)))
+}
+
 /// The same on a PostgreSQL claim store: the claim the killed process left
 /// is found by the next one through the database, not through a file.
 #[test]
 fn a_gateway_killed_mid_call_on_postgres() {
-    let Some(pg) = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway") else {
+    let Some((fresh, s)) = on_postgres() else {
         return;
     };
-    let Some(py) = python() else { return };
-    let fresh = faults::FreshDatabase::create(&pg, "mcp");
-    let s = setup(py);
     let gateway = serve_on(&s, "pg-first", Some(&fresh.url), s.port);
     killed_mid_call(&s, gateway, || {
         serve_on(&s, "pg-second", Some(&fresh.url), s.port)
@@ -837,12 +848,9 @@ fn config_check_refuses_a_gateway_wired_wrong() {
 /// with a session of its own) and with its own JSON-RPC ids.
 #[test]
 fn two_gateways_on_one_postgres() {
-    let Some(pg) = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway") else {
+    let Some((fresh, s)) = on_postgres() else {
         return;
     };
-    let Some(py) = python() else { return };
-    let fresh = faults::FreshDatabase::create(&pg, "mcp");
-    let s = setup(py);
     let port_b = free_port();
     let _a = serve_on(&s, "pg-a", Some(&fresh.url), s.port);
     let _b = serve_on(&s, "pg-b", Some(&fresh.url), port_b);
@@ -850,20 +858,11 @@ fn two_gateways_on_one_postgres() {
     let url_b = format!("http://127.0.0.1:{port_b}/mcp");
 
     let args = refund_args(1002, 1, 300).to_string();
-    let children: Vec<Child> = (0..12)
-        .map(|i| {
-            let at = if i % 2 == 0 { &url_a } else { &url_b };
-            client_at(&s, at, ANA, &["call", "refund_order", &args])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outcomes: Vec<String> = children
-        .into_iter()
-        .map(|c| outcome(&last_line(&c.wait_with_output().unwrap())))
-        .collect();
+    let answers = all_at_once((0..12).map(|i| {
+        let at = if i % 2 == 0 { &url_a } else { &url_b };
+        client_at(&s, at, ANA, &["call", "refund_order", &args])
+    }));
+    let outcomes: Vec<String> = answers.iter().map(outcome).collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
         1,

@@ -506,22 +506,22 @@ mod tests {
         }
     }
 
+    fn pending_approval(review_url: &str) -> DecisionForWire {
+        DecisionForWire {
+            decision: Decision::PendingApproval {
+                operation: operation(),
+                reason: Reason::ApprovalRequired,
+                message: "a person approves each refund".into(),
+                budget: None,
+            },
+            review_url: Some(review_url.into()),
+        }
+    }
+
     #[test]
     fn pending_approval_carries_the_review_page() {
         let url = "https://gate.example/review?item=17";
-        let r = to_wire(
-            &DecisionForWire {
-                decision: Decision::PendingApproval {
-                    operation: operation(),
-                    reason: Reason::ApprovalRequired,
-                    message: "a person approves each refund".into(),
-                    budget: None,
-                },
-                review_url: Some(url.into()),
-            },
-            false,
-        )
-        .unwrap();
+        let r = to_wire(&pending_approval(url), false).unwrap();
         let v = serde_json::to_value(r).unwrap();
         assert_eq!(v["_meta"][DECISION_META]["review_url"], json!(url));
         assert!(v["content"][0]["text"].as_str().unwrap().contains(url));
@@ -530,15 +530,7 @@ mod tests {
     #[test]
     fn url_mode_elicitation_names_the_review_page_and_only_for_approvals() {
         let url = "https://gate.example/review/items/17";
-        let pending = DecisionForWire {
-            decision: Decision::PendingApproval {
-                operation: operation(),
-                reason: Reason::ApprovalRequired,
-                message: "a person approves each refund".into(),
-                budget: None,
-            },
-            review_url: Some(url.into()),
-        };
+        let pending = pending_approval(url);
         let e = url_elicitation(&pending).unwrap();
         assert_eq!(e.code, ErrorCode(URL_ELICITATION_REQUIRED));
         let data = e.data.unwrap();
