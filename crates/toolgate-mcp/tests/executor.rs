@@ -7,7 +7,7 @@
 //! The authoriser and state source here are the test's (allow; no state
 //! read: the shop's precondition decides), since the gateway's come with
 //! the core's decision function. Needs examples/mcp/install.sh (see
-//! tests/upstream.rs for the skip rule).
+//! tests/support/mod.rs for the skip rule).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -10,7 +10,7 @@
 //! a tool with an output schema) and records nothing durable. It is the only
 //! `Decide` implementation there is, and it lives in this test.
 //!
-//! Needs examples/mcp/install.sh (see tests/upstream.rs for the skip rule).
+//! Needs examples/mcp/install.sh (see tests/support/mod.rs for the skip rule).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
