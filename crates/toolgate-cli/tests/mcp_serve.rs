@@ -487,6 +487,22 @@ fn raw_refund(port: u16, how: Raw, id: &str, arguments: &Value) -> String {
     raw_member(&answer_text(&body, id), "result").to_owned()
 }
 
+/// A reviewer approves the item whose page is `review_url` (on this
+/// gateway), through `/v1/review`.
+fn approve(s: &Setup, review_url: &str) {
+    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
+    let item = review_url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{review_url}"));
+    let (status, body) = post(
+        s.port,
+        &format!("/v1/review/items/{item}/approve"),
+        REVIEWER,
+        "{}",
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
 fn refund_args(order: u64, version: u64, amount: u64) -> Value {
     json!({"order_id": order, "expected_version": version, "amount_minor": amount, "reason": "damaged"})
 }
@@ -591,18 +607,7 @@ fn the_example_gateway_end_to_end() {
     let big = refund_args(1004, 1, 6000);
     let r = refund(&s, ANA, &big);
     assert_eq!(decision(&r)["outcome"], json!("pending_approval"), "{r}");
-    let review_url = decision(&r)["review_url"].as_str().unwrap().to_owned();
-    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
-    let item = review_url
-        .strip_prefix(&prefix)
-        .unwrap_or_else(|| panic!("{review_url}"));
-    let (status, body) = post(
-        s.port,
-        &format!("/v1/review/items/{item}/approve"),
-        REVIEWER,
-        "{}",
-    );
-    assert_eq!(status, 200, "{body}");
+    approve(&s, decision(&r)["review_url"].as_str().unwrap());
     let r = refund(&s, ANA, &big);
     assert_eq!(outcome(&r), "executed", "{r}");
     let r = refund(&s, ANA, &big);
@@ -751,11 +756,6 @@ fn an_approval_is_a_url_elicitation_where_the_client_supports_it() {
     let elicitation = &stateless["error"]["data"]["elicitations"][0];
     assert_eq!(elicitation["mode"], json!("url"), "{stateless}");
     let review_url = elicitation["url"].as_str().unwrap().to_owned();
-    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
-    let item = review_url
-        .strip_prefix(&prefix)
-        .unwrap_or_else(|| panic!("{review_url}"))
-        .to_owned();
     assert_eq!(legacy["error"]["code"], json!(-32042), "{legacy}");
     assert_eq!(
         legacy["error"]["data"]["elicitations"][0]["url"],
@@ -771,13 +771,7 @@ fn an_approval_is_a_url_elicitation_where_the_client_supports_it() {
     assert_eq!(decision(&plain)["review_url"], json!(review_url));
     assert_eq!(counts(&s)["refund_order_calls"], json!(0));
 
-    let (status, body) = post(
-        s.port,
-        &format!("/v1/review/items/{item}/approve"),
-        REVIEWER,
-        "{}",
-    );
-    assert_eq!(status, 200, "{body}");
+    approve(&s, &review_url);
     let r = elicit("auto");
     assert_eq!(outcome(&r), "executed", "{r}");
     assert_eq!(counts(&s), json!({"refund_order_calls": 1, "refunds": 1}));
