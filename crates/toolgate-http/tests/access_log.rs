@@ -62,7 +62,7 @@ async fn every_request_gets_one_access_line_with_its_route_template_and_request_
     let app = router_with(Settings::default());
 
     // A caller's id is kept and echoed; a trace context is logged.
-    let body = decision_body(credit(1500), "t-1", "7");
+    let body = credit_on_t1(1500);
     let req = post("/v1/decisions", AGENT_KEY)
         .header("x-request-id", "req-from-gateway-1")
         .header(

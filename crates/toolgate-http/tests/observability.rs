@@ -41,7 +41,7 @@ async fn metrics_count_per_tool_per_route_and_read_the_queues_at_scrape_time() {
         }
     };
     assert_eq!(
-        decide(AGENT_KEY, decision_body(credit(1500), "t-1", "7")).await,
+        decide(AGENT_KEY, credit_on_t1(1500)).await,
         StatusCode::CREATED
     );
     // A tool the model invented is counted, but never as a label of its own.

@@ -22,10 +22,6 @@ use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
 use toolgate_http::{AppState, Settings};
 
-fn refund(amount: i64) -> Value {
-    action("refund_order", json!({"amount_minor": amount}))
-}
-
 fn body(amount: i64, ticket: &str, version: &str) -> Value {
     decision_body(refund(amount), ticket, version)
 }
@@ -269,15 +265,7 @@ async fn durable_on(url: &str) {
     // The restart: both replicas gone, a new one on the same database.
     drop((a, b));
     let (c, state) = replica(url, &desk).await;
-    let (s, j, _) = send(
-        &c,
-        post(
-            &format!("/v1/review/items/{item}/approve"),
-            REVIEWER2_KEY,
-            &json!({}),
-        ),
-    )
-    .await;
+    let (s, j) = act(&c, REVIEWER2_KEY, item, "approve").await;
     assert_eq!(
         (s, j["code"].as_str()),
         (StatusCode::CONFLICT, Some("not_pending")),
