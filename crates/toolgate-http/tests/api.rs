@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use support::http::{
-    agent_post_with_length, assert_outcome, chunked_body, decide, send_text as send,
+    agent_post_with_length, assert_outcome, assert_problem, chunked_body, decide, send_text as send,
 };
 use support::*;
 
@@ -224,10 +224,7 @@ async fn malformed_requests_are_refused_with_stable_codes() {
     // An action without the version the model read.
     let body = json!({"provider": "envelope", "response": credit(5), "scope": {"customer_id": "c-1", "ticket_id": "t-1"}});
     let (s, j) = decide(&router, AGENT_KEY, &body).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_scope"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "missing_scope");
 }
 
 #[tokio::test]
@@ -392,18 +389,12 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     // A wrong holder: 409, nothing written.
     let wrong = json!({"holder": "00".repeat(16), "result": {"refund_id": "evil"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &wrong)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // Another principal cannot complete it even with the holder, and is
     // told no more than about a claim that does not exist.
     let body = json!({"holder": holder, "result": {"credit_id": "php-1"}});
     let (s, j, _) = send(&router, post(&path, Some(AGENT_KEY), &body)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // The holder completes.
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body)).await;
     assert_eq!(s, StatusCode::OK, "{j}");
@@ -411,10 +402,7 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     // A second completion with the same (now stale) holder: 409.
     let body2 = json!({"holder": holder, "result": {"credit_id": "php-2"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body2)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // A retry now replays the client's recorded result, unchanged.
     let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_eq!(s, StatusCode::OK);
@@ -434,10 +422,7 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     // Only reviewers approve.
     let approve = format!("/v1/review/items/{item}/approve");
     let (s, j, _) = send(&router, post(&approve, Some(AGENT_KEY), &json!({}))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("missing_capability"))
-    );
+    assert_problem(s, &j, StatusCode::FORBIDDEN, "missing_capability");
     // Approving records the vote and runs nothing (the old approve ran the
     // proposal and answered with its decision).
     let (s, j, text) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
@@ -450,10 +435,7 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     assert_eq!(desk.credits_for("t-1"), 0);
     // Approved once: approving again is refused.
     let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_pending"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_pending");
     // The proposer's retry runs it, once, and uses the approval up.
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
     assert_outcome(s, &r, StatusCode::CREATED, "executed");
@@ -534,8 +516,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
         lease: std::time::Duration::from_millis(1),
         ..toolgate_http::Settings::default()
     };
-    let (state, desk) = support::app_with(settings);
-    let router = toolgate_http::router(state);
+    let (router, desk) = router_with(settings);
     // A permit whose client never comes back: stuck once the lease ends.
     let (_, d) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_eq!(d["outcome"], "permitted");
@@ -552,10 +533,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
         ),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("lease_expired"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "lease_expired");
     // The retry is needs_reconciliation, not a second execution.
     let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_outcome(s, &r, StatusCode::CONFLICT, "needs_reconciliation");
@@ -579,10 +557,7 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
     assert_eq!(j["status"], "reconciled_applied");
     // Twice: not stuck any more, nothing written.
     let (s, j, _) = send(&router, post(&path, Some(OPERATOR_KEY), &report)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_stuck"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_stuck");
     let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_outcome(s, &r, StatusCode::OK, "replayed");
     assert_eq!(r["result"], json!({"credit_id": "php-77"}));
@@ -609,10 +584,7 @@ async fn metrics_and_openapi_describe_the_service() {
     decide(&router, CLIENT_KEY, &decision_body(credit(2), "t-2", "3")).await;
     // Scraping needs toolgate:metrics: an agent's key is refused.
     let (s, j, _) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("missing_capability"))
-    );
+    assert_problem(s, &j, StatusCode::FORBIDDEN, "missing_capability");
     let (s, _, text) = send(&router, get("/metrics", Some(METRICS_KEY))).await;
     assert_eq!(s, StatusCode::OK);
     assert!(

@@ -29,7 +29,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use support::databases::{now_nanos, on_each_backend, on_every_store};
-use support::http::{act, assert_outcome, decide, get, post, send_text as send, session_cookie};
+use support::http::{
+    act, assert_outcome, assert_problem, decide, get, post, send_text as send, session_cookie,
+};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
@@ -243,11 +245,7 @@ async fn huge_scopes_for_an_unknown_tool_open_nothing(url: Option<&str>) {
             "customer_id": big, "ticket_id": big, "version_seen": big
         }));
         let (s, j) = decide(&app, NOCAP_KEY, &body).await;
-        assert_eq!(
-            (s, j["code"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_scope")),
-            "{j}"
-        );
+        assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_scope");
         assert!(j.get("review_item").is_none_or(Value::is_null), "{j}");
     }
     // Other tests of this binary open items on a shared database meanwhile:
@@ -616,8 +614,7 @@ async fn actors_are_printable_at_the_documented_length_and_via_is_shown() {
 #[tokio::test]
 async fn the_secure_flag_comes_from_the_public_url_not_the_host() {
     let cookie = |settings: Settings, host: &'static str| async move {
-        let (state, _) = app_with(settings);
-        let router = toolgate_http::router(state);
+        let (router, _) = router_with(settings);
         let r = router
             .oneshot(
                 Request::post("/review/login")

@@ -30,7 +30,7 @@ fn series(text: &str, name_and_labels: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn metrics_count_per_tool_per_route_and_read_the_queues_at_scrape_time() {
-    let app = router_with(short_leases());
+    let (app, _) = router_with(short_leases());
     let decide = |key: &'static str, body: Value| {
         let app = app.clone();
         async move {

@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use support::http::{assert_outcome, complete, decide, reconcile_applied, send};
+use support::http::{assert_outcome, assert_problem, complete, decide, reconcile_applied, send};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
@@ -98,10 +98,7 @@ async fn a_scope_value_of_the_wrong_type_is_invalid_scope() {
         &scoped(json!(42), json!("c-1"), json!(-7)),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_scope"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_scope");
     assert_eq!(desk.credits_for("42"), 0);
 }
 
@@ -284,11 +281,7 @@ async fn a_key_that_may_not_delegate_is_refused_when_it_names_an_actor() {
         &as_actor(credit_on_t1(1500), "bad\nactor"),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body")),
-        "{j}"
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
 }
 
 #[tokio::test]

@@ -84,9 +84,20 @@ pub async fn act(app: &Router, key: &str, item: u64, what: &str) -> (StatusCode,
 /// printed when they are not.
 #[track_caller]
 pub fn assert_outcome(status: StatusCode, body: &Value, want: StatusCode, outcome: &str) {
+    assert_answer(status, body, want, "outcome", outcome);
+}
+
+/// A problem answer's status and `code` are `want` and `code`, likewise.
+#[track_caller]
+pub fn assert_problem(status: StatusCode, body: &Value, want: StatusCode, code: &str) {
+    assert_answer(status, body, want, "code", code);
+}
+
+#[track_caller]
+fn assert_answer(status: StatusCode, body: &Value, want: StatusCode, field: &str, value: &str) {
     assert_eq!(
-        (status, body["outcome"].as_str()),
-        (want, Some(outcome)),
+        (status, body[field].as_str()),
+        (want, Some(value)),
         "{body}"
     );
 }

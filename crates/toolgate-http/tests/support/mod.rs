@@ -318,7 +318,12 @@ pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool
 
 /// The router of a default test app, and its desk.
 pub fn app_router() -> (axum::Router, DeskRef) {
-    let (state, desk) = app();
+    router_with(Settings::default())
+}
+
+/// The router over the test desk with `settings`.
+pub fn router_with(settings: Settings) -> (axum::Router, DeskRef) {
+    let (state, desk) = app_with(settings);
     (toolgate_http::router(state), desk)
 }
 
