@@ -212,22 +212,6 @@ fn client_at(s: &Setup, url: &str, key: &str, args: &[&str]) -> Command {
     c
 }
 
-/// Starts every command before waiting for any: the last line each printed.
-fn all_at_once(commands: impl Iterator<Item = Command>) -> Vec<Value> {
-    let children: Vec<Child> = commands
-        .map(|mut c| {
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    children
-        .into_iter()
-        .map(|c| last_line(&c.wait_with_output().unwrap()))
-        .collect()
-}
-
 fn last_line(out: &Output) -> Value {
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text
@@ -344,8 +328,19 @@ fn the_example_gateway_end_to_end() {
 
     // Twelve parallel identical calls: one upstream execution.
     let args = refund_args(1001, 1, 500).to_string();
-    let answers =
-        all_at_once((0..12).map(|_| client_cmd(&s, ANA, &["call", "refund_order", &args])));
+    let children: Vec<Child> = (0..12)
+        .map(|_| {
+            client_cmd(&s, ANA, &["call", "refund_order", &args])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let answers: Vec<Value> = children
+        .into_iter()
+        .map(|c| last_line(&c.wait_with_output().unwrap()))
+        .collect();
     let outcomes: Vec<String> = answers.iter().map(outcome).collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
@@ -518,11 +513,20 @@ fn two_gateways_on_one_postgres() {
     let url_b = format!("http://127.0.0.1:{port_b}/mcp");
 
     let args = refund_args(1002, 1, 300).to_string();
-    let answers = all_at_once((0..12).map(|i| {
-        let at = if i % 2 == 0 { &url_a } else { &url_b };
-        client_at(&s, at, ANA, &["call", "refund_order", &args])
-    }));
-    let outcomes: Vec<String> = answers.iter().map(outcome).collect();
+    let children: Vec<Child> = (0..12)
+        .map(|i| {
+            let at = if i % 2 == 0 { &url_a } else { &url_b };
+            client_at(&s, at, ANA, &["call", "refund_order", &args])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outcomes: Vec<String> = children
+        .into_iter()
+        .map(|c| outcome(&last_line(&c.wait_with_output().unwrap())))
+        .collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
         1,
