@@ -21,7 +21,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -33,6 +33,10 @@ use toolgate::decode::{Limits, decode_strict};
 mod databases;
 #[path = "support/faults.rs"]
 mod faults;
+#[path = "support/mcp_example.rs"]
+mod mcp_example;
+
+use mcp_example::{example_dir, python};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -41,25 +45,6 @@ const ANA: &str = "tg_mcp_example_agent_ana";
 const BO: &str = "tg_mcp_example_agent_bo";
 const READER: &str = "tg_mcp_example_reader";
 const REVIEWER: &str = "tg_mcp_example_reviewer";
-
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
-
-fn python() -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    if p.exists() {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "the MCP example's SDKs are missing: run examples/mcp/install.sh"
-    );
-    eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
-    None
-}
 
 /// JSON a process printed, through the project's strict decoder.
 fn strict(bytes: &[u8]) -> Value {

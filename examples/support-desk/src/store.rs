@@ -634,3 +634,19 @@ impl Executor for SupportDesk {
         }
     }
 }
+
+impl SeedTicket {
+    /// `n` tickets at version 1 assigned to `assignee`, each for a customer
+    /// of its own (so that no customer's daily credit cap is shared):
+    /// ticket `{ids}-{i}`, customer `{customers}-{i}`.
+    pub fn series(ids: &str, customers: &str, assignee: &str, n: usize) -> Vec<Self> {
+        (0..n)
+            .map(|i| Self {
+                id: format!("{ids}-{i}"),
+                customer_id: format!("{customers}-{i}"),
+                assignee: assignee.to_owned(),
+                version: 1,
+            })
+            .collect()
+    }
+}
