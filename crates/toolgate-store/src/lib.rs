@@ -120,7 +120,7 @@ mod write;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 pub use any::{AnyClaimStore, Backend};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
@@ -178,9 +178,5 @@ pub fn sqlx_error(what: &str, e: sqlx::Error) -> StoreError {
 /// The wall clock as [`UnixMillis`], for callers at the edge (the core
 /// reads no clock). A clock before 1970 reads as 0.
 pub fn now_millis() -> UnixMillis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    UnixMillis(ms)
+    UnixMillis::from(SystemTime::now())
 }
