@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod calendar;
 pub mod claim;
 pub mod contract;
 pub mod decode;

@@ -18,7 +18,7 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
 use toolgate_mcp::upstream::UpstreamClient;
@@ -440,20 +440,9 @@ impl Figures {
     }
 }
 
-/// Today's date in UTC, YYYY-MM-DD (the proleptic Gregorian calendar from
-/// days since 1970-01-01).
+/// Today's date in UTC, YYYY-MM-DD.
 fn utc_date() -> String {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let z = (secs / 86_400) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let now = toolgate::claim::UnixMillis::from(SystemTime::now());
+    let (year, month, day) = toolgate::calendar::civil_from_days(now.0.div_euclid(86_400_000));
     format!("{year:04}-{month:02}-{day:02}")
 }

@@ -127,25 +127,10 @@ pub(super) fn budget_line(budget: Option<&BudgetReport>) -> String {
     )
 }
 
-/// The civil date of `days` since 1970-01-01 (H. Hinnant's algorithm), so
-/// the page needs no date crate.
-pub(super) fn civil(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// Unix milliseconds as `2026-12-01 04:12:05 UTC`.
 pub(super) fn utc(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
-    let (y, m, d) = civil(secs.div_euclid(86_400));
+    let (y, m, d) = toolgate::calendar::civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
