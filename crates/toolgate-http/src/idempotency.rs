@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, RETENTION_MS, Remembered, cost};
+use toolgate::idempotency::{
+    Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore, RETENTION_MS, Remembered, cost,
+};
 use toolgate::pipeline::Outcome;
 use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -123,7 +125,14 @@ pub async fn begin<P: GateComponents>(
     let begun = app
         .components()
         .claims()
-        .idem_begin(principal, key, payload, &runner, now, lease_until)
+        .idem_begin(IdemBegin {
+            principal,
+            key,
+            payload,
+            runner: &runner,
+            now,
+            lease_until,
+        })
         .await
         .map_err(store_error)?;
     Ok(match begun {
@@ -185,14 +194,14 @@ impl<P: GateComponents> Guard<P> {
             };
             let now = crate::clock::now_millis();
             match claims
-                .idem_finish(
-                    &self.principal,
-                    &self.key,
-                    &self.runner,
+                .idem_finish(IdemFinish {
+                    principal: &self.principal,
+                    key: &self.key,
+                    runner: &self.runner,
                     answer,
                     now,
                     bounds,
-                )
+                })
                 .await
             {
                 Ok(()) => claims.idem_purge(now, bounds).await,

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
     OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
     UnixMillis,
 };
@@ -187,15 +187,8 @@ impl ClaimStore for AnyClaimStore {
         delegate!(self, s => s.claim(request).await)
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        delegate!(self, s => s.complete(key, holder, result, now, audit).await)
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        delegate!(self, s => s.complete(request).await)
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -239,26 +232,16 @@ impl ClaimStore for AnyClaimStore {
 impl toolgate::idempotency::IdempotencyStore for AnyClaimStore {
     async fn idem_begin(
         &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
+        begin: toolgate::idempotency::IdemBegin<'_>,
     ) -> Result<toolgate::idempotency::Begun, StoreError> {
-        delegate!(self, s => s.idem_begin(principal, key, payload, runner, now, lease_until).await)
+        delegate!(self, s => s.idem_begin(begin).await)
     }
 
     async fn idem_finish(
         &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: toolgate::idempotency::Remembered,
-        now: UnixMillis,
-        bounds: toolgate::idempotency::Bounds,
+        finish: toolgate::idempotency::IdemFinish<'_>,
     ) -> Result<(), StoreError> {
-        delegate!(self, s => s.idem_finish(principal, key, runner, answer, now, bounds).await)
+        delegate!(self, s => s.idem_finish(finish).await)
     }
 
     async fn idem_forget(
@@ -340,23 +323,15 @@ impl toolgate::review::ReviewStore for AnyClaimStore {
 
     async fn vote(
         &self,
-        id: i64,
-        reviewer: &str,
-        verdict: toolgate::review::Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
+        vote: toolgate::review::ReviewerAct<'_, toolgate::review::Verdict>,
     ) -> Result<toolgate::review::Voted, StoreError> {
-        delegate!(self, s => s.vote(id, reviewer, verdict, note, now).await)
+        delegate!(self, s => s.vote(vote).await)
     }
 
     async fn close(
         &self,
-        id: i64,
-        reviewer: &str,
-        closing: toolgate::review::Closing,
-        note: Option<&str>,
-        now: UnixMillis,
+        closing: toolgate::review::ReviewerAct<'_, toolgate::review::Closing>,
     ) -> Result<toolgate::review::Closed, StoreError> {
-        delegate!(self, s => s.close(id, reviewer, closing, note, now).await)
+        delegate!(self, s => s.close(closing).await)
     }
 }

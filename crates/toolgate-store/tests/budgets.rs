@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 use toolgate::claim::conformance::{self, Namespace};
 use toolgate::claim::{
-    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, Completion, JsonText, Lease,
-    MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
+    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    Lease, MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
 };
-use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore, Verdict, Voted};
+use toolgate::review::{
+    ApprovalTerms, NewItem, Requested, ReviewStore, ReviewerAct, Verdict, Voted,
+};
 use toolgate_store::AnyClaimStore;
 
 const LIMIT: i64 = 5000;
@@ -69,10 +71,14 @@ async fn complete<S: ClaimStore>(
     result: &JsonText,
     entry: &AuditEntry,
 ) -> Completion {
-    store
-        .complete(&lease.key, &lease.holder, result, conformance::T0, entry)
-        .await
-        .unwrap()
+    let done = CompleteRequest {
+        key: lease.key,
+        holder: lease.holder,
+        result: result.clone(),
+        now: conformance::T0,
+        audit: entry.clone(),
+    };
+    store.complete(done).await.unwrap()
 }
 
 /// An operator's reconciliation of `lease`'s claim, long after its lease.
@@ -243,7 +249,12 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         panic!("a new approval item");
     };
     let voted = store
-        .vote(item, "lead:1", Verdict::Approve, None, conformance::T0)
+        .vote(ReviewerAct::new(
+            item,
+            "lead:1",
+            Verdict::Approve,
+            conformance::T0,
+        ))
         .await
         .unwrap();
     assert!(matches!(voted, Voted::Recorded(_)), "{voted:?}");

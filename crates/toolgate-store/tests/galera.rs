@@ -742,8 +742,8 @@ async fn one_ticket(store: &MySqlClaimStore, ns: &Namespace, t: u32, c: u32) -> 
             let now = conformance::T0.plus_millis(1_000);
             let result =
                 JsonText::result(format!(r#"{{"credit":"{t}","client":{c}}}"#)).expect("result");
-            let entry = conformance::executed_entry(key, now);
-            match store.complete(&key, &holder, &result, now, &entry).await {
+            let done = conformance::executed_completion(key, holder, result, now);
+            match store.complete(done).await {
                 Ok(Completion::Recorded) => Got::Won(holder, true),
                 Ok(other) => panic!("ticket {t}: the winner's completion: {other:?}"),
                 // The claim stays in flight for reconciliation: valid.

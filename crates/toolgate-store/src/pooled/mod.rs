@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
+    RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 
 use crate::common::map_err;
@@ -236,15 +236,8 @@ with_pooled_bounds! {
         protocol::claim(self, request).await
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        protocol::complete(self, key, holder, result, now, audit).await
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        protocol::complete(self, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {

@@ -18,9 +18,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, Completion,
-    CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome,
-    Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest,
+    Completion, CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim,
+    ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 use rusqlite::types::ToSqlOutput;
@@ -492,15 +492,8 @@ impl ClaimStore for SqliteClaimStore {
         protocol::claim(self, request).await
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        protocol::complete(self, key, holder, result, now, audit).await
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        protocol::complete(self, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {

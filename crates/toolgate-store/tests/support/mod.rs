@@ -502,11 +502,8 @@ pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
     let lease = expect_acquired(store.claim(req).await.expect("claim"));
     set(lease.expires_at.plus_millis(1));
     let receipt = toolgate::claim::JsonText::result("{}".into()).expect("json");
-    let entry = conformance::executed_entry(key, t0);
-    let done = store
-        .complete(&key, &lease.holder, &receipt, t0, &entry)
-        .await
-        .expect("complete");
+    let completion = conformance::executed_completion(key, lease.holder, receipt, t0);
+    let done = store.complete(completion).await.expect("complete");
     assert_eq!(
         done,
         toolgate::claim::Completion::Reconcile,

@@ -24,9 +24,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, ExecutorKind,
-    Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim, ReconcileOutcome,
-    Reconciled, Resolution, StoreError, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
+    ExecutorKind, Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim,
+    ReconcileOutcome, Reconciled, Resolution, StoreError, UnixMillis,
 };
 
 /// The synthetic "now" the checks start from.
@@ -151,6 +151,23 @@ pub fn executed_entry(key: OperationKey, at: UnixMillis) -> AuditEntry {
     .unwrap_or_else(|e| panic!("conformance audit entry is invalid: {e}"))
 }
 
+/// `holder`'s completion of `key` with `result` at `now`, and the executed
+/// entry for `key` at `now`.
+pub fn executed_completion(
+    key: OperationKey,
+    holder: HolderToken,
+    result: JsonText,
+    now: UnixMillis,
+) -> CompleteRequest {
+    CompleteRequest {
+        key,
+        holder,
+        result,
+        now,
+        audit: executed_entry(key, now),
+    }
+}
+
 /// Completes with the executed entry for `key` at `now`.
 async fn complete<S: ClaimStore>(
     store: &S,
@@ -159,9 +176,8 @@ async fn complete<S: ClaimStore>(
     result: &JsonText,
     now: UnixMillis,
 ) -> Result<Completion, StoreError> {
-    store
-        .complete(key, holder, result, now, &executed_entry(*key, now))
-        .await
+    let done = executed_completion(*key, *holder, result.clone(), now);
+    store.complete(done).await
 }
 
 async fn acquire<S: ClaimStore>(check: &str, store: &S, req: ClaimRequest) -> super::Lease {
@@ -554,13 +570,16 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     };
     let executed = entry("executed");
     let stranger = ns.holder();
-    let done = ok(
-        check,
-        store
-            .complete(&key, &stranger, &json("{}"), T0, &entry("stranger"))
-            .await,
-    );
-    assert_eq!(done, Completion::Reconcile, "{check}: stranger");
+    let done = |holder, result, now, audit| CompleteRequest {
+        key,
+        holder,
+        result,
+        now,
+        audit,
+    };
+    let by_stranger = done(stranger, json("{}"), T0, entry("stranger"));
+    let done_by_stranger = ok(check, store.complete(by_stranger).await);
+    assert_eq!(done_by_stranger, Completion::Reconcile, "{check}: stranger");
     assert_eq!(
         fetch(check, store, &key).await.status,
         ClaimStatus::InFlight,
@@ -573,13 +592,17 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     );
 
     let receipt = json(r#"{"refund_id":"cr-13"}"#);
-    let done = ok(
-        check,
-        store
-            .complete(&key, &lease.holder, &receipt, T0.plus_millis(1), &executed)
-            .await,
+    let first = done(
+        lease.holder,
+        receipt.clone(),
+        T0.plus_millis(1),
+        executed.clone(),
     );
-    assert_eq!(done, Completion::Recorded, "{check}");
+    assert_eq!(
+        ok(check, store.complete(first).await),
+        Completion::Recorded,
+        "{check}"
+    );
     assert_eq!(
         ok(check, store.audit_trail(&key, 10).await),
         vec![executed.clone()],
@@ -588,18 +611,13 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     let row = fetch(check, store, &key).await;
     assert_eq!(row.result(), Some(&receipt), "{check}");
 
-    let again = ok(
-        check,
-        store
-            .complete(
-                &key,
-                &lease.holder,
-                &json("{}"),
-                T0.plus_millis(2),
-                &executed,
-            )
-            .await,
+    let other = done(
+        lease.holder,
+        json("{}"),
+        T0.plus_millis(2),
+        executed.clone(),
     );
+    let again = ok(check, store.complete(other).await);
     assert_eq!(again, Completion::Reconcile, "{check}: another result");
     assert_eq!(
         ok(check, store.audit_trail(&key, 10).await),

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use super::audit::AuditEntry;
 use super::ids::{Fingerprint, HolderToken, OperationKey};
-use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, ProposalRecord, UnixMillis};
+use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, JsonText, ProposalRecord, UnixMillis};
 
 /// One attempt to claim an operation.
 ///
@@ -353,6 +354,23 @@ pub enum RawClaim {
         /// The amount already reserved in the window, without this one.
         used: i64,
     },
+}
+
+/// A completion of a held claim ([`ClaimStore::complete`](super::ClaimStore::complete)):
+/// `holder`'s `result` for the claim on `key` at `now`, with `audit`
+/// appended in the same transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompleteRequest {
+    /// The claim to complete.
+    pub key: OperationKey,
+    /// The holder that won it.
+    pub holder: HolderToken,
+    /// The result to record.
+    pub result: JsonText,
+    /// The caller's time; the lease must still be live then.
+    pub now: UnixMillis,
+    /// The entry written with the completion, or not at all.
+    pub audit: AuditEntry,
 }
 
 /// The result of an ownership-checked completion.
