@@ -17,6 +17,12 @@ pub fn plain() -> impl Strategy<Value = Value> {
     ]
 }
 
+/// One of `keys`, drawn alike. Beside other arms it takes weight
+/// `keys.len()`, so each key stays as likely as an arm of weight 1.
+pub fn one_of(keys: &'static [&'static str]) -> impl Strategy<Value = String> + Clone {
+    prop::sample::select(keys).prop_map(str::to_owned)
+}
+
 /// Arrays and objects over `leaf`: `depth` levels, about `size` nodes, up
 /// to `width` members each. An object's members are drawn as pairs, so a
 /// key drawn twice keeps its last value.
