@@ -20,7 +20,7 @@ use std::time::Duration;
 use axum::http::{HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
 use toolgate::idempotency::{
-    Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore, RETENTION_MS, Remembered, cost,
+    Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore, RETENTION_MS, Remembered, cost,
 };
 use toolgate::pipeline::Outcome;
 use utoipa::openapi::path::{Parameter, ParameterIn};
@@ -150,17 +150,20 @@ pub async fn begin<P: GateComponents>(
 }
 
 impl<P: GateComponents> Guard<P> {
+    /// The running row this guard holds.
+    fn run(&self) -> IdemRun<'_> {
+        IdemRun {
+            principal: &self.principal,
+            key: &self.key,
+            runner: &self.runner,
+        }
+    }
+
     /// Forgets the key now, so a repeat runs again (a non-final answer or a
     /// server-side failure is not remembered).
     pub async fn forget(mut self) {
         self.armed = false;
-        if let Err(e) = self
-            .app
-            .components()
-            .claims()
-            .idem_forget(&self.principal, &self.key, &self.runner)
-            .await
-        {
+        if let Err(e) = self.app.components().claims().idem_forget(self.run()).await {
             tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
         }
     }
@@ -182,9 +185,7 @@ impl<P: GateComponents> Guard<P> {
         };
         let claims = self.app.components().claims();
         let outcome = if cost(&self.principal, &self.key, response.body.len()) > bounds.max_bytes {
-            claims
-                .idem_forget(&self.principal, &self.key, &self.runner)
-                .await
+            claims.idem_forget(self.run()).await
         } else {
             let answer = Remembered {
                 status: response.status.as_u16(),
@@ -232,7 +233,11 @@ impl<P: GateComponents> Drop for Guard<P> {
             if let Err(e) = app
                 .components()
                 .claims()
-                .idem_forget(&principal, &key, &runner)
+                .idem_forget(IdemRun {
+                    principal: &principal,
+                    key: &key,
+                    runner: &runner,
+                })
                 .await
             {
                 tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");

@@ -244,13 +244,8 @@ impl toolgate::idempotency::IdempotencyStore for AnyClaimStore {
         delegate!(self, s => s.idem_finish(finish).await)
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        delegate!(self, s => s.idem_forget(principal, key, runner).await)
+    async fn idem_forget(&self, run: toolgate::idempotency::IdemRun<'_>) -> Result<(), StoreError> {
+        delegate!(self, s => s.idem_forget(run).await)
     }
 
     async fn idem_purge(

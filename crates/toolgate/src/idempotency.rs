@@ -100,6 +100,18 @@ pub struct IdemBegin<'a> {
     pub lease_until: UnixMillis,
 }
 
+/// The running row one request holds, to forget
+/// ([`IdempotencyStore::idem_forget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdemRun<'a> {
+    /// Who sent the request.
+    pub principal: &'a str,
+    /// The `Idempotency-Key`.
+    pub key: &'a str,
+    /// The runner that began it.
+    pub runner: &'a str,
+}
+
 /// One runner's [`IdempotencyStore::idem_finish`]: the answer to keep.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdemFinish<'a> {
@@ -146,12 +158,7 @@ pub trait IdempotencyStore: Send + Sync {
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes the running row `runner` still holds (nothing final to keep).
-    fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn idem_forget(&self, run: IdemRun<'_>) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes at most [`PURGE_BATCH`] finished rows past the retention
     /// (adjusting their principals' totals) and at most as many running
@@ -303,7 +310,12 @@ mod tests {
         let b = |key, runner, at: i64| begin_with(&store, ("p", key, runner), [1; 32], at).unwrap();
         assert_eq!(b("k", "r1", 0), Begun::Fresh);
         assert_eq!(b("k", "r2", 5), Begun::InFlight);
-        now_of(store.idem_forget("p", "k", "r2")).unwrap();
+        let run = IdemRun {
+            principal: "p",
+            key: "k",
+            runner: "r2",
+        };
+        now_of(store.idem_forget(run)).unwrap();
         let q = bounds(10, u64::MAX);
         now_of(store.idem_finish(finish(("p", "k", "r2"), answer(1), UnixMillis(5), q))).unwrap();
         assert_eq!(b("k", "r2", 9), Begun::InFlight);

@@ -18,7 +18,7 @@ use toolgate::claim::{
     StoreErrorKind, StuckEntry, UnixMillis,
 };
 use toolgate::contract::Policy;
-use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     Principal, StateError, StateScope, StateSource, StateVersion,
@@ -274,7 +274,7 @@ impl IdempotencyStore for SwitchStore {
     switched! {
         idem_begin(begin: IdemBegin<'_>) -> Begun;
         idem_finish(finish: IdemFinish<'_>) -> ();
-        idem_forget(principal: &str, key: &str, runner: &str) -> ();
+        idem_forget(run: IdemRun<'_>) -> ();
         idem_purge(now: UnixMillis, bounds: Bounds) -> ();
     }
 }

@@ -3,7 +3,7 @@
 //! backends share).
 
 use toolgate::claim::{StoreError, UnixMillis};
-use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 
 use super::{PooledStore, with_pooled_bounds};
 use crate::common::map_err;
@@ -189,11 +189,11 @@ with_pooled_bounds! {
         tx.commit().await.map_err(|e| map_err(what, e))
     }
 
-    async fn idem_forget(&self, principal: &str, key: &str, runner: &str) -> Result<(), StoreError> {
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
         sqlx::query(DB::SQL.idempotency.forget)
-            .bind(principal)
-            .bind(key)
-            .bind(runner)
+            .bind(run.principal)
+            .bind(run.key)
+            .bind(run.runner)
             .execute(self.pool())
             .await
             .map_err(|e| map_err("forgetting an Idempotency-Key", e))?;

@@ -2,7 +2,7 @@
 //! writer (see `crate::idempotency` for what the backends share).
 
 use toolgate::claim::{StoreError, UnixMillis};
-use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 
 use super::sql::SQL;
 use super::{SqliteClaimStore, rusqlite};
@@ -128,13 +128,9 @@ impl IdempotencyStore for SqliteClaimStore {
         .await
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
+        let principal = run.principal.to_owned();
+        let (key, runner) = (run.key.to_owned(), run.runner.to_owned());
         self.write_unit("forgetting an Idempotency-Key", move |conn| {
             conn.execute(
                 SQL.idempotency.forget,

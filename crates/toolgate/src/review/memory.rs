@@ -14,7 +14,7 @@ use crate::claim::{
     ClaimRequest, ClaimStore, GrantUse, MemoryClaimStore, StoreError, StoreErrorKind, UnixMillis,
 };
 use crate::idempotency::{
-    Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore, PURGE_BATCH, Remembered, cost,
+    Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore, PURGE_BATCH, Remembered, cost,
 };
 
 #[derive(Default)]
@@ -550,18 +550,13 @@ impl IdempotencyStore for MemoryClaimStore {
         Ok(())
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
         let mut state = self.reviews.lock()?;
-        let id = (principal.to_owned(), key.to_owned());
+        let id = (run.principal.to_owned(), run.key.to_owned());
         if state
             .idem
             .get(&id)
-            .is_some_and(|r| r.done.is_none() && r.runner == runner)
+            .is_some_and(|r| r.done.is_none() && r.runner == run.runner)
         {
             state.idem.remove(&id);
         }
