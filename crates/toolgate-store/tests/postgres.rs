@@ -73,7 +73,6 @@ support::backend_tests!(
     Postgres,
     conformance: postgres_passes_the_conformance_suite,
     any_store: any_store_picks_postgres_from_the_url_and_passes,
-    id: |insert, pool| sqlx::Row::get::<i64, _>(&insert.fetch_one(pool).await.expect("approve"), 0),
 );
 support::server_tests!(Schema);
 

@@ -514,6 +514,14 @@ pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
     assert!(store.audit_trail(&key, 10).await.expect("trail").is_empty());
 }
 
+/// `store` is ready until `close` closes its pool, then unavailable.
+pub async fn ready_until_closed<S: ClaimStore>(store: &S, close: impl AsyncFnOnce()) {
+    store.ready().await.expect("a fresh store is ready");
+    close().await;
+    let e = store.ready().await.expect_err("a closed pool is not ready");
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+}
+
 /// `base` with its database path replaced by `name`.
 pub fn with_database(base: &str, name: &str) -> String {
     let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
@@ -531,9 +539,18 @@ pub fn with_database(base: &str, name: &str) -> String {
 /// databases are required), `url()`, `store()` and `drop()`. `$any` is the
 /// backend's `AnyClaimStore` variant. The grant test inserts review items
 /// with the target's `APPROVE`, `CONSUMED` and `VOTE` statements; `id`
-/// turns the bound `APPROVE` on the store's pool into the new item's id.
+/// turns the bound `APPROVE` on the store's pool into the new item's id
+/// (without it, `APPROVE` returns the id: `RETURNING id`).
 #[allow(unused_macros, reason = "each test target uses a different subset")]
 macro_rules! backend_tests {
+    ($db:ident, $any:ident, conformance: $conformance:ident, any_store: $any_store:ident $(,)?) => {
+        crate::support::backend_tests!(
+            $db, $any,
+            conformance: $conformance,
+            any_store: $any_store,
+            id: |insert, pool| sqlx::Row::get::<i64, _>(&insert.fetch_one(pool).await.expect("approve"), 0),
+        );
+    };
     (
         $db:ident, $any:ident,
         conformance: $conformance:ident,
@@ -772,19 +789,11 @@ macro_rules! server_tests {
 
         #[tokio::test]
         async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
-            use toolgate::claim::ClaimStore as _;
             let Some(db) = $db::create().await else {
                 return;
             };
             let s = db.store().await;
-            s.ready().await.expect("a fresh store is ready");
-            s.pool().close().await;
-            let e = s.ready().await.expect_err("a closed pool is not ready");
-            assert_eq!(
-                e.kind(),
-                toolgate::claim::StoreErrorKind::Unavailable,
-                "{e}"
-            );
+            crate::support::ready_until_closed(&s, async || s.pool().close().await).await;
             db.drop().await;
         }
     };
