@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
+    OperationKey, RawClaim, ReconcileRequest, Reconciled, StoreError, StoreErrorKind, StuckEntry,
     UnixMillis,
 };
 use toolgate::pipeline::{AppliedCompletion, ExecError};
@@ -205,11 +205,9 @@ impl ClaimStore for AnyClaimStore {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        delegate!(self, s => s.record_reconciliation(key, outcome, now).await)
+        delegate!(self, s => s.record_reconciliation(request).await)
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

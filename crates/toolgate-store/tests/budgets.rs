@@ -12,7 +12,7 @@ use std::sync::Arc;
 use toolgate::claim::conformance::{self, Namespace};
 use toolgate::claim::{
     AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
-    Lease, MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
+    Lease, MemoryClaimStore, RawClaim, ReconcileOutcome, ReconcileRequest, Reconciled, UnixMillis,
 };
 use toolgate::review::{
     ApprovalTerms, NewItem, Requested, ReviewStore, ReviewerAct, Verdict, Voted,
@@ -43,7 +43,11 @@ async fn fits<S: ClaimStore>(store: &S, ns: &Namespace, n: u32, budget: &str, am
     match store.claim(request(ns, n, budget, amount)).await.unwrap() {
         RawClaim::Acquired(lease) => {
             let r = store
-                .record_reconciliation(&lease.key, &not_applied(), far_future())
+                .record_reconciliation(ReconcileRequest {
+                    key: &lease.key,
+                    outcome: &not_applied(),
+                    now: far_future(),
+                })
                 .await
                 .unwrap();
             assert!(matches!(r, Reconciled::Recorded));
@@ -88,7 +92,11 @@ async fn reconcile<S: ClaimStore>(
     outcome: &ReconcileOutcome,
 ) -> Reconciled {
     store
-        .record_reconciliation(&lease.key, outcome, far_future())
+        .record_reconciliation(ReconcileRequest {
+            key: &lease.key,
+            outcome,
+            now: far_future(),
+        })
         .await
         .unwrap()
 }
@@ -281,7 +289,11 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
 
     // Given back when it ends not applied: the limit's worth stays held.
     let r = store
-        .record_reconciliation(&approved.key, &not_applied(), far_future())
+        .record_reconciliation(ReconcileRequest {
+            key: &approved.key,
+            outcome: &not_applied(),
+            now: far_future(),
+        })
         .await
         .unwrap();
     assert!(matches!(r, Reconciled::Recorded));

@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
     GrantUse, HolderToken, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome,
-    Reconciled, StoreError, StuckEntry, UnixMillis,
+    ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::op::operation_key;
@@ -144,12 +144,10 @@ impl ClaimStore for SpyStore {
     }
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
         push(&self.log, "record_reconciliation");
-        self.inner.record_reconciliation(key, outcome, now)
+        self.inner.record_reconciliation(request)
     }
     fn append_audit(
         &self,
@@ -225,11 +223,11 @@ impl Executor for SpyExecutor {
             let outcome = ReconcileOutcome::NotApplied {
                 detail: JsonText::result("{}".into()).unwrap(),
             };
-            let r = block_on(store.inner.record_reconciliation(
-                &key,
-                &outcome,
-                UnixMillis(i64::MAX),
-            ));
+            let r = block_on(store.inner.record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &outcome,
+                now: UnixMillis(i64::MAX),
+            }));
             assert!(matches!(r, Ok(Reconciled::Recorded)));
         }
         std::future::ready(out)
@@ -252,7 +250,11 @@ impl Executor for SpyExecutor {
             };
             let r = store
                 .inner
-                .record_reconciliation(permit.key(), &outcome, UnixMillis(i64::MAX))
+                .record_reconciliation(ReconcileRequest {
+                    key: permit.key(),
+                    outcome: &outcome,
+                    now: UnixMillis(i64::MAX),
+                })
                 .await;
             assert!(matches!(r, Ok(Reconciled::Recorded)));
         }

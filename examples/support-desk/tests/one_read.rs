@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
-    RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::pipeline::{Decision, Outcome, Reason, StateVersion};
 use toolgate_store::AnyClaimStore;
@@ -179,11 +179,9 @@ impl ClaimStore for Between<'_> {
 
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
-        self.inner.record_reconciliation(key, outcome, now)
+        self.inner.record_reconciliation(request)
     }
 
     fn append_audit(

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
-    MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
-    StoreErrorKind, StuckEntry, UnixMillis,
+    MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, ReconcileRequest, Reconciled,
+    StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 use toolgate::contract::Policy;
 use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
@@ -263,8 +263,7 @@ impl ClaimStore for SwitchStore {
         complete(request: CompleteRequest) -> Completion;
         fetch(key: &OperationKey) -> Option<ClaimRecord>;
         list_stuck(now: UnixMillis, limit: u32) -> Vec<StuckEntry>;
-        record_reconciliation(key: &OperationKey, outcome: &ReconcileOutcome, now: UnixMillis)
-            -> Reconciled;
+        record_reconciliation(request: ReconcileRequest<'_>) -> Reconciled;
         append_audit(entry: &AuditEntry) -> ();
         audit_trail(key: &OperationKey, limit: u32) -> Vec<AuditEntry>;
     }

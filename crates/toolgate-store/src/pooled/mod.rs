@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 
 use toolgate::claim::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
-    RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 
 use crate::common::map_err;
@@ -258,11 +258,9 @@ with_pooled_bounds! {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, key, outcome, now).await
+        protocol::reconcile(self, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

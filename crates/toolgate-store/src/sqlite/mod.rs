@@ -20,7 +20,7 @@ use sqlx::sqlite::{
 use toolgate::claim::{
     Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest,
     Completion, CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim,
-    ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    ReconcileRequest, Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 use rusqlite::types::ToSqlOutput;
@@ -510,11 +510,9 @@ impl ClaimStore for SqliteClaimStore {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, key, outcome, now).await
+        protocol::reconcile(self, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

@@ -26,7 +26,7 @@ use std::time::Duration;
 use super::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
     ExecutorKind, Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim,
-    ReconcileOutcome, Reconciled, Resolution, StoreError, UnixMillis,
+    ReconcileOutcome, ReconcileRequest, Reconciled, Resolution, StoreError, UnixMillis,
 };
 
 /// The synthetic "now" the checks start from.
@@ -487,7 +487,13 @@ pub async fn executor_kind_round_trips<S: ClaimStore>(store: &S, ns: &Namespace)
     };
     let recorded = ok(
         check,
-        store.record_reconciliation(&key, &answer, later).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &answer,
+                now: later,
+            })
+            .await,
     );
     assert!(matches!(recorded, Reconciled::Recorded), "{check}");
     assert_eq!(
@@ -759,7 +765,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     };
     match ok(
         check,
-        store.record_reconciliation(&live_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &live_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::NotStuck(Some(row)) => assert_eq!(row.status, ClaimStatus::InFlight),
         other => panic!("{check}: expected NotStuck, got {other:?}"),
@@ -767,7 +779,11 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     match ok(
         check,
         store
-            .record_reconciliation(&ns.key(11, 9), &outcome, now)
+            .record_reconciliation(ReconcileRequest {
+                key: &ns.key(11, 9),
+                outcome: &outcome,
+                now,
+            })
             .await,
     ) {
         Reconciled::NotStuck(None) => {}
@@ -776,7 +792,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     // Stuck: closed with the downstream receipt.
     match ok(
         check,
-        store.record_reconciliation(&stuck_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &stuck_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -814,7 +836,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     // Reconciling twice changes nothing.
     match ok(
         check,
-        store.record_reconciliation(&stuck_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &stuck_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::NotStuck(Some(r)) => assert_eq!(r, row, "{check}"),
         other => panic!("{check}: expected NotStuck, got {other:?}"),
@@ -851,7 +879,13 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
     };
     match ok(
         check,
-        store.record_reconciliation(&key, &outcome, later).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &outcome,
+                now: later,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -915,7 +949,13 @@ pub async fn not_applied_runs_again_as_the_next_attempt<S: ClaimStore>(store: &S
     let at = first.expires_at;
     match ok(
         check,
-        store.record_reconciliation(&key, &not_applied, at).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &not_applied,
+                now: at,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -967,7 +1007,11 @@ pub async fn not_applied_runs_again_as_the_next_attempt<S: ClaimStore>(store: &S
     match ok(
         check,
         store
-            .record_reconciliation(&applied_key, &applied, a.expires_at)
+            .record_reconciliation(ReconcileRequest {
+                key: &applied_key,
+                outcome: &applied,
+                now: a.expires_at,
+            })
             .await,
     ) {
         Reconciled::Recorded => {}
@@ -1015,7 +1059,13 @@ pub async fn concurrent_next_attempts_one_winner<S: ClaimStore + 'static>(
     };
     match ok(
         check,
-        store.record_reconciliation(&key, &not_applied, at).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &not_applied,
+                now: at,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),

@@ -11,8 +11,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
-    CompletionRecord, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled, Resolution,
-    StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    CompletionRecord, OperationKey, RawClaim, ReadBack, ReconcileOutcome, ReconcileRequest,
+    Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 #[derive(Default)]
@@ -289,11 +289,9 @@ impl ClaimStore for MemoryClaimStore {
 
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
-        std::future::ready(self.reconcile_now(key, outcome, now))
+        std::future::ready(self.reconcile_now(request.key, request.outcome, request.now))
     }
 
     fn append_audit(

@@ -51,7 +51,7 @@ pub use record::{
 };
 pub use request::{
     Attempt, BudgetReservation, ClaimRequest, CompleteRequest, Completion, GrantUse, Lease,
-    RawClaim, ReadBack, ReconcileOutcome, Reconciled,
+    RawClaim, ReadBack, ReconcileOutcome, ReconcileRequest, Reconciled,
 };
 pub use text::{audit_label, is_hidden};
 
@@ -121,9 +121,7 @@ pub trait ClaimStore: Send + Sync {
     /// anything else is [`Reconciled::NotStuck`]. Never executes.
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send;
 
     /// Appends one entry to the audit log.

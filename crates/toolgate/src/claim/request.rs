@@ -389,6 +389,19 @@ pub enum Completion {
     Reconcile,
 }
 
+/// A stuck claim's reconciliation
+/// ([`ClaimStore::record_reconciliation`](super::ClaimStore::record_reconciliation)):
+/// what the downstream system reported for the claim on `key`, at `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileRequest<'a> {
+    /// The stuck claim.
+    pub key: &'a OperationKey,
+    /// What the downstream system reported.
+    pub outcome: &'a ReconcileOutcome,
+    /// The operator's time: the lease must have ended by then.
+    pub now: UnixMillis,
+}
+
 /// What the downstream system said about an expired claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReconcileOutcome {
