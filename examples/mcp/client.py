@@ -6,7 +6,7 @@ a run against each shows what the gate adds. The caller's API key goes in an
 `Authorization: Bearer` header; the SDK takes headers only through an httpx2
 client, so the script builds one.
 
-  client.py URL [--token T] [--mode auto|legacy|2026-07-28] list
+  client.py URL [--token T] [--mode auto|legacy|2026-07-28] [--url-elicitation] list
   client.py URL ... call TOOL '{"order_id": 1001}' [--meta '{"k": "v"}']
   client.py URL ... walk ORDER_ID            read, refund, repeat, reconcile
   client.py stdio --command 'python3 shop_mcp.py --db x serve-stdio' list   (a stdio server)
@@ -18,7 +18,11 @@ else the 2025-11-25 `initialize` handshake; `legacy` forces the handshake.
 not to). Every answer is printed as one JSON line: the protocol version, and
 the result as the SDK received it (`isError`, `content`, `structuredContent`,
 `_meta`). A JSON-RPC error prints `{"error": {"code": ..., "message": ...}}`
-and the exit status is 1.
+(and its `data`, if any) and the exit status is 1. `--url-elicitation`
+declares the client capability `elicitation: {form: {}, url: {}}` (the SDK
+declares it for a client with an elicitation callback): a server may then
+answer with URLElicitationRequiredError (-32042) naming a page to open, and
+the callback declines any elicitation/create, since this script has no user.
 """
 
 import argparse
@@ -32,6 +36,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import ElicitResult
 
 OPERATION_KEY_META = "io.toolgate/operation-key"
 
@@ -44,15 +49,20 @@ def out(doc):
     print(json.dumps(doc, sort_keys=True), flush=True)
 
 
-def connect(url, token, mode, command=None):
+async def decline(context, params):
+    return ElicitResult(action="decline")
+
+
+def connect(url, token, mode, command=None, url_elicitation=False):
+    extra = {"elicitation_callback": decline} if url_elicitation else {}
     if url == "stdio":
         argv = shlex.split(command or "")
         if not argv:
             raise SystemExit("stdio needs --command")
-        return Client(StdioServerParameters(command=argv[0], args=argv[1:]), mode=mode), None
+        return Client(StdioServerParameters(command=argv[0], args=argv[1:]), mode=mode, **extra), None
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=60.0))
-    return Client(streamable_http_client(url, http_client=http), mode=mode), http
+    return Client(streamable_http_client(url, http_client=http), mode=mode, **extra), http
 
 
 def text_of(result):
@@ -98,7 +108,7 @@ def first_leaf(group):
 
 async def run(args):
     token = args.token if args.token is not None else os.environ.get("MCP_TOKEN", "")
-    client, http = connect(args.url, token, args.mode, args.server_command)
+    client, http = connect(args.url, token, args.mode, args.server_command, args.url_elicitation)
     failure = None
     try:
         async with client:
@@ -121,7 +131,10 @@ async def run(args):
         if http is not None:
             await http.aclose()
     if failure is not None:
-        out({"error": {"code": failure.error.code, "message": failure.error.message}})
+        error = {"code": failure.error.code, "message": failure.error.message}
+        if failure.error.data is not None:
+            error["data"] = failure.error.data
+        out({"error": error})
         return 1
     return 0
 
@@ -132,6 +145,7 @@ def main(argv):
     p.add_argument("--command", dest="server_command", help="with `stdio`: the server's command line")
     p.add_argument("--token", help="bearer token (default: $MCP_TOKEN)")
     p.add_argument("--mode", default="auto", help="auto (default), legacy, or a protocol version")
+    p.add_argument("--url-elicitation", action="store_true", help="declare URL-mode elicitation")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="tools/list, never from the cache")
     call = sub.add_parser("call", help="tools/call")

@@ -36,7 +36,8 @@ Usage:
 `--hold-ms N --hold-order ID` (tests only) makes a refund of order ID wait N ms
 inside its transaction before committing, so a test can kill a caller mid-call.
 `--max-refund N` (tests only; default 20000) changes refund_order's published
-schema, as an upstream's new release would.
+schema, as an upstream's new release would; `--max-refund-file PATH` reads N
+from PATH again on every tools/list, so the schema changes while it serves.
 """
 
 import argparse
@@ -138,7 +139,15 @@ class Order(TypedDict):
     version: int
 
 
-def build(db_path, hold_order=None, hold_ms=0, max_refund=20000):
+def read_max_refund(path, default):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return default
+
+
+def build(db_path, hold_order=None, hold_ms=0, max_refund=20000, max_refund_file=None):
     server = MCPServer("shop")
 
     @server.tool()
@@ -163,32 +172,52 @@ def build(db_path, hold_order=None, hold_ms=0, max_refund=20000):
             version=row[5],
         )
 
-    @server.tool(structured_output=False)
-    def refund_order(
-        order_id: Annotated[int, Field(ge=1, description="The order to refund.")],
-        expected_version: Annotated[int, Field(ge=1, description="The order's version as get_order returned it.")],
-        amount_minor: Annotated[int, Field(ge=1, le=max_refund, description="Refund in minor units (cents).")],
-        reason: Literal["damaged", "not_delivered", "wrong_item", "late"],
-        ctx: Context,
-    ) -> str:
-        """Refund part or all of an order, in minor currency units, if its version is still expected_version."""
-        meta = ctx.request_context.meta or {}
-        key = meta.get(OPERATION_KEY_META)
-        if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 96):
-            raise ToolError(f"_meta {OPERATION_KEY_META} must be a string of 1 to 96 characters")
-        conn = connect(db_path)
-        try:
-            # Counted first, in a transaction of its own: a call that fails
-            # below is still a call that reached the tool.
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute(
-                "INSERT INTO tool_calls (tool, operation_key, at) VALUES ('refund_order', ?, ?)",
-                (key, time.time()),
-            )
-            conn.execute("COMMIT")
-            return refund_once(conn, key, order_id, expected_version, amount_minor, reason, hold_order, hold_ms)
-        finally:
-            conn.close()
+    def register_refund(max_refund):
+        def refund_order(
+            order_id: Annotated[int, Field(ge=1, description="The order to refund.")],
+            expected_version: Annotated[int, Field(ge=1, description="The order's version as get_order returned it.")],
+            amount_minor: Annotated[int, Field(ge=1, le=max_refund, description="Refund in minor units (cents).")],
+            reason: Literal["damaged", "not_delivered", "wrong_item", "late"],
+            ctx: Context,
+        ) -> str:
+            """Refund part or all of an order, in minor currency units, if its version is still expected_version."""
+            meta = ctx.request_context.meta or {}
+            key = meta.get(OPERATION_KEY_META)
+            if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 96):
+                raise ToolError(f"_meta {OPERATION_KEY_META} must be a string of 1 to 96 characters")
+            conn = connect(db_path)
+            try:
+                # Counted first, in a transaction of its own: a call that fails
+                # below is still a call that reached the tool.
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    "INSERT INTO tool_calls (tool, operation_key, at) VALUES ('refund_order', ?, ?)",
+                    (key, time.time()),
+                )
+                conn.execute("COMMIT")
+                return refund_once(conn, key, order_id, expected_version, amount_minor, reason, hold_order, hold_ms)
+            finally:
+                conn.close()
+
+        server.add_tool(refund_order, structured_output=False)
+
+    register_refund(max_refund)
+    if max_refund_file is not None:
+        # A new release of the shop, without a restart: refund_order's
+        # published bound is re-read on every tools/list, and the tool is
+        # registered again when it changed.
+        published = {"max_refund": max_refund}
+        list_tools = server.list_tools
+
+        async def list_tools_now():
+            wanted = read_max_refund(max_refund_file, max_refund)
+            if wanted != published["max_refund"]:
+                server.remove_tool("refund_order")
+                register_refund(wanted)
+                published["max_refund"] = wanted
+            return await list_tools()
+
+        server.list_tools = list_tools_now
 
     @server.tool(structured_output=False)
     def refund_status(
@@ -280,6 +309,7 @@ def main(argv):
     p.add_argument("--hold-order", type=int, help="(tests) hold a refund of this order before committing")
     p.add_argument("--hold-ms", type=int, default=0, help="(tests) for this many milliseconds")
     p.add_argument("--max-refund", type=int, default=20000, help="(tests) the schema's largest amount_minor")
+    p.add_argument("--max-refund-file", help="(tests) a file holding it, read again on every tools/list")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("init", help="create and seed the database")
     http = sub.add_parser("serve-http", help="serve Streamable HTTP at /mcp")
@@ -295,7 +325,7 @@ def main(argv):
         count(args.db)
     else:
         init(args.db)
-        server = build(args.db, args.hold_order, args.hold_ms, args.max_refund)
+        server = build(args.db, args.hold_order, args.hold_ms, args.max_refund, args.max_refund_file)
         if args.command == "serve-stdio":
             server.run("stdio")
         else:

@@ -1,4 +1,4 @@
-//! Shared stdin/stdout handling for subcommands.
+//! Shared stdin/stdout handling for subcommands, and their async runtime.
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -26,4 +26,12 @@ pub fn print_line(line: &str) -> io::Result<()> {
 pub fn io_failure(what: &str, e: &io::Error) -> ExitCode {
     eprintln!("toolgate: {what}: {e}");
     ExitCode::from(2)
+}
+
+/// The runtime of a command's async part: one thread, as the command does
+/// one thing at a time (`serve` and the benches build their own).
+pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }

@@ -38,19 +38,25 @@ struct Cli {
 enum Command {
     Decode(cmd::decode::Args),
     Normalize(cmd::normalize::Args),
-    Bench(cmd::bench::Args),
+    #[command(subcommand)]
+    Bench(cmd::bench::Which),
     Check(cmd::check::Args),
-    Policy(cmd::policy::Args),
-    Claims(cmd::claims::Args),
+    #[command(subcommand)]
+    Policy(cmd::policy::Which),
+    #[command(subcommand)]
+    Claims(cmd::claims::Command),
     Demo(cmd::demo::Args),
     Eval(cmd::eval::Args),
     Serve(cmd::serve::Args),
     Init(cmd::init::Args),
-    Keys(cmd::keys::Args),
-    Config(cmd::config::Args),
+    #[command(subcommand)]
+    Keys(cmd::keys::Command),
+    #[command(subcommand)]
+    Config(cmd::config::Command),
     Completions(cmd::completions::Args),
     Man(cmd::man::Args),
-    Mcp(cmd::mcp::Args),
+    #[command(subcommand)]
+    Mcp(cmd::mcp::Command),
 }
 
 fn main() -> ExitCode {

@@ -5,12 +5,12 @@
 //! Needs examples/mcp/install.sh. Without it the test skips with a message,
 //! unless CI or TOOLGATE_REQUIRE_MCP_EXAMPLE=1 says it must run.
 
-use std::path::Path;
 use std::process::Command;
 
-fn example_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
+#[path = "support/mcp_example.rs"]
+mod mcp_example;
+
+use mcp_example::{example_dir, python};
 
 /// The number after `key=` on `line`.
 fn figure(line: &str, key: &str) -> f64 {
@@ -23,17 +23,10 @@ fn figure(line: &str, key: &str) -> f64 {
 
 #[test]
 fn bench_mcp_gates_every_call_and_prints_both_paths() {
-    let example = example_dir();
-    if !example.join(".venv/bin/python").exists() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-            || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-        assert!(
-            !required,
-            "the MCP example's SDKs are missing: run examples/mcp/install.sh"
-        );
-        eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
+    if python().is_none() {
         return;
     }
+    let example = example_dir();
     let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["bench", "mcp", "--calls", "6", "--warmup", "1", "--example"])
         .arg(&example)

@@ -148,43 +148,16 @@ fn policy_load_errors_exit_2_naming_keyword_and_path() {
 #[test]
 fn usage_and_io_errors_exit_2() {
     let policy = policy_path();
-    for args in [
-        vec!["check", "--policy", &policy, "--provider", "bedrock"],
-        vec!["check", "--policy", &policy],
-        vec![
-            "check",
-            "--policy",
-            &policy,
-            "--provider",
-            "gemini",
-            "--stream",
-        ],
-        vec![
-            "check",
-            "--policy",
-            &policy,
-            "--provider",
-            "envelope",
-            "--attempt",
-            "3",
-        ],
-        vec![
-            "check",
-            "--policy",
-            &policy,
-            "--provider",
-            "envelope",
-            "--attempt",
-            "0",
-        ],
-        vec![
-            "check",
-            "--policy",
-            "/nonexistent/policy.toml",
-            "--provider",
-            "envelope",
-        ],
-    ] {
+    let cases: [(&str, &[&str]); 6] = [
+        (&policy, &["--provider", "bedrock"]),
+        (&policy, &[]),
+        (&policy, &["--provider", "gemini", "--stream"]),
+        (&policy, &["--provider", "envelope", "--attempt", "3"]),
+        (&policy, &["--provider", "envelope", "--attempt", "0"]),
+        ("/nonexistent/policy.toml", &["--provider", "envelope"]),
+    ];
+    for (policy, flags) in cases {
+        let args = [&["check", "--policy", policy][..], flags].concat();
         let run = toolgate(&args, b"{}");
         assert_eq!(run.code, 2, "{args:?}: {}", run.stdout);
         assert!(run.stdout.is_empty(), "{args:?}");

@@ -129,6 +129,21 @@ fn explain(direction: &str, stdin: &[u8]) -> (Value, String) {
     )
 }
 
+/// Each case's stdin is explained with its output and action.
+fn assert_explained<'a>(
+    direction: &str,
+    cases: impl IntoIterator<Item = (&'a [u8], Value, &'a str)>,
+) {
+    for (stdin, output, action) in cases {
+        assert_eq!(
+            explain(direction, stdin),
+            (output, action.to_owned()),
+            "{}",
+            String::from_utf8_lossy(stdin)
+        );
+    }
+}
+
 #[test]
 fn normalize_encode() {
     let cases: [(&[u8], Value, &str); 10] = [
@@ -147,14 +162,7 @@ fn normalize_encode() {
         (b"{oops", json!({}), "rejected_invalid_json"),
         (br#"{"a":1,"a":2}"#, json!({}), "rejected_duplicate_key"),
     ];
-    for (stdin, output, action) in cases {
-        assert_eq!(
-            explain("encode", stdin),
-            (output, action.to_owned()),
-            "{}",
-            String::from_utf8_lossy(stdin)
-        );
-    }
+    assert_explained("encode", cases);
     let plain = toolgate(&["normalize", "encode"], b"[1]");
     assert_eq!((plain.code, plain.stdout.as_str()), (0, "{}\n"));
 }
@@ -179,14 +187,7 @@ fn normalize_decode() {
             "rejected_duplicate_key",
         ),
     ];
-    for (stdin, output, action) in cases {
-        assert_eq!(
-            explain("decode", stdin),
-            (output, action.to_owned()),
-            "{}",
-            String::from_utf8_lossy(stdin)
-        );
-    }
+    assert_explained("decode", cases);
     let plain = toolgate(&["normalize", "decode"], br#""{\"k\":\"v\"}""#);
     assert_eq!((plain.code, plain.stdout.as_str()), (0, "{\"k\":\"v\"}\n"));
 }

@@ -6,13 +6,14 @@
 //! skips with a message.
 
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
+#[path = "support/mcp_example.rs"]
+mod mcp_example;
+
+use mcp_example::{example_dir, python};
 
 struct Shop(Child, PathBuf);
 
@@ -26,14 +27,7 @@ impl Drop for Shop {
 
 #[test]
 fn import_pins_every_tool_and_prints_policy_entries() {
-    let py = example_dir().join(".venv/bin/python");
-    if !py.exists() {
-        let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-            || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-        assert!(!required, "run examples/mcp/install.sh");
-        eprintln!("skipping: run examples/mcp/install.sh");
-        return;
-    }
+    let Some(py) = python() else { return };
     let dir = std::env::temp_dir().join(format!("toolgate-mcp-import-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let port = TcpListener::bind("127.0.0.1:0")

@@ -9,16 +9,19 @@
 //! shop's live tables); twelve parallel identical calls make one upstream
 //! execution (counted in the shop's database) and a repeat replays the
 //! recorded result, also through `toolgate mcp stdio`; an approval round trip (over budget → the review item's
-//! URL → approved on /v1/review → the repeat executes once); a call whose
+//! URL → approved on /v1/review → the repeat executes once), also offered
+//! as URL-mode elicitation to a client that declares it; a call whose
 //! gateway was killed mid-call is `needs_reconciliation` after a restart,
-//! never executed twice.
+//! never executed twice (SQLite and PostgreSQL claim stores); two gateways
+//! on one PostgreSQL replay byte for byte; a tool whose upstream schema
+//! changes while serving is withheld at the next refresh.
 //!
 //! Needs examples/mcp/install.sh. Without it the test skips with a message,
 //! unless CI or TOOLGATE_REQUIRE_MCP_EXAMPLE=1 says it must run.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -30,6 +33,10 @@ use toolgate::decode::{Limits, decode_strict};
 mod databases;
 #[path = "support/faults.rs"]
 mod faults;
+#[path = "support/mcp_example.rs"]
+mod mcp_example;
+
+use mcp_example::{example_dir, python};
 
 const BIN: &str = env!("CARGO_BIN_EXE_toolgate");
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -38,25 +45,6 @@ const ANA: &str = "tg_mcp_example_agent_ana";
 const BO: &str = "tg_mcp_example_agent_bo";
 const READER: &str = "tg_mcp_example_reader";
 const REVIEWER: &str = "tg_mcp_example_reviewer";
-
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
-
-fn python() -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    if p.exists() {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "the MCP example's SDKs are missing: run examples/mcp/install.sh"
-    );
-    eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
-    None
-}
 
 /// JSON a process printed, through the project's strict decoder.
 fn strict(bytes: &[u8]) -> Value {
@@ -101,8 +89,9 @@ struct Setup {
 
 /// The shop on a free port (holding a refund of order 1005 for ten seconds
 /// inside its transaction, within the upstream's call timeout, for the
-/// killed-gateway case), and the
-/// example deployment pointed at it, its tools pinned.
+/// killed-gateway case; refund_order's largest amount read again from
+/// `max-refund` in the setup's directory on every tools/list, 20000 while it
+/// is absent), and the example deployment pointed at it, its tools pinned.
 fn setup(py: PathBuf) -> Setup {
     let dir = std::env::temp_dir().join(format!(
         "toolgate-mcp-serve-{}",
@@ -116,6 +105,8 @@ fn setup(py: PathBuf) -> Setup {
         .arg("--db")
         .arg(&shop_db)
         .args(["--hold-order", "1005", "--hold-ms", "10000"])
+        .arg("--max-refund-file")
+        .arg(dir.join("max-refund"))
         .args(["serve-http", "--port", &shop_port.to_string()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -241,6 +232,22 @@ fn client(s: &Setup, key: &str, args: &[&str]) -> Value {
     last_line(&client_cmd(s, key, args).output().unwrap())
 }
 
+/// Runs every client command at once; the last JSON line of each.
+fn all_at_once(commands: impl Iterator<Item = Command>) -> Vec<Value> {
+    let children: Vec<Child> = commands
+        .map(|mut c| {
+            c.stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| last_line(&c.wait_with_output().unwrap()))
+        .collect()
+}
+
 fn refund(s: &Setup, key: &str, args: &Value) -> Value {
     client(s, key, &["call", "refund_order", &args.to_string()])
 }
@@ -289,6 +296,198 @@ fn post(port: u16, path: &str, key: &str, body: &str) -> (u16, String) {
     (raw[9..12].parse().unwrap(), raw)
 }
 
+/// How a raw `tools/call` reaches `/mcp`.
+#[derive(Clone, Copy)]
+enum Raw {
+    /// A new 2025-11-25 session (`initialize`, `notifications/initialized`).
+    Session,
+    /// One stateless 2026-07-28 request.
+    Stateless,
+}
+
+/// One POST to `/mcp`: the response's status, head and body (de-chunked).
+fn mcp_post(port: u16, key: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, mut rest) = raw.split_once("\r\n\r\n").unwrap();
+    let chunked = head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"));
+    let body = if chunked {
+        let mut body = String::new();
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            body.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+        body
+    } else {
+        rest.to_owned()
+    };
+    (head[9..12].parse().unwrap(), head.to_owned(), body)
+}
+
+/// A response header's value.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// The JSON-RPC message answering `id` in a response body, as the bytes
+/// carried it: the body itself, or the `data:` of an SSE event.
+fn answer_text(body: &str, id: &str) -> String {
+    let id_member = format!("\"id\":{id}");
+    if body.trim_start().starts_with('{') {
+        return body.to_owned();
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim_start)
+        .find(|d| d.contains(&id_member))
+        .unwrap_or_else(|| panic!("no answer to {id}: {body}"))
+        .to_owned()
+}
+
+/// The raw text of the top-level member `key` of the JSON object `text`:
+/// the bytes as they came, never parsed and written again.
+fn raw_member<'a>(text: &'a str, key: &str) -> &'a str {
+    let bytes = text.as_bytes();
+    // The end of the string starting at `i` (after its closing quote).
+    let string_end = |mut i: usize| {
+        i += 1;
+        while bytes[i] != b'"' {
+            i += if bytes[i] == b'\\' { 2 } else { 1 };
+        }
+        i + 1
+    };
+    let (mut i, mut depth) = (0, 0);
+    let mut want_key = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let end = string_end(i);
+                if depth == 1 && want_key && &text[i + 1..end - 1] == key {
+                    let colon = end + text[end..].find(':').unwrap() + 1;
+                    let start = colon + (text[colon..].len() - text[colon..].trim_start().len());
+                    let (mut j, mut d) = (start, 0);
+                    loop {
+                        match bytes[j] {
+                            b'"' => {
+                                j = string_end(j);
+                                if d == 0 {
+                                    return &text[start..j];
+                                }
+                                continue;
+                            }
+                            b'{' | b'[' => d += 1,
+                            b'}' | b']' if d == 0 => return text[start..j].trim_end(),
+                            b'}' | b']' => {
+                                d -= 1;
+                                if d == 0 {
+                                    return &text[start..=j];
+                                }
+                            }
+                            b',' if d == 0 => return text[start..j].trim_end(),
+                            _ => {}
+                        }
+                        j += 1;
+                    }
+                }
+                want_key = false;
+                i = end;
+                continue;
+            }
+            b'{' => {
+                depth += 1;
+                want_key = true;
+            }
+            b',' => want_key = true,
+            b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    panic!("no member {key:?} in {text}")
+}
+
+/// `tools/call refund_order` with `arguments` and JSON-RPC id `id` over a
+/// raw HTTP exchange of its own: the `result` member's text as the response
+/// carried it.
+fn raw_refund(port: u16, how: Raw, id: &str, arguments: &Value) -> String {
+    let client_info = json!({"name": "raw-http", "version": "0"});
+    let mut params = json!({"name": "refund_order", "arguments": arguments});
+    let mut headers: Vec<(&str, String)> = Vec::new();
+    match how {
+        Raw::Session => {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client_info}});
+            let (status, head, body) = mcp_post(port, ANA, &[], &init.to_string());
+            assert_eq!(status, 200, "{head}{body}");
+            let session = header(&head, "mcp-session-id")
+                .unwrap_or_else(|| panic!("no session: {head}"))
+                .to_owned();
+            headers.push(("Mcp-Session-Id", session));
+            headers.push(("MCP-Protocol-Version", "2025-11-25".to_owned()));
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let (status, head, body) = mcp_post(port, ANA, &h, &initialized.to_string());
+            assert_eq!(status, 202, "{head}{body}");
+        }
+        Raw::Stateless => {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": client_info,
+            });
+            headers.push(("MCP-Protocol-Version", "2026-07-28".to_owned()));
+            headers.push(("Mcp-Method", "tools/call".to_owned()));
+            headers.push(("Mcp-Name", "refund_order".to_owned()));
+        }
+    }
+    let call = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#);
+    let h: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let (status, head, body) = mcp_post(port, ANA, &h, &call);
+    assert_eq!(status, 200, "{head}{body}");
+    raw_member(&answer_text(&body, id), "result").to_owned()
+}
+
+/// A reviewer approves the item whose page is `review_url` (on this
+/// gateway), through `/v1/review`.
+fn approve(s: &Setup, review_url: &str) {
+    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
+    let item = review_url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{review_url}"));
+    let (status, body) = post(
+        s.port,
+        &format!("/v1/review/items/{item}/approve"),
+        REVIEWER,
+        "{}",
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
 fn refund_args(order: u64, version: u64, amount: u64) -> Value {
     json!({"order_id": order, "expected_version": version, "amount_minor": amount, "reason": "damaged"})
 }
@@ -297,7 +496,7 @@ fn refund_args(order: u64, version: u64, amount: u64) -> Value {
 fn the_example_gateway_end_to_end() {
     let Some(py) = python() else { return };
     let s = setup(py);
-    let mut gateway = serve(&s, "first");
+    let gateway = serve(&s, "first");
 
     // Callers see the tools their key's capabilities allow; a hidden tool
     // is answered as one that does not exist.
@@ -343,19 +542,8 @@ fn the_example_gateway_end_to_end() {
 
     // Twelve parallel identical calls: one upstream execution.
     let args = refund_args(1001, 1, 500).to_string();
-    let children: Vec<Child> = (0..12)
-        .map(|_| {
-            client_cmd(&s, ANA, &["call", "refund_order", &args])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let answers: Vec<Value> = children
-        .into_iter()
-        .map(|c| last_line(&c.wait_with_output().unwrap()))
-        .collect();
+    let answers =
+        all_at_once((0..12).map(|_| client_cmd(&s, ANA, &["call", "refund_order", &args])));
     let outcomes: Vec<String> = answers.iter().map(outcome).collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
@@ -404,50 +592,174 @@ fn the_example_gateway_end_to_end() {
     let big = refund_args(1004, 1, 6000);
     let r = refund(&s, ANA, &big);
     assert_eq!(decision(&r)["outcome"], json!("pending_approval"), "{r}");
-    let review_url = decision(&r)["review_url"].as_str().unwrap().to_owned();
-    let prefix = format!("http://127.0.0.1:{}/review/items/", s.port);
-    let item = review_url
-        .strip_prefix(&prefix)
-        .unwrap_or_else(|| panic!("{review_url}"));
-    let (status, body) = post(
-        s.port,
-        &format!("/v1/review/items/{item}/approve"),
-        REVIEWER,
-        "{}",
-    );
-    assert_eq!(status, 200, "{body}");
+    approve(&s, decision(&r)["review_url"].as_str().unwrap());
     let r = refund(&s, ANA, &big);
     assert_eq!(outcome(&r), "executed", "{r}");
     let r = refund(&s, ANA, &big);
     assert_eq!(outcome(&r), "replayed", "{r}");
     assert_eq!(counts(&s), json!({"refund_order_calls": 2, "refunds": 2}));
 
-    // The gateway killed while the shop holds a refund: after a restart the
-    // same call is never sent again; once the lease is over it is
-    // needs_reconciliation.
+    killed_mid_call(&s, gateway, || serve(&s, "second"));
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// The gateway killed while the shop holds a refund of order 1005 inside
+/// its transaction, then started again by `restart` on the same claim
+/// store: the same call is never sent again; it is `in_flight` until the
+/// lease is over and `needs_reconciliation` after.
+fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc) {
+    let calls = counts(s)["refund_order_calls"].as_u64().unwrap();
     let held = refund_args(1005, 1, 700).to_string();
-    let mut caller = client_cmd(&s, ANA, &["call", "refund_order", &held])
+    let mut caller = client_cmd(s, ANA, &["call", "refund_order", &held])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for("the held refund to reach the shop", || {
-        counts(&s)["refund_order_calls"] == json!(3)
+        counts(s)["refund_order_calls"] == json!(calls + 1)
     });
     let _ = gateway.0.kill();
     let _ = gateway.0.wait();
     let _ = caller.wait();
-    gateway = serve(&s, "second");
+    let _gateway = restart();
     let mut seen = Vec::new();
     wait_for("needs_reconciliation", || {
-        let r = refund(&s, ANA, &refund_args(1005, 1, 700));
+        let r = refund(s, ANA, &refund_args(1005, 1, 700));
         let o = outcome(&r);
         seen.push(o.clone());
         assert!(o == "in_flight" || o == "needs_reconciliation", "{r}");
         o == "needs_reconciliation"
     });
-    assert_eq!(counts(&s)["refund_order_calls"], json!(3), "{seen:?}");
-    drop(gateway);
+    assert_eq!(
+        counts(s)["refund_order_calls"],
+        json!(calls + 1),
+        "{seen:?}"
+    );
+}
+
+/// A fresh PostgreSQL database for the claim store and the setup, or
+/// `None` after a skip message (a failure when TOOLGATE_REQUIRE_DATABASES=1
+/// and TOOLGATE_TEST_POSTGRES_URL is unset, or when the server refuses).
+fn on_postgres() -> Option<(faults::FreshDatabase, Setup)> {
+    let pg = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway")?;
+    let py = python()?;
+    Some((faults::FreshDatabase::create(&pg, "mcp"), setup(py)))
+}
+
+/// The same on a PostgreSQL claim store: the claim the killed process left
+/// is found by the next one through the database, not through a file.
+#[test]
+fn a_gateway_killed_mid_call_on_postgres() {
+    let Some((fresh, s)) = on_postgres() else {
+        return;
+    };
+    let gateway = serve_on(&s, "pg-first", Some(&fresh.url), s.port);
+    killed_mid_call(&s, gateway, || {
+        serve_on(&s, "pg-second", Some(&fresh.url), s.port)
+    });
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// The shop publishes another refund_order schema while the gateway serves
+/// (a new release): the next comparison with the pins withholds the tool
+/// (not listed, a call is an unknown tool), the log says what changed in
+/// the words used at start, and nothing reaches the shop; once the shop
+/// offers the pinned definition again the tool is served again.
+#[test]
+fn a_tool_changed_while_serving_is_withheld() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let text = std::fs::read_to_string(&s.config).unwrap();
+    let from = "call_timeout_ms = 15000";
+    assert!(text.contains(from));
+    std::fs::write(
+        &s.config,
+        text.replacen(from, &format!("{from}\nrefresh_secs = 1"), 1),
+    )
+    .unwrap();
+    let _gateway = serve(&s, "refresh");
+    let args = refund_args(1001, 1, 500);
+    let r = refund(&s, ANA, &args);
+    assert_eq!(outcome(&r), "executed", "{r}");
+
+    std::fs::write(s.dir.join("max-refund"), "900000").unwrap();
+    wait_for("refund_order to be withheld", || {
+        client(&s, ANA, &["list"])["tools"] == json!([])
+    });
+    let r = refund(&s, ANA, &args);
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    let log = std::fs::read_to_string(s.dir.join("serve-refresh.log")).unwrap();
+    assert!(
+        log.contains(
+            "tool `refund_order` withheld: input schema at \
+             /properties/amount_minor/maximum: 20000 became 900000"
+        ),
+        "{log}"
+    );
+    assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+
+    std::fs::write(s.dir.join("max-refund"), "20000").unwrap();
+    wait_for("refund_order to be served again", || {
+        client(&s, ANA, &["list"])["tools"] != json!([])
+    });
+    let r = refund(&s, ANA, &args);
+    assert_eq!(outcome(&r), "replayed", "{r}");
+    assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
+/// An approval offered as URL-mode elicitation (protocol 2025-11-25's
+/// URLElicitationRequiredError, -32042) to a caller that declares it, over
+/// 2026-07-28 (capabilities in each request's `_meta`) and over a
+/// 2025-11-25 session (capabilities in `initialize`): the error names the
+/// review page. A caller that does not declare it gets today's
+/// `pending_approval` result. Approved on the page's API, the same call
+/// executes once.
+#[test]
+fn an_approval_is_a_url_elicitation_where_the_client_supports_it() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let _gateway = serve(&s, "elicitation");
+    let big = refund_args(1004, 1, 6000).to_string();
+    let elicit = |mode: &str| {
+        client(
+            &s,
+            ANA,
+            &[
+                "--mode",
+                mode,
+                "--url-elicitation",
+                "call",
+                "refund_order",
+                &big,
+            ],
+        )
+    };
+    let stateless = elicit("auto");
+    let legacy = elicit("legacy");
+    assert_eq!(stateless["error"]["code"], json!(-32042), "{stateless}");
+    let elicitation = &stateless["error"]["data"]["elicitations"][0];
+    assert_eq!(elicitation["mode"], json!("url"), "{stateless}");
+    let review_url = elicitation["url"].as_str().unwrap().to_owned();
+    assert_eq!(legacy["error"]["code"], json!(-32042), "{legacy}");
+    assert_eq!(
+        legacy["error"]["data"]["elicitations"][0]["url"],
+        json!(review_url)
+    );
+
+    let plain = client(&s, ANA, &["call", "refund_order", &big]);
+    assert_eq!(
+        decision(&plain)["outcome"],
+        json!("pending_approval"),
+        "{plain}"
+    );
+    assert_eq!(decision(&plain)["review_url"], json!(review_url));
+    assert_eq!(counts(&s)["refund_order_calls"], json!(0));
+
+    approve(&s, &review_url);
+    let r = elicit("auto");
+    assert_eq!(outcome(&r), "executed", "{r}");
+    assert_eq!(counts(&s), json!({"refund_order_calls": 1, "refunds": 1}));
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
@@ -515,12 +827,9 @@ fn config_check_refuses_a_gateway_wired_wrong() {
 /// with a session of its own) and with its own JSON-RPC ids.
 #[test]
 fn two_gateways_on_one_postgres() {
-    let Some(pg) = databases::database_url("TOOLGATE_TEST_POSTGRES_URL", "MCP gateway") else {
+    let Some((fresh, s)) = on_postgres() else {
         return;
     };
-    let Some(py) = python() else { return };
-    let fresh = faults::FreshDatabase::create(&pg, "mcp");
-    let s = setup(py);
     let port_b = free_port();
     let _a = serve_on(&s, "pg-a", Some(&fresh.url), s.port);
     let _b = serve_on(&s, "pg-b", Some(&fresh.url), port_b);
@@ -528,20 +837,11 @@ fn two_gateways_on_one_postgres() {
     let url_b = format!("http://127.0.0.1:{port_b}/mcp");
 
     let args = refund_args(1002, 1, 300).to_string();
-    let children: Vec<Child> = (0..12)
-        .map(|i| {
-            let at = if i % 2 == 0 { &url_a } else { &url_b };
-            client_at(&s, at, ANA, &["call", "refund_order", &args])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outcomes: Vec<String> = children
-        .into_iter()
-        .map(|c| outcome(&last_line(&c.wait_with_output().unwrap())))
-        .collect();
+    let answers = all_at_once((0..12).map(|i| {
+        let at = if i % 2 == 0 { &url_a } else { &url_b };
+        client_at(&s, at, ANA, &["call", "refund_order", &args])
+    }));
+    let outcomes: Vec<String> = answers.iter().map(outcome).collect();
     assert_eq!(
         outcomes.iter().filter(|o| *o == "executed").count(),
         1,
@@ -576,5 +876,31 @@ fn two_gateways_on_one_postgres() {
         json!("replayed")
     );
     assert_eq!(counts(&s)["refund_order_calls"], json!(1));
+
+    // Byte for byte, as the HTTP responses carried the `result` member: a
+    // call executed on one process over a 2025-11-25 session, then repeated
+    // with other JSON-RPC ids, in a new session on the same process and in
+    // one on the other. Every repeat is the same bytes, and those are the
+    // first answer's with the replay marker in `_meta`. Repeated statelessly
+    // (2026-07-28) on either process, it is the same bytes again, with the
+    // `resultType` that revision adds to every result before them.
+    let args = refund_args(1006, 1, 200);
+    let first = raw_refund(s.port, Raw::Session, "1", &args);
+    let again = raw_refund(s.port, Raw::Session, "2", &args);
+    assert_eq!(raw_refund(port_b, Raw::Session, "3", &args), again);
+    assert!(!first.contains("io.toolgate/outcome"), "{first}");
+    let marker = r#""io.toolgate/outcome":"replayed""#;
+    let unmarked = again
+        .replacen(&format!(",{marker}"), "", 1)
+        .replacen(&format!("{marker},"), "", 1)
+        .replacen(&format!(r#","_meta":{{{marker}}}"#), "", 1);
+    assert_eq!(unmarked, first, "{again}");
+    let stateless = raw_refund(port_b, Raw::Stateless, "\"four\"", &args);
+    assert_eq!(raw_refund(s.port, Raw::Stateless, "5", &args), stateless);
+    assert_eq!(
+        stateless,
+        again.replacen('{', r#"{"resultType":"complete","#, 1)
+    );
+    assert_eq!(counts(&s)["refund_order_calls"], json!(2));
     let _ = std::fs::remove_dir_all(&s.dir);
 }

@@ -60,6 +60,17 @@ fn deployment(dir: &Path, body: &str) -> PathBuf {
     path
 }
 
+/// `toolgate config check` on `config`, the database from
+/// TOOLGATE_DB_URL; it must pass: what it printed.
+fn config_check_passes(config: &Path, db: &str) -> String {
+    let run = toolgate(
+        &["config", "check", config.to_str().expect("path")],
+        &[("TOOLGATE_DB_URL", db)],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout
+}
+
 const GOOD_KEY: &str = "[[keys]]\nsha256 = \"2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b\"\n\
                         principal = \"agent-ana\"\ncapabilities = [\"credit:issue\"]\n";
 
@@ -110,16 +121,10 @@ fn keys_new_act_for_users_writes_the_flag_and_config_check_shows_it() {
     let dir = scratch("act-for-users");
     let config = deployment(&dir, &snippet);
     let db = sqlite_db(&dir);
-    let run = toolgate(
-        &["config", "check", config.to_str().expect("path")],
-        &[("TOOLGATE_DB_URL", &db)],
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let checked = config_check_passes(&config, &db);
     assert!(
-        run.stdout
-            .contains("shop-backend capabilities=[credit:issue] execution=client act_for_users"),
-        "{}",
-        run.stdout
+        checked.contains("shop-backend capabilities=[credit:issue] execution=client act_for_users"),
+        "{checked}"
     );
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -149,23 +154,12 @@ fn a_key_from_keys_new_passes_config_check_and_authenticates_with_serve() {
     // comes from TOOLGATE_DB_URL.
     let config = deployment(&dir, &snippet);
     let db = sqlite_db(&dir);
-    let check = toolgate(
-        &["config", "check", config.to_str().expect("path")],
-        &[("TOOLGATE_DB_URL", &db)],
-    );
-    assert_eq!(check.code, 0, "{}", check.stderr);
+    let checked = config_check_passes(&config, &db);
     assert!(
-        check
-            .stdout
-            .contains("ops-1 capabilities=[toolgate:operate] execution=in_process"),
-        "{}",
-        check.stdout
+        checked.contains("ops-1 capabilities=[toolgate:operate] execution=in_process"),
+        "{checked}"
     );
-    assert!(
-        check.stdout.contains("from TOOLGATE_DB_URL"),
-        "{}",
-        check.stdout
-    );
+    assert!(checked.contains("from TOOLGATE_DB_URL"), "{checked}");
 
     let log_path = dir.join("serve.log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))

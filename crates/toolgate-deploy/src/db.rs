@@ -4,8 +4,9 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlRow};
+use sqlx::pool::PoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgRow};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{AssertSqlSafe, Column, Executor, Row, SqlSafeStr, Statement, TypeInfo, ValueRef};
 
@@ -86,6 +87,24 @@ pub struct Query {
     pub param_types: Vec<String>,
 }
 
+/// A pool on a database server: `max_connections`, waiting for one as
+/// long as a query may run but at least 5 s.
+fn server_pool<DB: sqlx::Database>(max_connections: u32, timeout: Duration) -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(timeout.max(Duration::from_secs(5)))
+}
+
+/// Opens `pool` on `opts`, one connection at least; the error names no URL.
+async fn open<DB: sqlx::Database>(
+    pool: PoolOptions<DB>,
+    opts: <DB::Connection as sqlx::Connection>::Options,
+) -> Result<sqlx::Pool<DB>, String> {
+    pool.connect_with(opts)
+        .await
+        .map_err(|e| format!("connecting: {e}"))
+}
+
 /// A pool on the application's database.
 #[derive(Debug, Clone)]
 pub enum AppDb {
@@ -116,30 +135,19 @@ impl AppDb {
                     .map_err(|e| format!("not a SQLite URL: {e}"))?
                     .read_only(true)
                     .busy_timeout(timeout);
-                let pool = SqlitePoolOptions::new()
-                    .max_connections(max_connections)
-                    .connect_with(opts)
-                    .await
-                    .map_err(|e| format!("connecting: {e}"))?;
-                Ok(Self::Sqlite(pool, timeout))
+                let pool = SqlitePoolOptions::new().max_connections(max_connections);
+                Ok(Self::Sqlite(open(pool, opts).await?, timeout))
             }
             "postgres" | "postgresql" => {
                 let opts = PgConnectOptions::from_str(url)
                     .map_err(|e| format!("not a PostgreSQL URL: {e}"))?;
-                let pool = PgPoolOptions::new()
-                    .max_connections(max_connections)
-                    .acquire_timeout(timeout.max(Duration::from_secs(5)))
-                    .connect_with(opts)
-                    .await
-                    .map_err(|e| format!("connecting: {e}"))?;
-                Ok(Self::Postgres(pool, timeout))
+                let pool = server_pool(max_connections, timeout);
+                Ok(Self::Postgres(open(pool, opts).await?, timeout))
             }
             "mysql" | "mariadb" => {
                 let opts = MySqlConnectOptions::from_str(url)
                     .map_err(|e| format!("not a MySQL URL: {e}"))?;
-                let pool = MySqlPoolOptions::new()
-                    .max_connections(max_connections)
-                    .acquire_timeout(timeout.max(Duration::from_secs(5)))
+                let pool = server_pool::<sqlx::MySql>(max_connections, timeout)
                     // The server-side limit, set once per connection: MariaDB
                     // and MySQL name it differently (seconds vs
                     // milliseconds), and neither takes it per transaction.
@@ -160,11 +168,8 @@ impl AppDb {
                             conn.execute(AssertSqlSafe(set)).await?;
                             Ok(())
                         })
-                    })
-                    .connect_with(opts)
-                    .await
-                    .map_err(|e| format!("connecting: {e}"))?;
-                Ok(Self::MySql(pool, timeout))
+                    });
+                Ok(Self::MySql(open(pool, opts).await?, timeout))
             }
             _ => Err(format!(
                 "scheme `{scheme}:` is not sqlite:, postgres: or mysql:"
@@ -248,13 +253,7 @@ impl AppDb {
         let sql = query.rewritten.sql.clone();
         match self {
             Self::Sqlite(pool, _) => {
-                let mut q = sqlx::query(AssertSqlSafe(sql));
-                for b in binds {
-                    q = match b {
-                        Bind::Int(i) => q.bind(*i),
-                        Bind::Text(s) => q.bind(s.clone()),
-                    };
-                }
+                let q = bound::<sqlx::Sqlite>(sql, binds);
                 let rows = q.fetch_all(pool).await.map_err(down)?;
                 read_rows(&rows, sqlite_cell)
             }
@@ -262,13 +261,7 @@ impl AppDb {
                 let mut tx = pool.begin_with("BEGIN READ ONLY").await.map_err(down)?;
                 let set = format!("SET LOCAL statement_timeout = {}", timeout.as_millis());
                 (&mut *tx).execute(AssertSqlSafe(set)).await.map_err(down)?;
-                let mut q = sqlx::query(AssertSqlSafe(sql));
-                for b in binds {
-                    q = match b {
-                        Bind::Int(i) => q.bind(*i),
-                        Bind::Text(s) => q.bind(s.clone()),
-                    };
-                }
+                let q = bound::<sqlx::Postgres>(sql, binds);
                 let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
                 tx.rollback().await.map_err(down)?;
                 read_rows(&rows, pg_cell)
@@ -278,19 +271,30 @@ impl AppDb {
                     .begin_with("START TRANSACTION READ ONLY")
                     .await
                     .map_err(down)?;
-                let mut q = sqlx::query(AssertSqlSafe(sql));
-                for b in binds {
-                    q = match b {
-                        Bind::Int(i) => q.bind(*i),
-                        Bind::Text(s) => q.bind(s.clone()),
-                    };
-                }
+                let q = bound::<sqlx::MySql>(sql, binds);
                 let rows = q.fetch_all(&mut *tx).await.map_err(down)?;
                 tx.rollback().await.map_err(down)?;
                 read_rows(&rows, mysql_cell)
             }
         }
     }
+}
+
+/// `sql` with `binds` bound in order.
+fn bound<'a, DB>(sql: String, binds: &[Bind]) -> sqlx::query::Query<'a, DB, DB::Arguments>
+where
+    DB: sqlx::Database,
+    i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+{
+    let mut q = sqlx::query(AssertSqlSafe(sql));
+    for b in binds {
+        q = match b {
+            Bind::Int(i) => q.bind(*i),
+            Bind::Text(s) => q.bind(s.clone()),
+        };
+    }
+    q
 }
 
 /// Column names and types, parameter count and parameter types (where the

@@ -63,12 +63,7 @@ async fn start(secret: &[u8]) -> (String, Seen) {
     let app = Router::new()
         .route("/orders/{id}/version", get(version))
         .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.unwrap();
-    });
-    (format!("http://{addr}"), seen)
+    (serve(app).await, seen)
 }
 
 async fn load(db: &str, executor: &str, state: &str) -> Result<Deployment, ConfigError> {

@@ -100,9 +100,6 @@ pub fn request_for(config: &LiveConfig, policy: &Policy, case: &Case) -> LiveReq
     let (url, mut body) = match config.provider {
         Provider::Anthropic => {
             headers.push(("anthropic-version".to_owned(), "2023-06-01".to_owned()));
-            if let Some(k) = &config.api_key {
-                headers.push(("x-api-key".to_owned(), k.clone()));
-            }
             (
                 format!("{base}/v1/messages"),
                 json!({
@@ -113,56 +110,60 @@ pub fn request_for(config: &LiveConfig, policy: &Policy, case: &Case) -> LiveReq
                 }),
             )
         }
-        Provider::OpenAiChat => {
-            if let Some(k) = &config.api_key {
-                headers.push(("authorization".to_owned(), format!("Bearer {k}")));
-            }
-            (
-                format!("{base}/v1/chat/completions"),
-                json!({
-                    "model": config.model,
-                    "max_completion_tokens": config.max_tokens,
-                    "messages": [
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": case.prompt},
-                    ],
-                }),
-            )
-        }
-        Provider::OpenAiResponses => {
-            if let Some(k) = &config.api_key {
-                headers.push(("authorization".to_owned(), format!("Bearer {k}")));
-            }
-            (
-                format!("{base}/v1/responses"),
-                json!({
-                    "model": config.model,
-                    "max_output_tokens": config.max_tokens,
-                    "instructions": system,
-                    "input": case.prompt,
-                }),
-            )
-        }
-        Provider::Gemini => {
-            if let Some(k) = &config.api_key {
-                headers.push(("x-goog-api-key".to_owned(), k.clone()));
-            }
-            (
-                format!("{base}/v1beta/models/{}:generateContent", config.model),
-                json!({
-                    "systemInstruction": {"parts": [{"text": system}]},
-                    "contents": [{"role": "user", "parts": [{"text": case.prompt}]}],
-                    "generationConfig": {"maxOutputTokens": config.max_tokens},
-                }),
-            )
-        }
+        Provider::OpenAiChat => (
+            format!("{base}/v1/chat/completions"),
+            json!({
+                "model": config.model,
+                "max_completion_tokens": config.max_tokens,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": case.prompt},
+                ],
+            }),
+        ),
+        Provider::OpenAiResponses => (
+            format!("{base}/v1/responses"),
+            json!({
+                "model": config.model,
+                "max_output_tokens": config.max_tokens,
+                "instructions": system,
+                "input": case.prompt,
+            }),
+        ),
+        Provider::Gemini => (
+            format!("{base}/v1beta/models/{}:generateContent", config.model),
+            json!({
+                "systemInstruction": {"parts": [{"text": system}]},
+                "contents": [{"role": "user", "parts": [{"text": case.prompt}]}],
+                "generationConfig": {"maxOutputTokens": config.max_tokens},
+            }),
+        ),
         Provider::Envelope => (
             format!("{base}/v1/envelope"),
             json!({"model": config.model, "system": system, "prompt": case.prompt}),
         ),
     };
+    headers.extend(
+        config
+            .api_key
+            .as_deref()
+            .and_then(|k| key_header(config.provider, k)),
+    );
     merge(&mut body, tools);
     LiveRequest { url, headers, body }
+}
+
+/// The header `provider`'s API takes the key in, with `key`.
+fn key_header(provider: Provider, key: &str) -> Option<(String, String)> {
+    let (name, value) = match provider {
+        Provider::Anthropic => ("x-api-key", key.to_owned()),
+        Provider::OpenAiChat | Provider::OpenAiResponses => {
+            ("authorization", format!("Bearer {key}"))
+        }
+        Provider::Gemini => ("x-goog-api-key", key.to_owned()),
+        Provider::Envelope => return None,
+    };
+    Some((name.to_owned(), value))
 }
 
 /// The HTTP client of live mode.

@@ -1,7 +1,7 @@
 //! The edge's clock and randomness (the core has neither): the wall clock
 //! as `UnixMillis`, fresh holder tokens and session ids.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use toolgate::claim::{HolderToken, UnixMillis};
 
@@ -9,11 +9,7 @@ use crate::error::ApiError;
 
 /// The wall clock; a clock before 1970 reads as 0.
 pub fn now_millis() -> UnixMillis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    UnixMillis(ms)
+    UnixMillis::from(SystemTime::now())
 }
 
 /// 128 bits from the operating system's generator.

@@ -15,7 +15,6 @@ use axum::http::{Request, StatusCode};
 use observe::*;
 use serde_json::Value;
 use support::*;
-use toolgate_http::Settings;
 
 /// A writer the test subscriber logs into.
 #[derive(Clone, Default)]
@@ -59,10 +58,10 @@ async fn every_request_gets_one_access_line_with_its_route_template_and_request_
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
-    let app = router_with(Settings::default());
+    let (app, _) = app_router();
 
     // A caller's id is kept and echoed; a trace context is logged.
-    let body = decision_body(credit(1500), "t-1", "7");
+    let body = credit_on_t1(1500);
     let req = post("/v1/decisions", AGENT_KEY)
         .header("x-request-id", "req-from-gateway-1")
         .header(

@@ -8,7 +8,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
 use support::http::{
-    agent_post_with_length, assert_outcome, chunked_body, decide, send_text as send,
+    agent_post_with_length, assert_outcome, assert_problem, chunked_body, decide, send_text as send,
 };
 use support::*;
 
@@ -74,16 +74,16 @@ async fn every_endpoint_but_the_probes_and_the_document_needs_a_valid_key() {
 async fn outcomes_map_to_the_design_statuses() {
     let (router, desk) = app_router();
     // executed 201, then the same retry replayed 200, with the same result.
-    let (s, first) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, first) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_eq!(s, StatusCode::CREATED, "{first}");
     assert_eq!(first["outcome"], "executed");
-    let (s, again) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, again) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(again["outcome"], "replayed");
     assert_eq!(again["result"], first["result"]);
     // A different amount on the same version: conflict 422 with the prior
     // proposal and its recorded result.
-    let (s, c) = decide(&router, AGENT_KEY, &decision_body(credit(1900), "t-1", "7")).await;
+    let (s, c) = decide(&router, AGENT_KEY, &credit_on_t1(1900)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(c["outcome"], "conflict");
     assert_eq!(c["prior"]["arguments"]["amount_minor"], 1500);
@@ -111,7 +111,7 @@ async fn outcomes_map_to_the_design_statuses() {
     assert_eq!(f["outcome"], "forbidden");
     // Lost access: forbidden even for a replay, and no recorded result leaks.
     desk.0.revoked.lock().unwrap().insert("agent-1".into());
-    let (s, f) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, f) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert!(f["result"].is_null() && f["prior"].is_null(), "{f}");
     desk.0.revoked.lock().unwrap().clear();
@@ -193,7 +193,7 @@ async fn malformed_requests_are_refused_with_stable_codes() {
         ),
         // Identity in the scope: not a scope field of any tool.
         (
-            decision_body(credit(1), "t-1", "7")
+            credit_on_t1(1)
                 .to_string()
                 .replace("\"customer_id\"", "\"actor_id\""),
             "unknown_scope_field",
@@ -224,10 +224,7 @@ async fn malformed_requests_are_refused_with_stable_codes() {
     // An action without the version the model read.
     let body = json!({"provider": "envelope", "response": credit(5), "scope": {"customer_id": "c-1", "ticket_id": "t-1"}});
     let (s, j) = decide(&router, AGENT_KEY, &body).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_scope"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "missing_scope");
 }
 
 #[tokio::test]
@@ -245,7 +242,7 @@ async fn an_oversized_body_is_413_and_the_server_keeps_serving() {
         .unwrap();
     let (s, _, _) = send(&router, req).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
-    let (s, _) = decide(&router, AGENT_KEY, &decision_body(credit(10), "t-1", "7")).await;
+    let (s, _) = decide(&router, AGENT_KEY, &credit_on_t1(10)).await;
     assert_eq!(s, StatusCode::CREATED);
 }
 
@@ -260,7 +257,7 @@ fn with_idem(key: &str, body: &Value, idem: &str) -> Request<Body> {
 #[tokio::test]
 async fn idempotency_key_replays_and_refuses_another_payload() {
     let (router, desk) = app_router();
-    let body = decision_body(credit(300), "t-1", "7");
+    let body = credit_on_t1(300);
     let (s1, j1, _) = send(&router, with_idem(AGENT_KEY, &body, "k-1")).await;
     assert_eq!(s1, StatusCode::CREATED);
     // The same key and body: the same response, byte for byte (not a
@@ -268,7 +265,7 @@ async fn idempotency_key_replays_and_refuses_another_payload() {
     let (s2, j2, _) = send(&router, with_idem(AGENT_KEY, &body, "k-1")).await;
     assert_eq!((s2, &j2), (StatusCode::CREATED, &j1));
     // The same key, another body: 422.
-    let other = decision_body(credit(301), "t-1", "7");
+    let other = credit_on_t1(301);
     let (s3, j3, _) = send(&router, with_idem(AGENT_KEY, &other, "k-1")).await;
     assert_eq!(s3, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(j3["code"], "idempotency_key_reused");
@@ -288,7 +285,7 @@ async fn an_idempotency_key_replays_nothing_to_a_caller_who_lost_access() {
     // the agent's access is revoked, the same request with the same key is
     // authorised again and gets `forbidden`, as it would without the key.
     let (router, desk) = app_router();
-    let body = decision_body(credit(300), "t-1", "7");
+    let body = credit_on_t1(300);
     let (s, j, _) = send(&router, with_idem(AGENT_KEY, &body, "k-r")).await;
     assert_eq!(s, StatusCode::CREATED, "{j}");
     desk.0.revoked.lock().unwrap().insert("agent-1".into());
@@ -308,7 +305,7 @@ async fn an_idempotency_key_does_not_remember_an_answer_that_is_not_final() {
     // `in_flight`. Once the client completes, the same keyed request must see
     // the completed operation (`replayed`), not a stale 409.
     let (router, _desk) = app_router();
-    let body = decision_body(credit(1200), "t-1", "7");
+    let body = credit_on_t1(1200);
     let (s, d) = decide(&router, CLIENT_KEY, &body).await;
     assert_eq!(d["outcome"], "permitted", "{s} {d}");
     let (s, j, _) = send(&router, with_idem(CLIENT_KEY, &body, "k-f")).await;
@@ -339,7 +336,7 @@ async fn idempotency_key_in_flight_is_409() {
     // Hold the first request inside the pipeline: the executor blocks on a
     // lock the test holds (one worker thread waits there).
     let (router, desk) = app_router();
-    let body = decision_body(credit(300), "t-1", "7");
+    let body = credit_on_t1(300);
     let held = desk.0.credits.lock().unwrap();
     let r2 = router.clone();
     let b2 = body.clone();
@@ -370,12 +367,7 @@ async fn idempotency_key_in_flight_is_409() {
 #[tokio::test]
 async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     let (router, desk) = app_router();
-    let (s, d) = decide(
-        &router,
-        CLIENT_KEY,
-        &decision_body(credit(1200), "t-1", "7"),
-    )
-    .await;
+    let (s, d) = decide(&router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_eq!(s, StatusCode::OK, "{d}");
     assert_eq!(d["outcome"], "permitted");
     let permit = &d["permit"];
@@ -392,28 +384,17 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     let holder = permit["holder"].as_str().unwrap();
     let path = format!("/v1/claims/{key}/complete");
     // Before completion the same proposal is in flight.
-    let (s, again) = decide(
-        &router,
-        CLIENT_KEY,
-        &decision_body(credit(1200), "t-1", "7"),
-    )
-    .await;
+    let (s, again) = decide(&router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_outcome(s, &again, StatusCode::CONFLICT, "in_flight");
     // A wrong holder: 409, nothing written.
     let wrong = json!({"holder": "00".repeat(16), "result": {"refund_id": "evil"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &wrong)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // Another principal cannot complete it even with the holder, and is
     // told no more than about a claim that does not exist.
     let body = json!({"holder": holder, "result": {"credit_id": "php-1"}});
     let (s, j, _) = send(&router, post(&path, Some(AGENT_KEY), &body)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // The holder completes.
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body)).await;
     assert_eq!(s, StatusCode::OK, "{j}");
@@ -421,17 +402,9 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
     // A second completion with the same (now stale) holder: 409.
     let body2 = json!({"holder": holder, "result": {"credit_id": "php-2"}});
     let (s, j, _) = send(&router, post(&path, Some(CLIENT_KEY), &body2)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("stale_holder"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "stale_holder");
     // A retry now replays the client's recorded result, unchanged.
-    let (s, r) = decide(
-        &router,
-        CLIENT_KEY,
-        &decision_body(credit(1200), "t-1", "7"),
-    )
-    .await;
+    let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(r["outcome"], "replayed");
     assert_eq!(r["result"], json!({"credit_id": "php-1"}));
@@ -440,7 +413,6 @@ async fn client_mode_gets_a_permit_and_completes_with_its_holder() {
 #[tokio::test]
 async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     let (router, desk) = app_router();
-    let refund = |amount: i64| action("refund_order", json!({"amount_minor": amount}));
     let (s, p) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
     assert_eq!(s, StatusCode::ACCEPTED);
     let item = p["review_item"].as_u64().unwrap();
@@ -450,10 +422,7 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     // Only reviewers approve.
     let approve = format!("/v1/review/items/{item}/approve");
     let (s, j, _) = send(&router, post(&approve, Some(AGENT_KEY), &json!({}))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("missing_capability"))
-    );
+    assert_problem(s, &j, StatusCode::FORBIDDEN, "missing_capability");
     // Approving records the vote and runs nothing (the old approve ran the
     // proposal and answered with its decision).
     let (s, j, text) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
@@ -466,10 +435,7 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
     assert_eq!(desk.credits_for("t-1"), 0);
     // Approved once: approving again is refused.
     let (s, j, _) = send(&router, post(&approve, Some(REVIEWER_KEY), &json!({}))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_pending"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_pending");
     // The proposer's retry runs it, once, and uses the approval up.
     let (s, r) = decide(&router, AGENT_KEY, &decision_body(refund(4000), "t-1", "7")).await;
     assert_outcome(s, &r, StatusCode::CREATED, "executed");
@@ -550,10 +516,9 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
         lease: std::time::Duration::from_millis(1),
         ..toolgate_http::Settings::default()
     };
-    let (state, desk) = support::app_with(settings);
-    let router = toolgate_http::router(state);
+    let (router, desk) = router_with(settings);
     // A permit whose client never comes back: stuck once the lease ends.
-    let (_, d) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    let (_, d) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_eq!(d["outcome"], "permitted");
     let key = d["operation_key"].as_str().unwrap().to_owned();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -568,12 +533,9 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
         ),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("lease_expired"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "lease_expired");
     // The retry is needs_reconciliation, not a second execution.
-    let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_outcome(s, &r, StatusCode::CONFLICT, "needs_reconciliation");
     // Operators only.
     let (s, _, _) = send(&router, get("/v1/claims?stuck=true", Some(AGENT_KEY))).await;
@@ -595,11 +557,8 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
     assert_eq!(j["status"], "reconciled_applied");
     // Twice: not stuck any more, nothing written.
     let (s, j, _) = send(&router, post(&path, Some(OPERATOR_KEY), &report)).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_stuck"))
-    );
-    let (s, r) = decide(&router, CLIENT_KEY, &decision_body(credit(50), "t-1", "7")).await;
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_stuck");
+    let (s, r) = decide(&router, CLIENT_KEY, &credit_on_t1(50)).await;
     assert_outcome(s, &r, StatusCode::OK, "replayed");
     assert_eq!(r["result"], json!({"credit_id": "php-77"}));
     assert_eq!(desk.credits_for("t-1"), 0, "the server never executed it");
@@ -621,14 +580,11 @@ async fn stuck_claims_are_listed_and_reconciled_never_executed() {
 #[tokio::test]
 async fn metrics_and_openapi_describe_the_service() {
     let (router, _) = app_router();
-    decide(&router, AGENT_KEY, &decision_body(credit(1), "t-1", "7")).await;
+    decide(&router, AGENT_KEY, &credit_on_t1(1)).await;
     decide(&router, CLIENT_KEY, &decision_body(credit(2), "t-2", "3")).await;
     // Scraping needs toolgate:metrics: an agent's key is refused.
     let (s, j, _) = send(&router, get("/metrics", Some(AGENT_KEY))).await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("missing_capability"))
-    );
+    assert_problem(s, &j, StatusCode::FORBIDDEN, "missing_capability");
     let (s, _, text) = send(&router, get("/metrics", Some(METRICS_KEY))).await;
     assert_eq!(s, StatusCode::OK);
     assert!(

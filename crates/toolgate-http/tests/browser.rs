@@ -28,9 +28,21 @@ use support::*;
 const CHROMIUM: &str = "/usr/bin/chromium";
 const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 
-fn browser_required() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_BROWSER").is_ok_and(|v| v == "1")
+/// Whether chromium or chromedriver is missing, after printing a skip
+/// message. In CI (`CI=true`) or with `TOOLGATE_REQUIRE_BROWSER=1` a
+/// missing one fails the test instead.
+fn browser_missing() -> bool {
+    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
+        return false;
+    }
+    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+        || std::env::var("TOOLGATE_REQUIRE_BROWSER").is_ok_and(|v| v == "1");
+    let msg = format!(
+        "{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)"
+    );
+    assert!(!required, "{msg}");
+    eprintln!("skipping the browser test: {msg}");
+    true
 }
 
 /// One HTTP/1.1 request over a fresh connection; the body is read to EOF.
@@ -227,6 +239,23 @@ impl Driver {
         )
     }
 
+    /// Opens the reviewer page at `base` and signs in with `key`.
+    fn sign_in(&self, base: &str, key: &str) {
+        self.go(&format!("{base}/review"));
+        self.type_into("#key", key);
+        self.submit("#login");
+    }
+
+    /// Presses the `action` button on item `item`'s card, with `note` typed
+    /// into the card's note first: the card's status line after.
+    fn act_on(&self, item: u64, action: &str, note: Option<&str>) -> String {
+        if let Some(note) = note {
+            self.type_into(&format!("#item-{item} input[name=note]"), note);
+        }
+        self.submit(&format!("#{action}-{item}"));
+        self.text(&format!("#item-{item} .status"))
+    }
+
     fn type_into(&self, css: &str, text: &str) {
         let id = self.find(css);
         self.cmd(
@@ -251,17 +280,8 @@ impl Drop for Driver {
 }
 
 #[test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        let msg = format!(
-            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)"
-        );
-        assert!(!browser_required(), "{msg}");
-        eprintln!("skipping the browser test: {msg}");
+    if browser_missing() {
         return;
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -276,46 +296,19 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
         stop: stop_tx,
         server,
     } = support::start(&runtime, state, Duration::from_secs(1));
-    let api = |key: &str, body: Value| -> Value {
-        let mut s = TcpStream::connect(addr).unwrap();
-        let payload = body.to_string();
-        write!(
-            s,
-            "POST /v1/decisions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
-            payload.len()
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        serde_json::from_str(raw.split_once("\r\n\r\n").unwrap().1).unwrap()
-    };
+    let api = |key: &str, body: Value| call(addr, "POST", "/v1/decisions", key, Some(&body)).1;
     // A credit executed, then a different amount on the same version: a
     // conflict. A refund that needs a person's approval: pending.
-    assert_eq!(
-        api(AGENT_KEY, decision_body(credit(1500), "t-1", "7"))["outcome"],
-        "executed"
-    );
-    assert_eq!(
-        api(AGENT_KEY, decision_body(credit(1999), "t-1", "7"))["outcome"],
-        "conflict"
-    );
-    let pending = api(
-        AGENT_KEY,
-        decision_body(
-            action("refund_order", json!({"amount_minor": 4321})),
-            "t-2",
-            "3",
-        ),
-    );
+    assert_eq!(api(AGENT_KEY, credit_on_t1(1500))["outcome"], "executed");
+    assert_eq!(api(AGENT_KEY, credit_on_t1(1999))["outcome"], "conflict");
+    let pending = api(AGENT_KEY, decision_body(refund(4321), "t-2", "3"));
     assert_eq!(pending["outcome"], "pending_approval");
     let item = pending["review_item"].as_u64().unwrap();
     assert_eq!(desk.credits_for("t-2"), 0);
 
     let d = Driver::start();
     let base = format!("http://{addr}");
-    d.go(&format!("{base}/review"));
-    d.type_into("#key", REVIEWER_KEY);
-    d.submit("#login");
+    d.sign_in(&base, REVIEWER_KEY);
     // The conflict: the prior proposal and its recorded result beside the new one.
     let conflict = d.text(".item.conflict");
     assert!(
@@ -327,8 +320,7 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     assert!(d.text(".item.conflict .prior-result").contains("credit_id"));
     // Approve the pending refund with a real click.
     assert!(d.text(&format!("#item-{item}")).contains("4321"));
-    d.submit(&format!("#approve-{item}"));
-    let after = d.text(&format!("#item-{item} .status"));
+    let after = d.act_on(item, "approve", None);
     assert!(after.contains("approved by reviewer-1"), "{after}");
     assert!(
         after.contains("waiting for the proposer's retry"),
@@ -340,12 +332,7 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
         .trim_start_matches("item-")
         .parse()
         .unwrap();
-    d.type_into(
-        &format!("#item-{conflict_id} input[name=note]"),
-        "paid once, closed",
-    );
-    d.submit(&format!("#resolve-{conflict_id}"));
-    let closed = d.text(&format!("#item-{conflict_id} .status"));
+    let closed = d.act_on(conflict_id, "resolve", Some("paid once, closed"));
     assert!(
         closed.contains("resolved by reviewer-1") && closed.contains("paid once"),
         "{closed}"
@@ -353,24 +340,10 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     drop(d);
     // Approving ran nothing; the proposer's retry does, once.
     assert_eq!(desk.credits_for("t-2"), 0);
-    let retry = api(
-        AGENT_KEY,
-        decision_body(
-            action("refund_order", json!({"amount_minor": 4321})),
-            "t-2",
-            "3",
-        ),
-    );
+    let retry = api(AGENT_KEY, decision_body(refund(4321), "t-2", "3"));
     assert_eq!(retry["outcome"], "executed");
     assert_eq!(desk.credits_for("t-2"), 1);
-    let retry = api(
-        AGENT_KEY,
-        decision_body(
-            action("refund_order", json!({"amount_minor": 4321})),
-            "t-2",
-            "3",
-        ),
-    );
+    let retry = api(AGENT_KEY, decision_body(refund(4321), "t-2", "3"));
     assert_eq!(retry["outcome"], "replayed");
     let _ = stop_tx.send(());
     runtime.block_on(server).unwrap().unwrap();
@@ -431,12 +404,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     use std::str::FromStr;
     use toolgate::claim::{ClaimStore, OperationKey};
 
-    if !Path::new(CHROMIUM).exists() || !Path::new(CHROMEDRIVER).exists() {
-        let msg = format!(
-            "{CHROMIUM} or {CHROMEDRIVER} is missing (apt-get install chromium chromium-driver)"
-        );
-        assert!(!browser_required(), "{msg}");
-        eprintln!("skipping the browser test: {msg}");
+    if browser_missing() {
         return;
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -498,14 +466,8 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         assert_eq!(p["outcome"], "permitted", "{p}");
     }
     // A conflict: a credit executed, then another amount on the same version.
-    assert_eq!(
-        decide(AGENT_KEY, decision_body(credit(1500), "t-1", "7"))["outcome"],
-        "executed"
-    );
-    let (conflict, conflict_key) = item_of(
-        &decide(AGENT_KEY, decision_body(credit(1999), "t-1", "7")),
-        "conflict",
-    );
+    assert_eq!(decide(AGENT_KEY, credit_on_t1(1500))["outcome"], "executed");
+    let (conflict, conflict_key) = item_of(&decide(AGENT_KEY, credit_on_t1(1999)), "conflict");
     // A stale version: the model read 4, the ticket is at 5.
     let (stale, stale_key) = item_of(
         &decide(AGENT_KEY, decision_body(credit(700), "t-3", "4")),
@@ -532,16 +494,15 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         "rejected",
     );
     // Two refunds waiting for a person.
-    let refund = |amount: i64, t: &str| {
-        decision_body(
-            action("refund_order", json!({"amount_minor": amount})),
-            t,
-            "5",
-        )
-    };
-    let (approve_me, approve_key) =
-        item_of(&decide(AGENT_KEY, refund(2000, "t-5")), "pending_approval");
-    let (deny_me, deny_key) = item_of(&decide(AGENT_KEY, refund(4321, "t-6")), "pending_approval");
+    let refund_on = |amount: i64, t: &str| decision_body(refund(amount), t, "5");
+    let (approve_me, approve_key) = item_of(
+        &decide(AGENT_KEY, refund_on(2000, "t-5")),
+        "pending_approval",
+    );
+    let (deny_me, deny_key) = item_of(
+        &decide(AGENT_KEY, refund_on(4321, "t-6")),
+        "pending_approval",
+    );
     // The stuck claims' retries: needs_reconciliation once the lease has
     // ended (a readiness poll on the claim's state, not a timed assertion).
     let stuck = |t: &str| -> (u64, String) {
@@ -559,9 +520,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
 
     let d = Driver::start();
     let base = format!("http://{addr}");
-    d.go(&format!("{base}/review"));
-    d.type_into("#key", REVIEWER_KEY);
-    d.submit("#login");
+    d.sign_in(&base, REVIEWER_KEY);
 
     // Every card: its scope, tool and human times; never epoch milliseconds.
     for id in [
@@ -622,18 +581,12 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     );
 
     // Each action, with the item's status and the audit trail after it.
-    d.submit(&format!("#approve-{approve_me}"));
-    let s = d.text(&format!("#item-{approve_me} .status"));
+    let s = d.act_on(approve_me, "approve", None);
     assert!(s.contains("approved by reviewer-1"), "{s}");
     assert_eq!(status_of(approve_me), "approved");
     assert!(audit(&approve_key).contains(&("reviewer-1".into(), "approved".into())));
 
-    d.type_into(
-        &format!("#item-{deny_me} input[name=note]"),
-        "too large <for> one order",
-    );
-    d.submit(&format!("#deny-{deny_me}"));
-    let s = d.text(&format!("#item-{deny_me} .status"));
+    let s = d.act_on(deny_me, "deny", Some("too large <for> one order"));
     assert!(
         s.contains("denied by reviewer-1") && s.contains("too large <for> one order"),
         "{s}"
@@ -641,12 +594,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     assert_eq!(status_of(deny_me), "denied");
     assert!(audit(&deny_key).contains(&("reviewer-1".into(), "denied".into())));
 
-    d.type_into(
-        &format!("#item-{conflict} input[name=note]"),
-        "paid once, closed",
-    );
-    d.submit(&format!("#resolve-{conflict}"));
-    let s = d.text(&format!("#item-{conflict} .status"));
+    let s = d.act_on(conflict, "resolve", Some("paid once, closed"));
     assert!(
         s.contains("resolved by reviewer-1") && s.contains("paid once"),
         "{s}"
@@ -654,39 +602,27 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     assert_eq!(status_of(conflict), "resolved");
     assert!(audit(&conflict_key).contains(&("reviewer-1".into(), "resolved".into())));
 
-    d.type_into(
-        &format!("#item-{stale} input[name=note]"),
-        "the model will read again",
-    );
-    d.submit(&format!("#dismiss-{stale}"));
-    let s = d.text(&format!("#item-{stale} .status"));
+    let s = d.act_on(stale, "dismiss", Some("the model will read again"));
     assert!(s.contains("dismissed by reviewer-1"), "{s}");
     assert_eq!(status_of(stale), "dismissed");
     if !stale_key.is_empty() {
         assert!(audit(&stale_key).contains(&("reviewer-1".into(), "dismissed".into())));
     }
 
-    d.submit(&format!("#resolve-{rejected_a}"));
     assert!(
-        d.text(&format!("#item-{rejected_a} .status"))
+        d.act_on(rejected_a, "resolve", None)
             .contains("resolved by reviewer-1")
     );
     assert_eq!(status_of(rejected_a), "resolved");
-    d.submit(&format!("#dismiss-{rejected_b}"));
     assert!(
-        d.text(&format!("#item-{rejected_b} .status"))
+        d.act_on(rejected_b, "dismiss", None)
             .contains("dismissed by reviewer-1")
     );
     assert_eq!(status_of(rejected_b), "dismissed");
 
     // The stuck claims, closed from their cards: the reconciliation is
     // recorded under the reviewer and the item resolved with a note.
-    d.type_into(
-        &format!("#item-{applied} input[name=note]"),
-        "credit c-77 is in the ledger",
-    );
-    d.submit(&format!("#applied-{applied}"));
-    let s = d.text(&format!("#item-{applied} .status"));
+    let s = d.act_on(applied, "applied", Some("credit c-77 is in the ledger"));
     assert!(
         s.contains("resolved by reviewer-1") && s.contains("reconciled as applied: credit c-77"),
         "{s}"
@@ -701,8 +637,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
         trail.contains(&("reviewer-1".into(), "resolved".into())),
         "{trail:?}"
     );
-    d.submit(&format!("#not-applied-{not_applied}"));
-    let s = d.text(&format!("#item-{not_applied} .status"));
+    let s = d.act_on(not_applied, "not-applied", None);
     assert!(s.contains("reconciled as not applied"), "{s}");
     assert_eq!(status_of(not_applied), "resolved");
     let trail = audit(&not_applied_key);

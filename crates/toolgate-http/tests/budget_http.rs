@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::json;
-use support::http::{decide, post, send};
+use support::http::{decide, send_post};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
@@ -54,13 +54,11 @@ async fn over_budget_goes_to_a_reviewer_and_the_approved_retry_executes() {
     let item = j["review_item"].as_u64().expect("a review item");
     assert_eq!(desk.credits_for("t-3"), 0);
 
-    let (s, j) = send(
+    let (s, j) = send_post(
         &app,
-        post(
-            &format!("/v1/review/items/{item}/approve"),
-            REVIEWER_KEY,
-            &json!({}),
-        ),
+        &format!("/v1/review/items/{item}/approve"),
+        REVIEWER_KEY,
+        &json!({}),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{j}");

@@ -7,9 +7,12 @@ mod support;
 use axum::Router;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use support::http::{assert_outcome, decide, post, send};
+use support::http::{
+    assert_outcome, assert_problem, complete, decide, post, reconcile_applied, send,
+};
 use support::{
-    AGENT_KEY, CLIENT_KEY, DeskRef, OPERATOR_KEY, app_with, credit, decision_body, test_state,
+    AGENT_KEY, CLIENT_KEY, DeskRef, app_router, credit, credit_on_t1, decision_body, router_with,
+    test_state,
 };
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
@@ -17,7 +20,7 @@ use toolgate_http::{Components, Settings};
 
 /// A client-mode permit on ticket t-1: (operation key, holder).
 async fn permit(router: &Router) -> (String, String) {
-    let (s, d) = decide(router, CLIENT_KEY, &decision_body(credit(1200), "t-1", "7")).await;
+    let (s, d) = decide(router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_outcome(s, &d, StatusCode::OK, "permitted");
     let p = &d["permit"];
     (
@@ -33,45 +36,22 @@ fn result_of(bytes: usize) -> Value {
 
 #[tokio::test]
 async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
-    let (state, _) = app_with(Settings {
+    let (router, _) = router_with(Settings {
         max_result_bytes: 1000,
         ..Settings::default()
     });
-    let router = toolgate_http::router(state);
     let (key, holder) = permit(&router).await;
-    let path = format!("/v1/claims/{key}/complete");
-    let (s, p) = send(
-        &router,
-        post(
-            &path,
-            CLIENT_KEY,
-            &json!({"holder": holder, "result": result_of(1001)}),
-        ),
-    )
-    .await;
+    let (s, p) = complete(&router, CLIENT_KEY, &key, &holder, &result_of(1001)).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{p}");
     assert_eq!(p["code"], "result_too_large");
     assert!(p["detail"].as_str().unwrap().contains("1000 bytes"), "{p}");
     // Nothing recorded: the claim is still in flight, and the holder can
     // still complete it with a result under the cap.
-    let (s, d) = decide(
-        &router,
-        CLIENT_KEY,
-        &decision_body(credit(1200), "t-1", "7"),
-    )
-    .await;
+    let (s, d) = decide(&router, CLIENT_KEY, &credit_on_t1(1200)).await;
     assert_outcome(s, &d, StatusCode::CONFLICT, "in_flight");
     let small = result_of(1000);
     assert_eq!(small.to_string().len(), 1000);
-    let (s, j) = send(
-        &router,
-        post(
-            &path,
-            CLIENT_KEY,
-            &json!({"holder": holder, "result": small}),
-        ),
-    )
-    .await;
+    let (s, j) = complete(&router, CLIENT_KEY, &key, &holder, &small).await;
     assert_eq!(s, StatusCode::OK, "{j}");
 }
 
@@ -79,12 +59,11 @@ async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
 async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_reconciled() {
     // The test desk's receipt names the credit and repeats the arguments:
     // about 80 bytes.
-    let (state, desk) = app_with(Settings {
+    let (router, desk) = router_with(Settings {
         max_result_bytes: 40,
         ..Settings::default()
     });
-    let router = toolgate_http::router(state);
-    let body = decision_body(credit(1200), "t-1", "7");
+    let body = credit_on_t1(1200);
     let (s, d) = decide(&router, AGENT_KEY, &body).await;
     // The write happened downstream; the gate recorded nothing, so the
     // outcome is unknown to it: the claim stays in flight for
@@ -105,39 +84,17 @@ async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_recon
 
 #[tokio::test]
 async fn a_reconciliation_answer_over_the_cap_is_refused() {
-    let (state, _) = app_with(Settings {
+    let (router, _) = router_with(Settings {
         max_result_bytes: 1000,
         // Short, so the claim is past its lease after the sleep below.
         lease: std::time::Duration::from_millis(500),
         ..Settings::default()
     });
-    let router = toolgate_http::router(state);
     let (key, _) = permit(&router).await;
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
-    let path = format!("/v1/claims/{key}/reconcile");
-    let (s, p) = send(
-        &router,
-        post(
-            &path,
-            OPERATOR_KEY,
-            &json!({"applied": true, "result": result_of(5000)}),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, p["code"].as_str()),
-        (StatusCode::PAYLOAD_TOO_LARGE, Some("result_too_large")),
-        "{p}"
-    );
-    let (s, j) = send(
-        &router,
-        post(
-            &path,
-            OPERATOR_KEY,
-            &json!({"applied": true, "result": {"credit_id": 7}}),
-        ),
-    )
-    .await;
+    let (s, p) = reconcile_applied(&router, &key, &result_of(5000)).await;
+    assert_problem(s, &p, StatusCode::PAYLOAD_TOO_LARGE, "result_too_large");
+    let (s, j) = reconcile_applied(&router, &key, &json!({"credit_id": 7})).await;
     assert_eq!(s, StatusCode::OK, "{j}");
 }
 
@@ -149,8 +106,7 @@ fn without_instance(mut p: Value) -> Value {
 
 #[tokio::test]
 async fn whoever_does_not_hold_a_claim_gets_one_answer_whether_or_not_it_exists() {
-    let (state, _) = app_with(Settings::default());
-    let router = toolgate_http::router(state);
+    let (router, _) = app_router();
     let (key, holder) = permit(&router).await;
     let wrong = "00".repeat(16);
     let result = json!({"credit_id": "x"});
@@ -215,7 +171,7 @@ async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alik
     };
     let state = test_state(components);
     let router = toolgate_http::router(state);
-    let exists = decide(&router, AGENT_KEY, &decision_body(credit(100), "t-1", "7")).await;
+    let exists = decide(&router, AGENT_KEY, &credit_on_t1(100)).await;
     let missing = decide(
         &router,
         AGENT_KEY,

@@ -28,8 +28,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use support::databases::{EveryStore, now_nanos, on_each_backend};
-use support::http::{act, assert_outcome, decide, get, post, send_text as send, session_cookie};
+use support::databases::{now_nanos, on_each_backend, on_every_store};
+use support::http::{
+    act, assert_outcome, assert_problem, decide, get, post, send_text as send, session_cookie,
+};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
@@ -40,11 +42,7 @@ use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
 fn refund(amount: i64, ticket: &str) -> Value {
-    decision_body(
-        action("refund_order", json!({"amount_minor": amount})),
-        ticket,
-        "7",
-    )
+    decision_body(support::refund(amount), ticket, "7")
 }
 
 /// A ticket of this run at version 7 (the databases outlive a run).
@@ -247,11 +245,7 @@ async fn huge_scopes_for_an_unknown_tool_open_nothing(url: Option<&str>) {
             "customer_id": big, "ticket_id": big, "version_seen": big
         }));
         let (s, j) = decide(&app, NOCAP_KEY, &body).await;
-        assert_eq!(
-            (s, j["code"].as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_scope")),
-            "{j}"
-        );
+        assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_scope");
         assert!(j.get("review_item").is_none_or(Value::is_null), "{j}");
     }
     // Other tests of this binary open items on a shared database meanwhile:
@@ -268,13 +262,9 @@ async fn huge_scopes_for_an_unknown_tool_open_nothing(url: Option<&str>) {
     assert!(opened.is_empty(), "items were opened: {opened:?}");
 }
 
-#[tokio::test]
-async fn huge_scopes_for_an_unknown_tool_open_nothing_on_every_store() {
-    let stores = EveryStore::new("toolgate-hostile");
-    for url in stores.urls() {
-        huge_scopes_for_an_unknown_tool_open_nothing(url).await;
-    }
-}
+on_every_store!(huge_scopes_for_an_unknown_tool_open_nothing, "toolgate-hostile":
+    huge_scopes_for_an_unknown_tool_open_nothing_on_every_store
+);
 
 /// 2,000 small rejected proposals opened 2,000 items in 1.6 s. A key
 /// without the proposed tool's capability now opens none; rejections of an
@@ -335,13 +325,9 @@ async fn rejections_open_one_item_per_principal_and_reason(url: Option<&str>) {
     );
 }
 
-#[tokio::test]
-async fn rejections_open_one_item_per_principal_and_reason_on_every_store() {
-    let stores = EveryStore::new("toolgate-hostile");
-    for url in stores.urls() {
-        rejections_open_one_item_per_principal_and_reason(url).await;
-    }
-}
+on_every_store!(rejections_open_one_item_per_principal_and_reason, "toolgate-hostile":
+    rejections_open_one_item_per_principal_and_reason_on_every_store
+);
 
 /// The queue's caps: conflicts open items until the principal's cap, then
 /// none (the decision stands); a request for approval past the cap says
@@ -387,13 +373,9 @@ async fn the_queue_has_caps(url: Option<&str>) {
     );
 }
 
-#[tokio::test]
-async fn the_queue_has_caps_on_every_store() {
-    let stores = EveryStore::new("toolgate-hostile");
-    for url in stores.urls() {
-        the_queue_has_caps(url).await;
-    }
-}
+on_every_store!(the_queue_has_caps, "toolgate-hostile":
+    the_queue_has_caps_on_every_store
+);
 
 /// One `/review` load took the server from 92 to 208 MiB: a listing loaded
 /// every item's whole text. It now carries a summary of at most 2 KiB per
@@ -440,13 +422,9 @@ async fn a_listing_carries_summaries(url: Option<&str>) {
     );
 }
 
-#[tokio::test]
-async fn a_listing_carries_summaries_on_every_store() {
-    let stores = EveryStore::new("toolgate-hostile");
-    for url in stores.urls() {
-        a_listing_carries_summaries(url).await;
-    }
-}
+on_every_store!(a_listing_carries_summaries, "toolgate-hostile":
+    a_listing_carries_summaries_on_every_store
+);
 
 fn memory_app() -> (Router, std::sync::Arc<MemoryClaimStore>, DeskRef) {
     let desk = DeskRef::default();
@@ -491,7 +469,7 @@ async fn a_model_chosen_tool_name_is_audited_escaped_and_bounded() {
 #[tokio::test]
 async fn request_refusals_are_audited_under_the_keys_principal() {
     let (app, store, _) = memory_app();
-    let credit_body = || decision_body(credit(100), "t-1", "7");
+    let credit_body = || credit_on_t1(100);
     let mut with_actor = credit_body();
     with_actor["actor"] = json!("agent-ana");
     let mut bad_scope = credit_body();
@@ -636,8 +614,7 @@ async fn actors_are_printable_at_the_documented_length_and_via_is_shown() {
 #[tokio::test]
 async fn the_secure_flag_comes_from_the_public_url_not_the_host() {
     let cookie = |settings: Settings, host: &'static str| async move {
-        let (state, _) = app_with(settings);
-        let router = toolgate_http::router(state);
+        let (router, _) = router_with(settings);
         let r = router
             .oneshot(
                 Request::post("/review/login")
@@ -711,15 +688,7 @@ async fn a_state_source_failure_never_shows_its_sql() {
         };
         let state = test_state(components);
         let app = toolgate_http::router(state);
-        let (s, j, text) = send(
-            &app,
-            post(
-                "/v1/decisions",
-                AGENT_KEY,
-                &decision_body(credit(5), "t-1", "7"),
-            ),
-        )
-        .await;
+        let (s, j, text) = send(&app, post("/v1/decisions", AGENT_KEY, &credit_on_t1(5))).await;
         assert_eq!((s, j["code"].as_str()), (status, Some(code)), "{text}");
         assert!(
             !text.contains("relation") && !text.contains("order_versions"),

@@ -30,7 +30,7 @@ fn series(text: &str, name_and_labels: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "current_thread")]
 async fn metrics_count_per_tool_per_route_and_read_the_queues_at_scrape_time() {
-    let app = router_with(short_leases());
+    let (app, _) = router_with(short_leases());
     let decide = |key: &'static str, body: Value| {
         let app = app.clone();
         async move {
@@ -41,7 +41,7 @@ async fn metrics_count_per_tool_per_route_and_read_the_queues_at_scrape_time() {
         }
     };
     assert_eq!(
-        decide(AGENT_KEY, decision_body(credit(1500), "t-1", "7")).await,
+        decide(AGENT_KEY, credit_on_t1(1500)).await,
         StatusCode::CREATED
     );
     // A tool the model invented is counted, but never as a label of its own.

@@ -16,6 +16,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use support::http::assert_problem;
 use support::*;
 use tower::ServiceExt;
 
@@ -31,6 +32,15 @@ async fn served_text(router: &Router) -> String {
     assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The served document, read as JSON.
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
+)]
+async fn served_document(router: &Router) -> Value {
+    serde_json::from_str(&served_text(router).await).unwrap()
 }
 
 #[tokio::test]
@@ -61,14 +71,9 @@ async fn the_served_document_is_the_committed_one() {
 }
 
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn the_document_declares_the_wire_precisely() {
     let (state, _) = app();
-    let doc: Value =
-        serde_json::from_str(&served_text(&toolgate_http::router(state)).await).unwrap();
+    let doc = served_document(&toolgate_http::router(state)).await;
     let schemas = &doc["components"]["schemas"];
     // outcome and reason are enums of the documented codes.
     let outcomes = schemas["OutcomeCode"]["enum"].as_array().unwrap();
@@ -224,7 +229,7 @@ async fn answers_of_every_status_match_the_document() {
         router: toolgate_http::router(state),
         answers: Vec::new(),
     };
-    let doc: Value = serde_json::from_str(&served_text(&r.router).await).unwrap();
+    let doc = served_document(&r.router).await;
     let d = "/v1/decisions";
 
     // Service endpoints.
@@ -252,8 +257,7 @@ async fn answers_of_every_status_match_the_document() {
     // 401.
     let answer = json!({"provider": "envelope", "response": {"outcome": "answer", "reply": "Hi."}});
     r.post(d, d, AGENT_KEY, &answer).await;
-    r.post(d, d, AGENT_KEY, &decision_body(credit(1500), "t-1", "7"))
-        .await;
+    r.post(d, d, AGENT_KEY, &credit_on_t1(1500)).await;
     let refund = action("refund_order", json!({"amount_minor": 4000}));
     let pending = r
         .post(d, d, AGENT_KEY, &decision_body(refund, "t-1", "7"))
@@ -262,8 +266,7 @@ async fn answers_of_every_status_match_the_document() {
         .await;
     r.post(d, d, AGENT_KEY, &decision_body(credit(100), "t-2", "2"))
         .await;
-    r.post(d, d, AGENT_KEY, &decision_body(credit(1900), "t-1", "7"))
-        .await;
+    r.post(d, d, AGENT_KEY, &credit_on_t1(1900)).await;
     r.post(
         d,
         d,
@@ -309,9 +312,7 @@ async fn answers_of_every_status_match_the_document() {
     };
     let (short_state, _) = app_with(short);
     let main = std::mem::replace(&mut r.router, toolgate_http::router(short_state));
-    let stuck = r
-        .post(d, d, CLIENT_KEY, &decision_body(credit(62), "t-1", "7"))
-        .await;
+    let stuck = r.post(d, d, CLIENT_KEY, &credit_on_t1(62)).await;
     let stuck_key = stuck["operation_key"].as_str().unwrap().to_owned();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     r.send(
@@ -399,8 +400,7 @@ async fn answers_of_every_status_match_the_document() {
     let (slow_state, slow_desk) = app_with(slow);
     r.router = toolgate_http::router(slow_state);
     let held = slow_desk.0.credits.lock().unwrap();
-    r.post(d, d, AGENT_KEY, &decision_body(credit(5), "t-1", "7"))
-        .await;
+    r.post(d, d, AGENT_KEY, &credit_on_t1(5)).await;
     drop(held);
     // 503: a store that does not answer.
     let (down_state, _, down) = app_with_switch();
@@ -408,8 +408,7 @@ async fn answers_of_every_status_match_the_document() {
     down.store(true, std::sync::atomic::Ordering::SeqCst);
     r.send("GET", "/readyz", "/readyz", None, Body::empty())
         .await;
-    r.post(d, d, AGENT_KEY, &decision_body(credit(5), "t-1", "7"))
-        .await;
+    r.post(d, d, AGENT_KEY, &credit_on_t1(5)).await;
 
     let mut statuses = std::collections::BTreeSet::new();
     for rec in &r.answers {
@@ -483,13 +482,9 @@ async fn call(
 /// The constraints the server enforces are in the document, made from the
 /// types that enforce them, and what the document allows the server takes.
 #[tokio::test]
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
 async fn the_document_and_the_server_agree_on_requests() {
     let (router, _) = app_router();
-    let doc: Value = serde_json::from_str(&served_text(&router).await).unwrap();
+    let doc = served_document(&router).await;
     let request = &doc["components"]["schemas"]["DecisionRequest"];
     let names = |v: &Value| -> Vec<String> {
         v.as_array()
@@ -558,10 +553,7 @@ async fn the_document_and_the_server_agree_on_requests() {
         r#"{"applied": false, "result": {}}"#,
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
     // `null`, the optional body's other spelling, asks the executor like
     // an empty body: the claim does not exist.
     for body in ["", "null"] {

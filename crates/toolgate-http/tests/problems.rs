@@ -58,11 +58,7 @@ fn post(path: &str, key: &str, body: &Value) -> Request<Body> {
 
 /// The agent's credit of 100 on ticket t-1 at version 7.
 fn small_credit() -> Request<Body> {
-    post(
-        "/v1/decisions",
-        AGENT_KEY,
-        &decision_body(credit(100), "t-1", "7"),
-    )
+    post("/v1/decisions", AGENT_KEY, &credit_on_t1(100))
 }
 
 fn get(path: &str, key: &str) -> Request<Body> {
@@ -288,20 +284,26 @@ async fn a_store_that_does_not_answer_is_503_and_not_ready() {
     assert_eq!(a.status, StatusCode::OK);
 }
 
-/// Every problem code has a row in `docs/error-codes.md` naming its status,
-/// and every row of the HTTP table is a code the server has.
-#[test]
-fn every_problem_code_is_documented_with_its_status() {
+/// The text of docs/error-codes.md under `## {heading}`, up to the next
+/// heading.
+fn error_codes_section(heading: &str) -> String {
     let doc = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../docs/error-codes.md"
     ))
     .unwrap();
-    let section = doc
-        .split("## HTTP request errors")
-        .nth(1)
-        .expect("docs/error-codes.md has an \"HTTP request errors\" section");
-    let section = section.split("\n## ").next().unwrap_or(section);
+    let start = doc
+        .find(&format!("## {heading}\n"))
+        .unwrap_or_else(|| panic!("docs/error-codes.md has no \"{heading}\" section"));
+    let rest = &doc[start + heading.len() + 3..];
+    rest[..rest.find("\n## ").unwrap_or(rest.len())].to_owned()
+}
+
+/// Every problem code has a row in `docs/error-codes.md` naming its status,
+/// and every row of the HTTP table is a code the server has.
+#[test]
+fn every_problem_code_is_documented_with_its_status() {
+    let section = error_codes_section("HTTP request errors");
     let mut rows = std::collections::BTreeMap::new();
     for line in section.lines() {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -330,16 +332,7 @@ fn every_problem_code_is_documented_with_its_status() {
 /// docs/error-codes.md's pairs table says: "as is", or the pair it names.
 #[test]
 fn every_pair_is_sent_as_the_pairs_table_says() {
-    let doc = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../docs/error-codes.md"
-    ))
-    .unwrap();
-    let start = doc
-        .find("## Decisions: outcome and reason pairs")
-        .expect("docs/error-codes.md has a pairs section");
-    let rest = &doc[start + 2..];
-    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    let section = error_codes_section("Decisions: outcome and reason pairs");
     for (outcome, reason) in toolgate::pipeline::decision_pairs() {
         let reason_cell = reason.map_or("—".to_owned(), |r| format!("`{}`", r.as_str()));
         let prefix = format!("| `{}` | {reason_cell} |", outcome.as_str());

@@ -8,15 +8,13 @@ mod support;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
+use support::http::decide;
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
 use toolgate_http::Components;
-use tower::ServiceExt;
 
 /// Reads `Customer` entities from the request for the credit tool, records
 /// what it was given, and allows only a `gold` customer.
@@ -55,27 +53,13 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
     (toolgate_http::router(state), desk, authz)
 }
 
-#[expect(
-    clippy::disallowed_methods,
-    reason = "the test reads JSON that toolgate itself wrote; serde_json is an independent reader of it, not a door for model JSON"
-)]
-async fn decide(app: &Router, body: &Value) -> (StatusCode, Value) {
-    let req = Request::post("/v1/decisions")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header(header::AUTHORIZATION, format!("Bearer {AGENT_KEY}"))
-        .body(Body::from(body.to_string()))
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+/// `POST /v1/decisions` as the agent: the desk's credit with `entities`.
+async fn decide_with(app: &Router, entities: Value) -> (StatusCode, Value) {
+    decide(app, AGENT_KEY, &with_entities(entities)).await
 }
 
 fn with_entities(entities: Value) -> Value {
-    let mut body = decision_body(credit(1500), "t-1", "7");
+    let mut body = credit_on_t1(1500);
     body["entities"] = entities;
     body
 }
@@ -83,9 +67,9 @@ fn with_entities(entities: Value) -> Value {
 #[tokio::test]
 async fn entities_reach_the_authoriser_and_decide() {
     let (router, desk, authz) = tier_app();
-    let (s, j) = decide(
+    let (s, j) = decide_with(
         &router,
-        &with_entities(json!({"Customer": {"id": "c-1", "tier": "silver"}})),
+        json!({"Customer": {"id": "c-1", "tier": "silver"}}),
     )
     .await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{j}");
@@ -94,7 +78,7 @@ async fn entities_reach_the_authoriser_and_decide() {
 
     let entities = json!({"Customer": {"id": "c-1", "tier": "gold",
         "flags": ["vip", "early"], "limits": {"daily": 3, "manual": false}}});
-    let (s, j) = decide(&router, &with_entities(entities.clone())).await;
+    let (s, j) = decide_with(&router, entities.clone()).await;
     assert_eq!(s, StatusCode::CREATED, "{j}");
     assert_eq!(j["outcome"], "executed", "{j}");
     assert_eq!(desk.credits_for("t-1"), 1);
@@ -116,7 +100,7 @@ async fn malformed_entities_are_invalid_body() {
         json!({"Customer": {"id": "c-1", "tags": [1, null]}}),
         json!({"not a type": {"id": "c-1"}}),
     ] {
-        let (s, j) = decide(&router, &with_entities(bad.clone())).await;
+        let (s, j) = decide_with(&router, bad.clone()).await;
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {j}");
         assert_eq!(j["code"], "invalid_body", "{bad}: {j}");
     }
@@ -127,10 +111,10 @@ async fn malformed_entities_are_invalid_body() {
 #[tokio::test]
 async fn a_type_the_tool_does_not_read_is_refused_loudly() {
     let (router, desk, authz) = tier_app();
-    let (s, j) = decide(
+    let (s, j) = decide_with(
         &router,
-        &with_entities(json!({"Customer": {"id": "c-1", "tier": "gold"},
-                              "Agent": {"id": "agent-1", "team": "x"}})),
+        json!({"Customer": {"id": "c-1", "tier": "gold"},
+               "Agent": {"id": "agent-1", "team": "x"}}),
     )
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{j}");
@@ -145,15 +129,11 @@ async fn an_authoriser_that_reads_no_entities_refuses_any() {
     // The desk's own authoriser keeps the trait's default: it reads none.
     let (router, desk) = app_router();
     desk.set_version("t-1", "7");
-    let (s, j) = decide(
-        &router,
-        &with_entities(json!({"Customer": {"id": "c-1", "tier": "gold"}})),
-    )
-    .await;
+    let (s, j) = decide_with(&router, json!({"Customer": {"id": "c-1", "tier": "gold"}})).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{j}");
     assert_eq!(j["code"], "unexpected_entities", "{j}");
     assert_eq!(desk.credits_for("t-1"), 0);
     // Without them, the same request executes as before.
-    let (s, j) = decide(&router, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, j) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_eq!(s, StatusCode::CREATED, "{j}");
 }

@@ -16,15 +16,11 @@ use axum::Router;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use support::databases::{StoreComponents, now_nanos, on_each_backend, replica_with};
-use support::http::{act, assert_outcome, decide, get, post, send_text as send};
+use support::http::{act, assert_outcome, assert_problem, decide, get, post, send_text as send};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
 use toolgate_http::{AppState, Settings};
-
-fn refund(amount: i64) -> Value {
-    action("refund_order", json!({"amount_minor": amount}))
-}
 
 fn body(amount: i64, ticket: &str, version: &str) -> Value {
     decision_body(refund(amount), ticket, version)
@@ -47,15 +43,9 @@ async fn the_proposer_cannot_approve_and_each_vote_is_an_audit_row_naming_the_re
     assert_eq!(s, StatusCode::ACCEPTED);
     let item = p["review_item"].as_u64().unwrap();
     let (s, j) = act(&router, LEAD_KEY, item, "approve").await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("self_approval"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "self_approval");
     let (s, j) = act(&router, LEAD_KEY, item, "deny").await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("self_approval"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "self_approval");
     // Nothing was recorded: the item is still open with no vote.
     let (_, list, _) = send(&router, get("/v1/review/items?status=open", REVIEWER_KEY)).await;
     let listed = &list["items"][0];
@@ -129,10 +119,7 @@ async fn a_tool_may_need_two_distinct_approvers() {
         (StatusCode::OK, Some("open"))
     );
     let (s, j) = act(&router, REVIEWER_KEY, item, "approve").await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("already_voted"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "already_voted");
     // One approval of two: the retry is still pending, on the same item.
     let (s, r) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
     assert_eq!(
@@ -179,16 +166,10 @@ async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
         ),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
     // A pending approval is approved or denied, never resolved.
     let (s, j) = act(&router, REVIEWER_KEY, item, "resolve").await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_pending"))
-    );
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_pending");
 }
 
 async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
@@ -269,20 +250,8 @@ async fn durable_on(url: &str) {
     // The restart: both replicas gone, a new one on the same database.
     drop((a, b));
     let (c, state) = replica(url, &desk).await;
-    let (s, j, _) = send(
-        &c,
-        post(
-            &format!("/v1/review/items/{item}/approve"),
-            REVIEWER2_KEY,
-            &json!({}),
-        ),
-    )
-    .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::CONFLICT, Some("not_pending")),
-        "{j}"
-    );
+    let (s, j) = act(&c, REVIEWER2_KEY, item, "approve").await;
+    assert_problem(s, &j, StatusCode::CONFLICT, "not_pending");
     // The proposer's retry after the restart uses the approval, once.
     let (s, r) = decide(&c, AGENT_KEY, &body(500, &t1, "7")).await;
     assert_outcome(s, &r, StatusCode::CREATED, "executed");

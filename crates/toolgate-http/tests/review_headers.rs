@@ -70,11 +70,10 @@ async fn the_session_cookie_is_secure_unless_the_public_url_is_http() {
             "{c}"
         );
     }
-    let (state, _) = app_with(toolgate_http::Settings {
+    let (demo, _) = router_with(toolgate_http::Settings {
         public_url: Some("http://127.0.0.1:8080".into()),
         ..toolgate_http::Settings::default()
     });
-    let demo = toolgate_http::router(state);
     let c = cookie(&demo, "127.0.0.1:8080").await;
     assert!(!c.contains("Secure"), "{c}");
 }

@@ -13,7 +13,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::databases::{now_nanos, on_each_backend, replica};
 use support::*;
 use toolgate::claim::UnixMillis;
@@ -97,29 +97,13 @@ async fn sessions_on(url: &str) {
     desk.set_version(&ticket, "7");
     let (a, _) = replica(url, &desk).await;
     let (b, _) = replica(url, &desk).await;
-    let proposal = decide(
-        &a,
-        &decision_body(
-            action("refund_order", json!({"amount_minor": 500})),
-            &ticket,
-            "7",
-        ),
-    )
-    .await;
+    let proposal = decide(&a, &decision_body(refund(500), &ticket, "7")).await;
     let item = proposal["review_item"].as_u64().unwrap();
     // A second item stays open, so the page keeps a form (and its CSRF
     // token) after the first is approved.
     let other = format!("{ticket}-2");
     desk.set_version(&other, "7");
-    decide(
-        &a,
-        &decision_body(
-            action("refund_order", json!({"amount_minor": 400})),
-            &other,
-            "7",
-        ),
-    )
-    .await;
+    decide(&a, &decision_body(refund(400), &other, "7")).await;
 
     // Signed in on A: the cookie names a session B knows.
     let (s, _, cookie) = send(&a, login()).await;

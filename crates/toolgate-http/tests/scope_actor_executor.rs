@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use serde_json::{Value, json};
-use support::http::{assert_outcome, decide, post, send};
+use support::http::{assert_outcome, assert_problem, complete, decide, reconcile_applied, send};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
@@ -98,10 +98,7 @@ async fn a_scope_value_of_the_wrong_type_is_invalid_scope() {
         &scoped(json!(42), json!("c-1"), json!(-7)),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_scope"))
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_scope");
     assert_eq!(desk.credits_for("42"), 0);
 }
 
@@ -113,7 +110,7 @@ async fn untyped_desk_scopes_work_as_before() {
         "scope": {"customer_id": "c-1", "ticket_id": "t-1", "version_seen": 7}});
     let (s, j) = decide(&router, AGENT_KEY, &body).await;
     assert_outcome(s, &j, StatusCode::CREATED, "executed");
-    let (s, j) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, j) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_outcome(s, &j, StatusCode::OK, "replayed");
     assert_eq!(desk.credits_for("t-1"), 1);
 }
@@ -243,7 +240,7 @@ async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_th
     let (s, j) = decide(
         &router,
         DELEGATING_KEY,
-        &as_actor(decision_body(credit(1500), "t-1", "7"), "agent-ana"),
+        &as_actor(credit_on_t1(1500), "agent-ana"),
     )
     .await;
     assert_eq!(s, StatusCode::CREATED, "{j}");
@@ -260,12 +257,7 @@ async fn a_delegating_key_acts_as_the_actor_it_names_for_capability_cedar_and_th
     assert_eq!(executed.via(), Some("support-portal"));
 
     // Without `actor` the delegating key acts as itself.
-    let (s, j) = decide(
-        &router,
-        DELEGATING_KEY,
-        &decision_body(credit(1500), "t-1", "7"),
-    )
-    .await;
+    let (s, j) = decide(&router, DELEGATING_KEY, &credit_on_t1(1500)).await;
     assert_outcome(s, &j, StatusCode::OK, "replayed");
     let entries = trail(&state, key_hex).await;
     let replayed = entries.iter().find(|e| e.outcome() == "replayed").unwrap();
@@ -277,12 +269,7 @@ async fn a_key_that_may_not_delegate_is_refused_when_it_names_an_actor() {
     let (state, desk) = delegating_app(std::time::Duration::from_secs(30));
     let router = toolgate_http::router(state);
     for key in [AGENT_KEY, CLIENT_KEY] {
-        let (s, j) = decide(
-            &router,
-            key,
-            &as_actor(decision_body(credit(1500), "t-1", "7"), "agent-ana"),
-        )
-        .await;
+        let (s, j) = decide(&router, key, &as_actor(credit_on_t1(1500), "agent-ana")).await;
         assert_eq!(s, StatusCode::FORBIDDEN, "{j}");
         assert_eq!(j["code"], "actor_not_allowed", "{j}");
     }
@@ -291,14 +278,10 @@ async fn a_key_that_may_not_delegate_is_refused_when_it_names_an_actor() {
     let (s, j) = decide(
         &router,
         DELEGATING_KEY,
-        &as_actor(decision_body(credit(1500), "t-1", "7"), "bad\nactor"),
+        &as_actor(credit_on_t1(1500), "bad\nactor"),
     )
     .await;
-    assert_eq!(
-        (s, j["code"].as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_body")),
-        "{j}"
-    );
+    assert_problem(s, &j, StatusCode::UNPROCESSABLE_ENTITY, "invalid_body");
 }
 
 #[tokio::test]
@@ -327,12 +310,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     // A lease of a millisecond: the permit's claim is stuck at once.
     let (state, desk) = delegating_app(std::time::Duration::from_millis(1));
     let router = toolgate_http::router(state.clone());
-    let (s, j) = decide(
-        &router,
-        CLIENT_KEY,
-        &decision_body(credit(1500), "t-1", "7"),
-    )
-    .await;
+    let (s, j) = decide(&router, CLIENT_KEY, &credit_on_t1(1500)).await;
     assert_outcome(s, &j, StatusCode::OK, "permitted");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
@@ -361,15 +339,7 @@ async fn a_stuck_client_claim_is_never_answered_by_the_in_process_executor() {
     assert_eq!(desk.credits_for("t-1"), 0);
 
     // The application's explicit answer closes it.
-    let (s, j) = send(
-        &router,
-        post(
-            &path,
-            OPERATOR_KEY,
-            &json!({"applied": true, "result": {"credit_id": 77}}),
-        ),
-    )
-    .await;
+    let (s, j) = reconcile_applied(&router, &key_hex, &json!({"credit_id": 77})).await;
     assert_eq!(s, StatusCode::OK, "{j}");
     assert_eq!(j["status"], "reconciled_applied");
     assert_eq!(j["result"], json!({"credit_id": 77}));
@@ -394,7 +364,7 @@ async fn a_stuck_in_process_claim_is_asked_of_its_executor() {
     let (state, desk) = delegating_app(std::time::Duration::from_millis(1));
     let router = toolgate_http::router(state.clone());
     *desk.0.fail_execute.lock().unwrap() = true;
-    let (s, j) = decide(&router, AGENT_KEY, &decision_body(credit(1500), "t-1", "7")).await;
+    let (s, j) = decide(&router, AGENT_KEY, &credit_on_t1(1500)).await;
     assert_outcome(s, &j, StatusCode::CONFLICT, "needs_reconciliation");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
@@ -419,19 +389,18 @@ async fn a_delegating_client_key_completes_the_permit_it_received_for_its_user()
     let (s, j) = decide(
         &router,
         DELEGATING_CLIENT_KEY,
-        &as_actor(decision_body(credit(1500), "t-1", "7"), "agent-ana"),
+        &as_actor(credit_on_t1(1500), "agent-ana"),
     )
     .await;
     assert_outcome(s, &j, StatusCode::OK, "permitted");
     let key_hex = j["operation_key"].as_str().unwrap().to_owned();
     let holder = j["permit"]["holder"].as_str().unwrap().to_owned();
-    let (s, done) = send(
+    let (s, done) = complete(
         &router,
-        post(
-            &format!("/v1/claims/{key_hex}/complete"),
-            DELEGATING_CLIENT_KEY,
-            &json!({"holder": holder, "result": {"credit_id": 5}}),
-        ),
+        DELEGATING_CLIENT_KEY,
+        &key_hex,
+        &holder,
+        &json!({"credit_id": 5}),
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{done}");

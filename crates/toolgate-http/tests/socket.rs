@@ -58,7 +58,7 @@ fn shutdown_waits_for_the_decision_in_progress() {
     // Block the executor: the decision will sit between claim and
     // completion until the test lets go.
     let held = desk.0.credits.lock().unwrap();
-    let body = decision_body(credit(900), "t-1", "7").to_string();
+    let body = credit_on_t1(900).to_string();
     let client = std::thread::spawn(move || raw_post(addr, AGENT_KEY, &body));
     // Wait until the request is inside the executor (it has claimed).
     let mut in_executor = false;
@@ -114,11 +114,7 @@ fn an_oversized_body_on_the_wire_is_refused_and_the_server_stays_up() {
             out.lines().next().unwrap_or("")
         );
     }
-    let ok = raw_post(
-        addr,
-        AGENT_KEY,
-        &decision_body(credit(5), "t-1", "7").to_string(),
-    );
+    let ok = raw_post(addr, AGENT_KEY, &credit_on_t1(5).to_string());
     assert!(ok.starts_with("HTTP/1.1 201"), "{ok}");
     stop(&runtime, running);
 }

@@ -11,6 +11,7 @@
 //! pins = "shop.pins.toml"                    # written by `toolgate mcp import`
 //! connect_timeout_ms = 5000
 //! call_timeout_ms = 30000
+//! refresh_secs = 60                          # compare with the pins again
 //!
 //! [[upstreams.tools]]
 //! name = "refund_order"
@@ -32,17 +33,25 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+mod tool;
+
+pub use tool::{
+    IDENTITY_CLAIMS, ScopeSource, ScopeSourceFile, StatusToolFile, ToolFile, ToolMapping,
+    VersionSource, VersionSourceFile, argument_scopes, window,
+};
+
 /// Default wait for an upstream to answer `initialize`/`server/discover`.
 pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 5_000;
 /// Default wait for one upstream `tools/call` (or `tools/list`).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Default interval between two comparisons of an upstream's `tools/list`
+/// with its pins while the gateway serves.
+pub const DEFAULT_REFRESH_SECS: u64 = 60;
+/// Longest refresh interval a file may set: a day.
+pub const MAX_REFRESH_SECS: u64 = 86_400;
 /// Longest timeout a file may set: ten minutes. A claim's lease must outlast
 /// the call it covers, so an unbounded call would need an unbounded lease.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
-/// The identity claims a scope field may name. With API keys the principal's
-/// id is the only claim there is; a JWT's claims would add more.
-pub const IDENTITY_CLAIMS: &[&str] = &["principal"];
-
 /// The MCP part of a deployment file, as written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct McpSection {
@@ -82,78 +91,14 @@ pub struct UpstreamFile {
     /// Longest wait for one call, in milliseconds.
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// Seconds between two comparisons of the upstream's `tools/list` with
+    /// the pins while serving; `0` compares at start (and on the upstream's
+    /// `notifications/tools/list_changed`) only.
+    #[serde(default)]
+    pub refresh_secs: Option<u64>,
     /// The tools served from this upstream.
     #[serde(default)]
     pub tools: Vec<ToolFile>,
-}
-
-/// One `[[upstreams.tools]]` entry, as written.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct ToolFile {
-    /// The tool: its name at the upstream, in the pin file and in the policy.
-    pub name: String,
-    /// Where each operation-key field comes from.
-    #[serde(default)]
-    pub scope: BTreeMap<String, ScopeSourceFile>,
-    /// Where the version the model read comes from.
-    pub version_seen: VersionSourceFile,
-    /// The upstream tool asked during reconciliation, if any.
-    #[serde(default)]
-    pub status_tool: Option<StatusToolFile>,
-}
-
-/// `scope.FIELD = { from = … }`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ScopeSourceFile {
-    /// A JSON pointer into the call's arguments.
-    Argument {
-        /// `/order_id`.
-        pointer: String,
-    },
-    /// A claim of the caller's identity.
-    Identity {
-        /// `principal`.
-        claim: String,
-    },
-    /// A key of the request's `_meta`.
-    Meta {
-        /// `io.example/tenant`.
-        key: String,
-    },
-}
-
-/// `version_seen = { from = … }`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
-pub enum VersionSourceFile {
-    /// A JSON pointer into the arguments (`expected_version`).
-    Argument {
-        /// `/expected_version`.
-        pointer: String,
-    },
-    /// A key of the request's `_meta`.
-    Meta {
-        /// `io.example/version`.
-        key: String,
-    },
-    /// No version: the key holds the canonical arguments, and a repeat
-    /// within the window is the same operation (the weaker mode).
-    None {
-        /// `"10m"`: a whole number and `s`, `m`, `h` or `d`.
-        replay_window: String,
-    },
-}
-
-/// `status_tool = { name = …, key_argument = … }`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct StatusToolFile {
-    /// The upstream tool that answers "was it applied?".
-    pub name: String,
-    /// Its argument that takes the operation key.
-    pub key_argument: String,
 }
 
 /// Where an upstream is reached.
@@ -190,46 +135,11 @@ pub struct Upstream {
     pub connect_timeout: Duration,
     /// Per-call timeout.
     pub call_timeout: Duration,
+    /// How often the pins are compared again while serving; `None`: only
+    /// at start and when the upstream says its list changed.
+    pub refresh: Option<Duration>,
     /// The tools served from it.
     pub tools: Vec<ToolMapping>,
-}
-
-/// A checked per-tool mapping.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolMapping {
-    /// The tool's name.
-    pub name: String,
-    /// Operation-key field → where its value comes from.
-    pub scope: BTreeMap<String, ScopeSource>,
-    /// Where `version_seen` comes from.
-    pub version_seen: VersionSource,
-    /// The reconciliation tool, if any.
-    pub status_tool: Option<StatusToolFile>,
-}
-
-/// Where one scope value comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScopeSource {
-    /// The argument at this JSON pointer.
-    Argument(String),
-    /// The caller's principal id.
-    Principal,
-    /// This `_meta` key of the request.
-    Meta(String),
-}
-
-/// Where the version the model read comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum VersionSource {
-    /// The argument at this JSON pointer.
-    Argument(String),
-    /// This `_meta` key of the request.
-    Meta(String),
-    /// None; a repeat within the window is the same operation.
-    None {
-        /// The replay window.
-        replay_window: Duration,
-    },
 }
 
 /// A configuration error: the field and what is wrong with it.
@@ -372,22 +282,6 @@ pub fn check_lease(upstreams: &[Upstream], lease_ms: u64) -> Result<(), ConfigEr
     ))
 }
 
-/// The scope fields the deployment takes from each tool's arguments, for
-/// the policy loader ([`toolgate::contract::Policy::load_with`]): a field
-/// mapped from the argument of its own name may then be an argument too,
-/// and every other collision is still refused.
-pub fn argument_scopes(upstreams: &[Upstream]) -> toolgate::contract::ArgumentScopes {
-    let mut scopes = toolgate::contract::ArgumentScopes::new();
-    for t in upstreams.iter().flat_map(|u| &u.tools) {
-        for (field, source) in &t.scope {
-            if let ScopeSource::Argument(pointer) = source {
-                scopes.insert(&t.name, field, pointer);
-            }
-        }
-    }
-    scopes
-}
-
 fn label(name: &str, i: usize) -> String {
     if is_name(name) {
         name.to_owned()
@@ -480,6 +374,16 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         u.call_timeout_ms,
         DEFAULT_CALL_TIMEOUT_MS,
     )?;
+    let refresh = match u.refresh_secs.unwrap_or(DEFAULT_REFRESH_SECS) {
+        0 => None,
+        s if s <= MAX_REFRESH_SECS => Some(Duration::from_secs(s)),
+        _ => {
+            return Err(ConfigError::new(
+                field("refresh_secs"),
+                format!("must be 0 (off) to {MAX_REFRESH_SECS} seconds"),
+            ));
+        }
+    };
     let mut seen = BTreeSet::new();
     let mut tools = Vec::with_capacity(u.tools.len());
     for (i, t) in u.tools.iter().enumerate() {
@@ -496,7 +400,7 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
                 format!("tool `{}` is declared twice", t.name),
             ));
         }
-        tools.push(check_tool(t, &at)?);
+        tools.push(tool::check_tool(t, &at)?);
     }
     Ok(Upstream {
         name: u.name.clone(),
@@ -504,144 +408,12 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         pins: base.join(&u.pins),
         connect_timeout,
         call_timeout,
+        refresh,
         tools,
     })
 }
 
-fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigError> {
-    let mut scope = BTreeMap::new();
-    for (f, source) in &t.scope {
-        let here = format!("{at}.scope.{f}");
-        if !is_name(f) {
-            return Err(ConfigError::new(
-                here,
-                "a scope field is 1-64 characters of [A-Za-z0-9_-]",
-            ));
-        }
-        if f == "version_seen" {
-            return Err(ConfigError::new(
-                here,
-                "`version_seen` has its own setting: `version_seen = { from = … }`",
-            ));
-        }
-        let source = match source {
-            ScopeSourceFile::Argument { pointer } => {
-                check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
-                ScopeSource::Argument(pointer.clone())
-            }
-            ScopeSourceFile::Identity { claim } => {
-                if !IDENTITY_CLAIMS.contains(&claim.as_str()) {
-                    return Err(ConfigError::new(
-                        here,
-                        format!(
-                            "unknown identity claim `{claim}` (an API key's identity has: {})",
-                            IDENTITY_CLAIMS.join(", ")
-                        ),
-                    ));
-                }
-                ScopeSource::Principal
-            }
-            ScopeSourceFile::Meta { key } => {
-                check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
-                ScopeSource::Meta(key.clone())
-            }
-        };
-        scope.insert(f.clone(), source);
-    }
-    let here = format!("{at}.version_seen");
-    let version_seen = match &t.version_seen {
-        VersionSourceFile::Argument { pointer } => {
-            check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
-            VersionSource::Argument(pointer.clone())
-        }
-        VersionSourceFile::Meta { key } => {
-            check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
-            VersionSource::Meta(key.clone())
-        }
-        VersionSourceFile::None { replay_window } => VersionSource::None {
-            replay_window: window(replay_window).ok_or_else(|| {
-                ConfigError::new(
-                    format!("{here}.replay_window"),
-                    "a whole number and s, m, h or d (\"10m\"), from a second to 30 days",
-                )
-            })?,
-        },
-    };
-    if let Some(s) = &t.status_tool {
-        if !is_name(&s.name) || s.name == t.name {
-            return Err(ConfigError::new(
-                format!("{at}.status_tool.name"),
-                "must name another tool of the upstream ([A-Za-z0-9_-], 1-64)",
-            ));
-        }
-        if s.key_argument.is_empty() || s.key_argument.len() > 64 {
-            return Err(ConfigError::new(
-                format!("{at}.status_tool.key_argument"),
-                "must name the status tool's argument that takes the operation key",
-            ));
-        }
-    }
-    Ok(ToolMapping {
-        name: t.name.clone(),
-        scope,
-        version_seen,
-        status_tool: t.status_tool.clone(),
-    })
-}
-
-/// An RFC 6901 pointer naming a member below the root: `""` (the whole
-/// arguments object) is not a scope value, and `~` must be `~0` or `~1`.
-fn check_pointer(pointer: &str) -> Result<(), String> {
-    if !pointer.starts_with('/') || pointer.len() < 2 {
-        return Err(format!(
-            "pointer {pointer:?} must be a JSON pointer to an argument, such as \"/order_id\""
-        ));
-    }
-    let mut chars = pointer.chars();
-    while let Some(c) = chars.next() {
-        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
-            return Err(format!(
-                "pointer {pointer:?}: `~` must be followed by 0 or 1 (RFC 6901)"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn check_meta_key(key: &str) -> Result<(), String> {
-    if key.is_empty() || key.len() > 128 || key.chars().any(char::is_control) {
-        return Err("a `_meta` key is 1-128 characters without control characters".to_owned());
-    }
-    // The protocol's own keys say how the request travels, not what it
-    // names; a scope read from them would let a client library's default
-    // pick the resource.
-    if key.starts_with("io.modelcontextprotocol/") || key.starts_with("io.toolgate/") {
-        return Err(format!(
-            "`{key}` is reserved for the protocol or for toolgate itself"
-        ));
-    }
-    Ok(())
-}
-
-/// `"10m"` → ten minutes; a second to thirty days.
-pub fn window(text: &str) -> Option<Duration> {
-    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u64 = digits.parse().ok().filter(|n| *n > 0)?;
-    let unit_s = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return None,
-    };
-    let secs = n.checked_mul(unit_s).filter(|s| *s <= 30 * 86_400)?;
-    Some(Duration::from_secs(secs))
-}
-
-fn is_name(s: &str) -> bool {
+pub(crate) fn is_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
@@ -731,6 +503,27 @@ mod tests {
                 replay_window: Duration::from_secs(600)
             }
         );
+    }
+
+    #[test]
+    fn pins_are_compared_again_every_minute_unless_told_otherwise() {
+        let ups = checked(GOOD).unwrap();
+        assert_eq!(
+            ups[0].refresh,
+            Some(Duration::from_secs(DEFAULT_REFRESH_SECS))
+        );
+        let set = |secs: &str| {
+            checked(&GOOD.replacen(
+                "call_timeout_ms = 2000",
+                &format!("call_timeout_ms = 2000\nrefresh_secs = {secs}"),
+                1,
+            ))
+        };
+        assert_eq!(set("5").unwrap()[0].refresh, Some(Duration::from_secs(5)));
+        assert_eq!(set("0").unwrap()[0].refresh, None);
+        let e = set("86401").unwrap_err();
+        assert_eq!(e.field(), "upstreams[shop].refresh_secs");
+        assert!(e.message().contains("0 (off)"), "{e}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use toolgate::pipeline::Principal;
 use toolgate_http::KeyRing;
 
 use crate::catalog::Catalog;
-use crate::wire::{Decide, to_wire};
+use crate::wire::{Decide, to_wire, url_elicitation};
 
 /// Who the caller is.
 #[derive(Debug, Clone)]
@@ -157,6 +157,12 @@ impl<D: Decide> ServerHandler for Gateway<D> {
         let has_output_schema = catalog
             .visible(&principal, &request.name)
             .is_some_and(|t| t.has_output_schema);
+        // From the request's `_meta` (2026-07-28) or the session's
+        // `initialize` (2025-11-25).
+        let url_mode = context
+            .client_capabilities()
+            .and_then(|c| c.elicitation)
+            .is_some_and(|e| e.url.is_some());
         // The decision runs on its own task: if the client goes away, or
         // rmcp drops this handler, a decision that has started (a claim won,
         // an upstream call sent) still runs to its end and is recorded.
@@ -169,6 +175,9 @@ impl<D: Decide> ServerHandler for Gateway<D> {
                 tracing::error!(tool = %request.name, error = %e, "the decision failed");
                 ErrorData::internal_error("the gate could not decide", None)
             })?;
+        if url_mode && let Some(e) = url_elicitation(&decided) {
+            return Err(e);
+        }
         to_wire(&decided, has_output_schema).map(CallToolResponse::Complete)
     }
 }

@@ -21,6 +21,9 @@
 //!   `tools/call` through one decision.
 //! - [`http`]: `/mcp` over Streamable HTTP, behind API-key authentication
 //!   and the strict decoder.
+//! - [`refresh`]: the pins compared again while serving (every
+//!   `refresh_secs`, and on an upstream's `list_changed`), the catalog
+//!   swapped.
 //! - [`served`]: the decision on a deployment `toolgate serve` runs (the
 //!   sidecar's components, the core's `decide_call`).
 //! - [`stdio`]: the gateway on stdio, each line through the strict decoder.
@@ -38,6 +41,7 @@ pub mod gateway;
 pub mod http;
 pub mod import;
 pub mod pin;
+pub mod refresh;
 pub mod served;
 pub mod stdio;
 pub mod upstream;

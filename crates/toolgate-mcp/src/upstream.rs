@@ -12,21 +12,27 @@
 //! are not inherited.
 //!
 //! rmcp's client response cache is turned off: a refresh compares what the
-//! upstream says now with the pins, never a cached list.
+//! upstream says now with the pins, never a cached list. An upstream's
+//! `notifications/tools/list_changed` wakes the refresh
+//! ([`UpstreamClient::list_changed`]).
 
+use std::future::Future;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
+use rmcp::handler::client::ClientHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, MetaObject, ProtocolVersion, RequestMetaObject, Tool,
 };
 use rmcp::service::{
-    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService,
-    ServiceError,
+    ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, MaybeSendFuture, NotificationContext,
+    RoleClient, RunningService, ServiceError,
 };
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
 
 use crate::config::{Transport, Upstream};
 use crate::pin::Offered;
@@ -90,11 +96,31 @@ pub enum Status {
     NotApplied(Value),
 }
 
+/// The gateway's side of an upstream connection: it does nothing but note
+/// the upstream's word that its tool list changed, for the refresh.
+#[derive(Debug, Clone, Default)]
+struct Handler {
+    list_changed: Arc<Notify>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        // A permit is kept when no refresh is waiting yet, so a change said
+        // during a comparison is compared again afterwards.
+        self.list_changed.notify_one();
+        std::future::ready(())
+    }
+}
+
 /// One live connection to an upstream.
 pub struct UpstreamClient {
     name: String,
-    service: RunningService<RoleClient, ()>,
+    service: RunningService<RoleClient, Handler>,
     call_timeout: Duration,
+    list_changed: Arc<Notify>,
 }
 
 impl std::fmt::Debug for UpstreamClient {
@@ -111,6 +137,8 @@ impl UpstreamClient {
     /// `initialize`, whichever the upstream speaks) within the upstream's
     /// connect timeout.
     pub async fn connect(upstream: &Upstream) -> Result<Self, UpstreamError> {
+        let handler = Handler::default();
+        let list_changed = Arc::clone(&handler.list_changed);
         let connecting = async {
             match &upstream.transport {
                 Transport::Http { url, bearer_env } => {
@@ -125,7 +153,8 @@ impl UpstreamClient {
                         config = config.auth_header(token);
                     }
                     let transport = StreamableHttpClientTransport::from_config(config);
-                    ().serve_with_lifecycle(transport, lifecycle())
+                    handler
+                        .serve_with_lifecycle(transport, lifecycle())
                         .await
                         .map_err(|e| UpstreamError::Connect(e.to_string()))
                 }
@@ -141,7 +170,8 @@ impl UpstreamClient {
                     let transport = TokioChildProcess::new(cmd).map_err(|e| {
                         UpstreamError::Connect(format!("starting {command:?}: {e}"))
                     })?;
-                    ().serve_with_lifecycle(transport, lifecycle())
+                    handler
+                        .serve_with_lifecycle(transport, lifecycle())
                         .await
                         .map_err(|e| UpstreamError::Connect(e.to_string()))
                 }
@@ -163,6 +193,7 @@ impl UpstreamClient {
             name: upstream.name.clone(),
             service,
             call_timeout: upstream.call_timeout,
+            list_changed,
         })
     }
 
@@ -181,9 +212,11 @@ impl UpstreamClient {
             config = config.auth_header(token.to_owned());
         }
         let transport = StreamableHttpClientTransport::from_config(config);
+        let handler = Handler::default();
+        let list_changed = Arc::clone(&handler.list_changed);
         let service = tokio::time::timeout(
             connect_timeout,
-            ().serve_with_lifecycle(transport, lifecycle()),
+            handler.serve_with_lifecycle(transport, lifecycle()),
         )
         .await
         .map_err(|_| {
@@ -201,7 +234,15 @@ impl UpstreamClient {
             name: name.to_owned(),
             service,
             call_timeout,
+            list_changed,
         })
+    }
+
+    /// Completes when the upstream has sent
+    /// `notifications/tools/list_changed` (on a 2025-11-25 session, or
+    /// unscoped), including one sent since the last wait.
+    pub async fn list_changed(&self) {
+        self.list_changed.notified().await;
     }
 
     /// The upstream's name.

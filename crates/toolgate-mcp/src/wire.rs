@@ -13,6 +13,7 @@
 //! | `replayed` | the recorded `CallToolResult`, with `_meta` `io.toolgate/outcome` = `"replayed"` |
 //! | `rejected`, `forbidden`, `conflict`, `state_changed`, `in_flight`, `needs_reconciliation`, `pending_approval` | a result with `isError: true`, one short text for the model, and `_meta` `io.toolgate/decision` = `{outcome, reason, …}` for the host; the same object in `structuredContent` only when the tool has no `outputSchema` (clients validate even error results against it) |
 //! | `rejected` with `unknown_tool` | a JSON-RPC error (invalid params) |
+//! | `pending_approval`, to a caller that declared URL-mode elicitation | `URLElicitationRequiredError` (`-32042`) naming the review page ([`url_elicitation`]) |
 //!
 //! Outcomes that only a provider body can produce (`answer`, `abstain`,
 //! `refused`, `truncated`, `content_filtered`) and the client-executed
@@ -23,7 +24,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use rmcp::ErrorData;
-use rmcp::model::{CallToolResult, ContentBlock, MetaObject};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject};
 use serde_json::{Map, Value, json};
 use toolgate::contract::{Checked, RejectReason};
 use toolgate::pipeline::{Decision, Outcome, Principal, Reason, Rejection};
@@ -156,6 +157,44 @@ pub fn to_wire(
             None,
         )),
     }
+}
+
+/// JSON-RPC error code of `URLElicitationRequiredError` (protocol
+/// 2025-11-25): the request cannot proceed until the user has completed an
+/// interaction at a URL.
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
+/// The answer to a `pending_approval` with a review page for a caller that
+/// declared URL-mode elicitation (`capabilities.elicitation.url`):
+/// `URLElicitationRequiredError`, whose one elicitation is the review
+/// item's page. The client shows it to its user and may retry the same
+/// call once approved; nothing the client answers approves anything (the
+/// approval is a reviewer's, on toolgate's own authenticated page). The
+/// decision object rides along in `data` for the host. `None` for any other
+/// decision.
+pub fn url_elicitation(decided: &DecisionForWire) -> Option<ErrorData> {
+    let url = decided.review_url.as_ref()?;
+    let d = &decided.decision;
+    if d.outcome() != Outcome::PendingApproval {
+        return None;
+    }
+    let message = model_text(decided);
+    // One operation, one review page: its retries are the same interaction.
+    let id = d.key().map_or_else(|| url.clone(), |k| k.to_hex());
+    let data = json!({
+        "elicitations": [{
+            "mode": "url",
+            "elicitationId": id,
+            "url": url,
+            "message": message,
+        }],
+        DECISION_META: decision_object(decided),
+    });
+    Some(ErrorData::new(
+        ErrorCode(URL_ELICITATION_REQUIRED),
+        message,
+        Some(data),
+    ))
 }
 
 /// A JSON-RPC error for a tool the caller cannot see or the policy lacks:
@@ -467,25 +506,54 @@ mod tests {
         }
     }
 
+    fn pending_approval(review_url: &str) -> DecisionForWire {
+        DecisionForWire {
+            decision: Decision::PendingApproval {
+                operation: operation(),
+                reason: Reason::ApprovalRequired,
+                message: "a person approves each refund".into(),
+                budget: None,
+            },
+            review_url: Some(review_url.into()),
+        }
+    }
+
     #[test]
     fn pending_approval_carries_the_review_page() {
         let url = "https://gate.example/review?item=17";
-        let r = to_wire(
-            &DecisionForWire {
-                decision: Decision::PendingApproval {
-                    operation: operation(),
-                    reason: Reason::ApprovalRequired,
-                    message: "a person approves each refund".into(),
-                    budget: None,
-                },
-                review_url: Some(url.into()),
-            },
-            false,
-        )
-        .unwrap();
+        let r = to_wire(&pending_approval(url), false).unwrap();
         let v = serde_json::to_value(r).unwrap();
         assert_eq!(v["_meta"][DECISION_META]["review_url"], json!(url));
         assert!(v["content"][0]["text"].as_str().unwrap().contains(url));
+    }
+
+    #[test]
+    fn url_mode_elicitation_names_the_review_page_and_only_for_approvals() {
+        let url = "https://gate.example/review/items/17";
+        let pending = pending_approval(url);
+        let e = url_elicitation(&pending).unwrap();
+        assert_eq!(e.code, ErrorCode(URL_ELICITATION_REQUIRED));
+        let data = e.data.unwrap();
+        let elicitation = &data["elicitations"][0];
+        assert_eq!(elicitation["mode"], json!("url"));
+        assert_eq!(elicitation["url"], json!(url));
+        assert_eq!(elicitation["elicitationId"], json!("ab".repeat(32)));
+        assert!(elicitation["message"].as_str().unwrap().contains(url));
+        assert_eq!(data[DECISION_META]["outcome"], json!("pending_approval"));
+        // Without a page there is nothing to open: today's answer stays.
+        let no_page = DecisionForWire {
+            review_url: None,
+            ..pending.clone()
+        };
+        assert_eq!(url_elicitation(&no_page), None);
+        let in_flight = DecisionForWire {
+            decision: Decision::InFlight {
+                operation: operation(),
+                prior: prior(),
+            },
+            ..pending
+        };
+        assert_eq!(url_elicitation(&in_flight), None);
     }
 
     #[test]

@@ -7,94 +7,26 @@
 //! The authoriser and state source here are the test's (allow; no state
 //! read: the shop's precondition decides), since the gateway's come with
 //! the core's decision function. Needs examples/mcp/install.sh (see
-//! tests/upstream.rs for the skip rule).
+//! tests/support/mod.rs for the skip rule).
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use toolgate::claim::{HolderToken, MemoryClaimStore, ReconcileOutcome, UnixMillis};
 use toolgate::contract::{CheckOptions, Policy, check};
-use toolgate::decode::{Limits, decode_strict};
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, Decision, Gate, Outcome, Principal, Reason,
     ReconcileReport, Request, StateError, StateScope, StateSource, StateVersion, decide, reconcile,
 };
 use toolgate::provider::Provider;
-use toolgate_mcp::config::{StatusToolFile, Transport, Upstream};
+use toolgate_mcp::config::StatusToolFile;
 use toolgate_mcp::executor::{RECONCILED_META, UpstreamExecutor};
 use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_mcp::wire::{DecisionForWire, OUTCOME_META, to_wire};
 
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
-
-fn python() -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    if p.exists() {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(!required, "run examples/mcp/install.sh");
-    eprintln!("skipping: run examples/mcp/install.sh");
-    None
-}
-
-struct Shop {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Drop for Shop {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn shop(py: &Path, name: &str, extra: &[&str]) -> Shop {
-    let dir = std::env::temp_dir().join(format!("toolgate-mcp-exec-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(py)
-        .arg(example_dir().join("shop_mcp.py"))
-        .arg("--db")
-        .arg(dir.join("shop.sqlite"))
-        .args(extra)
-        .args(["serve-http", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the shop did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Shop { child, dir, port }
-}
-
-fn count(py: &Path, shop: &Shop) -> Value {
-    let out = Command::new(py)
-        .arg(example_dir().join("shop_mcp.py"))
-        .arg("--db")
-        .arg(shop.dir.join("shop.sqlite"))
-        .arg("count")
-        .output()
-        .unwrap();
-    decode_strict(&out.stdout, &Limits::provider_body()).unwrap()
-}
+mod support;
+use support::{counts, http_upstream, python, shop};
 
 struct Allow;
 
@@ -141,17 +73,7 @@ struct Parts {
 }
 
 async fn parts(port: u16, call_timeout: Duration) -> Arc<Parts> {
-    let upstream = Upstream {
-        name: "shop".into(),
-        transport: Transport::Http {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            bearer_env: None,
-        },
-        pins: PathBuf::from("shop.pins.toml"),
-        connect_timeout: Duration::from_secs(30),
-        call_timeout,
-        tools: Vec::new(),
-    };
+    let upstream = http_upstream(port, call_timeout);
     let client = Arc::new(UpstreamClient::connect(&upstream).await.unwrap());
     let mut executor = UpstreamExecutor::new();
     executor.route(
@@ -240,7 +162,7 @@ async fn twelve_parallel_identical_calls_make_one_upstream_execution() {
         Outcome::Executed | Outcome::InFlight | Outcome::Replayed
     )));
     assert_eq!(
-        count(&py, &shop),
+        counts(&py, &shop.db()),
         json!({"refund_order_calls": 1, "refunds": 1})
     );
 
@@ -265,7 +187,7 @@ async fn twelve_parallel_identical_calls_make_one_upstream_execution() {
     assert_eq!(replay["_meta"][OUTCOME_META], json!("replayed"));
     assert_eq!(replay["content"], first["content"]);
     assert_eq!(
-        count(&py, &shop),
+        counts(&py, &shop.db()),
         json!({"refund_order_calls": 1, "refunds": 1})
     );
 }
@@ -290,7 +212,7 @@ async fn a_lost_answer_is_reconciled_through_the_status_tool_never_resent() {
 
     // Meanwhile the shop committed the refund it was holding.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while count(&py, &shop)["refunds"] != json!(1) {
+    while counts(&py, &shop.db())["refunds"] != json!(1) {
         assert!(Instant::now() < deadline, "the held refund never committed");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -324,7 +246,7 @@ async fn a_lost_answer_is_reconciled_through_the_status_tool_never_resent() {
     );
     // One call ever reached the tool.
     assert_eq!(
-        count(&py, &shop),
+        counts(&py, &shop.db()),
         json!({"refund_order_calls": 1, "refunds": 1})
     );
 }

@@ -10,15 +10,15 @@
 //! a tool with an output schema) and records nothing durable. It is the only
 //! `Decide` implementation there is, and it lives in this test.
 //!
-//! Needs examples/mcp/install.sh (see tests/upstream.rs for the skip rule).
+//! Needs examples/mcp/install.sh (see tests/support/mod.rs for the skip rule).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use toolgate::claim::{OperationKey, ProposalRecord};
@@ -37,70 +37,9 @@ use toolgate_mcp::wire::{
     DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, OUTCOME_META,
 };
 
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
+mod support;
+use support::{counts, example_dir, python_and_node, shop};
 
-fn python() -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    let node = example_dir().join("node/node_modules/@modelcontextprotocol/sdk");
-    if p.exists() && node.exists() {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "the MCP example's SDKs are missing: run examples/mcp/install.sh"
-    );
-    eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
-    None
-}
-
-struct Shop {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Drop for Shop {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn shop(py: &Path) -> Shop {
-    let dir = std::env::temp_dir().join(format!("toolgate-mcp-gateway-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let child = Command::new(py)
-        .arg(example_dir().join("shop_mcp.py"))
-        .arg("--db")
-        .arg(dir.join("shop.sqlite"))
-        .args(["serve-http", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the shop did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Shop { child, dir, port }
-}
-
-/// The core's decision, stood in for: see the module comment.
 struct Standin {
     upstream: UpstreamClient,
     done: Mutex<HashMap<String, Value>>,
@@ -272,8 +211,8 @@ fn raw_post(addr: SocketAddr, token: &str, body: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_official_clients_through_the_gateway() {
-    let Some(py) = python() else { return };
-    let shop = shop(&py);
+    let Some(py) = python_and_node() else { return };
+    let shop = shop(&py, "gateway", &[]);
     let section =
         McpSection::from_toml(&DEPLOYMENT.replace("PORT", &shop.port.to_string())).unwrap();
     let upstreams = section.check(&shop.dir).unwrap();
@@ -365,15 +304,8 @@ async fn both_official_clients_through_the_gateway() {
         let again = &again[1]["result"];
         assert_eq!(again["_meta"][OUTCOME_META], json!("replayed"), "{again}");
         assert_eq!(again["content"], first["content"]);
-        let counted = Command::new(&py)
-            .arg(example_dir().join("shop_mcp.py"))
-            .arg("--db")
-            .arg(shop.dir.join("shop.sqlite"))
-            .arg("count")
-            .output()
-            .unwrap();
         assert_eq!(
-            parse(&counted.stdout)[0],
+            counts(&py, &shop.db()),
             json!({"refund_order_calls": 1, "refunds": 1})
         );
 

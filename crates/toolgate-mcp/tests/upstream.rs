@@ -7,119 +7,20 @@
 //! fails; otherwise the tests skip with a message.
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use toolgate::decode::{Limits, decode_strict};
 use toolgate_mcp::config::{Transport, Upstream};
 use toolgate_mcp::pin::{Offered, PinFile, compare, pin};
 use toolgate_mcp::upstream::{Status, UpstreamClient, UpstreamError};
 
-fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
-
-fn python() -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    if p.exists() {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{} is missing: run examples/mcp/install.sh",
-        p.display()
-    );
-    eprintln!(
-        "skipping: {} is missing (run examples/mcp/install.sh)",
-        p.display()
-    );
-    None
-}
-
-/// A shop process, killed on drop, with a database of its own.
-struct Shop {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Drop for Shop {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "toolgate-mcp-{name}-{}-{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn shop_http(py: &Path, name: &str, extra: &[&str]) -> Shop {
-    let dir = scratch(name);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let db = dir.join("shop.sqlite");
-    let mut args: Vec<String> = vec![
-        example_dir().join("shop_mcp.py").display().to_string(),
-        "--db".into(),
-        db.display().to_string(),
-    ];
-    args.extend(extra.iter().map(|s| (*s).to_owned()));
-    args.extend(["serve-http".into(), "--port".into(), port.to_string()]);
-    let child = Command::new(py)
-        .args(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the shop did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Shop { child, dir, port }
-}
-
-fn http_upstream(port: u16, call_timeout: Duration) -> Upstream {
-    Upstream {
-        name: "shop".into(),
-        transport: Transport::Http {
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            bearer_env: None,
-        },
-        pins: PathBuf::from("shop.pins.toml"),
-        connect_timeout: Duration::from_secs(30),
-        call_timeout,
-        tools: Vec::new(),
-    }
-}
+mod support;
+use support::{counts, example_dir, http_upstream, python, scratch, shop};
 
 /// `shop_mcp.py count`: refund_order calls and refunds in the database.
 fn count(py: &Path, db: &Path) -> (u64, u64) {
-    let out = Command::new(py)
-        .arg(example_dir().join("shop_mcp.py"))
-        .arg("--db")
-        .arg(db)
-        .arg("count")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v = decode_strict(&out.stdout, &Limits::provider_body()).unwrap();
+    let v = counts(py, db);
     (
         v["refund_order_calls"].as_u64().unwrap(),
         v["refunds"].as_u64().unwrap(),
@@ -137,7 +38,7 @@ fn text(r: &rmcp::model::CallToolResult) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_pins_and_calls_over_streamable_http() {
     let Some(py) = python() else { return };
-    let shop = shop_http(&py, "http", &[]);
+    let shop = shop(&py, "http", &[]);
     let client = UpstreamClient::connect(&http_upstream(shop.port, Duration::from_secs(30)))
         .await
         .unwrap();
@@ -221,7 +122,7 @@ async fn lists_pins_and_calls_over_streamable_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_past_its_timeout_is_unknown_and_may_have_run() {
     let Some(py) = python() else { return };
-    let shop = shop_http(
+    let shop = shop(
         &py,
         "timeout",
         &["--hold-order", "1004", "--hold-ms", "1500"],
@@ -252,7 +153,7 @@ async fn a_call_past_its_timeout_is_unknown_and_may_have_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_changed_upstream_schema_is_withheld() {
     let Some(py) = python() else { return };
-    let before = shop_http(&py, "before", &[]);
+    let before = shop(&py, "before", &[]);
     let client = UpstreamClient::connect(&http_upstream(before.port, Duration::from_secs(30)))
         .await
         .unwrap();
@@ -267,7 +168,7 @@ async fn a_changed_upstream_schema_is_withheld() {
     };
     drop(before);
 
-    let after = shop_http(&py, "after", &["--max-refund", "900000"]);
+    let after = shop(&py, "after", &["--max-refund", "900000"]);
     let client = UpstreamClient::connect(&http_upstream(after.port, Duration::from_secs(30)))
         .await
         .unwrap();
@@ -302,6 +203,7 @@ async fn calls_a_stdio_child_with_a_minimal_environment() {
         pins: PathBuf::from("local.pins.toml"),
         connect_timeout: Duration::from_secs(60),
         call_timeout: Duration::from_secs(30),
+        refresh: None,
         tools: Vec::new(),
     };
     let client = UpstreamClient::connect(&upstream).await.unwrap();

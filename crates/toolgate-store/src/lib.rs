@@ -79,6 +79,12 @@
 //! next statement as `Unavailable`, which the claim protocol treats as any
 //! other failure before `COMMIT` (nothing written).
 //!
+//! A decision that reads from the claim store's database before it claims
+//! can hold one connection for both ([`AnyClaimStore::hold`], `held.rs`):
+//! the read keeps it in the decision's [`Held`], and the claim made through
+//! the `Held` receives it by value for its first transaction. One pool use
+//! (and one ping) fewer per decision.
+//!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),
 //! which uses the strict JSON decoder): a corrupt row is an error value and
@@ -93,6 +99,8 @@ mod any;
 mod common;
 mod dialect;
 pub mod floor;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod held;
 mod idempotency;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -112,9 +120,11 @@ mod write;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 pub use any::{AnyClaimStore, Backend};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use held::{Borrowed, Held, HeldConnection};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use pooled::PooledStore;
 pub use redact::{REDACTED, redact_url};
@@ -168,9 +178,5 @@ pub fn sqlx_error(what: &str, e: sqlx::Error) -> StoreError {
 /// The wall clock as [`UnixMillis`], for callers at the edge (the core
 /// reads no clock). A clock before 1970 reads as 0.
 pub fn now_millis() -> UnixMillis {
-    let ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    UnixMillis(ms)
+    UnixMillis::from(SystemTime::now())
 }

@@ -5,8 +5,10 @@
 use serde_json::Value;
 use toolgate::pipeline::AuthzRequest;
 use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
+use toolgate_store::Held;
 
-use crate::store::{Directory, SupportDesk};
+use crate::directory::Directory;
+use crate::store::SupportDesk;
 
 /// The desk's Cedar policies (`examples/support-desk/policy.cedar`).
 pub const POLICIES: &str = include_str!("../policy.cedar");
@@ -54,7 +56,7 @@ pub struct DeskEntities(pub SupportDesk);
 
 impl EntitySource for DeskEntities {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let (ticket, found) = read_directory(&self.0, r).await?;
+        let (ticket, found) = read_directory(&self.0, None, r).await?;
         Ok(entities(
             r.principal().id(),
             found.agent_active,
@@ -65,9 +67,11 @@ impl EntitySource for DeskEntities {
 }
 
 /// The ticket a request names, and the directory's answer for it and the
-/// acting agent (one statement).
+/// acting agent (one statement), on the decision's connection when it holds
+/// one.
 pub(crate) async fn read_directory(
     desk: &SupportDesk,
+    held: Option<&Held<'_>>,
     r: &AuthzRequest<'_>,
 ) -> Result<(String, Directory), EntityError> {
     let ticket = match r.scope().get("ticket_id") {
@@ -81,9 +85,10 @@ pub(crate) async fn read_directory(
     };
     // A failed read is the database not answering, not a "no".
     let agent = r.principal().id();
-    let found = desk
-        .directory(agent, &ticket)
-        .await
-        .map_err(|e| EntityError::Unavailable(e.to_string()))?;
+    let found = match held {
+        Some(held) => desk.directory_held(held, agent, &ticket).await,
+        None => desk.directory(agent, &ticket).await,
+    }
+    .map_err(|e| EntityError::Unavailable(e.to_string()))?;
     Ok((ticket, found))
 }

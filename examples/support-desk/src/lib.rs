@@ -23,13 +23,15 @@
 pub mod app;
 pub mod cedar;
 pub mod demo;
+mod directory;
 pub mod reads;
 pub mod store;
 
 pub use app::{Desk, Proposal, SystemClockAndTokens, TicketCredits};
 pub use cedar::DeskEntities;
-pub use reads::decide_reading_once;
-pub use store::{Directory, SeedTicket, SupportDesk, TicketFacts, TicketOwner};
+pub use directory::{Directory, TicketFacts, TicketOwner};
+pub use reads::{decide_reading_once, decide_reading_once_on};
+pub use store::{SeedTicket, SupportDesk};
 
 /// The desk's tool policy (`examples/support-desk/policy.toml`).
 pub const POLICY: &str = include_str!("../policy.toml");

@@ -24,6 +24,14 @@
 //!   for: no version reaches another decision, and with none kept the
 //!   state read queries as before.
 //!
+//! The read runs on the decision's own connection
+//! ([`toolgate_store::Held`], made from the gate's claim store), which the
+//! decision's claim then begins on: the read costs its statement, not also
+//! a pool use. The decision claims through the `Held`, whose every call but
+//! the claim gives the connection back first, and a state read of its own
+//! gives it back before it uses the pool: a decision never waits on the
+//! pool while it holds a connection.
+//!
 //! `toolgate serve` decides this way too: its support-desk components
 //! override `toolgate_http::GateComponents::decide` with this function.
 //! toolgate-eval's `PipelineGate` has one state source for all decisions,
@@ -38,16 +46,45 @@ use toolgate::pipeline::{
     StateSource, StateVersion, decide,
 };
 use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
+use toolgate_store::{AnyClaimStore, Held};
 
 use crate::cedar;
 use crate::store::SupportDesk;
 
 /// Decides one proposal as [`toolgate::pipeline::decide`] does on `gate`,
-/// with the Cedar entities and the ticket's version read in one statement.
-/// The gate's authoriser lends its policies; its own entity source is not
+/// with the Cedar entities and the ticket's version read in one statement,
+/// on a connection the decision holds and its claim then begins on. The
+/// gate's authoriser lends its policies; its own entity source is not
 /// asked.
-pub async fn decide_reading_once<S, C, E>(
+pub async fn decide_reading_once<S, E>(
+    gate: &Gate<'_, CedarAuthorizer<S>, SupportDesk, AnyClaimStore, E>,
+    proposal: contract::Checked,
+    request: &Request<'_>,
+) -> Result<Decision, GateError>
+where
+    S: EntitySource,
+    E: Executor,
+{
+    // Made here and dropped on return: one decision's connection only.
+    let held = gate.claims.hold();
+    let on_held = Gate {
+        policy: gate.policy,
+        authorizer: gate.authorizer,
+        state: gate.state,
+        claims: &held,
+        executor: gate.executor,
+    };
+    decide_reading_once_on(&on_held, &held, proposal, request).await
+}
+
+/// [`decide_reading_once`] with the read on `held` and the claim through
+/// `gate.claims`: `held` itself, or a wrapper that claims through it (a
+/// test's hook between read and claim). Through any other store the claim
+/// would acquire a connection of its own while the decision holds one,
+/// which a pool that every decision waits on this way never hands out.
+pub async fn decide_reading_once_on<S, C, E>(
     gate: &Gate<'_, CedarAuthorizer<S>, SupportDesk, C, E>,
+    held: &Held<'_>,
     proposal: contract::Checked,
     request: &Request<'_>,
 ) -> Result<Decision, GateError>
@@ -59,6 +96,7 @@ where
     // Built here and dropped on return: one decision's reads only.
     let reads = DecisionReads {
         desk: gate.state,
+        held,
         version: Mutex::new(None),
     };
     let authorizer = gate.authorizer.with_entities(&reads);
@@ -75,6 +113,8 @@ where
 /// The entities and state source of one decision.
 struct DecisionReads<'a> {
     desk: &'a SupportDesk,
+    /// The connection the read runs on and the claim begins on.
+    held: &'a Held<'a>,
     /// The ticket and the version authorisation read, until the state read
     /// takes it.
     version: Mutex<Option<(String, i64)>>,
@@ -90,7 +130,7 @@ impl DecisionReads<'_> {
 
 impl EntitySource for DecisionReads<'_> {
     async fn entities(&self, r: &AuthzRequest<'_>) -> Result<Vec<EntityRecord>, EntityError> {
-        let (ticket, found) = cedar::read_directory(self.desk, r).await?;
+        let (ticket, found) = cedar::read_directory(self.desk, Some(self.held), r).await?;
         *self.slot() = found.ticket.as_ref().map(|t| (ticket.clone(), t.version));
         Ok(cedar::entities(
             r.principal().id(),
@@ -108,7 +148,11 @@ impl StateSource for DecisionReads<'_> {
             (Some((read_for, version)), Some(ticket)) if read_for == ticket => {
                 Ok(StateVersion::from(version))
             }
-            _ => self.desk.current_version(scope).await,
+            _ => {
+                // A read of its own from the pool: not while holding one.
+                self.held.give_back();
+                self.desk.current_version(scope).await
+            }
         }
     }
 

@@ -57,9 +57,9 @@ pub enum DeskPool {
 }
 
 /// A statement with `?` placeholders (SQLite, MySQL) and `$n` (PostgreSQL).
-struct Sql {
-    qm: &'static str,
-    pg: &'static str,
+pub(crate) struct Sql {
+    pub(crate) qm: &'static str,
+    pub(crate) pg: &'static str,
 }
 
 const TICKET_VERSION: Sql = Sql {
@@ -81,30 +81,6 @@ const CREDIT_BY_KEY: Sql = Sql {
          WHERE operation_key = ?",
     pg: "SELECT ticket_id, amount_minor, reason_code, version_seen FROM credits \
          WHERE operation_key = $1",
-};
-const TICKET_FACTS: Sql = Sql {
-    qm: "SELECT t.customer_id, t.assignee, a.active FROM tickets t \
-         JOIN agents a ON a.id = t.assignee WHERE t.id = ?",
-    pg: "SELECT t.customer_id, t.assignee, a.active FROM tickets t \
-         JOIN agents a ON a.id = t.assignee WHERE t.id = $1",
-};
-/// What authorisation needs in one round trip: the acting agent's `active`
-/// and the ticket's customer and assignee, each NULL when missing; and the
-/// ticket's version, which the same decision's state read may use
-/// (`crate::reads`).
-const DIRECTORY: Sql = Sql {
-    qm: "SELECT ag.active, t.customer_id, t.assignee, t.version \
-         FROM (SELECT ? AS agent_id, ? AS ticket_id) q \
-         LEFT JOIN agents ag ON ag.id = q.agent_id \
-         LEFT JOIN tickets t ON t.id = q.ticket_id",
-    pg: "SELECT ag.active, t.customer_id, t.assignee, t.version \
-         FROM (SELECT $1::text AS agent_id, $2::text AS ticket_id) q \
-         LEFT JOIN agents ag ON ag.id = q.agent_id \
-         LEFT JOIN tickets t ON t.id = q.ticket_id",
-};
-const AGENT_ACTIVE: Sql = Sql {
-    qm: "SELECT active FROM agents WHERE id = ?",
-    pg: "SELECT active FROM agents WHERE id = $1",
 };
 const INSERT_TICKET: Sql = Sql {
     qm: "INSERT INTO tickets (id, customer_id, assignee, version) VALUES (?, ?, ?, ?)",
@@ -162,6 +138,7 @@ macro_rules! on_pool {
         }
     };
 }
+pub(crate) use on_pool;
 
 /// A ticket to seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,76 +153,17 @@ pub struct SeedTicket {
     pub version: i64,
 }
 
-/// The directory's answer for one decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Directory {
-    /// The acting agent's `active` flag; `None` for an unknown agent.
-    pub agent_active: Option<bool>,
-    /// The ticket's customer and assignee; `None` for an unknown ticket.
-    pub ticket: Option<TicketOwner>,
-}
-
-/// Whose a ticket is, and its version when read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TicketOwner {
-    /// The ticket's customer.
-    pub customer_id: String,
-    /// The assigned agent.
-    pub assignee: String,
-    /// The ticket's version, read in the same statement.
-    pub version: i64,
-}
-
-/// What a ticket's directory entry says, for authorisation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TicketFacts {
-    /// The ticket's customer.
-    pub customer_id: String,
-    /// The assigned agent.
-    pub assignee: String,
-    /// Whether the assigned agent is active.
-    pub assignee_active: bool,
-}
-
 /// The support desk on one database.
 #[derive(Clone)]
 pub struct SupportDesk {
-    pool: DeskPool,
+    pub(crate) pool: DeskPool,
     /// The claim store on the same database: a credit commits with its
     /// claim's completion.
-    claims: AnyClaimStore,
+    pub(crate) claims: AnyClaimStore,
 }
 
-fn db(what: &str, e: sqlx::Error) -> StoreError {
+pub(crate) fn db(what: &str, e: sqlx::Error) -> StoreError {
     sqlx_error(what, e)
-}
-
-/// The directory's row (`DIRECTORY`), whichever driver read it.
-fn directory_from<R>(row: &R) -> Result<Directory, StoreError>
-where
-    R: sqlx::Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'r> Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    let get = |e| db("reading the directory", e);
-    let agent_active: Option<bool> = row.try_get(0).map_err(get)?;
-    let customer: Option<String> = row.try_get(1).map_err(get)?;
-    let assignee: Option<String> = row.try_get(2).map_err(get)?;
-    let version: Option<i64> = row.try_get(3).map_err(get)?;
-    let ticket = match (customer, assignee, version) {
-        (Some(customer_id), Some(assignee), Some(version)) => Some(TicketOwner {
-            customer_id,
-            assignee,
-            version,
-        }),
-        _ => None,
-    };
-    Ok(Directory {
-        agent_active,
-        ticket,
-    })
 }
 
 fn migrator(sql: &'static str) -> Migrator {
@@ -394,53 +312,6 @@ impl SupportDesk {
                 .await
                 .map_err(|e| db("counting credits", e))?;
             row.try_get::<i64, _>(0).map_err(|e| db("counting credits", e))
-        })
-    }
-
-    /// The directory facts about a ticket, for authorisation.
-    pub async fn ticket_facts(&self, ticket: &str) -> Result<Option<TicketFacts>, StoreError> {
-        on_pool!(self, p, s => {
-            let row = sqlx::query(s(&TICKET_FACTS))
-                .bind(ticket)
-                .fetch_optional(p)
-                .await
-                .map_err(|e| db("reading ticket facts", e))?;
-            match row {
-                None => Ok(None),
-                Some(r) => Ok(Some(TicketFacts {
-                    customer_id: r.try_get(0).map_err(|e| db("ticket facts", e))?,
-                    assignee: r.try_get(1).map_err(|e| db("ticket facts", e))?,
-                    assignee_active: r.try_get(2).map_err(|e| db("ticket facts", e))?,
-                })),
-            }
-        })
-    }
-
-    /// What authorising `agent` on `ticket` needs, and the ticket's
-    /// version, read live in one query.
-    pub async fn directory(&self, agent: &str, ticket: &str) -> Result<Directory, StoreError> {
-        on_pool!(self, p, s => {
-            let row = sqlx::query(s(&DIRECTORY))
-                .bind(agent)
-                .bind(ticket)
-                .fetch_one(p)
-                .await
-                .map_err(|e| db("reading the directory", e))?;
-            directory_from(&row)
-        })
-    }
-
-    /// Whether an agent is active (`None`: unknown agent).
-    pub async fn agent_active(&self, agent: &str) -> Result<Option<bool>, StoreError> {
-        on_pool!(self, p, s => {
-            let row = sqlx::query(s(&AGENT_ACTIVE))
-                .bind(agent)
-                .fetch_optional(p)
-                .await
-                .map_err(|e| db("reading an agent", e))?;
-            row.map(|r| r.try_get::<bool, _>(0))
-                .transpose()
-                .map_err(|e| db("reading an agent", e))
         })
     }
 
@@ -761,5 +632,21 @@ impl Executor for SupportDesk {
                 Err(e) => Err(ExecError::new(e.to_string())),
             }
         }
+    }
+}
+
+impl SeedTicket {
+    /// `n` tickets at version 1 assigned to `assignee`, each for a customer
+    /// of its own (so that no customer's daily credit cap is shared):
+    /// ticket `{ids}-{i}`, customer `{customers}-{i}`.
+    pub fn series(ids: &str, customers: &str, assignee: &str, n: usize) -> Vec<Self> {
+        (0..n)
+            .map(|i| Self {
+                id: format!("{ids}-{i}"),
+                customer_id: format!("{customers}-{i}"),
+                assignee: assignee.to_owned(),
+                version: 1,
+            })
+            .collect()
     }
 }

@@ -16,7 +16,7 @@ use toolgate::claim::{
     RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::pipeline::{Decision, Outcome, Reason, StateVersion};
-use toolgate_store::AnyClaimStore;
+use toolgate_store::Held;
 use toolgate_support_desk::SeedTicket;
 
 const AGENT: &str = "one-read-agent";
@@ -36,23 +36,24 @@ async fn ticket(d: &support::Desk, name: &str) -> SeedTicket {
 }
 
 /// A credit of `amount` on `t` by the assigned agent, proposed at
-/// version `seen`, decided through `claims`.
-async fn credit<C: ClaimStore>(
+/// version `seen`.
+async fn credit(
     d: &support::Desk,
-    claims: &C,
     t: &SeedTicket,
     seen: i64,
     amount: i64,
     reply: &str,
 ) -> Decision {
-    credit_as(d, AGENT, claims, t, seen, amount, reply).await
+    credit_as(d, AGENT, None, t, seen, amount, reply).await
 }
 
-/// [`credit`] proposed by `agent`.
-async fn credit_as<C: ClaimStore>(
+/// [`credit`] proposed by `agent`, decided as `decide_reading_once`
+/// decides (read and claim on one held connection), with `hook` run just
+/// before the claim.
+async fn credit_as(
     d: &support::Desk,
     agent: &str,
-    claims: &C,
+    hook: Option<Hook<'_>>,
     t: &SeedTicket,
     seen: i64,
     amount: i64,
@@ -67,8 +68,18 @@ async fn credit_as<C: ClaimStore>(
         reason: "late_delivery",
         reply,
     };
-    d.decide(support::Decide::ReadingOnce, claims, &d.desk, &proposal)
-        .await
+    let held = d.store.hold();
+    let claims = Between::new(&held, hook);
+    let decided = d
+        .decide(
+            support::Decide::ReadingOnce(&held),
+            &claims,
+            &d.desk,
+            &proposal,
+        )
+        .await;
+    assert!(claims.ran(), "the hook did not run before the claim");
+    decided
 }
 
 fn outcome(d: &Decision) -> (Outcome, Option<Reason>) {
@@ -81,22 +92,22 @@ async fn each_decision_reads_its_own_version(url: &str) {
     let d = support::Desk::open(url).await;
     let t = ticket(&d, "seq").await;
 
-    let first = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+    let first = credit(&d, &t, 1, 1500, "Done.").await;
     assert_eq!(outcome(&first), (Outcome::Executed, None), "{first:?}");
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
 
     // The retry after the version moved: the stale version looks the
     // claim up before answering, and finds the credit.
-    let retry = credit(&d, &d.store, &t, 1, 1500, "Did it.").await;
+    let retry = credit(&d, &t, 1, 1500, "Did it.").await;
     assert_eq!(outcome(&retry), (Outcome::Replayed, None), "{retry:?}");
 
     // A new proposal at version 2 passes on its own read (the first
     // decision's read, version 1, would have stopped it).
-    let second = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+    let second = credit(&d, &t, 2, 900, "Done.").await;
     assert_eq!(outcome(&second), (Outcome::Executed, None), "{second:?}");
     // Its retry reads version 3 with the entities and, a replay, never
     // asks for it: that read dies with the decision.
-    let again = credit(&d, &d.store, &t, 2, 900, "Did it.").await;
+    let again = credit(&d, &t, 2, 900, "Did it.").await;
     assert_eq!(outcome(&again), (Outcome::Replayed, None), "{again:?}");
 
     // The ticket moves to 4 outside the gate. A proposal at version 3 is
@@ -105,7 +116,7 @@ async fn each_decision_reads_its_own_version(url: &str) {
     // passed the filter and been claimed, and the executor's precondition
     // would have closed that claim as precondition_failed.
     support::edit(&d.store, &t.id).await;
-    let stale = credit(&d, &d.store, &t, 3, 500, "Done.").await;
+    let stale = credit(&d, &t, 3, 500, "Done.").await;
     assert_eq!(
         outcome(&stale),
         (Outcome::StateChanged, Some(Reason::VersionMismatch)),
@@ -116,7 +127,7 @@ async fn each_decision_reads_its_own_version(url: &str) {
     assert!(d.store.fetch(&key).await.unwrap().is_none());
 
     // The first credit, retried once more three versions later.
-    let late = credit(&d, &d.store, &t, 1, 1500, "Did it.").await;
+    let late = credit(&d, &t, 1, 1500, "Did it.").await;
     assert_eq!(outcome(&late), (Outcome::Replayed, None), "{late:?}");
 
     assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 2);
@@ -125,19 +136,19 @@ async fn each_decision_reads_its_own_version(url: &str) {
 
 type Hook<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// The claim store, with `hook` run once, just before the first claim:
-/// another decision, between this decision's read of the entities and the
-/// version (which its state read uses) and its claim.
+/// The decision's claim store, with `hook` run once, just before the
+/// first claim: another decision, between this decision's read of the
+/// entities and the version (which its state read uses) and its claim.
 struct Between<'a> {
-    inner: &'a AnyClaimStore,
+    inner: &'a Held<'a>,
     hook: Mutex<Option<Hook<'a>>>,
 }
 
 impl<'a> Between<'a> {
-    fn new(inner: &'a AnyClaimStore, hook: impl Future<Output = ()> + Send + 'a) -> Self {
+    fn new(inner: &'a Held<'a>, hook: Option<Hook<'a>>) -> Self {
         Self {
             inner,
-            hook: Mutex::new(Some(Box::pin(hook))),
+            hook: Mutex::new(hook),
         }
     }
 
@@ -211,13 +222,12 @@ async fn an_interleaved_decision_keeps_its_own_read(url: &str) {
     // passes and is written (3). The outer decision then compares with
     // its own read: the filter passes on a version already stale, and the
     // executor's precondition, the check that holds, writes nothing.
-    let between = Between::new(&d.store, async {
+    let between: Hook<'_> = Box::pin(async {
         support::edit(&d.store, &t.id).await;
-        let inner = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+        let inner = credit(&d, &t, 2, 900, "Done.").await;
         assert_eq!(outcome(&inner), (Outcome::Executed, None), "{inner:?}");
     });
-    let outer = credit(&d, &between, &t, 1, 1500, "Done.").await;
-    assert!(between.ran());
+    let outer = credit_as(&d, AGENT, Some(between), &t, 1, 1500, "Done.").await;
     assert_eq!(
         outcome(&outer),
         (Outcome::StateChanged, Some(Reason::PreconditionFailed)),
@@ -237,16 +247,15 @@ async fn a_retry_racing_its_original_is_replayed(url: &str) {
     let d = support::Desk::open(url).await;
     let t = ticket(&d, "race").await;
 
-    let between = Between::new(&d.store, async {
-        let original = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+    let between: Hook<'_> = Box::pin(async {
+        let original = credit(&d, &t, 1, 1500, "Done.").await;
         assert_eq!(
             outcome(&original),
             (Outcome::Executed, None),
             "{original:?}"
         );
     });
-    let retry = credit(&d, &between, &t, 1, 1500, "Did it.").await;
-    assert!(between.ran());
+    let retry = credit_as(&d, AGENT, Some(between), &t, 1, 1500, "Did it.").await;
     assert_eq!(outcome(&retry), (Outcome::Replayed, None), "{retry:?}");
     assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 1);
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
@@ -273,12 +282,12 @@ async fn another_agent_is_forbidden_before_any_claim(url: &str) {
         .await
         .unwrap();
 
-    let first = credit(&d, &d.store, &t, 1, 1500, "Done.").await;
+    let first = credit(&d, &t, 1, 1500, "Done.").await;
     assert_eq!(outcome(&first), (Outcome::Executed, None), "{first:?}");
 
     // The same operation (the key holds no actor), asked by the other
     // agent: never the recorded result.
-    let retry = credit_as(&d, &other, &d.store, &t, 1, 1500, "Did it.").await;
+    let retry = credit_as(&d, &other, None, &t, 1, 1500, "Did it.").await;
     assert_eq!(
         outcome(&retry),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
@@ -287,7 +296,7 @@ async fn another_agent_is_forbidden_before_any_claim(url: &str) {
     assert_eq!(retry.result(), None);
 
     // A fresh proposal by the other agent writes nothing.
-    let fresh = credit_as(&d, &other, &d.store, &t, 2, 900, "Done.").await;
+    let fresh = credit_as(&d, &other, None, &t, 2, 900, "Done.").await;
     assert_eq!(
         outcome(&fresh),
         (Outcome::Forbidden, Some(Reason::NotAuthorized)),
@@ -297,7 +306,7 @@ async fn another_agent_is_forbidden_before_any_claim(url: &str) {
     assert_eq!(d.desk.ticket_version(&t.id).await.unwrap(), Some(2));
 
     // The assigned agent's proposal at version 2 is claimed and written.
-    let second = credit(&d, &d.store, &t, 2, 900, "Done.").await;
+    let second = credit(&d, &t, 2, 900, "Done.").await;
     assert_eq!(outcome(&second), (Outcome::Executed, None), "{second:?}");
     assert_eq!(d.desk.credit_count(&t.id).await.unwrap(), 2);
 }

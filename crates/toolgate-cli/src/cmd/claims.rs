@@ -10,14 +10,8 @@ use crate::cmd::config::{Application, DbArgs, Deployment};
 use crate::io::{io_failure, print_line};
 
 /// Inspect the claim store.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand)]
-enum Command {
+pub enum Command {
     Stuck(StuckArgs),
     Reconcile(ReconcileArgs),
 }
@@ -49,7 +43,7 @@ enum Command {
 ///   $ toolgate claims stuck --limit 50
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct StuckArgs {
+pub struct StuckArgs {
     #[command(flatten)]
     db: DbArgs,
     /// List at most this many claims.
@@ -60,18 +54,15 @@ struct StuckArgs {
     now: Option<i64>,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match args.command {
+pub fn run(command: Command) -> ExitCode {
+    match command {
         Command::Stuck(args) => stuck(args),
         Command::Reconcile(args) => reconcile(args),
     }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| io_failure("starting the async runtime", &e))
+    crate::io::runtime().map_err(|e| io_failure("starting the async runtime", &e))
 }
 
 /// Opens the store at `db`, which must exist: an operator's mistyped path
@@ -201,7 +192,7 @@ fn corrupt_line(c: &CorruptRow) -> Value {
 /// (--db, TOOLGATE_DB_URL, --config).
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct ReconcileArgs {
+pub struct ReconcileArgs {
     #[command(flatten)]
     db: DbArgs,
     /// The operation key (64 hex digits).

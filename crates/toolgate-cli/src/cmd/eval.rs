@@ -152,10 +152,7 @@ pub fn run(args: Args) -> ExitCode {
             Err(e) => return fail(format!("built-in policy: {e}")),
         },
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::io::runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("starting the async runtime: {e}")),
     };

@@ -10,14 +10,8 @@ use toolgate_http::{ApiKey, ExecutionMode};
 use crate::io::print_line;
 
 /// Make API keys for `toolgate serve`.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand)]
-enum Command {
+pub enum Command {
     New(NewArgs),
 }
 
@@ -58,7 +52,7 @@ enum Command {
 /// Exit 0, or 2 for usage errors and when no randomness is available.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct NewArgs {
+pub struct NewArgs {
     /// The principal the key authenticates (its id in decisions, audit
     /// entries and Cedar policies). Default: `key-` and the first 8 hex
     /// digits of the key's digest.
@@ -84,8 +78,8 @@ struct NewArgs {
     act_for_users: bool,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match args.command {
+pub fn run(command: Command) -> ExitCode {
+    match command {
         Command::New(args) => new(&args),
     }
 }

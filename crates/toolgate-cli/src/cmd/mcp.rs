@@ -11,14 +11,8 @@ use toolgate_mcp::import::{import, policy_skeleton};
 use crate::io::print_line;
 
 /// The MCP gateway's commands.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand)]
-enum Command {
+pub enum Command {
     Import(ImportArgs),
     Stdio(StdioArgs),
 }
@@ -49,7 +43,7 @@ enum Command {
 /// 2 for a configuration, connection or key error.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct StdioArgs {
+pub struct StdioArgs {
     /// The deployment file.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
@@ -85,7 +79,7 @@ struct StdioArgs {
 /// are pinned), 2 for a configuration, connection or I/O error.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct ImportArgs {
+pub struct ImportArgs {
     /// The upstream's name in [[upstreams]].
     #[arg(long, value_name = "NAME")]
     upstream: String,
@@ -95,8 +89,8 @@ struct ImportArgs {
 }
 
 /// Runs `toolgate mcp`.
-pub fn run(args: Args) -> ExitCode {
-    match args.command {
+pub fn run(command: Command) -> ExitCode {
+    match command {
         Command::Import(a) => run_import(&a),
         Command::Stdio(a) => crate::cmd::serve::run_stdio(&a.config, a.db.as_deref(), &a.key_env),
     }
@@ -128,10 +122,7 @@ fn run_import(args: &ImportArgs) -> ExitCode {
     // skeleton. A policy that does not load yet (an entry still being
     // written) is not an error here.
     let policy = policy_of(&text, base, &upstreams);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::io::runtime() {
         Ok(r) => r,
         Err(e) => return fail(&format!("starting the runtime: {e}")),
     };

@@ -10,14 +10,8 @@ use toolgate::provider::Provider;
 use crate::io::{io_failure, print_line};
 
 /// Export or explain a policy's tools.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    which: Which,
-}
-
 #[derive(clap::Subcommand)]
-enum Which {
+pub enum Which {
     Export(ExportArgs),
     Explain(ExplainArgs),
 }
@@ -31,7 +25,7 @@ enum Which {
 /// it while generating). Exit 0, or 2 for usage and policy-load errors.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct ExportArgs {
+pub struct ExportArgs {
     /// The policy file (TOML).
     #[arg(long, value_name = "FILE")]
     policy: std::path::PathBuf,
@@ -48,14 +42,14 @@ struct ExportArgs {
 /// for usage and policy-load errors.
 #[derive(clap::Args)]
 #[command(verbatim_doc_comment)]
-struct ExplainArgs {
+pub struct ExplainArgs {
     /// The policy file (TOML).
     #[arg(long, value_name = "FILE")]
     policy: std::path::PathBuf,
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match args.which {
+pub fn run(which: Which) -> ExitCode {
+    match which {
         Which::Export(a) => run_export(&a),
         Which::Explain(a) => run_explain(&a),
     }

@@ -27,7 +27,8 @@ use toolgate_mcp::config::Upstream;
 use toolgate_mcp::executor::UpstreamExecutor;
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::http::HttpSettings;
-use toolgate_mcp::pin::{PinFile, compare};
+use toolgate_mcp::pin::PinFile;
+use toolgate_mcp::refresh::Watch;
 use toolgate_mcp::served::Served;
 use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
@@ -495,10 +496,11 @@ async fn tools_state(
 
 /// The MCP gateway's parts for a deployment's [[upstreams]]: a client per
 /// upstream, the tools served (mapped, pinned, still offered as pinned, in
-/// the policy), and the executor that sends each tool to its upstream.
-/// A tool withheld at start is said on stderr and in the log, with why.
+/// the policy), the watch that compares the pins again while serving, and
+/// the executor that sends each tool to its upstream. A tool withheld at
+/// start is said on stderr and in the log, with why.
 struct McpGateway {
-    policy: Option<Arc<Policy>>,
+    watch: Option<Watch>,
     catalog: Catalog,
     allowed_hosts: Vec<String>,
 }
@@ -511,7 +513,7 @@ impl McpGateway {
         policy_path: &std::path::Path,
     ) -> Result<(Self, UpstreamExecutor), String> {
         let mut gateway = Self {
-            policy: None,
+            watch: None,
             catalog: Catalog::default(),
             allowed_hosts: HttpSettings::default().allowed_hosts,
         };
@@ -525,6 +527,7 @@ impl McpGateway {
             .map_err(|e| format!("reading {}: {e}", policy_path.display()))?;
         let policy = Policy::load_with(&text, &toolgate_mcp::config::argument_scopes(upstreams))
             .map_err(|e| format!("{}: {e}", policy_path.display()))?;
+        let mut watch = Watch::new(Arc::new(policy));
         for u in upstreams {
             let pins =
                 PinFile::read(&u.pins).map_err(|e| format!("upstreams[{}].pins: {e}", u.name))?;
@@ -535,30 +538,32 @@ impl McpGateway {
                 .offered()
                 .await
                 .map_err(|e| format!("upstreams[{}]: tools/list: {e}", u.name))?;
-            let refresh = compare(&pins, &offered);
-            for note in gateway.catalog.add_upstream(&policy, u, &pins, &refresh) {
-                eprintln!("toolgate serve: upstreams[{}]: {note}", u.name);
-                tracing::warn!(upstream = u.name.as_str(), "{note}");
-            }
             let client = Arc::new(client);
             for t in &u.tools {
                 executor.route(&t.name, Arc::clone(&client), t.status_tool.clone());
             }
+            watch.add(u, pins, client, &offered);
+        }
+        let (catalog, notes) = watch.catalog();
+        for (upstream, note) in notes {
+            eprintln!("toolgate serve: upstreams[{upstream}]: {note}");
+            tracing::warn!(upstream = upstream.as_str(), "{note}");
         }
         // stderr: on `mcp stdio` stdout is the protocol's.
         eprintln!(
             "toolgate: mcp gateway: {} tool(s) served from {} upstream(s)",
-            gateway.catalog.len(),
+            catalog.len(),
             upstreams.len()
         );
-        gateway.policy = Some(Arc::new(policy));
+        gateway.catalog = catalog;
+        gateway.watch = Some(watch);
         Ok((gateway, executor))
     }
 
     /// `/mcp` deciding with `state`'s components, or no route at all for a
     /// deployment without upstreams.
     fn router(self, state: &AppState<ToolComponents>, keys: KeyRing) -> Router {
-        let Some(policy) = self.policy else {
+        let Some(watch) = self.watch else {
             return Router::new();
         };
         let mut allowed_hosts = self.allowed_hosts;
@@ -572,11 +577,12 @@ impl McpGateway {
             body_limit: state.settings().body_limit,
         };
         let gateway = Gateway::new(
-            policy,
+            Arc::clone(watch.policy()),
             self.catalog,
             Identity::Keys(keys.clone()),
             Served::new(state.clone()),
         );
+        watch.spawn(gateway.clone());
         toolgate_mcp::http::router(gateway, keys, &settings)
     }
 }
@@ -641,9 +647,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Ok(g) => g,
             Err(e) => return fail("starting", &e),
         };
-        let McpGateway {
-            policy, catalog, ..
-        } = gateway;
+        let McpGateway { watch, catalog, .. } = gateway;
         let state = match tools_state(
             &db, config, section, d.policy, &d.cedar, keys, d.settings, executor,
         )
@@ -652,16 +656,17 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Ok(s) => s,
             Err(e) => return fail("starting", &e),
         };
-        let Some(policy) = policy else {
+        let Some(watch) = watch else {
             return fail("configuration", &"no [[upstreams]]: nothing to serve");
         };
         let limit = state.settings().body_limit;
         let gateway = Gateway::new(
-            policy,
+            Arc::clone(watch.policy()),
             catalog,
             Identity::Fixed(principal),
             Served::new(state.clone()),
         );
+        watch.spawn(gateway.clone());
         let served = toolgate_mcp::stdio::serve_lines(
             gateway,
             tokio::io::stdin(),

@@ -260,14 +260,12 @@ pub async fn seed_tickets(
     n: usize,
     agent: &str,
 ) -> Vec<SeedTicket> {
-    let tickets: Vec<SeedTicket> = (0..n)
-        .map(|i| SeedTicket {
-            id: format!("{letter}{tag}-{i}"),
-            customer_id: format!("{letter}C{tag}-{i}"),
-            assignee: agent.to_owned(),
-            version: 1,
-        })
-        .collect();
+    let tickets = SeedTicket::series(
+        &format!("{letter}{tag}"),
+        &format!("{letter}C{tag}"),
+        agent,
+        n,
+    );
     SupportDesk::on_store(store)
         .await
         .expect("desk tables")

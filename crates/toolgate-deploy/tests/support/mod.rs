@@ -343,12 +343,18 @@ pub async fn start_shop() -> (String, Shop) {
         .route("/status", get(status))
         .route("/orders/{id}/version", get(version))
         .with_state(shop.clone());
+    (serve(app).await, shop)
+}
+
+/// Serves `app` on a loopback port for the rest of the test; its base URL
+/// (`http://127.0.0.1:N`).
+pub async fn serve(app: Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         axum::serve(listener, app).await.unwrap();
     });
-    (format!("http://{addr}"), shop)
+    format!("http://{addr}")
 }
 
 /// A loopback port nothing listens on (bound, then released).

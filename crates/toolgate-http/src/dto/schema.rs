@@ -59,14 +59,26 @@ pub(super) fn scope_schema() -> RefOr<Schema> {
         .into()
 }
 
+/// `one_of` with the array and object branches of a recursive value: each
+/// element or member is again the schema `name`.
+fn with_containers(one_of: OneOfBuilder, name: &str) -> OneOfBuilder {
+    let nested = || RefOr::Ref(utoipa::openapi::Ref::from_schema_name(name));
+    one_of
+        .item(utoipa::openapi::schema::ArrayBuilder::new().items(nested()))
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::RefOr(nested()))),
+        )
+}
+
 /// An attribute of an application-sent entity: strings, booleans,
 /// integers, and arrays and objects of those (Cedar's attribute values).
 pub struct EntityValue;
 
 impl utoipa::PartialSchema for EntityValue {
     fn schema() -> RefOr<Schema> {
-        let nested = || RefOr::Ref(utoipa::openapi::Ref::from_schema_name("EntityValue"));
-        OneOfBuilder::new()
+        let scalars = OneOfBuilder::new()
             .item(ObjectBuilder::new().schema_type(Type::String))
             .item(ObjectBuilder::new().schema_type(Type::Boolean))
             .item(
@@ -74,13 +86,8 @@ impl utoipa::PartialSchema for EntityValue {
                     .schema_type(Type::Integer)
                     .minimum(Some(-integer_bound()))
                     .maximum(Some(integer_bound())),
-            )
-            .item(utoipa::openapi::schema::ArrayBuilder::new().items(nested()))
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::Object)
-                    .additional_properties(Some(AdditionalProperties::RefOr(nested()))),
-            )
+            );
+        with_containers(scalars, "EntityValue")
             .description(Some(
                 "An entity attribute: a string, boolean or integer, or an array or object of \
                  those, nested at most 8 deep",
@@ -177,8 +184,7 @@ pub struct StrictJson;
 impl utoipa::PartialSchema for StrictJson {
     fn schema() -> RefOr<Schema> {
         let bound = integer_bound();
-        let nested = || RefOr::Ref(utoipa::openapi::Ref::from_schema_name("StrictJson"));
-        OneOfBuilder::new()
+        let scalars = OneOfBuilder::new()
             .item(ObjectBuilder::new().schema_type(Type::Null))
             .item(ObjectBuilder::new().schema_type(Type::Boolean))
             .item(ObjectBuilder::new().schema_type(Type::String))
@@ -187,13 +193,8 @@ impl utoipa::PartialSchema for StrictJson {
                     .schema_type(Type::Number)
                     .minimum(Some(-bound))
                     .maximum(Some(bound)),
-            )
-            .item(utoipa::openapi::schema::ArrayBuilder::new().items(nested()))
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::Object)
-                    .additional_properties(Some(AdditionalProperties::RefOr(nested()))),
-            )
+            );
+        with_containers(scalars, "StrictJson")
             .description(Some(
                 "Any JSON value, numbers within ±(2^53−1): a larger integer is refused as \
                  `number_out_of_range` wherever it is nested (a float beyond it is read, but \

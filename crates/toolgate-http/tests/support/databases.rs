@@ -110,6 +110,23 @@ impl Drop for EveryStore {
     }
 }
 
+/// A test, `$name`, of one check, `$check(url: Option<&str>)`, on every
+/// store [`EveryStore`] gives (`$prefix` names its SQLite directory).
+#[allow(unused_macros, reason = "each test binary uses part of the support")]
+macro_rules! on_every_store {
+    ($check:ident, $prefix:literal: $name:ident) => {
+        #[tokio::test]
+        async fn $name() {
+            let stores = crate::support::databases::EveryStore::new($prefix);
+            for url in stores.urls() {
+                $check(url).await;
+            }
+        }
+    };
+}
+#[allow(unused_imports, reason = "each test binary uses part of the support")]
+pub(crate) use on_every_store;
+
 /// Three tests of one durable check, `$check(url: &str)`: on SQLite in a
 /// file of its own (`$prefix` names its directory), and on PostgreSQL and
 /// MariaDB when their URLs are set.

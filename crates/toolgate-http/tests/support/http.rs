@@ -44,27 +44,60 @@ pub fn get(path: &str, key: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// `POST path` with `key` and a JSON body, answered as `send` answers.
+pub async fn send_post(app: &Router, path: &str, key: &str, body: &Value) -> (StatusCode, Value) {
+    send(app, post(path, key, body)).await
+}
+
+/// `POST /v1/claims/{key}/complete` as `caller`: `holder`'s `result`.
+pub async fn complete(
+    app: &Router,
+    caller: &str,
+    key: &str,
+    holder: &str,
+    result: &Value,
+) -> (StatusCode, Value) {
+    let path = format!("/v1/claims/{key}/complete");
+    let body = json!({"holder": holder, "result": result});
+    send_post(app, &path, caller, &body).await
+}
+
+/// `POST /v1/claims/{key}/reconcile` as the operator: applied, with `result`.
+pub async fn reconcile_applied(app: &Router, key: &str, result: &Value) -> (StatusCode, Value) {
+    let path = format!("/v1/claims/{key}/reconcile");
+    let body = json!({"applied": true, "result": result});
+    send_post(app, &path, super::OPERATOR_KEY, &body).await
+}
+
 /// `POST /v1/decisions` with `key`.
 pub async fn decide(app: &Router, key: &str, body: &Value) -> (StatusCode, Value) {
-    send(app, post("/v1/decisions", key, body)).await
+    send_post(app, "/v1/decisions", key, body).await
 }
 
 /// A reviewer's action (`approve`, `reject`, …) on review item `item`.
 pub async fn act(app: &Router, key: &str, item: u64, what: &str) -> (StatusCode, Value) {
-    send(
-        app,
-        post(&format!("/v1/review/items/{item}/{what}"), key, &json!({})),
-    )
-    .await
+    let path = format!("/v1/review/items/{item}/{what}");
+    send_post(app, &path, key, &json!({})).await
 }
 
 /// An answer's status and `outcome` are `want` and `outcome`; the body is
 /// printed when they are not.
 #[track_caller]
 pub fn assert_outcome(status: StatusCode, body: &Value, want: StatusCode, outcome: &str) {
+    assert_answer(status, body, want, "outcome", outcome);
+}
+
+/// A problem answer's status and `code` are `want` and `code`, likewise.
+#[track_caller]
+pub fn assert_problem(status: StatusCode, body: &Value, want: StatusCode, code: &str) {
+    assert_answer(status, body, want, "code", code);
+}
+
+#[track_caller]
+fn assert_answer(status: StatusCode, body: &Value, want: StatusCode, field: &str, value: &str) {
     assert_eq!(
-        (status, body["outcome"].as_str()),
-        (want, Some(outcome)),
+        (status, body[field].as_str()),
+        (want, Some(value)),
         "{body}"
     );
 }

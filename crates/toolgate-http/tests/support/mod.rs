@@ -312,7 +312,12 @@ pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool
 
 /// The router of a default test app, and its desk.
 pub fn app_router() -> (axum::Router, DeskRef) {
-    let (state, desk) = app();
+    router_with(Settings::default())
+}
+
+/// The router over the test desk with `settings`.
+pub fn router_with(settings: Settings) -> (axum::Router, DeskRef) {
+    let (state, desk) = app_with(settings);
     (toolgate_http::router(state), desk)
 }
 
@@ -336,12 +341,24 @@ pub fn credit(amount: i64) -> Value {
     )
 }
 
+/// A refund of `amount` (minor units): the tool that needs a person's
+/// approval.
+pub fn refund(amount: i64) -> Value {
+    action("refund_order", json!({"amount_minor": amount}))
+}
+
 pub fn decision_body(response: Value, ticket: &str, version: &str) -> Value {
     json!({
         "provider": "envelope",
         "response": response,
         "scope": {"customer_id": "c-1", "ticket_id": ticket, "version_seen": version}
     })
+}
+
+/// A credit of `amount` on t-1 as the model read it at version 7: the
+/// desk's ticket as every test starts it.
+pub fn credit_on_t1(amount: i64) -> Value {
+    decision_body(credit(amount), "t-1", "7")
 }
 
 /// A sidecar serving a test app on a loopback port until `stop` is sent.

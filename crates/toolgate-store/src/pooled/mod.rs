@@ -169,35 +169,151 @@ impl<DB: sqlx::Database> PooledStore<DB> {
     }
 }
 
+/// A connection of one node's transaction pool, kept by one decision
+/// between its read and its claim (`crate::held`).
+pub(crate) struct Kept<DB: sqlx::Database> {
+    /// The node whose pool it came from: after a failover it serves no
+    /// transaction and goes back.
+    node: usize,
+    conn: sqlx::pool::PoolConnection<DB>,
+}
+
+impl<DB: sqlx::Database> std::ops::Deref for Kept<DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
+        &self.conn
+    }
+}
+
+impl<DB: sqlx::Database> std::ops::DerefMut for Kept<DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        &mut self.conn
+    }
+}
+
+impl<DB: sqlx::Database> PooledStore<DB> {
+    /// A connection from the transaction pool of the node a claim would
+    /// use now, for a decision to keep (`crate::held`).
+    pub(crate) async fn acquire(&self) -> Result<Kept<DB>, StoreError> {
+        let i = self.nodes.pick();
+        let node = &self.nodes.list[i];
+        let what = format!("connecting to {}", <DB as sqlx::Database>::NAME);
+        match node.pool.acquire().await {
+            Ok(conn) => Ok(Kept { node: i, conn }),
+            Err(e) => Err(node.named(map_err(&what, e))),
+        }
+    }
+
+    /// Whether `other` is a handle to this store's connections.
+    pub(crate) fn same_as(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.nodes, &other.nodes)
+    }
+}
+
+/// A store whose next transaction begins on a connection a decision kept
+/// ([`PooledStore::claim_on`]); the rest is the store's.
+struct FirstOn<'a, DB: sqlx::Database> {
+    store: &'a PooledStore<DB>,
+    conn: std::sync::Mutex<Option<Kept<DB>>>,
+}
+
+with_pooled_bounds! {
+[impl<DB> ClaimBackend for FirstOn<'_, DB>]
+{
+    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+        let first = self
+            .conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        transaction_on(self.store, first, &unit).await
+    }
+
+    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        ClaimBackend::read_claim(self.store, key).await
+    }
+
+    fn clock(&self) -> Clock {
+        self.store.clock
+    }
+
+    fn read_back_settled(&self, settled: bool) {
+        ClaimBackend::read_back_settled(self.store, settled);
+    }
+
+    async fn fault_after_commit(&self) -> bool {
+        ClaimBackend::fault_after_commit(self.store).await
+    }
+}
+}
+
+with_pooled_bounds! {
+[
+/// Claims `request` as [`ClaimStore::claim`] does, its first transaction
+/// on `conn`: a connection of `store`'s that a decision kept since its read
+/// (`crate::held`). The connection goes back to the pool when that
+/// transaction ends; a retry acquires as usual.
+pub(crate) async fn claim_on<DB>(
+    store: &PooledStore<DB>,
+    conn: Kept<DB>,
+    request: ClaimRequest,
+) -> Result<RawClaim, StoreError>
+]
+{
+    let first = FirstOn {
+        store,
+        conn: std::sync::Mutex::new(Some(conn)),
+    };
+    protocol::claim(&first, request).await
+}
+}
+
+with_pooled_bounds! {
+[
+/// Runs `unit` on the node in use: on `first` when it is that node's,
+/// else on a connection from the node's pool. A kept connection of a node
+/// the store left goes back to its pool.
+async fn transaction_on<DB>(
+    store: &PooledStore<DB>,
+    mut first: Option<Kept<DB>>,
+    unit: &Unit,
+) -> Result<Answer, TxFail>
+]
+{
+    let nodes = &store.nodes;
+    let mut last = None;
+    for _ in 0..nodes.list.len() {
+        let i = nodes.pick();
+        let node = &nodes.list[i];
+        let kept = first.take().filter(|k| k.node == i).map(|k| k.conn);
+        match transaction(&node.pool, kept, store.hook(), unit).await {
+            // The statements failed because the node did: nothing was
+            // written, so the unit runs again on the next node.
+            Err(TxFail::Failed(e)) if node_lost(&e) => {
+                nodes.node_failed(i, &e);
+                last = Some(node.named(e));
+            }
+            Err(TxFail::Unknown(e)) => {
+                // A COMMIT that failed other than by a lost race: the
+                // node is suspect, and the protocol reads back on
+                // another one.
+                nodes.counts.unknown_commits.fetch_add(1, Ordering::Relaxed);
+                nodes.node_failed(i, &e);
+                return Err(TxFail::Unknown(node.named(e)));
+            }
+            Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
+            other => return other,
+        }
+    }
+    Err(TxFail::Failed(last.unwrap_or_else(no_node::<DB>)))
+}
+}
+
 with_pooled_bounds! {
 [impl<DB> ClaimBackend for PooledStore<DB>]
 {
     async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        let nodes = &self.nodes;
-        let mut last = None;
-        for _ in 0..nodes.list.len() {
-            let i = nodes.pick();
-            let node = &nodes.list[i];
-            match transaction(&node.pool, self.hook(), &unit).await {
-                // The statements failed because the node did: nothing was
-                // written, so the unit runs again on the next node.
-                Err(TxFail::Failed(e)) if node_lost(&e) => {
-                    nodes.node_failed(i, &e);
-                    last = Some(node.named(e));
-                }
-                Err(TxFail::Unknown(e)) => {
-                    // A COMMIT that failed other than by a lost race: the
-                    // node is suspect, and the protocol reads back on
-                    // another one.
-                    nodes.counts.unknown_commits.fetch_add(1, Ordering::Relaxed);
-                    nodes.node_failed(i, &e);
-                    return Err(TxFail::Unknown(node.named(e)));
-                }
-                Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
-                other => return other,
-            }
-        }
-        Err(TxFail::Failed(last.unwrap_or_else(no_node::<DB>)))
+        transaction_on(self, None, &unit).await
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -295,10 +411,12 @@ with_pooled_bounds! {
 }
 }
 
-/// Runs `unit` in a transaction of its own on a connection from `pool`,
-/// which goes back to the pool when the transaction has ended.
+/// Runs `unit` in a transaction of its own on `conn` (a connection of
+/// `pool` a decision kept) or else on one from `pool`. The connection goes
+/// back to the pool when the transaction has ended.
 async fn transaction<DB>(
     pool: &sqlx::Pool<DB>,
+    conn: Option<sqlx::pool::PoolConnection<DB>>,
     hook: Option<&crate::common::Hook>,
     unit: &Unit,
 ) -> Result<Answer, TxFail>
@@ -314,10 +432,13 @@ where
             TxFail::Failed(map_err(what, e))
         }
     };
-    let mut conn = pool
-        .acquire()
-        .await
-        .map_err(|e| failed("beginning a transaction", e))?;
+    let mut conn = match conn {
+        Some(conn) => conn,
+        None => pool
+            .acquire()
+            .await
+            .map_err(|e| failed("beginning a transaction", e))?,
+    };
     let tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(|e| failed("beginning a transaction", e))?;

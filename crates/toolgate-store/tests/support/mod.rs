@@ -514,6 +514,136 @@ pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
     assert!(store.audit_trail(&key, 10).await.expect("trail").is_empty());
 }
 
+/// A hook that records the connection id of every claim transaction, at
+/// the conditional insert.
+pub fn record_claim_connections() -> (
+    toolgate_store::fault::FaultHook,
+    Arc<std::sync::Mutex<Vec<i64>>>,
+) {
+    use toolgate_store::fault::FaultPoint;
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = Arc::clone(&ids);
+    let hook: toolgate_store::fault::FaultHook = Arc::new(move |at, id| {
+        if at == FaultPoint::AfterInsert {
+            seen.lock().unwrap().push(id);
+        }
+        Box::pin(async { false })
+    });
+    (hook, ids)
+}
+
+/// The server's id of the connection `held` lends, read on it and kept
+/// there for the claim.
+async fn held_connection_id(held: &toolgate_store::Held<'_>) -> i64 {
+    use toolgate_store::HeldConnection;
+    match held.connection().await.expect("a connection to hold") {
+        HeldConnection::Postgres(mut conn) => {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("pg_backend_pid");
+            conn.keep();
+            id
+        }
+        HeldConnection::MySql(mut conn) => {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await
+                .expect("CONNECTION_ID");
+            conn.keep();
+            id
+        }
+        HeldConnection::Sqlite => panic!("SQLite holds nothing"),
+    }
+}
+
+/// `store` has two connections in its transaction pool and
+/// [`record_claim_connections`]'s hook installed. A decision's claim
+/// begins on the connection its read held (`AnyClaimStore::hold`), never
+/// on another decision's; a held connection goes back to the pool with the
+/// claim's transaction or with the `Held`; and a decision that holds one
+/// never waits on the pool for another.
+pub async fn a_decision_claims_on_the_connection_it_read_on(
+    store: &toolgate_store::AnyClaimStore,
+    claim_ids: &std::sync::Mutex<Vec<i64>>,
+) {
+    let ns = Namespace::new(random16());
+    let last_claim_id = || *claim_ids.lock().unwrap().last().expect("a claim ran");
+
+    // The read's connection is its decision's claim's.
+    let (_, req) = request_for(&ns, 1);
+    let held = store.hold();
+    assert!(held.is_of(store));
+    let read_on = held_connection_id(&held).await;
+    expect_acquired(held.claim(req).await.expect("claim"));
+    assert_eq!(
+        last_claim_id(),
+        read_on,
+        "the claim did not begin on the read's connection"
+    );
+    // The claim gave it back: both connections are free again.
+    let (_, again) = request_for(&ns, 5);
+    let (a, b) = (store.hold(), store.hold());
+    assert_ne!(held_connection_id(&a).await, held_connection_id(&b).await);
+    drop((a, b));
+    expect_acquired(store.claim(again).await.expect("claim after"));
+    drop(held);
+
+    // Another decision's claim never takes it: the pool hands that claim
+    // the other connection.
+    let (_, other) = request_for(&ns, 2);
+    let held = store.hold();
+    let kept = held_connection_id(&held).await;
+    expect_acquired(store.claim(other).await.expect("claim"));
+    assert_ne!(
+        last_claim_id(),
+        kept,
+        "a claim took another decision's connection"
+    );
+    drop(held);
+
+    // Decisions that read and never claimed give their connections back.
+    let (first, second) = (store.hold(), store.hold());
+    let a = held_connection_id(&first).await;
+    let b = held_connection_id(&second).await;
+    assert_ne!(a, b, "two decisions read on one connection at once");
+    drop((first, second));
+    let (_, after) = request_for(&ns, 3);
+    expect_acquired(
+        store
+            .claim(after)
+            .await
+            .expect("a claim after both were given back"),
+    );
+
+    // A decision that holds a connection never waits on the pool for
+    // another: with both connections held, each decision's audit entry
+    // (a transaction of its own) runs, because the call gives the
+    // decision's own connection back first. Waiting instead would time out.
+    let (first, second) = (store.hold(), store.hold());
+    held_connection_id(&first).await;
+    held_connection_id(&second).await;
+    let (key, _) = request_for(&ns, 4);
+    let entry = toolgate::claim::AuditEntry::new(
+        UnixMillis(conformance::T0.0 + 1),
+        "agent-1".into(),
+        Some("apply_credit".into()),
+        "forbidden".into(),
+        Some("policy_denied".into()),
+        Some(key),
+        Some(fingerprint()),
+    )
+    .expect("entry");
+    first
+        .append_audit(&entry)
+        .await
+        .expect("the first decision's audit entry");
+    second
+        .append_audit(&entry)
+        .await
+        .expect("the second decision's audit entry");
+    assert_eq!(store.audit_trail(&key, 10).await.expect("trail").len(), 2);
+}
 /// `store` is ready until `close` closes its pool, then unavailable.
 pub async fn ready_until_closed<S: ClaimStore>(store: &S, close: impl AsyncFnOnce()) {
     store.ready().await.expect("a fresh store is ready");

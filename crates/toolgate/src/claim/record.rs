@@ -30,6 +30,18 @@ impl UnixMillis {
     }
 }
 
+/// A reading of a clock, for the edges (the core reads none): before 1970
+/// reads as 0, past `i64::MAX` milliseconds as `i64::MAX`.
+impl From<std::time::SystemTime> for UnixMillis {
+    fn from(t: std::time::SystemTime) -> Self {
+        let ms = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Self(ms)
+    }
+}
+
 impl fmt::Display for UnixMillis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)

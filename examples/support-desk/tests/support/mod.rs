@@ -15,7 +15,7 @@ use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_store::{AnyClaimStore, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SupportDesk, decide_reading_once};
+use toolgate_support_desk::{POLICY, SupportDesk, decide_reading_once_on};
 
 /// Set to `1` (CI does) to turn a missing database into a failure instead
 /// of a skip.
@@ -95,10 +95,12 @@ pub struct Proposal<'a> {
 
 /// How a test decides: the pipeline's `decide`, or the desk's
 /// `decide_reading_once` (the entities and the version in one read).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Decide {
+/// `ReadingOnce` reads on the held connection; the claim begins on it
+/// when `claims` is that `Held`.
+#[derive(Clone, Copy)]
+pub enum Decide<'h> {
     Plain,
-    ReadingOnce,
+    ReadingOnce(&'h toolgate_store::Held<'h>),
 }
 
 impl Desk {
@@ -106,7 +108,7 @@ impl Desk {
     /// and `executor`, now, with a fresh holder and a 30-second lease.
     pub async fn decide<C: ClaimStore, E: Executor>(
         &self,
-        how: Decide,
+        how: Decide<'_>,
         claims: &C,
         executor: &E,
         p: &Proposal<'_>,
@@ -144,7 +146,9 @@ impl Desk {
         };
         let decided = match how {
             Decide::Plain => decide(&gate, proposal, &request).await,
-            Decide::ReadingOnce => decide_reading_once(&gate, proposal, &request).await,
+            Decide::ReadingOnce(held) => {
+                decide_reading_once_on(&gate, held, proposal, &request).await
+            }
         };
         decided.unwrap()
     }

@@ -313,10 +313,7 @@ fn outcome_of(result: &Value) -> String {
 }
 
 fn measure(args: &Args, python: &Path, setup: &Setup) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::io::runtime() {
         Ok(rt) => rt,
         Err(e) => return fail("runtime", e),
     };

@@ -15,14 +15,8 @@ mod timing;
 use std::process::ExitCode;
 
 /// Run a benchmark and print its figures.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    which: Which,
-}
-
 #[derive(clap::Subcommand)]
-enum Which {
+pub enum Which {
     Decode(decode::Args),
     Check(check::Args),
     Race(race::Args),
@@ -30,8 +24,8 @@ enum Which {
     Mcp(mcp::Args),
 }
 
-pub fn run(args: Args) -> ExitCode {
-    match args.which {
+pub fn run(which: Which) -> ExitCode {
+    match which {
         Which::Decode(a) => decode::run(a),
         Which::Check(a) => check::run(a),
         Which::Race(a) => race::run(a),

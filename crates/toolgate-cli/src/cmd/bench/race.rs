@@ -205,6 +205,19 @@ fn policy(key_includes_arguments: bool) -> Result<Policy, String> {
     Policy::load(&text).map_err(|e| e.to_string())
 }
 
+/// The store at `db`, the support desk on it, and an id of this run that
+/// names its tickets, so that runs on one database never share a row.
+pub(super) async fn desk_for_run(db: &str) -> Result<(AnyClaimStore, SupportDesk, String), String> {
+    let setup = AnyClaimStore::connect(db)
+        .await
+        .map_err(|e| e.to_string())?;
+    let desk = SupportDesk::on_store(&setup)
+        .await
+        .map_err(|e| e.to_string())?;
+    let run_id = fresh_holder().map_err(|e| e.to_string())?.to_hex();
+    Ok((setup, desk, run_id[..12].to_owned()))
+}
+
 async fn race(args: &Args) -> Result<ExitCode, String> {
     if args.budget {
         return super::race_budget::race(
@@ -216,22 +229,13 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
         .await;
     }
     let policy = Arc::new(policy(args.key_includes_arguments)?);
-    let setup = AnyClaimStore::connect(&args.db)
-        .await
-        .map_err(|e| e.to_string())?;
-    let desk = SupportDesk::on_store(&setup)
-        .await
-        .map_err(|e| e.to_string())?;
-    let run_id = fresh_holder().map_err(|e| e.to_string())?.to_hex();
-    let run_id = &run_id[..12];
-    let tickets: Vec<SeedTicket> = (0..args.tickets)
-        .map(|i| SeedTicket {
-            id: format!("race-{run_id}-{i}"),
-            customer_id: format!("cust-{run_id}-{i}"),
-            assignee: AGENT.to_owned(),
-            version: 1,
-        })
-        .collect();
+    let (_setup, desk, run_id) = desk_for_run(&args.db).await?;
+    let tickets = SeedTicket::series(
+        &format!("race-{run_id}"),
+        &format!("cust-{run_id}"),
+        AGENT,
+        args.tickets as usize,
+    );
     desk.seed(&tickets).await.map_err(|e| e.to_string())?;
 
     // Connect the workers one after another (each runs the migrations

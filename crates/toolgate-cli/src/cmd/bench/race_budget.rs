@@ -18,12 +18,11 @@ use tokio::sync::Barrier;
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Gate, Outcome, Reason};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_store::{AnyClaimStore, fresh_holder};
+use toolgate_support_desk::SeedTicket;
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{SeedTicket, SupportDesk};
 
 // The proposing agent, who must be the tickets' assignee to pass Cedar.
-use super::race::{AGENT, Hold, Worker, propose_credit};
+use super::race::{AGENT, Hold, Worker, desk_for_run, propose_credit};
 
 /// The daily limit per customer, in minor units.
 const LIMIT: i64 = 10_000;
@@ -55,14 +54,7 @@ pub async fn race(
     hold_after_claim: bool,
 ) -> Result<ExitCode, String> {
     let policy = Arc::new(policy()?);
-    let setup = AnyClaimStore::connect(db)
-        .await
-        .map_err(|e| e.to_string())?;
-    let desk = SupportDesk::on_store(&setup)
-        .await
-        .map_err(|e| e.to_string())?;
-    let run_id = fresh_holder().map_err(|e| e.to_string())?.to_hex();
-    let run_id = &run_id[..12];
+    let (setup, desk, run_id) = desk_for_run(db).await?;
     // One customer per run, so runs never share a counter.
     let customer = format!("budget-{run_id}");
     let seeded: Vec<SeedTicket> = (0..tickets)

@@ -114,17 +114,10 @@ pub fn run(args: Args) -> ExitCode {
     } else {
         (args.requests as usize).div_ceil(5) * 2 + 1
     };
-    let tickets: Vec<SeedTicket> = (0..fresh)
-        .map(|i| SeedTicket {
-            id: format!("B{run_id}-{i}"),
-            // One customer per ticket: the desk's policy caps each
-            // customer's credits per day, and this bench measures the
-            // pipeline's throughput, not that cap.
-            customer_id: format!("BC{run_id}-{i}"),
-            assignee: agent.clone(),
-            version: 1,
-        })
-        .collect();
+    // One customer per ticket: the desk's policy caps each customer's
+    // credits per day, and this bench measures the pipeline's throughput,
+    // not that cap.
+    let tickets = SeedTicket::series(&format!("B{run_id}"), &format!("BC{run_id}"), &agent, fresh);
     let started = server_rt.block_on(async {
         let policy = Policy::load(toolgate_support_desk::POLICY).map_err(|e| e.to_string())?;
         let principal =

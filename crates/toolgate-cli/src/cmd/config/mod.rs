@@ -1,11 +1,14 @@
 //! The deployment file `serve --config` runs (one loader, so `config check`
-//! accepts exactly what `serve` starts with), `toolgate config check`, and
+//! accepts exactly what `serve` starts with): its model and the checks
+//! `Deployment::load` makes. `check.rs` is `toolgate config check`, `db.rs`
 //! where the database URL comes from (`--db`, `TOOLGATE_DB_URL`, the file).
+
+mod check;
+mod db;
 
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -14,14 +17,11 @@ use toolgate::pipeline::{AuthzRequest, Principal};
 use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
 use toolgate_deploy::DeploySection;
 use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
-use toolgate_store::{AnyClaimStore, Backend, redact_url};
 use toolgate_support_desk::cedar as desk_cedar;
 
-use crate::io::{io_failure, print_line};
-
-/// The environment variable that names the database when `--db` does not:
-/// unlike an argument, it does not show in `ps` to every user of the host.
-pub const DB_URL_ENV: &str = "TOOLGATE_DB_URL";
+pub use check::{Command, check_file, run};
+use db::check_db_url;
+pub use db::{DB_URL_ENV, DbArgs, resolve_db};
 
 /// The file as written (TOML). Unknown fields are errors: a misspelt
 /// `lease_ms` must not silently keep the default.
@@ -174,6 +174,13 @@ impl Deployment {
             field: field.to_owned(),
             message,
         };
+        // A section's error without a field is about the section as a whole.
+        let section_err = |section: &str, field: &str, message: &str| {
+            err(
+                if field.is_empty() { section } else { field },
+                message.to_owned(),
+            )
+        };
         let text = std::fs::read_to_string(path).map_err(|e| err("file", e.to_string()))?;
         let file: File = toml::from_str(&text).map_err(|e| {
             let field = e.span().map_or_else(
@@ -198,16 +205,8 @@ impl Deployment {
                 ));
             }
             (None, _) => {
-                let section = DeploySection::from_toml(&text).map_err(|e| {
-                    err(
-                        if e.field().is_empty() {
-                            "tools"
-                        } else {
-                            e.field()
-                        },
-                        e.message().to_owned(),
-                    )
-                })?;
+                let section = DeploySection::from_toml(&text)
+                    .map_err(|e| section_err("tools", e.field(), e.message()))?;
                 if section.tools.is_empty() {
                     return Err(err(
                         "tools",
@@ -223,16 +222,7 @@ impl Deployment {
         };
         let upstreams = toolgate_mcp::config::McpSection::from_toml(&text)
             .and_then(|section| section.check(base))
-            .map_err(|e| {
-                err(
-                    if e.field().is_empty() {
-                        "upstreams"
-                    } else {
-                        e.field()
-                    },
-                    e.message().to_owned(),
-                )
-            })?;
+            .map_err(|e| section_err("upstreams", e.field(), e.message()))?;
         check_upstream_tools(&upstreams, &application).map_err(|(f, m)| err(&f, m))?;
         let policy_path = base.join(&file.policy);
         let policy_text = std::fs::read_to_string(&policy_path)
@@ -566,323 +556,5 @@ impl EntitySource for NoEntities {
         Err(EntityError::Invalid(
             "no entities: the policies were only parsed".to_owned(),
         ))
-    }
-}
-
-/// The URL's syntax as the store reads it, and the certificate files it
-/// names (`sslrootcert`, `sslcert`, `sslkey`, `ssl-ca`, ...) exist, so a
-/// typo shows here rather than at the first connection.
-fn check_db_url(url: &str) -> Result<Backend, String> {
-    let backend = AnyClaimStore::check_url(url).map_err(|e| e.message().to_owned())?;
-    if let Some((_, query)) = url.split_once('?') {
-        for (name, value) in query.split('&').filter_map(|p| p.split_once('=')) {
-            let is_file = matches!(
-                name.to_ascii_lowercase().as_str(),
-                "sslrootcert" | "sslcert" | "sslkey" | "ssl-ca" | "ssl-cert" | "ssl-key"
-            );
-            // sqlx also takes the certificate itself (PEM) inline.
-            if is_file && !value.starts_with("-----BEGIN") && !Path::new(value).is_file() {
-                return Err(format!(
-                    "{}: {name}: no such file: {value}",
-                    redact_url(url)
-                ));
-            }
-        }
-    }
-    Ok(backend)
-}
-
-/// Where a command's database URL came from, for messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DbSource {
-    Flag,
-    Env,
-    File(PathBuf),
-}
-
-impl fmt::Display for DbSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Flag => f.write_str("--db"),
-            Self::Env => f.write_str(DB_URL_ENV),
-            Self::File(p) => write!(f, "`db` in {}", p.display()),
-        }
-    }
-}
-
-/// The database URL by precedence: `--db`, then `TOOLGATE_DB_URL` (when
-/// set and not empty), then the deployment file's `db`. `None` when none
-/// names one; the caller applies its default or refuses.
-pub fn resolve_db(flag: Option<&str>, file: Option<(&str, &Path)>) -> Option<(String, DbSource)> {
-    if let Some(url) = flag {
-        return Some((url.to_owned(), DbSource::Flag));
-    }
-    if let Ok(url) = std::env::var(DB_URL_ENV)
-        && !url.is_empty()
-    {
-        return Some((url, DbSource::Env));
-    }
-    file.map(|(url, path)| (url.to_owned(), DbSource::File(path.to_owned())))
-}
-
-/// The database flags of the operator commands (`claims stuck`,
-/// `claims reconcile`).
-#[derive(clap::Args)]
-pub struct DbArgs {
-    /// The claim store: sqlite://PATH, postgres://... or mysql://...
-    /// Without it: $TOOLGATE_DB_URL, then `db` in --config's file.
-    #[arg(long, value_name = "URL")]
-    db: Option<String>,
-    /// A deployment file (as for `serve --config`) whose `db` names the
-    /// store when neither --db nor TOOLGATE_DB_URL does.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-}
-
-impl DbArgs {
-    /// The deployment file given with --config, if any.
-    pub fn config(&self) -> Option<&Path> {
-        self.config.as_deref()
-    }
-
-    /// The URL to open, or the message to print (exit 2). The file is
-    /// read only when neither --db nor the environment names a database,
-    /// so a broken file does not stand in the way of an explicit URL.
-    pub fn url(&self) -> Result<String, String> {
-        if let Some((url, _)) = resolve_db(self.db.as_deref(), None) {
-            return Ok(url);
-        }
-        let Some(path) = &self.config else {
-            return Err(format!(
-                "no database: give --db URL, set {DB_URL_ENV}, or --config FILE"
-            ));
-        };
-        Deployment::load(path)
-            .map_err(|e| e.to_string())?
-            .db
-            .ok_or_else(|| {
-                format!(
-                    "no database: {} has no `db`, and neither --db nor {DB_URL_ENV} is set",
-                    path.display()
-                )
-            })
-    }
-}
-
-/// Check a deployment's configuration.
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Subcommand)]
-enum Command {
-    Check(CheckArgs),
-}
-
-/// Validate a deployment file without starting anything.
-///
-/// Reads FILE as `toolgate serve --config FILE` does and checks every part:
-/// the TOML and its fields, the policy it names (loaded with its schema
-/// audit), the Cedar policies, each [[keys]] entry (digest, principal,
-/// capabilities, execution mode; no principal twice), the settings, and
-/// the database URL's syntax (and that certificate files it names exist),
-/// and each [[tools]] entry: its executor, state source and entity sources
-/// against the policy, with every SQL query prepared against the
-/// application's database ([app_db]; a read-only connection, the only one
-/// it makes). It never connects to the claim store and binds nothing.
-///
-/// The database checked is the one `serve` would use: --db, else
-/// TOOLGATE_DB_URL, else the file's `db`.
-///
-/// Prints what it found, one line per part, and exits 0; on the first
-/// problem prints `FILE: FIELD: what is wrong` on stderr and exits 2.
-///
-/// Example:
-///
-///   $ toolgate config check /etc/toolgate/deploy.toml
-///   config /etc/toolgate/deploy.toml: ok
-///   listen 127.0.0.1:8080
-///   db postgres://toolgate:***@db.internal/toolgate?sslmode=verify-full (PostgreSQL, from `db` in ...)
-///   policy /etc/toolgate/policy.toml: 1 tool (apply_goodwill_credit)
-///   ...
-#[derive(clap::Args)]
-#[command(verbatim_doc_comment)]
-struct CheckArgs {
-    /// The deployment file (TOML), as given to `serve --config`.
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
-    /// Check this database URL instead of TOOLGATE_DB_URL or the file's.
-    #[arg(long, value_name = "URL")]
-    db: Option<String>,
-}
-
-pub fn run(args: Args) -> ExitCode {
-    match args.command {
-        Command::Check(args) => check(&args),
-    }
-}
-
-/// `toolgate config check FILE` with no `--db`: what `toolgate init` ends
-/// with, so the scaffold is judged by the same checks as any file.
-pub fn check_file(file: &Path) -> ExitCode {
-    check(&CheckArgs {
-        file: file.to_path_buf(),
-        db: None,
-    })
-}
-
-fn check(args: &CheckArgs) -> ExitCode {
-    let d = match Deployment::load(&args.file) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("toolgate config check: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let mut out = vec![format!("config {}: ok", args.file.display())];
-    out.push(match d.listen {
-        Some(a) => format!("listen {a}"),
-        None => "listen 127.0.0.1:8080 (default)".to_owned(),
-    });
-    let file_db = d.db.as_deref().map(|db| (db, args.file.as_path()));
-    match resolve_db(args.db.as_deref(), file_db) {
-        Some((url, source)) => match check_db_url(&url) {
-            Ok(backend) => out.push(format!(
-                "db {} ({}, from {source})",
-                redact_url(&url),
-                backend_name(backend)
-            )),
-            Err(message) => {
-                let field = match source {
-                    DbSource::File(_) => "db".to_owned(),
-                    other => other.to_string(),
-                };
-                eprintln!(
-                    "toolgate config check: {}: {field}: {message}",
-                    args.file.display()
-                );
-                return ExitCode::from(2);
-            }
-        },
-        None => {
-            eprintln!(
-                "toolgate config check: {}: db: no database: the file has no `db`, and \
-                 neither --db nor {DB_URL_ENV} is set",
-                args.file.display()
-            );
-            return ExitCode::from(2);
-        }
-    }
-    let tools: Vec<&str> = d.policy.tools().iter().map(|t| t.name()).collect();
-    out.push(format!(
-        "policy {}: {} tool{} ({})",
-        d.policy_path.display(),
-        tools.len(),
-        if tools.len() == 1 { "" } else { "s" },
-        tools.join(", ")
-    ));
-    out.push(match &d.cedar_path {
-        Some(p) => format!("cedar {}: parsed", p.display()),
-        None => "cedar: the support desk's policies (built in)".to_owned(),
-    });
-    match &d.application {
-        Application::SupportDesk => {
-            out.push(format!("application {SUPPORT_DESK}: built in"));
-        }
-        Application::Tools(section) => {
-            // The one check that needs a connection: every query is
-            // prepared against the application's database, as at start.
-            let base = args.file.parent().unwrap_or(Path::new("."));
-            let loaded = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|rt| {
-                    rt.block_on(toolgate_deploy::Deployment::load(
-                        section, base, &d.policy, &d.cedar,
-                    ))
-                    .map_err(|e| e.in_file(&args.file).to_string())
-                });
-            if let Err(e) = loaded {
-                eprintln!("toolgate config check: {e}");
-                return ExitCode::from(2);
-            }
-            for t in &section.tools {
-                let executor = match &t.executor {
-                    toolgate_deploy::ExecutorConfig::Client => "client".to_owned(),
-                    toolgate_deploy::ExecutorConfig::McpUpstream => "mcp_upstream".to_owned(),
-                    toolgate_deploy::ExecutorConfig::Webhook { url, .. } => {
-                        format!("webhook {url}")
-                    }
-                };
-                let entities: Vec<&str> = t.entities.iter().map(|e| e.type_name()).collect();
-                out.push(format!(
-                    "tool {}: executor {executor}, entities [{}], queries prepared",
-                    t.name,
-                    entities.join(", ")
-                ));
-            }
-        }
-    }
-    out.push(format!("keys: {}", d.keys.len()));
-    for k in &d.keys {
-        out.push(format!(
-            "  {} capabilities=[{}] execution={}{}",
-            k.key.principal.id(),
-            k.capabilities.join(","),
-            k.key.mode.as_str(),
-            if k.key.act_for_users {
-                " act_for_users"
-            } else {
-                ""
-            }
-        ));
-    }
-    let s = &d.settings;
-    out.push(format!(
-        "lease {} ms, request timeout {} ms, body limit {} bytes",
-        s.lease.as_millis(),
-        s.request_timeout.as_millis(),
-        s.body_limit
-    ));
-    out.push(format!(
-        "result cap {} bytes, header read timeout {} ms, connection limit {} ({} per peer, \
-         {} for probes beyond it), Idempotency-Key memory {} answers and {} bytes per principal",
-        s.max_result_bytes,
-        s.header_read_timeout.as_millis(),
-        s.max_connections,
-        s.max_connections_per_peer,
-        s.probe_headroom,
-        s.idempotency_capacity,
-        s.idempotency_max_bytes
-    ));
-    out.push(format!(
-        "review queue: {} open items, {} per principal; a rejection opens one item per \
-         principal and reason per {} ms; reviewer page cookie {}",
-        s.review_queue.total,
-        s.review_queue.per_principal,
-        s.review_queue.rejection_window_ms,
-        if s.public_url
-            .as_deref()
-            .is_some_and(|u| u.to_ascii_lowercase().starts_with("http://"))
-        {
-            "not Secure (public_url is http://)"
-        } else {
-            "Secure"
-        }
-    ));
-    match print_line(&out.join("\n")) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => io_failure("writing stdout", &e),
-    }
-}
-
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::Sqlite => "SQLite",
-        Backend::Postgres => "PostgreSQL",
-        Backend::MySql => "MySQL/MariaDB",
     }
 }

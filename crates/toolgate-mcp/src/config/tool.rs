@@ -1,0 +1,271 @@
+//! Each served tool's mapping (`[[upstreams.tools]]`): where its
+//! operation-key fields and the version the model read come from, as
+//! written and as checked, and the checks on pointers, `_meta` keys and
+//! replay windows.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, Upstream, is_name};
+
+/// The identity claims a scope field may name. With API keys the principal's
+/// id is the only claim there is; a JWT's claims would add more.
+pub const IDENTITY_CLAIMS: &[&str] = &["principal"];
+
+/// One `[[upstreams.tools]]` entry, as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFile {
+    /// The tool: its name at the upstream, in the pin file and in the policy.
+    pub name: String,
+    /// Where each operation-key field comes from.
+    #[serde(default)]
+    pub scope: BTreeMap<String, ScopeSourceFile>,
+    /// Where the version the model read comes from.
+    pub version_seen: VersionSourceFile,
+    /// The upstream tool asked during reconciliation, if any.
+    #[serde(default)]
+    pub status_tool: Option<StatusToolFile>,
+}
+
+/// `scope.FIELD = { from = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScopeSourceFile {
+    /// A JSON pointer into the call's arguments.
+    Argument {
+        /// `/order_id`.
+        pointer: String,
+    },
+    /// A claim of the caller's identity.
+    Identity {
+        /// `principal`.
+        claim: String,
+    },
+    /// A key of the request's `_meta`.
+    Meta {
+        /// `io.example/tenant`.
+        key: String,
+    },
+}
+
+/// `version_seen = { from = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
+pub enum VersionSourceFile {
+    /// A JSON pointer into the arguments (`expected_version`).
+    Argument {
+        /// `/expected_version`.
+        pointer: String,
+    },
+    /// A key of the request's `_meta`.
+    Meta {
+        /// `io.example/version`.
+        key: String,
+    },
+    /// No version: the key holds the canonical arguments, and a repeat
+    /// within the window is the same operation (the weaker mode).
+    None {
+        /// `"10m"`: a whole number and `s`, `m`, `h` or `d`.
+        replay_window: String,
+    },
+}
+
+/// `status_tool = { name = …, key_argument = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StatusToolFile {
+    /// The upstream tool that answers "was it applied?".
+    pub name: String,
+    /// Its argument that takes the operation key.
+    pub key_argument: String,
+}
+
+/// A checked per-tool mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolMapping {
+    /// The tool's name.
+    pub name: String,
+    /// Operation-key field → where its value comes from.
+    pub scope: BTreeMap<String, ScopeSource>,
+    /// Where `version_seen` comes from.
+    pub version_seen: VersionSource,
+    /// The reconciliation tool, if any.
+    pub status_tool: Option<StatusToolFile>,
+}
+
+/// Where one scope value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeSource {
+    /// The argument at this JSON pointer.
+    Argument(String),
+    /// The caller's principal id.
+    Principal,
+    /// This `_meta` key of the request.
+    Meta(String),
+}
+
+/// Where the version the model read comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VersionSource {
+    /// The argument at this JSON pointer.
+    Argument(String),
+    /// This `_meta` key of the request.
+    Meta(String),
+    /// None; a repeat within the window is the same operation.
+    None {
+        /// The replay window.
+        replay_window: Duration,
+    },
+}
+
+/// The scope fields the deployment takes from each tool's arguments, for
+/// the policy loader ([`toolgate::contract::Policy::load_with`]): a field
+/// mapped from the argument of its own name may then be an argument too,
+/// and every other collision is still refused.
+pub fn argument_scopes(upstreams: &[Upstream]) -> toolgate::contract::ArgumentScopes {
+    let mut scopes = toolgate::contract::ArgumentScopes::new();
+    for t in upstreams.iter().flat_map(|u| &u.tools) {
+        for (field, source) in &t.scope {
+            if let ScopeSource::Argument(pointer) = source {
+                scopes.insert(&t.name, field, pointer);
+            }
+        }
+    }
+    scopes
+}
+
+pub(super) fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigError> {
+    let mut scope = BTreeMap::new();
+    for (f, source) in &t.scope {
+        let here = format!("{at}.scope.{f}");
+        if !is_name(f) {
+            return Err(ConfigError::new(
+                here,
+                "a scope field is 1-64 characters of [A-Za-z0-9_-]",
+            ));
+        }
+        if f == "version_seen" {
+            return Err(ConfigError::new(
+                here,
+                "`version_seen` has its own setting: `version_seen = { from = … }`",
+            ));
+        }
+        let source = match source {
+            ScopeSourceFile::Argument { pointer } => {
+                check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
+                ScopeSource::Argument(pointer.clone())
+            }
+            ScopeSourceFile::Identity { claim } => {
+                if !IDENTITY_CLAIMS.contains(&claim.as_str()) {
+                    return Err(ConfigError::new(
+                        here,
+                        format!(
+                            "unknown identity claim `{claim}` (an API key's identity has: {})",
+                            IDENTITY_CLAIMS.join(", ")
+                        ),
+                    ));
+                }
+                ScopeSource::Principal
+            }
+            ScopeSourceFile::Meta { key } => {
+                check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
+                ScopeSource::Meta(key.clone())
+            }
+        };
+        scope.insert(f.clone(), source);
+    }
+    let here = format!("{at}.version_seen");
+    let version_seen = match &t.version_seen {
+        VersionSourceFile::Argument { pointer } => {
+            check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
+            VersionSource::Argument(pointer.clone())
+        }
+        VersionSourceFile::Meta { key } => {
+            check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
+            VersionSource::Meta(key.clone())
+        }
+        VersionSourceFile::None { replay_window } => VersionSource::None {
+            replay_window: window(replay_window).ok_or_else(|| {
+                ConfigError::new(
+                    format!("{here}.replay_window"),
+                    "a whole number and s, m, h or d (\"10m\"), from a second to 30 days",
+                )
+            })?,
+        },
+    };
+    if let Some(s) = &t.status_tool {
+        if !is_name(&s.name) || s.name == t.name {
+            return Err(ConfigError::new(
+                format!("{at}.status_tool.name"),
+                "must name another tool of the upstream ([A-Za-z0-9_-], 1-64)",
+            ));
+        }
+        if s.key_argument.is_empty() || s.key_argument.len() > 64 {
+            return Err(ConfigError::new(
+                format!("{at}.status_tool.key_argument"),
+                "must name the status tool's argument that takes the operation key",
+            ));
+        }
+    }
+    Ok(ToolMapping {
+        name: t.name.clone(),
+        scope,
+        version_seen,
+        status_tool: t.status_tool.clone(),
+    })
+}
+
+/// An RFC 6901 pointer naming a member below the root: `""` (the whole
+/// arguments object) is not a scope value, and `~` must be `~0` or `~1`.
+fn check_pointer(pointer: &str) -> Result<(), String> {
+    if !pointer.starts_with('/') || pointer.len() < 2 {
+        return Err(format!(
+            "pointer {pointer:?} must be a JSON pointer to an argument, such as \"/order_id\""
+        ));
+    }
+    let mut chars = pointer.chars();
+    while let Some(c) = chars.next() {
+        if c == '~' && !matches!(chars.next(), Some('0' | '1')) {
+            return Err(format!(
+                "pointer {pointer:?}: `~` must be followed by 0 or 1 (RFC 6901)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_meta_key(key: &str) -> Result<(), String> {
+    if key.is_empty() || key.len() > 128 || key.chars().any(char::is_control) {
+        return Err("a `_meta` key is 1-128 characters without control characters".to_owned());
+    }
+    // The protocol's own keys say how the request travels, not what it
+    // names; a scope read from them would let a client library's default
+    // pick the resource.
+    if key.starts_with("io.modelcontextprotocol/") || key.starts_with("io.toolgate/") {
+        return Err(format!(
+            "`{key}` is reserved for the protocol or for toolgate itself"
+        ));
+    }
+    Ok(())
+}
+
+/// `"10m"` → ten minutes; a second to thirty days.
+pub fn window(text: &str) -> Option<Duration> {
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok().filter(|n| *n > 0)?;
+    let unit_s = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return None,
+    };
+    let secs = n.checked_mul(unit_s).filter(|s| *s <= 30 * 86_400)?;
+    Some(Duration::from_secs(secs))
+}

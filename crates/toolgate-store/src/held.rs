@@ -1,0 +1,250 @@
+//! One decision's connection, from its read to its claim (PostgreSQL and
+//! MySQL/MariaDB).
+//!
+//! Every pool use costs a round trip beyond its statements (sqlx pings a
+//! connection as it takes it back). A decision that reads its entities or
+//! state from the claim store's database and then claims can make that
+//! read on the connection its claim then begins on:
+//!
+//! 1. [`AnyClaimStore::hold`] makes a [`Held`], owned by the decision (a
+//!    local of the function that decides, dropped with it).
+//! 2. A read borrows the connection ([`Held::connection`], acquired on
+//!    first use) and, once its statement has succeeded, keeps it
+//!    ([`Borrowed::keep`]).
+//! 3. The decision claims through the [`Held`] (it is the decision's
+//!    [`ClaimStore`]): the claim's first transaction runs on the kept
+//!    connection, which is passed to it by value
+//!    (`PooledStore::claim_on`), and goes back to the pool when that
+//!    transaction ends, before execution (which may wait on the world and
+//!    must not hold a connection meanwhile).
+//!
+//! **A decision never waits on the pool while it holds a connection of the
+//! pool.** With every connection kept by a decision that waits for another
+//! (the audit entry of a forbidden proposal, the claim lookup of a stale
+//! one), nothing would move. So every call of [`Held`]'s but the claim gives
+//! the kept connection back first, and a read that needs the pool for
+//! anything else calls [`Held::give_back`] before it.
+//!
+//! Nothing about the claim changes. A kept connection is idle, outside any
+//! transaction (its read ran in autocommit), and the claim's statements,
+//! retries and read-back are the protocol's own. A read that failed keeps
+//! nothing: its connection goes back to the pool, whose return ping tests
+//! it. SQLite holds nothing: its claims run on the group-commit writer, and
+//! [`Held::connection`] says so.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use toolgate::claim::{
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
+    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
+};
+
+use crate::AnyClaimStore;
+use crate::pooled::Kept;
+
+/// The connection a decision keeps, by backend.
+enum HeldConn {
+    #[cfg(feature = "postgres")]
+    Postgres(Kept<sqlx::Postgres>),
+    #[cfg(feature = "mysql")]
+    MySql(Kept<sqlx::MySql>),
+}
+
+/// One decision's connection to the claim store's database, and the claim
+/// store as that decision sees it (the module's documentation). Dropping it
+/// gives a connection no claim took back to the pool.
+#[must_use = "the claim begins on the kept connection only through the Held"]
+pub struct Held<'s> {
+    store: &'s AnyClaimStore,
+    kept: Mutex<Option<HeldConn>>,
+}
+
+/// The connection a read borrows, by backend.
+pub enum HeldConnection<'h> {
+    /// SQLite holds nothing: read as usual.
+    #[cfg(feature = "sqlite")]
+    Sqlite,
+    /// A PostgreSQL connection.
+    #[cfg(feature = "postgres")]
+    Postgres(Borrowed<'h, sqlx::Postgres>),
+    /// A MySQL or MariaDB connection.
+    #[cfg(feature = "mysql")]
+    MySql(Borrowed<'h, sqlx::MySql>),
+}
+
+/// A connection borrowed for one read. Unless [`Borrowed::keep`] is
+/// called, it goes back to the pool when dropped.
+pub struct Borrowed<'h, DB: sqlx::Database> {
+    slot: &'h Mutex<Option<HeldConn>>,
+    conn: Kept<DB>,
+}
+
+macro_rules! keep {
+    ($($feature:literal => $db:ty, $variant:ident;)+) => {$(
+        #[cfg(feature = $feature)]
+        impl Borrowed<'_, $db> {
+            /// Keeps the connection for the decision's claim (or its next
+            /// read). Call it only after the read succeeded.
+            pub fn keep(self) {
+                *lock(self.slot) = Some(HeldConn::$variant(self.conn));
+            }
+        }
+    )+};
+}
+
+keep! {
+    "postgres" => sqlx::Postgres, Postgres;
+    "mysql" => sqlx::MySql, MySql;
+}
+
+impl<DB: sqlx::Database> Deref for Borrowed<'_, DB> {
+    type Target = DB::Connection;
+    fn deref(&self) -> &DB::Connection {
+        &self.conn
+    }
+}
+
+impl<DB: sqlx::Database> DerefMut for Borrowed<'_, DB> {
+    fn deref_mut(&mut self) -> &mut DB::Connection {
+        &mut self.conn
+    }
+}
+
+fn lock(slot: &Mutex<Option<HeldConn>>) -> MutexGuard<'_, Option<HeldConn>> {
+    // Taking and putting back cannot panic halfway: a poisoned slot is whole.
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl AnyClaimStore {
+    /// A connection for one decision: its reads borrow it
+    /// ([`Held::connection`]) and its claim, made through the [`Held`],
+    /// begins on it. Keep the value until the decision has claimed or ended.
+    pub fn hold(&self) -> Held<'_> {
+        Held {
+            store: self,
+            kept: Mutex::new(None),
+        }
+    }
+}
+
+impl Held<'_> {
+    /// The decision's connection for one read: the one an earlier read
+    /// kept, or a new one from the transaction pool of the node a claim
+    /// would use now.
+    pub async fn connection(&self) -> Result<HeldConnection<'_>, StoreError> {
+        let kept = lock(&self.kept).take();
+        match (self.store, kept) {
+            #[cfg(feature = "sqlite")]
+            (AnyClaimStore::Sqlite(_), _) => Ok(HeldConnection::Sqlite),
+            #[cfg(feature = "postgres")]
+            (AnyClaimStore::Postgres(s), kept) => {
+                let conn = match kept {
+                    Some(HeldConn::Postgres(conn)) => conn,
+                    _ => s.acquire().await?,
+                };
+                Ok(HeldConnection::Postgres(Borrowed {
+                    slot: &self.kept,
+                    conn,
+                }))
+            }
+            #[cfg(feature = "mysql")]
+            (AnyClaimStore::MySql(s), kept) => {
+                let conn = match kept {
+                    Some(HeldConn::MySql(conn)) => conn,
+                    _ => s.acquire().await?,
+                };
+                Ok(HeldConnection::MySql(Borrowed {
+                    slot: &self.kept,
+                    conn,
+                }))
+            }
+        }
+    }
+
+    /// Whether this decision's connections are `store`'s (a handle to the
+    /// same pool): a read meant to run on the connection the claim begins
+    /// on must ask, or it reads another database than it claims on.
+    pub fn is_of(&self, store: &AnyClaimStore) -> bool {
+        match (self.store, store) {
+            #[cfg(feature = "postgres")]
+            (AnyClaimStore::Postgres(a), AnyClaimStore::Postgres(b)) => a.same_as(b),
+            #[cfg(feature = "mysql")]
+            (AnyClaimStore::MySql(a), AnyClaimStore::MySql(b)) => a.same_as(b),
+            // SQLite holds nothing to share.
+            _ => false,
+        }
+    }
+
+    /// Gives a kept connection back to the pool (the claim then acquires
+    /// its own). Call it before anything else of the decision waits on the
+    /// pool.
+    pub fn give_back(&self) {
+        drop(lock(&self.kept).take());
+    }
+}
+
+impl ClaimStore for Held<'_> {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        let kept = lock(&self.kept).take();
+        match (self.store, kept) {
+            #[cfg(feature = "postgres")]
+            (AnyClaimStore::Postgres(s), Some(HeldConn::Postgres(conn))) => {
+                crate::pooled::claim_on(s, conn, request).await
+            }
+            #[cfg(feature = "mysql")]
+            (AnyClaimStore::MySql(s), Some(HeldConn::MySql(conn))) => {
+                crate::pooled::claim_on(s, conn, request).await
+            }
+            // Nothing kept (no read, or SQLite).
+            (store, _) => store.claim(request).await,
+        }
+    }
+
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        self.give_back();
+        self.store.complete(request).await
+    }
+
+    async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
+        self.give_back();
+        self.store.fetch(key).await
+    }
+
+    async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
+        self.give_back();
+        self.store.list_stuck(now, limit).await
+    }
+
+    async fn budget_reserved(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.give_back();
+        self.store.budget_reserved().await
+    }
+
+    async fn record_reconciliation(
+        &self,
+        request: ReconcileRequest<'_>,
+    ) -> Result<Reconciled, StoreError> {
+        self.give_back();
+        self.store.record_reconciliation(request).await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
+        self.give_back();
+        self.store.append_audit(entry).await
+    }
+
+    async fn audit_trail(
+        &self,
+        key: &OperationKey,
+        limit: u32,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        self.give_back();
+        self.store.audit_trail(key, limit).await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.give_back();
+        self.store.ready().await
+    }
+}
