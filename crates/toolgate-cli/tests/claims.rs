@@ -124,16 +124,8 @@ async fn stuck_lists_only_expired_in_flight_claims_and_reports_corrupt_rows() {
         .expect("row")
         .holder;
     let receipt = JsonText::result("{}".into()).expect("json");
-    let c = store
-        .complete(
-            &done_key,
-            &done_holder,
-            &receipt,
-            T0,
-            &conformance::executed_entry(done_key, T0),
-        )
-        .await
-        .expect("complete");
+    let done = conformance::executed_completion(done_key, done_holder, receipt, T0);
+    let c = store.complete(done).await.expect("complete");
     assert_eq!(c, Completion::Recorded);
     sqlx::query(
         "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, arguments, scope, \

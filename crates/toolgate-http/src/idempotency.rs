@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, RETENTION_MS, Remembered, cost};
+use toolgate::idempotency::{
+    Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore, RETENTION_MS, Remembered, cost,
+};
 use toolgate::pipeline::Outcome;
 use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
@@ -123,7 +125,14 @@ pub async fn begin<P: GateComponents>(
     let begun = app
         .components()
         .claims()
-        .idem_begin(principal, key, payload, &runner, now, lease_until)
+        .idem_begin(IdemBegin {
+            principal,
+            key,
+            payload,
+            runner: &runner,
+            now,
+            lease_until,
+        })
         .await
         .map_err(store_error)?;
     Ok(match begun {
@@ -141,17 +150,20 @@ pub async fn begin<P: GateComponents>(
 }
 
 impl<P: GateComponents> Guard<P> {
+    /// The running row this guard holds.
+    fn run(&self) -> IdemRun<'_> {
+        IdemRun {
+            principal: &self.principal,
+            key: &self.key,
+            runner: &self.runner,
+        }
+    }
+
     /// Forgets the key now, so a repeat runs again (a non-final answer or a
     /// server-side failure is not remembered).
     pub async fn forget(mut self) {
         self.armed = false;
-        if let Err(e) = self
-            .app
-            .components()
-            .claims()
-            .idem_forget(&self.principal, &self.key, &self.runner)
-            .await
-        {
+        if let Err(e) = self.app.components().claims().idem_forget(self.run()).await {
             tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
         }
     }
@@ -173,9 +185,7 @@ impl<P: GateComponents> Guard<P> {
         };
         let claims = self.app.components().claims();
         let outcome = if cost(&self.principal, &self.key, response.body.len()) > bounds.max_bytes {
-            claims
-                .idem_forget(&self.principal, &self.key, &self.runner)
-                .await
+            claims.idem_forget(self.run()).await
         } else {
             let answer = Remembered {
                 status: response.status.as_u16(),
@@ -185,14 +195,14 @@ impl<P: GateComponents> Guard<P> {
             };
             let now = crate::clock::now_millis();
             match claims
-                .idem_finish(
-                    &self.principal,
-                    &self.key,
-                    &self.runner,
+                .idem_finish(IdemFinish {
+                    principal: &self.principal,
+                    key: &self.key,
+                    runner: &self.runner,
                     answer,
                     now,
                     bounds,
-                )
+                })
                 .await
             {
                 Ok(()) => claims.idem_purge(now, bounds).await,
@@ -223,7 +233,11 @@ impl<P: GateComponents> Drop for Guard<P> {
             if let Err(e) = app
                 .components()
                 .claims()
-                .idem_forget(&principal, &key, &runner)
+                .idem_forget(IdemRun {
+                    principal: &principal,
+                    key: &key,
+                    runner: &runner,
+                })
                 .await
             {
                 tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use support::databases::{now_nanos, on_each_backend, replica};
 use support::*;
 use toolgate::claim::UnixMillis;
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore, Remembered};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
@@ -126,14 +126,14 @@ async fn durable_on(url: &str) {
     let key3 = format!("k3-{run}");
     let now = now_ms();
     let held = store
-        .idem_begin(
-            "agent-1",
-            &key3,
-            digest(&body3),
-            "elsewhere",
+        .idem_begin(IdemBegin {
+            principal: "agent-1",
+            key: &key3,
+            payload: digest(&body3),
+            runner: "elsewhere",
             now,
-            UnixMillis(now.0 + 3_600_000),
-        )
+            lease_until: UnixMillis(now.0 + 3_600_000),
+        })
         .await
         .unwrap();
     assert_eq!(held, Begun::Fresh);
@@ -147,23 +147,23 @@ async fn durable_on(url: &str) {
     assert_eq!(desk.credits_for(&t3), 0);
     // Its runner finishing with a non-matching runner id changes nothing.
     store
-        .idem_finish(
-            "agent-1",
-            &key3,
-            "not-the-runner",
-            Remembered {
+        .idem_finish(IdemFinish {
+            principal: "agent-1",
+            key: &key3,
+            runner: "not-the-runner",
+            answer: Remembered {
                 status: 200,
                 content_type: "application/json".into(),
                 outcome: Some("answer".into()),
                 body: b"{}".to_vec(),
             },
             now,
-            Bounds {
+            bounds: Bounds {
                 retention_ms: 3_600_000,
                 capacity: 1_000,
                 max_bytes: u64::MAX,
             },
-        )
+        })
         .await
         .unwrap();
     let (s, _, _) = propose(&a, &key3, &body3).await;
@@ -175,14 +175,14 @@ async fn durable_on(url: &str) {
     let key4 = format!("k4-{run}");
     let now = now_ms();
     store
-        .idem_begin(
-            "agent-1",
-            &key4,
-            digest(&body4),
-            "dead",
-            UnixMillis(now.0 - 2),
-            UnixMillis(now.0 - 1),
-        )
+        .idem_begin(IdemBegin {
+            principal: "agent-1",
+            key: &key4,
+            payload: digest(&body4),
+            runner: "dead",
+            now: UnixMillis(now.0 - 2),
+            lease_until: UnixMillis(now.0 - 1),
+        })
         .await
         .unwrap();
     let (s, text, _) = propose(&a, &key4, &body4).await;
@@ -217,33 +217,40 @@ async fn quotas_are_per_principal(store: &AnyClaimStore, run: &str) {
     let t0 = now_ms().0;
     let remember = async |who: &str, key: &str, at: i64, len: usize, bounds: Bounds| {
         let begun = store
-            .idem_begin(
-                who,
+            .idem_begin(IdemBegin {
+                principal: who,
                 key,
-                [7; 32],
-                "r",
-                UnixMillis(at),
-                UnixMillis(at + 60_000),
-            )
+                payload: [7; 32],
+                runner: "r",
+                now: UnixMillis(at),
+                lease_until: UnixMillis(at + 60_000),
+            })
             .await
             .unwrap();
         assert_eq!(begun, Begun::Fresh, "{who} {key}");
         store
-            .idem_finish(who, key, "r", answer(len), UnixMillis(at), bounds)
+            .idem_finish(IdemFinish {
+                principal: who,
+                key,
+                runner: "r",
+                answer: answer(len),
+                now: UnixMillis(at),
+                bounds,
+            })
             .await
             .unwrap();
     };
     let replays = async |who: &str, key: &str| {
         matches!(
             store
-                .idem_begin(
-                    who,
+                .idem_begin(IdemBegin {
+                    principal: who,
                     key,
-                    [7; 32],
-                    "probe",
-                    UnixMillis(t0 + 1_000),
-                    UnixMillis(t0 + 2_000)
-                )
+                    payload: [7; 32],
+                    runner: "probe",
+                    now: UnixMillis(t0 + 1_000),
+                    lease_until: UnixMillis(t0 + 2_000),
+                })
                 .await
                 .unwrap(),
             Begun::Replay(_)

@@ -10,8 +10,8 @@
 use std::sync::Arc;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StoreErrorKind, StuckEntry,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    OperationKey, RawClaim, ReconcileRequest, Reconciled, StoreError, StoreErrorKind, StuckEntry,
     UnixMillis,
 };
 use toolgate::pipeline::{AppliedCompletion, ExecError};
@@ -187,15 +187,8 @@ impl ClaimStore for AnyClaimStore {
         delegate!(self, s => s.claim(request).await)
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        delegate!(self, s => s.complete(key, holder, result, now, audit).await)
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        delegate!(self, s => s.complete(request).await)
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -212,11 +205,9 @@ impl ClaimStore for AnyClaimStore {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        delegate!(self, s => s.record_reconciliation(key, outcome, now).await)
+        delegate!(self, s => s.record_reconciliation(request).await)
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
@@ -239,35 +230,20 @@ impl ClaimStore for AnyClaimStore {
 impl toolgate::idempotency::IdempotencyStore for AnyClaimStore {
     async fn idem_begin(
         &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
+        begin: toolgate::idempotency::IdemBegin<'_>,
     ) -> Result<toolgate::idempotency::Begun, StoreError> {
-        delegate!(self, s => s.idem_begin(principal, key, payload, runner, now, lease_until).await)
+        delegate!(self, s => s.idem_begin(begin).await)
     }
 
     async fn idem_finish(
         &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: toolgate::idempotency::Remembered,
-        now: UnixMillis,
-        bounds: toolgate::idempotency::Bounds,
+        finish: toolgate::idempotency::IdemFinish<'_>,
     ) -> Result<(), StoreError> {
-        delegate!(self, s => s.idem_finish(principal, key, runner, answer, now, bounds).await)
+        delegate!(self, s => s.idem_finish(finish).await)
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        delegate!(self, s => s.idem_forget(principal, key, runner).await)
+    async fn idem_forget(&self, run: toolgate::idempotency::IdemRun<'_>) -> Result<(), StoreError> {
+        delegate!(self, s => s.idem_forget(run).await)
     }
 
     async fn idem_purge(
@@ -340,23 +316,15 @@ impl toolgate::review::ReviewStore for AnyClaimStore {
 
     async fn vote(
         &self,
-        id: i64,
-        reviewer: &str,
-        verdict: toolgate::review::Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
+        vote: toolgate::review::ReviewerAct<'_, toolgate::review::Verdict>,
     ) -> Result<toolgate::review::Voted, StoreError> {
-        delegate!(self, s => s.vote(id, reviewer, verdict, note, now).await)
+        delegate!(self, s => s.vote(vote).await)
     }
 
     async fn close(
         &self,
-        id: i64,
-        reviewer: &str,
-        closing: toolgate::review::Closing,
-        note: Option<&str>,
-        now: UnixMillis,
+        closing: toolgate::review::ReviewerAct<'_, toolgate::review::Closing>,
     ) -> Result<toolgate::review::Closed, StoreError> {
-        delegate!(self, s => s.close(id, reviewer, closing, note, now).await)
+        delegate!(self, s => s.close(closing).await)
     }
 }

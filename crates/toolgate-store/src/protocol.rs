@@ -21,9 +21,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, Completion, CorruptRecord,
-    GrantUse, HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack, ReconcileOutcome,
-    Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, CompleteRequest, Completion,
+    CorruptRecord, GrantUse, HolderToken, JsonText, Lease, OperationKey, RawClaim, ReadBack,
+    ReconcileOutcome, Reconciled, Resolution, StoreError, StoreErrorKind, UnixMillis,
 };
 use toolgate::pipeline::AppliedCompletion;
 
@@ -43,13 +43,7 @@ pub(crate) enum Unit {
         clock: Clock,
     },
     /// The ownership- and lease-checked completion and its audit entry.
-    Complete {
-        key: OperationKey,
-        holder: HolderToken,
-        result: JsonText,
-        now: UnixMillis,
-        audit: AuditEntry,
-    },
+    Complete(CompleteRequest),
     /// An application's write, then the completion with `receipt` and its
     /// audit entry (`crate::write`).
     WriteComplete {
@@ -326,13 +320,13 @@ pub(crate) async fn run_unit<S: Statements>(
             let (verdict, end) = claim_unit(s, request, attempt, *clock).await?;
             Ok((Answer::Claim(verdict), end))
         }
-        Unit::Complete {
+        Unit::Complete(CompleteRequest {
             key,
             holder,
             result,
             now,
             audit,
-        } => {
+        }) => {
             if s.complete(key, holder, result, *now).await? == 1 {
                 // The entry is there exactly when the completion is.
                 s.append_audit(audit).await?;
@@ -591,20 +585,10 @@ async fn after_failed_commit<B: ClaimBackend>(
 /// complete a claim whose lease has ended since (invariant 8).
 pub(crate) async fn complete<B: ClaimBackend>(
     backend: &B,
-    key: &OperationKey,
-    holder: &HolderToken,
-    result: &JsonText,
-    now: UnixMillis,
-    audit: &AuditEntry,
+    mut done: CompleteRequest,
 ) -> Result<Completion, StoreError> {
-    let now = now.max((backend.clock())());
-    let unit = Unit::Complete {
-        key: *key,
-        holder: *holder,
-        result: result.clone(),
-        now,
-        audit: audit.clone(),
-    };
+    done.now = done.now.max((backend.clock())());
+    let unit = Unit::Complete(done);
     let mut unknown = None;
     for n in 1..=MAX_CLAIM_ATTEMPTS {
         match backend.transaction(unit.clone()).await {

@@ -11,10 +11,12 @@ use std::sync::Arc;
 
 use toolgate::claim::conformance::{self, Namespace};
 use toolgate::claim::{
-    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, Completion, JsonText, Lease,
-    MemoryClaimStore, RawClaim, ReconcileOutcome, Reconciled, UnixMillis,
+    AuditEntry, BudgetReservation, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    Lease, MemoryClaimStore, RawClaim, ReconcileOutcome, ReconcileRequest, Reconciled, UnixMillis,
 };
-use toolgate::review::{ApprovalTerms, NewItem, Requested, ReviewStore, Verdict, Voted};
+use toolgate::review::{
+    ApprovalTerms, NewItem, Requested, ReviewStore, ReviewerAct, Verdict, Voted,
+};
 use toolgate_store::AnyClaimStore;
 
 const LIMIT: i64 = 5000;
@@ -41,7 +43,11 @@ async fn fits<S: ClaimStore>(store: &S, ns: &Namespace, n: u32, budget: &str, am
     match store.claim(request(ns, n, budget, amount)).await.unwrap() {
         RawClaim::Acquired(lease) => {
             let r = store
-                .record_reconciliation(&lease.key, &not_applied(), far_future())
+                .record_reconciliation(ReconcileRequest {
+                    key: &lease.key,
+                    outcome: &not_applied(),
+                    now: far_future(),
+                })
                 .await
                 .unwrap();
             assert!(matches!(r, Reconciled::Recorded));
@@ -69,10 +75,14 @@ async fn complete<S: ClaimStore>(
     result: &JsonText,
     entry: &AuditEntry,
 ) -> Completion {
-    store
-        .complete(&lease.key, &lease.holder, result, conformance::T0, entry)
-        .await
-        .unwrap()
+    let done = CompleteRequest {
+        key: lease.key,
+        holder: lease.holder,
+        result: result.clone(),
+        now: conformance::T0,
+        audit: entry.clone(),
+    };
+    store.complete(done).await.unwrap()
 }
 
 /// An operator's reconciliation of `lease`'s claim, long after its lease.
@@ -82,7 +92,11 @@ async fn reconcile<S: ClaimStore>(
     outcome: &ReconcileOutcome,
 ) -> Reconciled {
     store
-        .record_reconciliation(&lease.key, outcome, far_future())
+        .record_reconciliation(ReconcileRequest {
+            key: &lease.key,
+            outcome,
+            now: far_future(),
+        })
         .await
         .unwrap()
 }
@@ -243,7 +257,12 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         panic!("a new approval item");
     };
     let voted = store
-        .vote(item, "lead:1", Verdict::Approve, None, conformance::T0)
+        .vote(ReviewerAct::new(
+            item,
+            "lead:1",
+            Verdict::Approve,
+            conformance::T0,
+        ))
         .await
         .unwrap();
     assert!(matches!(voted, Voted::Recorded(_)), "{voted:?}");
@@ -270,7 +289,11 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
 
     // Given back when it ends not applied: the limit's worth stays held.
     let r = store
-        .record_reconciliation(&approved.key, &not_applied(), far_future())
+        .record_reconciliation(ReconcileRequest {
+            key: &approved.key,
+            outcome: &not_applied(),
+            now: far_future(),
+        })
         .await
         .unwrap();
     assert!(matches!(r, Reconciled::Recorded));

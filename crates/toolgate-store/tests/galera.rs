@@ -74,17 +74,6 @@ fn node_urls() -> Option<Vec<String>> {
     Some(urls)
 }
 
-/// `base` with its database path replaced by `name`.
-fn with_database(base: &str, name: &str) -> String {
-    let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
-    let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, format!("?{q}")),
-        None => (rest, String::new()),
-    };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    format!("{scheme}://{authority}/{name}{query}")
-}
-
 fn number(e: &sqlx::Error) -> Option<u16> {
     e.as_database_error()
         .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
@@ -98,7 +87,7 @@ fn number(e: &sqlx::Error) -> Option<u16> {
 async fn caught_up(url: &str) {
     // Not through the database itself: a node may not have created it yet
     // (CREATE DATABASE is replicated like any write).
-    let mut conn = MySqlConnection::connect(&with_database(url, "information_schema"))
+    let mut conn = MySqlConnection::connect(&support::with_database(url, "information_schema"))
         .await
         .expect("connect");
     conn.execute("SET SESSION wsrep_sync_wait = 1")
@@ -118,7 +107,7 @@ async fn all_synced(urls: &[String]) {
         let mut synced = 0;
         for url in urls {
             let Ok(mut conn) =
-                MySqlConnection::connect(&with_database(url, "information_schema")).await
+                MySqlConnection::connect(&support::with_database(url, "information_schema")).await
             else {
                 continue;
             };
@@ -176,7 +165,10 @@ impl Cluster {
             .execute(&admin)
             .await
             .expect("create database");
-        let urls: Vec<String> = nodes.iter().map(|u| with_database(u, &name)).collect();
+        let urls: Vec<String> = nodes
+            .iter()
+            .map(|u| support::with_database(u, &name))
+            .collect();
         // One node migrates; each other node attaches once it has applied
         // the migration. Two stores migrating at once on different nodes
         // are not serialised: the store's migration lock (GET_LOCK) is
@@ -742,8 +734,8 @@ async fn one_ticket(store: &MySqlClaimStore, ns: &Namespace, t: u32, c: u32) -> 
             let now = conformance::T0.plus_millis(1_000);
             let result =
                 JsonText::result(format!(r#"{{"credit":"{t}","client":{c}}}"#)).expect("result");
-            let entry = conformance::executed_entry(key, now);
-            match store.complete(&key, &holder, &result, now, &entry).await {
+            let done = conformance::executed_completion(key, holder, result, now);
+            match store.complete(done).await {
                 Ok(Completion::Recorded) => Got::Won(holder, true),
                 Ok(other) => panic!("ticket {t}: the winner's completion: {other:?}"),
                 // The claim stays in flight for reconciliation: valid.

@@ -12,24 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::mysql::MySqlPool;
+use toolgate::claim::ClaimStore;
 use toolgate::claim::conformance::Namespace;
-use toolgate::claim::{ClaimStatus, ClaimStore, StoreErrorKind};
 use toolgate_store::fault::{FaultHook, FaultPoint};
 use toolgate_store::mysql::{MySqlClaimStore, sql};
-use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+use toolgate_store::{AnyClaimStore, StoreOptions};
 
 const URL_VAR: &str = "TOOLGATE_TEST_MYSQL_URL";
-
-/// `base` with its database path replaced by `name`.
-fn with_database(base: &str, name: &str) -> String {
-    let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
-    let (rest, query) = match rest.split_once('?') {
-        Some((r, q)) => (r, format!("?{q}")),
-        None => (rest, String::new()),
-    };
-    let authority = rest.split('/').next().unwrap_or(rest);
-    format!("{scheme}://{authority}/{name}{query}")
-}
 
 /// A throwaway database on the test server.
 struct Db {
@@ -49,8 +38,12 @@ impl Db {
             .execute(&admin)
             .await
             .expect("create database");
-        let url = with_database(&base, &name);
+        let url = support::with_database(&base, &name);
         Some(Self { admin, name, url })
+    }
+
+    fn url(&self) -> &str {
+        &self.url
     }
 
     async fn store(&self) -> MySqlClaimStore {
@@ -68,112 +61,22 @@ impl Db {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_passes_the_conformance_suite() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    support::conformance(Arc::new(db.store().await)).await;
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn the_lease_counts_from_the_attempt() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let store = db.store().await.with_clock(support::a_minute_late);
-    support::lease_counts_from_the_attempt(&store).await;
-    db.drop().await;
-}
-
 /// Review items as migration 0003 makes them, for the grant test.
 const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, proposer, decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, consumed_at) VALUES (1, 'pending_approval', 'agent:1', '{}', 'approved', ?, ?, '7', ?, ?, ?)";
 const CONSUMED: &str = "SELECT consumed_at, consumed_by FROM toolgate_review_items WHERE id = ?";
 const VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at) VALUES (?, ?, 'approve', 1)";
 
-#[tokio::test]
-async fn grants_are_used_in_the_claims_transaction() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let store = db.store().await;
-    let approve =
-        async |key: toolgate::claim::OperationKey, expires: i64, consumed: Option<i64>| {
-            let done = sqlx::query(APPROVE)
-                .bind(key.as_bytes().as_slice())
-                .bind(support::fingerprint().as_bytes().as_slice())
-                .bind(support::DIGEST)
-                .bind(expires)
-                .bind(consumed)
-                .execute(store.pool())
-                .await
-                .expect("approve");
-            i64::try_from(done.last_insert_id()).expect("id")
-        };
-    let consumed = async |id: i64| {
-        sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
-            .bind(id)
-            .fetch_one(store.pool())
-            .await
-            .expect("consumed_at")
-    };
-    let vote = async |id: i64, reviewer: &str| {
-        sqlx::query(VOTE)
-            .bind(id)
-            .bind(reviewer.to_owned())
-            .execute(store.pool())
-            .await
-            .expect("vote");
-    };
-    support::grants_are_used_in_the_claims_transaction(&store, approve, consumed, vote).await;
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn completion_checks_the_lease_at_the_stores_clock() {
-    static NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let store = db
-        .store()
-        .await
-        .with_clock(|| toolgate::claim::UnixMillis(NOW.load(std::sync::atomic::Ordering::SeqCst)));
-    support::completion_checks_the_lease_at_the_stores_clock(&store, |t| {
-        NOW.store(t.0, std::sync::atomic::Ordering::SeqCst);
-    })
-    .await;
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn a_lease_past_at_read_back_is_refused() {
-    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let store = db
-        .store()
-        .await
-        .with_clock(|| support::hour_per_reading(&TICK));
-    support::a_lease_past_at_read_back_is_refused(&store).await;
-    db.drop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn any_store_picks_mysql_from_the_url_and_passes() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let store = AnyClaimStore::connect(&db.url)
-        .await
-        .expect("connect")
-        .with_clock(support::suite_clock);
-    assert_eq!(store.backend(), Backend::MySql);
-    support::conformance(Arc::new(store)).await;
-    db.drop().await;
-}
+support::backend_tests!(
+    Db,
+    MySql,
+    conformance: mysql_passes_the_conformance_suite,
+    any_store: any_store_picks_mysql_from_the_url_and_passes,
+    id: |insert, pool| {
+        let done = insert.execute(pool).await.expect("approve");
+        i64::try_from(done.last_insert_id()).expect("id")
+    },
+);
+support::server_tests!(Db);
 
 #[tokio::test]
 async fn only_the_operation_key_is_unique() {
@@ -249,37 +152,6 @@ const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprin
     VALUES (?, ?, 'apply_goodwill_credit', ?, '{}', '7', 'agent:1', 'in_flight', ?, 0, 0)";
 
 #[tokio::test]
-async fn corrupt_rows_are_errors_never_records() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let s = db.store().await;
-    let ns = Namespace::new(support::random16());
-    let key = ns.key(201, 0);
-    sqlx::query(RAW_INSERT)
-        .bind(key.as_bytes().as_slice())
-        .bind(support::fingerprint().as_bytes().as_slice())
-        .bind("{\"amount_minor\":")
-        .bind([7u8; 16].as_slice())
-        .execute(s.pool())
-        .await
-        .expect("raw insert");
-    support::corrupt_row_is_never_shown(&s, &ns, key).await;
-    support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
-    let short = [9u8; 31];
-    sqlx::query(RAW_INSERT)
-        .bind(short.as_slice())
-        .bind(support::fingerprint().as_bytes().as_slice())
-        .bind("{}")
-        .bind([7u8; 16].as_slice())
-        .execute(s.pool())
-        .await
-        .expect("raw insert");
-    support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
-    db.drop().await;
-}
-
-#[tokio::test]
 async fn the_audit_table_refuses_update_and_delete() {
     let Some(db) = Db::create().await else {
         return;
@@ -341,83 +213,6 @@ fn kill_once(admin: MySqlPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>
         })
     });
     (hook, flag)
-}
-
-#[tokio::test]
-async fn fault_connection_killed_mid_transaction_surfaces_and_writes_nothing() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let (hook, fired) = kill_once(db.admin.clone(), FaultPoint::AfterInsert);
-    let store = db.store().await.with_fault_hook(hook);
-    let ns = Namespace::new(support::random16());
-    let (key, req) = support::request_for(&ns, 1);
-    let err = store
-        .claim(req)
-        .await
-        .expect_err("a killed connection must surface");
-    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
-    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
-    // The insert died with its transaction: no half-written claim.
-    assert_eq!(store.fetch(&key).await.expect("fetch"), None);
-    // And the operation can still be claimed cleanly afterwards.
-    let (_, again) = support::request_for(&ns, 1);
-    support::expect_acquired(store.claim(again).await.expect("claim"));
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn fault_commit_lost_reads_back_before_deciding() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let (hook, fired) = kill_once(db.admin.clone(), FaultPoint::BeforeCommit);
-    let store = db.store().await.with_fault_hook(hook);
-    let ns = Namespace::new(support::random16());
-    let (key, req) = support::request_for(&ns, 2);
-    let holder = *req.holder();
-    // COMMIT fails on the dead connection; the store reads the row back on
-    // a fresh one, finds none (the server rolled back), retries the whole
-    // claim and wins it with the same holder token.
-    let lease = support::expect_acquired(store.claim(req).await.expect("claim"));
-    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
-    assert_eq!(lease.holder, holder);
-    let row = store.fetch(&key).await.expect("fetch").expect("row");
-    assert_eq!(row.holder, holder);
-    assert_eq!(row.status, ClaimStatus::InFlight);
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let (hook, fired) = support::fail_commit_number(2);
-    let store = toolgate_store::AnyClaimStore::MySql(db.store().await.with_fault_hook(hook));
-    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let (hook, fired) = support::fail_commit_once();
-    let store = db.store().await.with_fault_hook(hook);
-    support::lost_commit_ack_is_read_back(&store, &fired).await;
-    db.drop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn many_concurrent_races_have_one_winner_each() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let s = Arc::new(db.store().await);
-    support::many_races(s, 40, 12).await;
-    db.drop().await;
 }
 
 /// The codes the claim treats as a lost race, produced by the server itself:
@@ -496,19 +291,6 @@ async fn lost_race_codes_come_from_the_server() {
     assert_eq!(number(&dup), Some(1062), "{dup}");
     assert!(!is_lost_race(&dup));
     drop((a, b));
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let s = db.store().await;
-    s.ready().await.expect("a fresh store is ready");
-    s.pool().close().await;
-    let e = s.ready().await.expect_err("a closed pool is not ready");
-    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
     db.drop().await;
 }
 

@@ -12,11 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::postgres::PgPool;
-use toolgate::claim::conformance::Namespace;
-use toolgate::claim::{ClaimStatus, ClaimStore, StoreErrorKind};
 use toolgate_store::fault::{FaultHook, FaultPoint};
 use toolgate_store::postgres::PgClaimStore;
-use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+use toolgate_store::{AnyClaimStore, StoreOptions};
 
 const URL_VAR: &str = "TOOLGATE_TEST_POSTGRES_URL";
 
@@ -43,6 +41,10 @@ impl Schema {
         Some(Self { admin, name, url })
     }
 
+    fn url(&self) -> &str {
+        &self.url
+    }
+
     async fn store(&self) -> PgClaimStore {
         PgClaimStore::connect(&self.url, StoreOptions::default())
             .await
@@ -61,111 +63,18 @@ impl Schema {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_passes_the_conformance_suite() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    support::conformance(Arc::new(schema.store().await)).await;
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn the_lease_counts_from_the_attempt() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let store = schema.store().await.with_clock(support::a_minute_late);
-    support::lease_counts_from_the_attempt(&store).await;
-    schema.drop().await;
-}
-
 /// Review items as migration 0003 makes them, for the grant test.
 const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, proposer, decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, consumed_at) VALUES (1, 'pending_approval', 'agent:1', '{}', 'approved', $1, $2, '7', $3, $4, $5) RETURNING id";
 const CONSUMED: &str = "SELECT consumed_at, consumed_by FROM toolgate_review_items WHERE id = $1";
 const VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at) VALUES ($1, $2, 'approve', 1)";
 
-#[tokio::test]
-async fn grants_are_used_in_the_claims_transaction() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let store = schema.store().await;
-    let approve =
-        async |key: toolgate::claim::OperationKey, expires: i64, consumed: Option<i64>| {
-            sqlx::query_scalar::<_, i64>(APPROVE)
-                .bind(key.as_bytes().as_slice())
-                .bind(support::fingerprint().as_bytes().as_slice())
-                .bind(support::DIGEST)
-                .bind(expires)
-                .bind(consumed)
-                .fetch_one(store.pool())
-                .await
-                .expect("approve")
-        };
-    let consumed = async |id: i64| {
-        sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
-            .bind(id)
-            .fetch_one(store.pool())
-            .await
-            .expect("consumed_at")
-    };
-    let vote = async |id: i64, reviewer: &str| {
-        sqlx::query(VOTE)
-            .bind(id)
-            .bind(reviewer.to_owned())
-            .execute(store.pool())
-            .await
-            .expect("vote");
-    };
-    support::grants_are_used_in_the_claims_transaction(&store, approve, consumed, vote).await;
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn completion_checks_the_lease_at_the_stores_clock() {
-    static NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let store = schema
-        .store()
-        .await
-        .with_clock(|| toolgate::claim::UnixMillis(NOW.load(std::sync::atomic::Ordering::SeqCst)));
-    support::completion_checks_the_lease_at_the_stores_clock(&store, |t| {
-        NOW.store(t.0, std::sync::atomic::Ordering::SeqCst);
-    })
-    .await;
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn a_lease_past_at_read_back_is_refused() {
-    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let store = schema
-        .store()
-        .await
-        .with_clock(|| support::hour_per_reading(&TICK));
-    support::a_lease_past_at_read_back_is_refused(&store).await;
-    schema.drop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn any_store_picks_postgres_from_the_url_and_passes() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let store = AnyClaimStore::connect(&schema.url)
-        .await
-        .expect("connect")
-        .with_clock(support::suite_clock);
-    assert_eq!(store.backend(), Backend::Postgres);
-    support::conformance(Arc::new(store)).await;
-    schema.drop().await;
-}
+support::backend_tests!(
+    Schema,
+    Postgres,
+    conformance: postgres_passes_the_conformance_suite,
+    any_store: any_store_picks_postgres_from_the_url_and_passes,
+);
+support::server_tests!(Schema);
 
 #[tokio::test]
 async fn only_the_operation_key_is_unique() {
@@ -205,37 +114,6 @@ async fn only_the_operation_key_is_unique() {
 const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprint, tool, \
     arguments, scope, version_seen, proposer, status, holder, lease_expires_at, claimed_at) \
     VALUES ($1, $2, 'apply_goodwill_credit', $3, '{}', '7', 'agent:1', 'in_flight', $4, 0, 0)";
-
-#[tokio::test]
-async fn corrupt_rows_are_errors_never_records() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let s = schema.store().await;
-    let ns = Namespace::new(support::random16());
-    let key = ns.key(201, 0);
-    sqlx::query(RAW_INSERT)
-        .bind(key.as_bytes().as_slice())
-        .bind(support::fingerprint().as_bytes().as_slice())
-        .bind("{\"amount_minor\":")
-        .bind([7u8; 16].as_slice())
-        .execute(s.pool())
-        .await
-        .expect("raw insert");
-    support::corrupt_row_is_never_shown(&s, &ns, key).await;
-    support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
-    let short = [9u8; 31];
-    sqlx::query(RAW_INSERT)
-        .bind(short.as_slice())
-        .bind(support::fingerprint().as_bytes().as_slice())
-        .bind("{}")
-        .bind([7u8; 16].as_slice())
-        .execute(s.pool())
-        .await
-        .expect("raw insert");
-    support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
-    schema.drop().await;
-}
 
 #[tokio::test]
 async fn the_audit_table_refuses_update_delete_and_truncate() {
@@ -301,83 +179,6 @@ fn kill_once(admin: PgPool, point: FaultPoint) -> (FaultHook, Arc<AtomicBool>) {
         })
     });
     (hook, flag)
-}
-
-#[tokio::test]
-async fn fault_connection_killed_mid_transaction_surfaces_and_writes_nothing() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let (hook, fired) = kill_once(schema.admin.clone(), FaultPoint::AfterInsert);
-    let store = schema.store().await.with_fault_hook(hook);
-    let ns = Namespace::new(support::random16());
-    let (key, req) = support::request_for(&ns, 1);
-    let err = store
-        .claim(req)
-        .await
-        .expect_err("a killed connection must surface");
-    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
-    assert_eq!(err.kind(), StoreErrorKind::Unavailable, "{err}");
-    // The insert died with its transaction: no half-written claim.
-    assert_eq!(store.fetch(&key).await.expect("fetch"), None);
-    // And the operation can still be claimed cleanly afterwards.
-    let (_, again) = support::request_for(&ns, 1);
-    support::expect_acquired(store.claim(again).await.expect("claim"));
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn fault_commit_lost_reads_back_before_deciding() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let (hook, fired) = kill_once(schema.admin.clone(), FaultPoint::BeforeCommit);
-    let store = schema.store().await.with_fault_hook(hook);
-    let ns = Namespace::new(support::random16());
-    let (key, req) = support::request_for(&ns, 2);
-    let holder = *req.holder();
-    // COMMIT fails on the dead connection; the store reads the row back on
-    // a fresh one, finds none (the server rolled back), retries the whole
-    // claim and wins it with the same holder token.
-    let lease = support::expect_acquired(store.claim(req).await.expect("claim"));
-    assert!(fired.load(Ordering::SeqCst), "the fault never fired");
-    assert_eq!(lease.holder, holder);
-    let row = store.fetch(&key).await.expect("fetch").expect("row");
-    assert_eq!(row.holder, holder);
-    assert_eq!(row.status, ClaimStatus::InFlight);
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let (hook, fired) = support::fail_commit_number(2);
-    let store = toolgate_store::AnyClaimStore::Postgres(schema.store().await.with_fault_hook(hook));
-    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let (hook, fired) = support::fail_commit_once();
-    let store = schema.store().await.with_fault_hook(hook);
-    support::lost_commit_ack_is_read_back(&store, &fired).await;
-    schema.drop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn many_concurrent_races_have_one_winner_each() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let s = Arc::new(schema.store().await);
-    support::many_races(s, 40, 12).await;
-    schema.drop().await;
 }
 
 /// The same races with every transaction at REPEATABLE READ and at
@@ -485,19 +286,6 @@ async fn lost_race_codes_come_from_the_server() {
     assert_eq!(code(&dup).as_deref(), Some("23505"), "{dup}");
     assert!(!is_lost_race(&dup));
     drop((a, b));
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let s = schema.store().await;
-    s.ready().await.expect("a fresh store is ready");
-    s.pool().close().await;
-    let e = s.ready().await.expect_err("a closed pool is not ready");
-    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
     schema.drop().await;
 }
 

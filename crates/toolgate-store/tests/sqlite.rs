@@ -8,7 +8,7 @@ use std::sync::Arc;
 use toolgate::claim::conformance::Namespace;
 use toolgate::claim::{ClaimStore, MemoryClaimStore};
 use toolgate_store::sqlite::SqliteClaimStore;
-use toolgate_store::{AnyClaimStore, Backend, StoreOptions};
+use toolgate_store::{AnyClaimStore, StoreOptions};
 
 /// A fresh database file under the system temporary directory, removed
 /// (with its WAL files) when dropped.
@@ -20,9 +20,25 @@ impl TempDb {
         Self(std::env::temp_dir().join(name))
     }
 
+    /// Never `None`: SQLite needs no server (the shape the shared tests
+    /// take, `support::backend_tests`).
+    async fn create() -> Option<Self> {
+        Some(Self::new())
+    }
+
     fn url(&self) -> String {
         format!("sqlite://{}", self.0.display())
     }
+
+    async fn store(&self) -> SqliteClaimStore {
+        SqliteClaimStore::connect(&self.url(), StoreOptions::default())
+            .await
+            .expect("open SQLite")
+            .with_clock(support::suite_clock)
+    }
+
+    /// Nothing to do before the value is dropped, which removes the files.
+    async fn drop(self) {}
 }
 
 impl Drop for TempDb {
@@ -35,20 +51,6 @@ impl Drop for TempDb {
     }
 }
 
-async fn store(db: &TempDb) -> SqliteClaimStore {
-    SqliteClaimStore::connect(&db.url(), StoreOptions::default())
-        .await
-        .expect("open SQLite")
-        .with_clock(support::suite_clock)
-}
-
-#[tokio::test]
-async fn the_lease_counts_from_the_attempt() {
-    let db = TempDb::new();
-    let s = store(&db).await.with_clock(support::a_minute_late);
-    support::lease_counts_from_the_attempt(&s).await;
-}
-
 /// Review items as migration 0003 makes them, for the grant test.
 const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, proposer, \
     decision, status, operation_key, fingerprint, version_seen, policy_digest, expires_at, \
@@ -57,68 +59,12 @@ const APPROVE: &str = "INSERT INTO toolgate_review_items (created_at, kind, prop
 const CONSUMED: &str = "SELECT consumed_at, consumed_by FROM toolgate_review_items WHERE id = ?";
 const VOTE: &str = "INSERT INTO toolgate_review_votes (item_id, reviewer, verdict, at) VALUES (?, ?, 'approve', 1)";
 
-#[tokio::test]
-async fn grants_are_used_in_the_claims_transaction() {
-    let db = TempDb::new();
-    let s = store(&db).await;
-    let approve =
-        async |key: toolgate::claim::OperationKey, expires: i64, consumed: Option<i64>| {
-            sqlx::query_scalar::<_, i64>(APPROVE)
-                .bind(key.as_bytes().as_slice())
-                .bind(support::fingerprint().as_bytes().as_slice())
-                .bind(support::DIGEST)
-                .bind(expires)
-                .bind(consumed)
-                .fetch_one(s.pool())
-                .await
-                .expect("approve")
-        };
-    let consumed = async |id: i64| {
-        sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
-            .bind(id)
-            .fetch_one(s.pool())
-            .await
-            .expect("consumed_at")
-    };
-    let vote = async |id: i64, reviewer: &str| {
-        sqlx::query(VOTE)
-            .bind(id)
-            .bind(reviewer.to_owned())
-            .execute(s.pool())
-            .await
-            .expect("vote");
-    };
-    support::grants_are_used_in_the_claims_transaction(&s, approve, consumed, vote).await;
-}
-
-#[tokio::test]
-async fn completion_checks_the_lease_at_the_stores_clock() {
-    static NOW: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let db = TempDb::new();
-    let s = store(&db)
-        .await
-        .with_clock(|| toolgate::claim::UnixMillis(NOW.load(std::sync::atomic::Ordering::SeqCst)));
-    support::completion_checks_the_lease_at_the_stores_clock(&s, |t| {
-        NOW.store(t.0, std::sync::atomic::Ordering::SeqCst);
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn a_lease_past_at_read_back_is_refused() {
-    static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-    let db = TempDb::new();
-    let s = store(&db)
-        .await
-        .with_clock(|| support::hour_per_reading(&TICK));
-    support::a_lease_past_at_read_back_is_refused(&s).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_passes_the_conformance_suite() {
-    let db = TempDb::new();
-    support::conformance(Arc::new(store(&db).await)).await;
-}
+support::backend_tests!(
+    TempDb,
+    Sqlite,
+    conformance: sqlite_passes_the_conformance_suite,
+    any_store: any_store_picks_sqlite_from_the_url_and_passes,
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_store_passes_the_conformance_suite() {
@@ -127,24 +73,13 @@ async fn memory_store_passes_the_conformance_suite() {
     support::conformance(Arc::new(MemoryClaimStore::new())).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn any_store_picks_sqlite_from_the_url_and_passes() {
-    let db = TempDb::new();
-    let store = AnyClaimStore::connect(&db.url())
-        .await
-        .expect("connect")
-        .with_clock(support::suite_clock);
-    assert_eq!(store.backend(), Backend::Sqlite);
-    support::conformance(Arc::new(store)).await;
-}
-
 #[tokio::test]
 async fn the_database_is_a_wal_file_and_reopening_keeps_claims() {
     let db = TempDb::new();
     let ns = Namespace::new(support::random16());
     let (key, req) = support::request_for(&ns, 1);
     {
-        let s = store(&db).await;
+        let s = db.store().await;
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
             .fetch_one(s.pool())
             .await
@@ -154,7 +89,7 @@ async fn the_database_is_a_wal_file_and_reopening_keeps_claims() {
         s.pool().close().await;
     }
     // Reopening runs the migrations again (a no-op) and sees the claim.
-    let s = store(&db).await;
+    let s = db.store().await;
     let row = s.fetch(&key).await.expect("fetch").expect("row survives");
     assert_eq!(row.key, key);
 }
@@ -162,7 +97,7 @@ async fn the_database_is_a_wal_file_and_reopening_keeps_claims() {
 #[tokio::test]
 async fn only_the_operation_key_is_unique() {
     let db = TempDb::new();
-    let s = store(&db).await;
+    let s = db.store().await;
     let unique: Vec<String> = sqlx::query_scalar(
         "SELECT name FROM pragma_index_list('toolgate_claims') WHERE \"unique\" = 1",
     )
@@ -197,7 +132,7 @@ const RAW_INSERT: &str = "INSERT INTO toolgate_claims (operation_key, fingerprin
 async fn the_executor_column_defaults_to_in_process_and_rejects_unknown_kinds() {
     use toolgate::claim::{ClaimStore, ExecutorKind};
     let db = TempDb::new();
-    let s = store(&db).await;
+    let s = db.store().await;
     let ns = Namespace::new(support::random16());
     let old = ns.key(205, 0);
     sqlx::query(RAW_INSERT)
@@ -232,7 +167,7 @@ async fn the_executor_column_defaults_to_in_process_and_rejects_unknown_kinds() 
 #[tokio::test]
 async fn corrupt_rows_are_errors_never_records() {
     let db = TempDb::new();
-    let s = store(&db).await;
+    let s = db.store().await;
     let ns = Namespace::new(support::random16());
 
     // Invalid JSON in the arguments, under a valid key.
@@ -276,7 +211,7 @@ async fn corrupt_rows_are_errors_never_records() {
 #[tokio::test]
 async fn the_audit_table_refuses_update_and_delete() {
     let db = TempDb::new();
-    let s = store(&db).await;
+    let s = db.store().await;
     sqlx::query("INSERT INTO toolgate_audit (at, actor, outcome) VALUES (1, 'a', 'executed')")
         .execute(s.pool())
         .await
@@ -308,29 +243,6 @@ async fn a_bad_url_is_a_config_error() {
     }
 }
 
-#[tokio::test]
-async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
-    let db = TempDb::new();
-    let (hook, fired) = support::fail_commit_number(2);
-    let store = toolgate_store::AnyClaimStore::Sqlite(store(&db).await.with_fault_hook(hook));
-    support::lost_write_commit_ack_is_read_back(&store, &fired).await;
-}
-
-#[tokio::test]
-async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
-    let db = TempDb::new();
-    let (hook, fired) = support::fail_commit_once();
-    let store = store(&db).await.with_fault_hook(hook);
-    support::lost_commit_ack_is_read_back(&store, &fired).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn many_concurrent_races_have_one_winner_each() {
-    let db = TempDb::new();
-    let s = Arc::new(store(&db).await);
-    support::many_races(s, 40, 12).await;
-}
-
 /// SQLite's lost race, produced by SQLite itself: a second writer with no
 /// busy timeout gets SQLITE_BUSY; a constraint violation is not a race.
 #[tokio::test]
@@ -339,7 +251,7 @@ async fn lost_race_codes_come_from_sqlite() {
     use toolgate_store::sqlite::rusqlite::Connection;
 
     let db = TempDb::new();
-    let _store = store(&db).await;
+    let _store = db.store().await;
     let a = Connection::open(&db.0).expect("a");
     let b = Connection::open(&db.0).expect("b");
     b.busy_timeout(std::time::Duration::ZERO).expect("no wait");
@@ -370,7 +282,7 @@ async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
     use toolgate_store::sqlite::WriteError;
 
     let db = TempDb::new();
-    let store = store(&db).await;
+    let store = db.store().await;
     let writer = store.writer().clone();
     let failed = writer
         .write(|conn| {
@@ -407,7 +319,7 @@ async fn group_commit_rolls_a_failed_unit_back_and_carries_on() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn group_commit_answers_every_unit_of_concurrent_batches() {
     let db = TempDb::new();
-    let store = store(&db).await;
+    let store = db.store().await;
     let mut tasks = Vec::new();
     for i in 0..300_i64 {
         let writer = store.writer().clone();
@@ -435,7 +347,7 @@ async fn group_commit_survives_a_panicking_unit() {
     use toolgate_store::sqlite::WriteError;
 
     let db = TempDb::new();
-    let store = store(&db).await;
+    let store = db.store().await;
     let writer = store.writer().clone();
     let panicked = writer
         .write(|conn| -> Result<(), _> {
@@ -476,15 +388,11 @@ async fn an_in_memory_database_is_refused() {
 #[tokio::test]
 async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
     let db = TempDb::new();
-    let s = store(&db).await;
-    s.ready().await.expect("a fresh store is ready");
-    assert!(s.writer().is_running(), "the writer thread runs");
-    // The pool the listings and the audit trail use: closed, not ready.
-    s.pool().close().await;
-    let e = s.ready().await.expect_err("a closed pool is not ready");
-    assert_eq!(
-        e.kind(),
-        toolgate::claim::StoreErrorKind::Unavailable,
-        "{e}"
-    );
+    let s = db.store().await;
+    support::ready_until_closed(&s, async || {
+        assert!(s.writer().is_running(), "the writer thread runs");
+        // The pool the listings and the audit trail use: closed, not ready.
+        s.pool().close().await;
+    })
+    .await;
 }

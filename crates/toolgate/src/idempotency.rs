@@ -83,6 +83,59 @@ pub fn cost(principal: &str, key: &str, body_len: usize) -> u64 {
     (principal.len() + key.len() + body_len + 160) as u64
 }
 
+/// One request's [`IdempotencyStore::idem_begin`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdemBegin<'a> {
+    /// Who sent the request: keys are scoped to the principal.
+    pub principal: &'a str,
+    /// The `Idempotency-Key`.
+    pub key: &'a str,
+    /// SHA-256 of the request body.
+    pub payload: [u8; 32],
+    /// This request's runner token.
+    pub runner: &'a str,
+    /// The request's time.
+    pub now: UnixMillis,
+    /// When a running row this request takes stops holding the key.
+    pub lease_until: UnixMillis,
+}
+
+/// The running row one request holds, to forget
+/// ([`IdempotencyStore::idem_forget`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdemRun<'a> {
+    /// Who sent the request.
+    pub principal: &'a str,
+    /// The `Idempotency-Key`.
+    pub key: &'a str,
+    /// The runner that began it.
+    pub runner: &'a str,
+}
+
+/// One runner's [`IdempotencyStore::idem_finish`]: the answer to keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdemFinish<'a> {
+    /// Who sent the request.
+    pub principal: &'a str,
+    /// The `Idempotency-Key`.
+    pub key: &'a str,
+    /// The runner that began it.
+    pub runner: &'a str,
+    /// The final answer.
+    pub answer: Remembered,
+    /// When it finished.
+    pub now: UnixMillis,
+    /// The memory's bounds, for the principal's quota.
+    pub bounds: Bounds,
+}
+
+impl IdemFinish<'_> {
+    /// What the finished row costs against [`Bounds::max_bytes`] ([`cost`]).
+    pub fn cost(&self) -> u64 {
+        cost(self.principal, self.key, self.answer.body.len())
+    }
+}
+
 /// Where the `Idempotency-Key` memory lives.
 pub trait IdempotencyStore: Send + Sync {
     /// Inserts a running row for (`principal`, `key`) held by `runner`
@@ -92,12 +145,7 @@ pub trait IdempotencyStore: Send + Sync {
     /// takes it over.
     fn idem_begin(
         &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
+        begin: IdemBegin<'_>,
     ) -> impl Future<Output = Result<Begun, StoreError>> + Send;
 
     /// Keeps `answer` on the row `runner` still holds, finished at `now`,
@@ -106,21 +154,11 @@ pub trait IdempotencyStore: Send + Sync {
     /// its totals are over `bounds`' per-principal caps: one transaction.
     fn idem_finish(
         &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
+        finish: IdemFinish<'_>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes the running row `runner` still holds (nothing final to keep).
-    fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn idem_forget(&self, run: IdemRun<'_>) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Removes at most [`PURGE_BATCH`] finished rows past the retention
     /// (adjusting their principals' totals) and at most as many running
@@ -156,6 +194,23 @@ mod tests {
         }
     }
 
+    /// `runner`'s finish of key `key` of principal `p` with `answer` at `at`.
+    fn finish<'a>(
+        (principal, key, runner): (&'a str, &'a str, &'a str),
+        answer: Remembered,
+        now: UnixMillis,
+        bounds: Bounds,
+    ) -> IdemFinish<'a> {
+        IdemFinish {
+            principal,
+            key,
+            runner,
+            answer,
+            now,
+            bounds,
+        }
+    }
+
     fn bounds(capacity: u64, max_bytes: u64) -> Bounds {
         Bounds {
             retention_ms: 1_000,
@@ -164,13 +219,28 @@ mod tests {
         }
     }
 
+    /// `runner`'s begin of key `key` of principal `p` with `payload` at `at`.
+    fn begin_with(
+        store: &MemoryClaimStore,
+        (p, key, runner): (&str, &str, &str),
+        payload: [u8; 32],
+        at: i64,
+    ) -> Result<Begun, StoreError> {
+        now_of(store.idem_begin(IdemBegin {
+            principal: p,
+            key,
+            payload,
+            runner,
+            now: UnixMillis(at),
+            lease_until: UnixMillis(at + 10),
+        }))
+    }
+
     /// Key `key` of principal `p` begun and finished at `at` under `b`.
     fn remember_as(store: &MemoryClaimStore, p: &str, key: &str, len: usize, at: i64, b: Bounds) {
-        let payload = [1; 32];
-        let begun =
-            now_of(store.idem_begin(p, key, payload, "r", UnixMillis(at), UnixMillis(at + 10)));
+        let begun = begin_with(store, (p, key, "r"), [1; 32], at);
         assert_eq!(begun.unwrap(), Begun::Fresh, "{key}");
-        now_of(store.idem_finish(p, key, "r", answer(len), UnixMillis(at), b)).unwrap();
+        now_of(store.idem_finish(finish((p, key, "r"), answer(len), UnixMillis(at), b))).unwrap();
     }
 
     fn remember(store: &MemoryClaimStore, key: &str, len: usize, at: i64, b: Bounds) {
@@ -178,8 +248,7 @@ mod tests {
     }
 
     fn begin_as(store: &MemoryClaimStore, p: &str, key: &str, at: i64) -> Begun {
-        now_of(store.idem_begin(p, key, [1; 32], "r2", UnixMillis(at), UnixMillis(at + 10)))
-            .unwrap()
+        begin_with(store, (p, key, "r2"), [1; 32], at).unwrap()
     }
 
     fn begin(store: &MemoryClaimStore, key: &str, at: i64) -> Begun {
@@ -238,36 +307,29 @@ mod tests {
     #[test]
     fn only_the_runner_finishes_or_forgets_and_a_lapsed_lease_is_taken_over() {
         let store = MemoryClaimStore::new();
-        let b = |key, runner, at: i64| {
-            now_of(store.idem_begin(
-                "p",
-                key,
-                [1; 32],
-                runner,
-                UnixMillis(at),
-                UnixMillis(at + 10),
-            ))
-            .unwrap()
-        };
+        let b = |key, runner, at: i64| begin_with(&store, ("p", key, runner), [1; 32], at).unwrap();
         assert_eq!(b("k", "r1", 0), Begun::Fresh);
         assert_eq!(b("k", "r2", 5), Begun::InFlight);
-        now_of(store.idem_forget("p", "k", "r2")).unwrap();
+        let run = IdemRun {
+            principal: "p",
+            key: "k",
+            runner: "r2",
+        };
+        now_of(store.idem_forget(run)).unwrap();
         let q = bounds(10, u64::MAX);
-        now_of(store.idem_finish("p", "k", "r2", answer(1), UnixMillis(5), q)).unwrap();
+        now_of(store.idem_finish(finish(("p", "k", "r2"), answer(1), UnixMillis(5), q))).unwrap();
         assert_eq!(b("k", "r2", 9), Begun::InFlight);
         // Another payload is a mismatch, running or not.
-        let other =
-            now_of(store.idem_begin("p", "k", [2; 32], "r3", UnixMillis(9), UnixMillis(19)));
+        let other = begin_with(&store, ("p", "k", "r3"), [2; 32], 9);
         assert_eq!(other.unwrap(), Begun::Mismatch);
         // Lease passed: r2 takes over, and r1 can no longer finish.
         assert_eq!(b("k", "r2", 10), Begun::Fresh);
-        now_of(store.idem_finish("p", "k", "r1", answer(1), UnixMillis(11), q)).unwrap();
+        now_of(store.idem_finish(finish(("p", "k", "r1"), answer(1), UnixMillis(11), q))).unwrap();
         assert_eq!(b("k", "r3", 12), Begun::InFlight);
-        now_of(store.idem_finish("p", "k", "r2", answer(3), UnixMillis(12), q)).unwrap();
+        now_of(store.idem_finish(finish(("p", "k", "r2"), answer(3), UnixMillis(12), q))).unwrap();
         assert_eq!(b("k", "r3", 13), Begun::Replay(answer(3)));
         // Another principal's same key is its own.
-        let theirs =
-            now_of(store.idem_begin("q", "k", [2; 32], "r", UnixMillis(13), UnixMillis(23)));
+        let theirs = begin_with(&store, ("q", "k", "r"), [2; 32], 13);
         assert_eq!(theirs.unwrap(), Begun::Fresh);
     }
 }

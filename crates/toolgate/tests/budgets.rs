@@ -220,7 +220,8 @@ mod pipeline {
     };
     use toolgate::provider::Provider;
     use toolgate::review::{
-        ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Verdict, Voted,
+        ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, ReviewerAct,
+        Verdict, Voted,
     };
 
     fn block_on<F: Future>(f: F) -> F::Output {
@@ -482,10 +483,12 @@ mod pipeline {
             panic!("opens an item")
         };
         assert_eq!(
-            block_on(
-                desk.store
-                    .vote(item, "lead", Verdict::Approve, None, UnixMillis(MORNING))
-            )
+            block_on(desk.store.vote(ReviewerAct::new(
+                item,
+                "lead",
+                Verdict::Approve,
+                UnixMillis(MORNING)
+            )))
             .unwrap(),
             Voted::Recorded(ItemStatus::Approved)
         );

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, GrantUse,
-    HolderToken, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled,
-    StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
+    GrantUse, HolderToken, JsonText, MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome,
+    ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::op::operation_key;
@@ -30,7 +30,8 @@ use toolgate::pipeline::{
 };
 use toolgate::provider::Provider;
 use toolgate::review::{
-    ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Verdict, Voted,
+    ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, ReviewerAct, Verdict,
+    Voted,
 };
 
 type Log = Arc<Mutex<Vec<&'static str>>>;
@@ -121,14 +122,10 @@ impl ClaimStore for SpyStore {
     }
     fn complete(
         &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
+        request: CompleteRequest,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
         push(&self.log, "complete");
-        self.inner.complete(key, holder, result, now, audit)
+        self.inner.complete(request)
     }
     fn fetch(
         &self,
@@ -147,12 +144,10 @@ impl ClaimStore for SpyStore {
     }
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
         push(&self.log, "record_reconciliation");
-        self.inner.record_reconciliation(key, outcome, now)
+        self.inner.record_reconciliation(request)
     }
     fn append_audit(
         &self,
@@ -228,11 +223,11 @@ impl Executor for SpyExecutor {
             let outcome = ReconcileOutcome::NotApplied {
                 detail: JsonText::result("{}".into()).unwrap(),
             };
-            let r = block_on(store.inner.record_reconciliation(
-                &key,
-                &outcome,
-                UnixMillis(i64::MAX),
-            ));
+            let r = block_on(store.inner.record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &outcome,
+                now: UnixMillis(i64::MAX),
+            }));
             assert!(matches!(r, Ok(Reconciled::Recorded)));
         }
         std::future::ready(out)
@@ -255,7 +250,11 @@ impl Executor for SpyExecutor {
             };
             let r = store
                 .inner
-                .record_reconciliation(permit.key(), &outcome, UnixMillis(i64::MAX))
+                .record_reconciliation(ReconcileRequest {
+                    key: permit.key(),
+                    outcome: &outcome,
+                    now: UnixMillis(i64::MAX),
+                })
                 .await;
             assert!(matches!(r, Ok(Reconciled::Recorded)));
         }
@@ -268,10 +267,9 @@ impl Executor for SpyExecutor {
         }
         let receipt = JsonText::result(json!({"applied": true, "folded": true}).to_string())
             .map_err(|e| ExecError::new(e.to_string()))?;
-        let (key, holder) = (completion.key(), completion.holder());
         let done = store
             .inner
-            .complete(key, holder, &receipt, completion.now(), completion.audit())
+            .complete(completion.request(receipt.clone()))
             .await
             .map_err(|e| ExecError::new(e.to_string()))?;
         if done != Completion::Recorded {
@@ -1057,20 +1055,22 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         panic!("a first request opens an item")
     };
     assert_eq!(
-        block_on(
-            w.store
-                .inner
-                .vote(item, "agent-1", Verdict::Approve, None, UnixMillis(T0))
-        )
+        block_on(w.store.inner.vote(ReviewerAct::new(
+            item,
+            "agent-1",
+            Verdict::Approve,
+            UnixMillis(T0)
+        )))
         .unwrap(),
         Voted::SelfApproval
     );
     assert_eq!(
-        block_on(
-            w.store
-                .inner
-                .vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))
-        )
+        block_on(w.store.inner.vote(ReviewerAct::new(
+            item,
+            "lead",
+            Verdict::Approve,
+            UnixMillis(T0)
+        )))
         .unwrap(),
         Voted::Recorded(ItemStatus::Approved)
     );
@@ -1189,7 +1189,13 @@ fn a_grant_serves_only_its_proposer() {
         panic!("opens")
     };
     assert_eq!(
-        block_on(store.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        block_on(store.vote(ReviewerAct::new(
+            item,
+            "lead",
+            Verdict::Approve,
+            UnixMillis(T0)
+        )))
+        .unwrap(),
         Voted::Recorded(ItemStatus::Approved)
     );
     // Another principal asking for the same proposal is not handed
@@ -1282,11 +1288,23 @@ fn a_reviewer_never_uses_the_grant_it_approved() {
     };
     // The store refuses the key that named the proposer as a reviewer.
     assert_eq!(
-        block_on(store.vote(item, "lead", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        block_on(store.vote(ReviewerAct::new(
+            item,
+            "lead",
+            Verdict::Approve,
+            UnixMillis(T0)
+        )))
+        .unwrap(),
         Voted::SelfApproval
     );
     assert_eq!(
-        block_on(store.vote(item, "other", Verdict::Approve, None, UnixMillis(T0))).unwrap(),
+        block_on(store.vote(ReviewerAct::new(
+            item,
+            "other",
+            Verdict::Approve,
+            UnixMillis(T0)
+        )))
+        .unwrap(),
         Voted::Recorded(ItemStatus::Approved)
     );
     let approval = Approval {
@@ -1365,7 +1383,13 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     );
     // Two distinct approvers; the same one twice counts once.
     let vote = |who: &str, at: i64| {
-        block_on(store.vote(item, who, Verdict::Approve, None, UnixMillis(at))).unwrap()
+        block_on(store.vote(ReviewerAct::new(
+            item,
+            who,
+            Verdict::Approve,
+            UnixMillis(at),
+        )))
+        .unwrap()
     };
     assert_eq!(vote("lead", T0 + 2), Voted::Recorded(ItemStatus::Open));
     assert_eq!(vote("lead", T0 + 3), Voted::AlreadyVoted);
@@ -1531,11 +1555,12 @@ fn the_core_decides_with_approvals_on_the_memory_review_store() {
     assert_eq!((again.review_item, again.new_item), (Some(item), false));
 
     assert_eq!(
-        block_on(
-            w.store
-                .inner
-                .vote(item, "lead", Verdict::Approve, None, UnixMillis(T0 + 2))
-        )
+        block_on(w.store.inner.vote(ReviewerAct::new(
+            item,
+            "lead",
+            Verdict::Approve,
+            UnixMillis(T0 + 2)
+        )))
         .unwrap(),
         Voted::Recorded(ItemStatus::Approved)
     );
@@ -1575,11 +1600,12 @@ fn a_denial_in_the_core_rejects_the_proposal() {
         .unwrap()
         .review_item
         .unwrap();
-    block_on(
-        w.store
-            .inner
-            .vote(item, "lead", Verdict::Deny, None, UnixMillis(T0 + 1)),
-    )
+    block_on(w.store.inner.vote(ReviewerAct::new(
+        item,
+        "lead",
+        Verdict::Deny,
+        UnixMillis(T0 + 1),
+    )))
     .unwrap();
     let d = front_call(&w, &ana, p(), Some(json!(7)), T0 + 2).unwrap();
     assert_eq!(d.decision.outcome(), Outcome::Rejected);

@@ -12,8 +12,8 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
+    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 use toolgate::pipeline::{Decision, Outcome, Reason, StateVersion};
 use toolgate_store::Held;
@@ -168,13 +168,9 @@ impl ClaimStore for Between<'_> {
 
     fn complete(
         &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
+        request: CompleteRequest,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
-        self.inner.complete(key, holder, result, now, audit)
+        self.inner.complete(request)
     }
 
     fn fetch(
@@ -194,11 +190,9 @@ impl ClaimStore for Between<'_> {
 
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
-        self.inner.record_reconciliation(key, outcome, now)
+        self.inner.record_reconciliation(request)
     }
 
     fn append_audit(

@@ -11,7 +11,8 @@ mod support;
 
 use serde_json::json;
 use toolgate::claim::{
-    ClaimRecord, ClaimStatus, ClaimStore, OperationKey, ReconcileOutcome, Reconciled, Resolution,
+    ClaimRecord, ClaimStatus, ClaimStore, OperationKey, ReconcileOutcome, ReconcileRequest,
+    Reconciled, Resolution,
 };
 use toolgate::pipeline::{
     AppliedCompletion, Completed, Decision, ExecError, ExecOutcome, ExecPermit, Executor, Outcome,
@@ -162,11 +163,11 @@ async fn a_lost_lease_undoes_the_credit(d: &support::Desk) {
     // Reconciliation asks the desk's rows and finds nothing written.
     let answer = d
         .store
-        .record_reconciliation(
-            &claim.key,
-            &d.desk.reconcile(&claim).await.unwrap(),
-            toolgate_store::now_millis(),
-        )
+        .record_reconciliation(ReconcileRequest {
+            key: &claim.key,
+            outcome: &d.desk.reconcile(&claim).await.unwrap(),
+            now: toolgate_store::now_millis(),
+        })
         .await
         .unwrap();
     assert!(matches!(answer, Reconciled::Recorded), "{answer:?}");

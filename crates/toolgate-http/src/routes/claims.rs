@@ -113,11 +113,14 @@ pub async fn complete<P: GateComponents>(
         now,
     )
     .map_err(|e| store_error(toolgate::claim::StoreError::corrupt(&e)))?;
-    match claims
-        .complete(&key, &holder, &result, now, &entry)
-        .await
-        .map_err(store_error)?
-    {
+    let done = toolgate::claim::CompleteRequest {
+        key,
+        holder,
+        result,
+        now,
+        audit: entry,
+    };
+    match claims.complete(done).await.map_err(store_error)? {
         Completion::Recorded => {
             app.inner.metrics.permit_closed();
             Ok(Json(CompleteResponse {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toolgate::pipeline::Outcome;
 use toolgate::review::{
-    Closed, Closing, ItemStatus, ListQuery, ReviewItem, ReviewStore, Verdict, Voted,
+    Closed, Closing, ItemStatus, ListQuery, ReviewItem, ReviewStore, ReviewerAct, Verdict, Voted,
 };
 use utoipa::IntoParams;
 use utoipa::openapi::path::{Parameter, ParameterIn};
@@ -316,7 +316,13 @@ pub async fn act<P: GateComponents>(
     let conflict = |code, m: String| Err(ApiError::new(code, m).at(item_path(id)));
     match action {
         Action::Vote(verdict) => match store
-            .vote(item, reviewer, verdict, note, now)
+            .vote(ReviewerAct {
+                id: item,
+                reviewer,
+                choice: verdict,
+                note,
+                now,
+            })
             .await
             .map_err(store_error)?
         {
@@ -350,7 +356,13 @@ pub async fn act<P: GateComponents>(
             }
         },
         Action::Close(closing) => match store
-            .close(item, reviewer, closing, note, now)
+            .close(ReviewerAct {
+                id: item,
+                reviewer,
+                choice: closing,
+                note,
+                now,
+            })
             .await
             .map_err(store_error)?
         {

@@ -13,19 +13,19 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError,
-    StoreErrorKind, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    MemoryClaimStore, OperationKey, RawClaim, ReconcileOutcome, ReconcileRequest, Reconciled,
+    StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 use toolgate::contract::Policy;
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 use toolgate::pipeline::{
     Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     Principal, StateError, StateScope, StateSource, StateVersion,
 };
 use toolgate::review::{
     Closed, Closing, ListQuery, NewItem, Opened, QueueLimits, Requested, ReviewItem, ReviewSession,
-    ReviewStore, Verdict, Voted,
+    ReviewStore, ReviewerAct, Verdict, Voted,
 };
 use toolgate_http::{
     ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
@@ -260,12 +260,10 @@ macro_rules! switched {
 impl ClaimStore for SwitchStore {
     switched! {
         claim(request: ClaimRequest) -> RawClaim;
-        complete(key: &OperationKey, holder: &HolderToken, result: &JsonText, now: UnixMillis,
-            audit: &AuditEntry) -> Completion;
+        complete(request: CompleteRequest) -> Completion;
         fetch(key: &OperationKey) -> Option<ClaimRecord>;
         list_stuck(now: UnixMillis, limit: u32) -> Vec<StuckEntry>;
-        record_reconciliation(key: &OperationKey, outcome: &ReconcileOutcome, now: UnixMillis)
-            -> Reconciled;
+        record_reconciliation(request: ReconcileRequest<'_>) -> Reconciled;
         append_audit(entry: &AuditEntry) -> ();
         audit_trail(key: &OperationKey, limit: u32) -> Vec<AuditEntry>;
     }
@@ -273,11 +271,9 @@ impl ClaimStore for SwitchStore {
 
 impl IdempotencyStore for SwitchStore {
     switched! {
-        idem_begin(principal: &str, key: &str, payload: [u8; 32], runner: &str, now: UnixMillis,
-            lease_until: UnixMillis) -> Begun;
-        idem_finish(principal: &str, key: &str, runner: &str, answer: Remembered, now: UnixMillis,
-            bounds: Bounds) -> ();
-        idem_forget(principal: &str, key: &str, runner: &str) -> ();
+        idem_begin(begin: IdemBegin<'_>) -> Begun;
+        idem_finish(finish: IdemFinish<'_>) -> ();
+        idem_forget(run: IdemRun<'_>) -> ();
         idem_purge(now: UnixMillis, bounds: Bounds) -> ();
     }
 }
@@ -292,10 +288,8 @@ impl ReviewStore for SwitchStore {
         item(id: i64, now: UnixMillis) -> Option<ReviewItem>;
         list_items(query: &ListQuery, now: UnixMillis) -> Vec<ReviewItem>;
         open_items(now: UnixMillis) -> u64;
-        vote(id: i64, reviewer: &str, verdict: Verdict, note: Option<&str>, now: UnixMillis)
-            -> Voted;
-        close(id: i64, reviewer: &str, closing: Closing, note: Option<&str>, now: UnixMillis)
-            -> Closed;
+        vote(vote: ReviewerAct<'_, Verdict>) -> Voted;
+        close(closing: ReviewerAct<'_, Closing>) -> Closed;
     }
 }
 

@@ -3,7 +3,7 @@
 //! backends share).
 
 use toolgate::claim::{StoreError, UnixMillis};
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered, cost};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 
 use super::{PooledStore, with_pooled_bounds};
 use crate::common::map_err;
@@ -59,16 +59,16 @@ impl<DB> PooledStore<DB>]
 with_pooled_bounds! {
 [impl<DB> IdempotencyStore for PooledStore<DB>]
 {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<Begun, StoreError> {
+    async fn idem_begin(&self, begin: IdemBegin<'_>) -> Result<Begun, StoreError> {
         let what = "beginning an Idempotency-Key";
+        let IdemBegin {
+            principal,
+            key,
+            payload,
+            runner,
+            now,
+            lease_until,
+        } = begin;
         for _ in 0..ATTEMPTS {
             let inserted = sqlx::query(DB::SQL.idempotency.insert)
                 .bind(principal)
@@ -124,17 +124,11 @@ with_pooled_bounds! {
         Err(lost_races())
     }
 
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
-    ) -> Result<(), StoreError> {
+    async fn idem_finish(&self, finish: IdemFinish<'_>) -> Result<(), StoreError> {
         let what = "remembering an Idempotency-Key answer";
-        let bytes = cost(principal, key, answer.body.len());
+        let bytes = finish.cost();
+        let (principal, key, runner) = (finish.principal, finish.key, finish.runner);
+        let (answer, now, bounds) = (finish.answer, finish.now, finish.bounds);
         let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
         let done = sqlx::query(DB::SQL.idempotency.finish)
             .bind(now.0)
@@ -195,11 +189,11 @@ with_pooled_bounds! {
         tx.commit().await.map_err(|e| map_err(what, e))
     }
 
-    async fn idem_forget(&self, principal: &str, key: &str, runner: &str) -> Result<(), StoreError> {
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
         sqlx::query(DB::SQL.idempotency.forget)
-            .bind(principal)
-            .bind(key)
-            .bind(runner)
+            .bind(run.principal)
+            .bind(run.key)
+            .bind(run.runner)
             .execute(self.pool())
             .await
             .map_err(|e| map_err("forgetting an Idempotency-Key", e))?;

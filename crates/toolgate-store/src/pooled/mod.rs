@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, Completion, HolderToken, JsonText,
-    OperationKey, RawClaim, ReconcileOutcome, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
+    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
 
 use crate::common::map_err;
@@ -352,15 +352,8 @@ with_pooled_bounds! {
         protocol::claim(self, request).await
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        protocol::complete(self, key, holder, result, now, audit).await
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        protocol::complete(self, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -381,11 +374,9 @@ with_pooled_bounds! {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, key, outcome, now).await
+        protocol::reconcile(self, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@
 use toolgate::claim::{AuditEntry, StoreError, StoreErrorKind, UnixMillis};
 use toolgate::review::{
     Closed, Closing, ItemStatus, ListQuery, NewItem, Opened, QueueLimits, Requested, ReviewItem,
-    ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer,
+    ReviewSession, ReviewStore, ReviewerAct, Verdict, Vote, Voted,
 };
 
 use super::{PooledStore, with_pooled_bounds};
@@ -401,15 +401,10 @@ with_pooled_bounds! {
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Voted, StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
+    async fn vote(&self, vote: ReviewerAct<'_, Verdict>) -> Result<Voted, StoreError> {
+        vote.check().map_err(invalid)?;
+        let (id, reviewer, verdict) = (vote.id, vote.reviewer, vote.choice);
+        let (note, now) = (vote.note, vote.now);
         let what = "recording a review vote";
         let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
         let Some(row) = Self::review_row(&mut *tx, DB::SQL.review.by_id_locked, |q| q.bind(id)).await? else {
@@ -453,15 +448,9 @@ with_pooled_bounds! {
         Ok(Voted::Recorded(status))
     }
 
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Closed, StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
+    async fn close(&self, closing: ReviewerAct<'_, Closing>) -> Result<Closed, StoreError> {
+        closing.check().map_err(invalid)?;
+        let (id, reviewer, note, now) = (closing.id, closing.reviewer, closing.note, closing.now);
         let what = "closing a review item";
         let mut tx = self.pool().begin().await.map_err(|e| map_err(what, e))?;
         let Some(row) = Self::review_row(&mut *tx, DB::SQL.review.by_id_locked, |q| q.bind(id)).await? else {
@@ -474,7 +463,7 @@ with_pooled_bounds! {
         if item.status != ItemStatus::Open {
             return Ok(Closed::NotOpen(item.status));
         }
-        let status = closing.status();
+        let status = closing.choice.status();
         Self::close_item(&mut *tx, status.as_str(), now.0, reviewer, note, id).await?;
         let entry = audit_entry(&item, reviewer, status.as_str(), now)?;
         Self::review_audit(&mut *tx, &entry).await?;

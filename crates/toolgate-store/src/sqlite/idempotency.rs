@@ -2,24 +2,18 @@
 //! writer (see `crate::idempotency` for what the backends share).
 
 use toolgate::claim::{StoreError, UnixMillis};
-use toolgate::idempotency::{Begun, Bounds, IdempotencyStore, Remembered, cost};
+use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore};
 
 use super::sql::SQL;
 use super::{SqliteClaimStore, rusqlite};
 use crate::idempotency::{Next, Row, batch, judge, lost_races, over_quota};
 
 impl IdempotencyStore for SqliteClaimStore {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<Begun, StoreError> {
+    async fn idem_begin(&self, begin: IdemBegin<'_>) -> Result<Begun, StoreError> {
         use rusqlite::OptionalExtension as _;
-        let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
+        let (payload, now, lease_until) = (begin.payload, begin.now, begin.lease_until);
+        let principal = begin.principal.to_owned();
+        let (key, runner) = (begin.key.to_owned(), begin.runner.to_owned());
         // One unit of the writer: nothing else writes meanwhile.
         self.write_unit("beginning an Idempotency-Key", move |conn| {
             let n = conn.execute(
@@ -65,17 +59,11 @@ impl IdempotencyStore for SqliteClaimStore {
         .await
     }
 
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
-    ) -> Result<(), StoreError> {
-        let bytes = i64::try_from(cost(principal, key, answer.body.len())).unwrap_or(i64::MAX);
-        let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
+    async fn idem_finish(&self, finish: IdemFinish<'_>) -> Result<(), StoreError> {
+        let bytes = i64::try_from(finish.cost()).unwrap_or(i64::MAX);
+        let (answer, now, bounds) = (finish.answer, finish.now, finish.bounds);
+        let principal = finish.principal.to_owned();
+        let (key, runner) = (finish.key.to_owned(), finish.runner.to_owned());
         self.write_unit("remembering an Idempotency-Key answer", move |conn| {
             let done = conn.execute(
                 SQL.idempotency.finish,
@@ -140,13 +128,9 @@ impl IdempotencyStore for SqliteClaimStore {
         .await
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
-        let (principal, key, runner) = (principal.to_owned(), key.to_owned(), runner.to_owned());
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
+        let principal = run.principal.to_owned();
+        let (key, runner) = (run.key.to_owned(), run.runner.to_owned());
         self.write_unit("forgetting an Idempotency-Key", move |conn| {
             conn.execute(
                 SQL.idempotency.forget,

@@ -18,9 +18,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use toolgate::claim::{
-    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, Completion,
-    CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim, ReconcileOutcome,
-    Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    Attempt, AuditEntry, BudgetReservation, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest,
+    Completion, CorruptRecord, GrantUse, HolderToken, JsonText, OperationKey, RawClaim,
+    ReconcileRequest, Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 use rusqlite::types::ToSqlOutput;
@@ -492,15 +492,8 @@ impl ClaimStore for SqliteClaimStore {
         protocol::claim(self, request).await
     }
 
-    async fn complete(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
-        protocol::complete(self, key, holder, result, now, audit).await
+    async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
+        protocol::complete(self, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -517,11 +510,9 @@ impl ClaimStore for SqliteClaimStore {
 
     async fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, key, outcome, now).await
+        protocol::reconcile(self, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {

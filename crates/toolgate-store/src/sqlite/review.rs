@@ -5,7 +5,7 @@
 use toolgate::claim::{AuditEntry, StoreError, StoreErrorKind, UnixMillis};
 use toolgate::review::{
     Closed, Closing, ItemStatus, ListQuery, NewItem, Opened, QueueLimits, Requested, ReviewItem,
-    ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer,
+    ReviewSession, ReviewStore, ReviewerAct, Verdict, Vote, Voted,
 };
 
 use super::sql::SQL;
@@ -358,17 +358,10 @@ impl ReviewStore for SqliteClaimStore {
         .await
     }
 
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Voted, StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
-        let reviewer = reviewer.to_owned();
-        let note = note.map(str::to_owned);
+    async fn vote(&self, vote: ReviewerAct<'_, Verdict>) -> Result<Voted, StoreError> {
+        vote.check().map_err(invalid)?;
+        let (id, verdict, now) = (vote.id, vote.choice, vote.now);
+        let (reviewer, note) = (vote.reviewer.to_owned(), vote.note.map(str::to_owned));
         self.write_unit("recording a review vote", move |conn| {
             let item = match sqlite_item(conn, SQL.review.by_id, [id])? {
                 None => return Ok(Ok(Voted::NotFound)),
@@ -403,17 +396,10 @@ impl ReviewStore for SqliteClaimStore {
         .await
     }
 
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Closed, StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
-        let reviewer = reviewer.to_owned();
-        let note = note.map(str::to_owned);
+    async fn close(&self, closing: ReviewerAct<'_, Closing>) -> Result<Closed, StoreError> {
+        closing.check().map_err(invalid)?;
+        let (id, status, now) = (closing.id, closing.choice.status(), closing.now);
+        let (reviewer, note) = (closing.reviewer.to_owned(), closing.note.map(str::to_owned));
         self.write_unit("closing a review item", move |conn| {
             let item = match sqlite_item(conn, SQL.review.by_id, [id])? {
                 None => return Ok(Ok(Closed::NotFound)),
@@ -426,7 +412,6 @@ impl ReviewStore for SqliteClaimStore {
             if item.status != ItemStatus::Open {
                 return Ok(Ok(Closed::NotOpen(item.status)));
             }
-            let status = closing.status();
             let entry = match audit_entry(&item, &reviewer, status.as_str(), now) {
                 Ok(e) => e,
                 Err(e) => return Ok(Err(e)),

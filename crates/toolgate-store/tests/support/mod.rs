@@ -502,11 +502,8 @@ pub async fn completion_checks_the_lease_at_the_stores_clock<S: ClaimStore>(
     let lease = expect_acquired(store.claim(req).await.expect("claim"));
     set(lease.expires_at.plus_millis(1));
     let receipt = toolgate::claim::JsonText::result("{}".into()).expect("json");
-    let entry = conformance::executed_entry(key, t0);
-    let done = store
-        .complete(&key, &lease.holder, &receipt, t0, &entry)
-        .await
-        .expect("complete");
+    let completion = conformance::executed_completion(key, lease.holder, receipt, t0);
+    let done = store.complete(completion).await.expect("complete");
     assert_eq!(
         done,
         toolgate::claim::Completion::Reconcile,
@@ -647,3 +644,289 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
         .expect("the second decision's audit entry");
     assert_eq!(store.audit_trail(&key, 10).await.expect("trail").len(), 2);
 }
+/// `store` is ready until `close` closes its pool, then unavailable.
+pub async fn ready_until_closed<S: ClaimStore>(store: &S, close: impl AsyncFnOnce()) {
+    store.ready().await.expect("a fresh store is ready");
+    close().await;
+    let e = store.ready().await.expect_err("a closed pool is not ready");
+    assert_eq!(e.kind(), StoreErrorKind::Unavailable, "{e}");
+}
+
+/// `base` with its database path replaced by `name`.
+pub fn with_database(base: &str, name: &str) -> String {
+    let (scheme, rest) = base.split_once("://").expect("URL has a scheme");
+    let (rest, query) = match rest.split_once('?') {
+        Some((r, q)) => (r, format!("?{q}")),
+        None => (rest, String::new()),
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    format!("{scheme}://{authority}/{name}{query}")
+}
+
+/// The tests every SQL backend runs alike, written once and instantiated in
+/// each backend's test target. `$db` is the target's throwaway database:
+/// `create()` (`None`: not configured, so skipped; a failure when
+/// databases are required), `url()`, `store()` and `drop()`. `$any` is the
+/// backend's `AnyClaimStore` variant. The grant test inserts review items
+/// with the target's `APPROVE`, `CONSUMED` and `VOTE` statements; `id`
+/// turns the bound `APPROVE` on the store's pool into the new item's id
+/// (without it, `APPROVE` returns the id: `RETURNING id`).
+#[allow(unused_macros, reason = "each test target uses a different subset")]
+macro_rules! backend_tests {
+    ($db:ident, $any:ident, conformance: $conformance:ident, any_store: $any_store:ident $(,)?) => {
+        crate::support::backend_tests!(
+            $db, $any,
+            conformance: $conformance,
+            any_store: $any_store,
+            id: |insert, pool| sqlx::Row::get::<i64, _>(&insert.fetch_one(pool).await.expect("approve"), 0),
+        );
+    };
+    (
+        $db:ident, $any:ident,
+        conformance: $conformance:ident,
+        any_store: $any_store:ident,
+        id: |$insert:ident, $pool:ident| $id:expr $(,)?
+    ) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $conformance() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            crate::support::conformance(std::sync::Arc::new(db.store().await)).await;
+            db.drop().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn $any_store() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = toolgate_store::AnyClaimStore::connect(&db.url())
+                .await
+                .expect("connect")
+                .with_clock(crate::support::suite_clock);
+            assert_eq!(store.backend(), toolgate_store::Backend::$any);
+            crate::support::conformance(std::sync::Arc::new(store)).await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn the_lease_counts_from_the_attempt() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = db.store().await.with_clock(crate::support::a_minute_late);
+            crate::support::lease_counts_from_the_attempt(&store).await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn grants_are_used_in_the_claims_transaction() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = db.store().await;
+            let approve =
+                async |key: toolgate::claim::OperationKey, expires: i64, consumed: Option<i64>| {
+                    let $insert = sqlx::query(APPROVE)
+                        .bind(key.as_bytes().as_slice())
+                        .bind(crate::support::fingerprint().as_bytes().as_slice())
+                        .bind(crate::support::DIGEST)
+                        .bind(expires)
+                        .bind(consumed);
+                    let $pool = store.pool();
+                    $id
+                };
+            let consumed = async |id: i64| {
+                sqlx::query_as::<_, (Option<i64>, Option<String>)>(CONSUMED)
+                    .bind(id)
+                    .fetch_one(store.pool())
+                    .await
+                    .expect("consumed_at")
+            };
+            let vote = async |id: i64, reviewer: &str| {
+                sqlx::query(VOTE)
+                    .bind(id)
+                    .bind(reviewer.to_owned())
+                    .execute(store.pool())
+                    .await
+                    .expect("vote");
+            };
+            crate::support::grants_are_used_in_the_claims_transaction(
+                &store, approve, consumed, vote,
+            )
+            .await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn completion_checks_the_lease_at_the_stores_clock() {
+            use std::sync::atomic::{AtomicI64, Ordering};
+            static NOW: AtomicI64 = AtomicI64::new(0);
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = db
+                .store()
+                .await
+                .with_clock(|| toolgate::claim::UnixMillis(NOW.load(Ordering::SeqCst)));
+            crate::support::completion_checks_the_lease_at_the_stores_clock(&store, |t| {
+                NOW.store(t.0, Ordering::SeqCst);
+            })
+            .await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn a_lease_past_at_read_back_is_refused() {
+            static TICK: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = db
+                .store()
+                .await
+                .with_clock(|| crate::support::hour_per_reading(&TICK));
+            crate::support::a_lease_past_at_read_back_is_refused(&store).await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn fault_write_commit_acknowledgement_lost_reads_back_the_completion() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let (hook, fired) = crate::support::fail_commit_number(2);
+            let store = toolgate_store::AnyClaimStore::$any(db.store().await.with_fault_hook(hook));
+            crate::support::lost_write_commit_ack_is_read_back(&store, &fired).await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn fault_commit_acknowledgement_lost_reads_back_our_win() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let (hook, fired) = crate::support::fail_commit_once();
+            let store = db.store().await.with_fault_hook(hook);
+            crate::support::lost_commit_ack_is_read_back(&store, &fired).await;
+            db.drop().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn many_concurrent_races_have_one_winner_each() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let store = std::sync::Arc::new(db.store().await);
+            crate::support::many_races(store, 40, 12).await;
+            db.drop().await;
+        }
+    };
+}
+#[allow(unused_imports, reason = "each test target uses a different subset")]
+pub(crate) use backend_tests;
+
+/// The tests PostgreSQL and MySQL (a server, a pool, an `admin` connection
+/// that can kill the store's) run alike, beside [`backend_tests`]: the
+/// target's `RAW_INSERT` writes a row no valid claim has, and its
+/// `kill_once` ends the store's connection at a fault point.
+#[allow(unused_macros, reason = "each test target uses a different subset")]
+macro_rules! server_tests {
+    ($db:ident) => {
+        #[tokio::test]
+        async fn corrupt_rows_are_errors_never_records() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let s = db.store().await;
+            let ns = toolgate::claim::conformance::Namespace::new(crate::support::random16());
+            let key = ns.key(201, 0);
+            sqlx::query(RAW_INSERT)
+                .bind(key.as_bytes().as_slice())
+                .bind(crate::support::fingerprint().as_bytes().as_slice())
+                .bind("{\"amount_minor\":")
+                .bind([7u8; 16].as_slice())
+                .execute(s.pool())
+                .await
+                .expect("raw insert");
+            crate::support::corrupt_row_is_never_shown(&s, &ns, key).await;
+            crate::support::stuck_listing_reports_corrupt(&s, key.as_bytes(), "arguments").await;
+            let short = [9u8; 31];
+            sqlx::query(RAW_INSERT)
+                .bind(short.as_slice())
+                .bind(crate::support::fingerprint().as_bytes().as_slice())
+                .bind("{}")
+                .bind([7u8; 16].as_slice())
+                .execute(s.pool())
+                .await
+                .expect("raw insert");
+            crate::support::stuck_listing_reports_corrupt(&s, &short, "operation_key").await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn fault_connection_killed_mid_transaction_surfaces_and_writes_nothing() {
+            use std::sync::atomic::Ordering;
+            use toolgate::claim::ClaimStore as _;
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let point = toolgate_store::fault::FaultPoint::AfterInsert;
+            let (hook, fired) = kill_once(db.admin.clone(), point);
+            let store = db.store().await.with_fault_hook(hook);
+            let ns = toolgate::claim::conformance::Namespace::new(crate::support::random16());
+            let (key, req) = crate::support::request_for(&ns, 1);
+            let err = store
+                .claim(req)
+                .await
+                .expect_err("a killed connection must surface");
+            assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+            let unavailable = toolgate::claim::StoreErrorKind::Unavailable;
+            assert_eq!(err.kind(), unavailable, "{err}");
+            // The insert died with its transaction: no half-written claim.
+            assert_eq!(store.fetch(&key).await.expect("fetch"), None);
+            // And the operation can still be claimed cleanly afterwards.
+            let (_, again) = crate::support::request_for(&ns, 1);
+            crate::support::expect_acquired(store.claim(again).await.expect("claim"));
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn fault_commit_lost_reads_back_before_deciding() {
+            use std::sync::atomic::Ordering;
+            use toolgate::claim::ClaimStore as _;
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let point = toolgate_store::fault::FaultPoint::BeforeCommit;
+            let (hook, fired) = kill_once(db.admin.clone(), point);
+            let store = db.store().await.with_fault_hook(hook);
+            let ns = toolgate::claim::conformance::Namespace::new(crate::support::random16());
+            let (key, req) = crate::support::request_for(&ns, 2);
+            let holder = *req.holder();
+            // COMMIT fails on the dead connection; the store reads the row
+            // back on a fresh one, finds none (the server rolled back),
+            // retries the whole claim and wins it with the same holder token.
+            let lease = crate::support::expect_acquired(store.claim(req).await.expect("claim"));
+            assert!(fired.load(Ordering::SeqCst), "the fault never fired");
+            assert_eq!(lease.holder, holder);
+            let row = store.fetch(&key).await.expect("fetch").expect("row");
+            assert_eq!(row.holder, holder);
+            assert_eq!(row.status, toolgate::claim::ClaimStatus::InFlight);
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let s = db.store().await;
+            crate::support::ready_until_closed(&s, async || s.pool().close().await).await;
+            db.drop().await;
+        }
+    };
+}
+#[allow(unused_imports, reason = "each test target uses a different subset")]
+pub(crate) use server_tests;

@@ -24,9 +24,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, ExecutorKind,
-    Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim, ReconcileOutcome,
-    Reconciled, Resolution, StoreError, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
+    ExecutorKind, Fingerprint, HolderToken, JsonText, OperationKey, ProposalRecord, RawClaim,
+    ReconcileOutcome, ReconcileRequest, Reconciled, Resolution, StoreError, UnixMillis,
 };
 
 /// The synthetic "now" the checks start from.
@@ -151,6 +151,23 @@ pub fn executed_entry(key: OperationKey, at: UnixMillis) -> AuditEntry {
     .unwrap_or_else(|e| panic!("conformance audit entry is invalid: {e}"))
 }
 
+/// `holder`'s completion of `key` with `result` at `now`, and the executed
+/// entry for `key` at `now`.
+pub fn executed_completion(
+    key: OperationKey,
+    holder: HolderToken,
+    result: JsonText,
+    now: UnixMillis,
+) -> CompleteRequest {
+    CompleteRequest {
+        key,
+        holder,
+        result,
+        now,
+        audit: executed_entry(key, now),
+    }
+}
+
 /// Completes with the executed entry for `key` at `now`.
 async fn complete<S: ClaimStore>(
     store: &S,
@@ -159,9 +176,8 @@ async fn complete<S: ClaimStore>(
     result: &JsonText,
     now: UnixMillis,
 ) -> Result<Completion, StoreError> {
-    store
-        .complete(key, holder, result, now, &executed_entry(*key, now))
-        .await
+    let done = executed_completion(*key, *holder, result.clone(), now);
+    store.complete(done).await
 }
 
 async fn acquire<S: ClaimStore>(check: &str, store: &S, req: ClaimRequest) -> super::Lease {
@@ -471,7 +487,13 @@ pub async fn executor_kind_round_trips<S: ClaimStore>(store: &S, ns: &Namespace)
     };
     let recorded = ok(
         check,
-        store.record_reconciliation(&key, &answer, later).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &answer,
+                now: later,
+            })
+            .await,
     );
     assert!(matches!(recorded, Reconciled::Recorded), "{check}");
     assert_eq!(
@@ -554,13 +576,16 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     };
     let executed = entry("executed");
     let stranger = ns.holder();
-    let done = ok(
-        check,
-        store
-            .complete(&key, &stranger, &json("{}"), T0, &entry("stranger"))
-            .await,
-    );
-    assert_eq!(done, Completion::Reconcile, "{check}: stranger");
+    let done = |holder, result, now, audit| CompleteRequest {
+        key,
+        holder,
+        result,
+        now,
+        audit,
+    };
+    let by_stranger = done(stranger, json("{}"), T0, entry("stranger"));
+    let done_by_stranger = ok(check, store.complete(by_stranger).await);
+    assert_eq!(done_by_stranger, Completion::Reconcile, "{check}: stranger");
     assert_eq!(
         fetch(check, store, &key).await.status,
         ClaimStatus::InFlight,
@@ -573,13 +598,17 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     );
 
     let receipt = json(r#"{"refund_id":"cr-13"}"#);
-    let done = ok(
-        check,
-        store
-            .complete(&key, &lease.holder, &receipt, T0.plus_millis(1), &executed)
-            .await,
+    let first = done(
+        lease.holder,
+        receipt.clone(),
+        T0.plus_millis(1),
+        executed.clone(),
     );
-    assert_eq!(done, Completion::Recorded, "{check}");
+    assert_eq!(
+        ok(check, store.complete(first).await),
+        Completion::Recorded,
+        "{check}"
+    );
     assert_eq!(
         ok(check, store.audit_trail(&key, 10).await),
         vec![executed.clone()],
@@ -588,18 +617,13 @@ pub async fn audited_completion<S: ClaimStore>(store: &S, ns: &Namespace) {
     let row = fetch(check, store, &key).await;
     assert_eq!(row.result(), Some(&receipt), "{check}");
 
-    let again = ok(
-        check,
-        store
-            .complete(
-                &key,
-                &lease.holder,
-                &json("{}"),
-                T0.plus_millis(2),
-                &executed,
-            )
-            .await,
+    let other = done(
+        lease.holder,
+        json("{}"),
+        T0.plus_millis(2),
+        executed.clone(),
     );
+    let again = ok(check, store.complete(other).await);
     assert_eq!(again, Completion::Reconcile, "{check}: another result");
     assert_eq!(
         ok(check, store.audit_trail(&key, 10).await),
@@ -741,7 +765,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     };
     match ok(
         check,
-        store.record_reconciliation(&live_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &live_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::NotStuck(Some(row)) => assert_eq!(row.status, ClaimStatus::InFlight),
         other => panic!("{check}: expected NotStuck, got {other:?}"),
@@ -749,7 +779,11 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     match ok(
         check,
         store
-            .record_reconciliation(&ns.key(11, 9), &outcome, now)
+            .record_reconciliation(ReconcileRequest {
+                key: &ns.key(11, 9),
+                outcome: &outcome,
+                now,
+            })
             .await,
     ) {
         Reconciled::NotStuck(None) => {}
@@ -758,7 +792,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     // Stuck: closed with the downstream receipt.
     match ok(
         check,
-        store.record_reconciliation(&stuck_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &stuck_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -796,7 +836,13 @@ pub async fn stuck_claims_and_reconciliation<S: ClaimStore>(store: &S, ns: &Name
     // Reconciling twice changes nothing.
     match ok(
         check,
-        store.record_reconciliation(&stuck_key, &outcome, now).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &stuck_key,
+                outcome: &outcome,
+                now,
+            })
+            .await,
     ) {
         Reconciled::NotStuck(Some(r)) => assert_eq!(r, row, "{check}"),
         other => panic!("{check}: expected NotStuck, got {other:?}"),
@@ -833,7 +879,13 @@ pub async fn completion_after_takeover_reconciles<S: ClaimStore>(store: &S, ns: 
     };
     match ok(
         check,
-        store.record_reconciliation(&key, &outcome, later).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &outcome,
+                now: later,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -897,7 +949,13 @@ pub async fn not_applied_runs_again_as_the_next_attempt<S: ClaimStore>(store: &S
     let at = first.expires_at;
     match ok(
         check,
-        store.record_reconciliation(&key, &not_applied, at).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &not_applied,
+                now: at,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),
@@ -949,7 +1007,11 @@ pub async fn not_applied_runs_again_as_the_next_attempt<S: ClaimStore>(store: &S
     match ok(
         check,
         store
-            .record_reconciliation(&applied_key, &applied, a.expires_at)
+            .record_reconciliation(ReconcileRequest {
+                key: &applied_key,
+                outcome: &applied,
+                now: a.expires_at,
+            })
             .await,
     ) {
         Reconciled::Recorded => {}
@@ -997,7 +1059,13 @@ pub async fn concurrent_next_attempts_one_winner<S: ClaimStore + 'static>(
     };
     match ok(
         check,
-        store.record_reconciliation(&key, &not_applied, at).await,
+        store
+            .record_reconciliation(ReconcileRequest {
+                key: &key,
+                outcome: &not_applied,
+                now: at,
+            })
+            .await,
     ) {
         Reconciled::Recorded => {}
         other => panic!("{check}: expected Recorded, got {other:?}"),

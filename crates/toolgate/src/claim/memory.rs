@@ -10,9 +10,9 @@ use std::future::Future;
 use std::sync::{Mutex, MutexGuard};
 
 use super::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, Completion, CompletionRecord,
-    HolderToken, JsonText, OperationKey, RawClaim, ReadBack, ReconcileOutcome, Reconciled,
-    Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStatus, ClaimStore, CompleteRequest, Completion,
+    CompletionRecord, OperationKey, RawClaim, ReadBack, ReconcileOutcome, ReconcileRequest,
+    Reconciled, Resolution, StoreError, StoreErrorKind, StuckEntry, UnixMillis,
 };
 
 #[derive(Default)]
@@ -167,37 +167,30 @@ impl MemoryClaimStore {
         })
     }
 
-    fn complete_now(
-        &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
-    ) -> Result<Completion, StoreError> {
+    fn complete_now(&self, done: CompleteRequest) -> Result<Completion, StoreError> {
         let mut guard = self.lock()?;
         let state = &mut *guard;
-        match state.claims.get_mut(key) {
+        match state.claims.get_mut(&done.key) {
             Some(row)
                 if row.status == ClaimStatus::InFlight
-                    && row.holder == *holder
-                    && row.lease_expires_at > now =>
+                    && row.holder == done.holder
+                    && row.lease_expires_at > done.now =>
             {
                 row.status = ClaimStatus::Completed;
                 row.completion = Some(CompletionRecord {
-                    completed_at: now,
+                    completed_at: done.now,
                     resolution: Resolution::Executed,
-                    result: result.clone(),
+                    result: done.result.clone(),
                 });
-                state.audit.push(audit.clone());
+                state.audit.push(done.audit);
                 // A not-applied closure (a failed precondition) gives the
                 // claim's budget reservations back.
-                if result.is_not_applied() {
-                    state.release_budgets(key);
+                if done.result.is_not_applied() {
+                    state.release_budgets(&done.key);
                 }
                 Ok(Completion::Recorded)
             }
-            Some(row) if row.completed_by(holder, result) => Ok(Completion::Recorded),
+            Some(row) if row.completed_by(&done.holder, &done.result) => Ok(Completion::Recorded),
             _ => Ok(Completion::Reconcile),
         }
     }
@@ -260,13 +253,9 @@ impl ClaimStore for MemoryClaimStore {
 
     fn complete(
         &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
+        request: CompleteRequest,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
-        std::future::ready(self.complete_now(key, holder, result, now, audit))
+        std::future::ready(self.complete_now(request))
     }
 
     fn budget_reserved(
@@ -300,11 +289,9 @@ impl ClaimStore for MemoryClaimStore {
 
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
-        std::future::ready(self.reconcile_now(key, outcome, now))
+        std::future::ready(self.reconcile_now(request.key, request.outcome, request.now))
     }
 
     fn append_audit(

@@ -50,8 +50,8 @@ pub use record::{
     StoredClaim, UnixMillis,
 };
 pub use request::{
-    Attempt, BudgetReservation, ClaimRequest, Completion, GrantUse, Lease, RawClaim, ReadBack,
-    ReconcileOutcome, Reconciled,
+    Attempt, BudgetReservation, ClaimRequest, CompleteRequest, Completion, GrantUse, Lease,
+    RawClaim, ReadBack, ReconcileOutcome, ReconcileRequest, Reconciled,
 };
 pub use text::{audit_label, is_hidden};
 
@@ -85,9 +85,10 @@ pub trait ClaimStore: Send + Sync {
         request: ClaimRequest,
     ) -> impl Future<Output = Result<RawClaim, StoreError>> + Send;
 
-    /// Records `result` for the claim on `key`, only if it is in flight,
-    /// held by `holder` and its lease has not ended at `now` (all checked in
-    /// the write itself), and appends `audit` in the same transaction: the
+    /// Records `request.result` for the claim on `request.key`, only if it
+    /// is in flight, held by `request.holder` and its lease has not ended at
+    /// `request.now` (all checked in the write itself), and appends
+    /// `request.audit` in the same transaction: the
     /// entry is there exactly when the completion is. Exactly one row
     /// changes, or none and the answer is [`Completion::Reconcile`].
     ///
@@ -97,11 +98,7 @@ pub trait ClaimStore: Send + Sync {
     /// nothing (no second audit entry).
     fn complete(
         &self,
-        key: &OperationKey,
-        holder: &HolderToken,
-        result: &JsonText,
-        now: UnixMillis,
-        audit: &AuditEntry,
+        request: CompleteRequest,
     ) -> impl Future<Output = Result<Completion, StoreError>> + Send;
 
     /// Reads one claim (operations and reconciliation; the pipeline only
@@ -124,9 +121,7 @@ pub trait ClaimStore: Send + Sync {
     /// anything else is [`Reconciled::NotStuck`]. Never executes.
     fn record_reconciliation(
         &self,
-        key: &OperationKey,
-        outcome: &ReconcileOutcome,
-        now: UnixMillis,
+        request: ReconcileRequest<'_>,
     ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send;
 
     /// Appends one entry to the audit log.

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
+use super::audit::AuditEntry;
 use super::ids::{Fingerprint, HolderToken, OperationKey};
-use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, ProposalRecord, UnixMillis};
+use super::record::{ClaimRecord, ClaimStatus, ExecutorKind, JsonText, ProposalRecord, UnixMillis};
 
 /// One attempt to claim an operation.
 ///
@@ -355,6 +356,23 @@ pub enum RawClaim {
     },
 }
 
+/// A completion of a held claim ([`ClaimStore::complete`](super::ClaimStore::complete)):
+/// `holder`'s `result` for the claim on `key` at `now`, with `audit`
+/// appended in the same transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompleteRequest {
+    /// The claim to complete.
+    pub key: OperationKey,
+    /// The holder that won it.
+    pub holder: HolderToken,
+    /// The result to record.
+    pub result: JsonText,
+    /// The caller's time; the lease must still be live then.
+    pub now: UnixMillis,
+    /// The entry written with the completion, or not at all.
+    pub audit: AuditEntry,
+}
+
 /// The result of an ownership-checked completion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use]
@@ -369,6 +387,19 @@ pub enum Completion {
     /// reconciled, the token is stale or wrong, or another result was
     /// recorded). Nothing was written. The caller must reconcile, not retry.
     Reconcile,
+}
+
+/// A stuck claim's reconciliation
+/// ([`ClaimStore::record_reconciliation`](super::ClaimStore::record_reconciliation)):
+/// what the downstream system reported for the claim on `key`, at `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconcileRequest<'a> {
+    /// The stuck claim.
+    pub key: &'a OperationKey,
+    /// What the downstream system reported.
+    pub outcome: &'a ReconcileOutcome,
+    /// The operator's time: the lease must have ended by then.
+    pub now: UnixMillis,
 }
 
 /// What the downstream system said about an expired claim.

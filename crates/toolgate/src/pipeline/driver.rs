@@ -17,8 +17,8 @@ use super::not_applied::NotApplied;
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
-    AuditEntry, ClaimStore, Completion, CorruptRecord, Fingerprint, GrantUse, HolderToken,
-    JsonText, OperationKey, RawClaim, StoreError, UnixMillis,
+    AuditEntry, ClaimStore, CompleteRequest, Completion, CorruptRecord, Fingerprint, GrantUse,
+    HolderToken, JsonText, OperationKey, RawClaim, StoreError, UnixMillis,
 };
 use crate::contract::{self, Policy, ToolContract};
 
@@ -685,10 +685,14 @@ where
             return Ok(Decided::about(d, attempt));
         }
     };
-    let recorded = gate
-        .claims
-        .complete(bound.key(), &claimed.lease().holder, &result, now, &entry)
-        .await?;
+    let done = CompleteRequest {
+        key: *bound.key(),
+        holder: claimed.lease().holder,
+        result,
+        now,
+        audit: entry,
+    };
+    let recorded = gate.claims.complete(done).await?;
     match recorded {
         Completion::Recorded => Ok(Decided {
             decision,

@@ -9,8 +9,8 @@ use super::authz::Principal;
 use super::stage::Claimed;
 use super::state::StateVersion;
 use crate::claim::{
-    AuditEntry, ClaimRecord, ExecutorKind, HolderToken, JsonText, OperationKey, ReconcileOutcome,
-    UnixMillis,
+    AuditEntry, ClaimRecord, CompleteRequest, ExecutorKind, HolderToken, JsonText, OperationKey,
+    ReconcileOutcome, UnixMillis,
 };
 
 /// Permission to run one write: borrowed from a won claim
@@ -189,6 +189,17 @@ impl AppliedCompletion {
     /// The `executed` decision's audit entry, written with the completion.
     pub fn audit(&self) -> &AuditEntry {
         &self.audit
+    }
+
+    /// This completion recording `receipt`, for [`ClaimStore::complete`](crate::claim::ClaimStore::complete).
+    pub fn request(&self, receipt: JsonText) -> CompleteRequest {
+        CompleteRequest {
+            key: self.key,
+            holder: self.holder,
+            result: receipt,
+            now: self.now,
+            audit: self.audit.clone(),
+        }
     }
 
     /// The same completion, accepting receipts of at most `bytes` (the

@@ -5,8 +5,8 @@
 use super::error::GateError;
 use super::exec::{ExecError, ExecOutcome, ExecPermit, Executor};
 use crate::claim::{
-    AuditEntry, ClaimRecord, ClaimStore, ExecutorKind, OperationKey, ReconcileOutcome, Reconciled,
-    StoreError, StoreErrorKind, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimStore, ExecutorKind, OperationKey, ReconcileOutcome,
+    ReconcileRequest, Reconciled, StoreError, StoreErrorKind, UnixMillis,
 };
 
 /// The audit outcomes [`reconcile`] and [`reconcile_answered`] append:
@@ -152,7 +152,14 @@ where
             };
             match outcome {
                 None => ReconcileReport::ExplicitAnswerRequired(Box::new(r)),
-                Some(outcome) => match claims.record_reconciliation(key, &outcome, now).await? {
+                Some(outcome) => match claims
+                    .record_reconciliation(ReconcileRequest {
+                        key,
+                        outcome: &outcome,
+                        now,
+                    })
+                    .await?
+                {
                     Reconciled::Recorded => ReconcileReport::Recorded(outcome),
                     Reconciled::NotStuck(row) => ReconcileReport::NotStuck(row.map(Box::new)),
                 },

@@ -7,13 +7,15 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::{
     Closed, Closing, ItemStatus, ListQuery, MAX_LISTED_SCOPE_BYTES, NewItem, Opened, QueueLimits,
-    Requested, ReviewItem, ReviewSession, ReviewStore, Verdict, Vote, Voted, check_reviewer,
+    Requested, ReviewItem, ReviewSession, ReviewStore, ReviewerAct, Verdict, Vote, Voted,
     open_grant, reviewer_audit, summary_of,
 };
 use crate::claim::{
     ClaimRequest, ClaimStore, GrantUse, MemoryClaimStore, StoreError, StoreErrorKind, UnixMillis,
 };
-use crate::idempotency::{Begun, Bounds, IdempotencyStore, PURGE_BATCH, Remembered, cost};
+use crate::idempotency::{
+    Begun, Bounds, IdemBegin, IdemFinish, IdemRun, IdempotencyStore, PURGE_BATCH, Remembered, cost,
+};
 
 #[derive(Default)]
 struct State {
@@ -261,13 +263,16 @@ impl MemoryReviewStore {
 
     fn vote_now(
         &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
+        vote: ReviewerAct<'_, Verdict>,
     ) -> Result<(Voted, Option<ReviewItem>), StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
+        vote.check().map_err(invalid)?;
+        let ReviewerAct {
+            id,
+            reviewer,
+            choice: verdict,
+            note,
+            now,
+        } = vote;
         let mut state = self.lock()?;
         let Some(status) = state.settle(id, now) else {
             return Ok((Voted::NotFound, None));
@@ -317,18 +322,14 @@ impl MemoryReviewStore {
 
     fn close_now(
         &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
+        closing: ReviewerAct<'_, Closing>,
     ) -> Result<(Closed, Option<ReviewItem>), StoreError> {
-        check_reviewer(reviewer, note).map_err(invalid)?;
+        closing.check().map_err(invalid)?;
         let mut state = self.lock()?;
-        let Some(status) = state.settle(id, now) else {
+        let Some(status) = state.settle(closing.id, closing.now) else {
             return Ok((Closed::NotFound, None));
         };
-        let Some(item) = state.get_mut(id) else {
+        let Some(item) = state.get_mut(closing.id) else {
             return Ok((Closed::NotFound, None));
         };
         if item.is_approval() {
@@ -337,10 +338,10 @@ impl MemoryReviewStore {
         if status != ItemStatus::Open {
             return Ok((Closed::NotOpen(status), None));
         }
-        item.status = closing.status();
-        item.closed_at = Some(now);
-        item.closed_by = Some(reviewer.to_owned());
-        item.note = note.map(str::to_owned);
+        item.status = closing.choice.status();
+        item.closed_at = Some(closing.now);
+        item.closed_by = Some(closing.reviewer.to_owned());
+        item.note = closing.note.map(str::to_owned);
         Ok((Closed::Done, Some(item.clone())))
     }
 }
@@ -454,37 +455,23 @@ impl ReviewStore for MemoryClaimStore {
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
 
-    async fn vote(
-        &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Voted, StoreError> {
-        let (voted, item) = self.reviews.vote_now(id, reviewer, verdict, note, now)?;
+    async fn vote(&self, vote: ReviewerAct<'_, Verdict>) -> Result<Voted, StoreError> {
+        let (voted, item) = self.reviews.vote_now(vote)?;
         if let Some(item) = item {
             // One lock per map here, so the entry follows the vote; the SQL
             // stores write both in one transaction.
-            let entry =
-                reviewer_audit(&item, reviewer, verdict.audit_outcome(), now).map_err(invalid)?;
+            let outcome = vote.choice.audit_outcome();
+            let entry = reviewer_audit(&item, vote.reviewer, outcome, vote.now).map_err(invalid)?;
             self.append_audit(&entry).await?;
         }
         Ok(voted)
     }
 
-    async fn close(
-        &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
-    ) -> Result<Closed, StoreError> {
-        let (closed, item) = self.reviews.close_now(id, reviewer, closing, note, now)?;
+    async fn close(&self, closing: ReviewerAct<'_, Closing>) -> Result<Closed, StoreError> {
+        let (closed, item) = self.reviews.close_now(closing)?;
         if let Some(item) = item {
-            let entry =
-                reviewer_audit(&item, reviewer, closing.status().as_str(), now).map_err(invalid)?;
+            let (reviewer, outcome) = (closing.reviewer, closing.choice.status().as_str());
+            let entry = reviewer_audit(&item, reviewer, outcome, closing.now).map_err(invalid)?;
             self.append_audit(&entry).await?;
         }
         Ok(closed)
@@ -492,57 +479,45 @@ impl ReviewStore for MemoryClaimStore {
 }
 
 impl IdempotencyStore for MemoryClaimStore {
-    async fn idem_begin(
-        &self,
-        principal: &str,
-        key: &str,
-        payload: [u8; 32],
-        runner: &str,
-        now: UnixMillis,
-        lease_until: UnixMillis,
-    ) -> Result<Begun, StoreError> {
+    async fn idem_begin(&self, begin: IdemBegin<'_>) -> Result<Begun, StoreError> {
         let mut state = self.reviews.lock()?;
-        let id = (principal.to_owned(), key.to_owned());
+        let id = (begin.principal.to_owned(), begin.key.to_owned());
         if let Some(row) = state.idem.get_mut(&id) {
-            if row.payload != payload {
+            if row.payload != begin.payload {
                 return Ok(Begun::Mismatch);
             }
             match &row.done {
                 Some((_, answer)) => return Ok(Begun::Replay(answer.clone())),
-                None if row.lease_until > now => return Ok(Begun::InFlight),
+                None if row.lease_until > begin.now => return Ok(Begun::InFlight),
                 None => {}
             }
         }
         state.idem.insert(
             id,
             IdemRow {
-                payload,
-                runner: runner.to_owned(),
-                lease_until,
+                payload: begin.payload,
+                runner: begin.runner.to_owned(),
+                lease_until: begin.lease_until,
                 done: None,
             },
         );
         Ok(Begun::Fresh)
     }
 
-    async fn idem_finish(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-        answer: Remembered,
-        now: UnixMillis,
-        bounds: Bounds,
-    ) -> Result<(), StoreError> {
+    async fn idem_finish(&self, finish: IdemFinish<'_>) -> Result<(), StoreError> {
         let mut state = self.reviews.lock()?;
-        let c = cost(principal, key, answer.body.len());
-        let Some(row) = state.idem.get_mut(&(principal.to_owned(), key.to_owned())) else {
+        let c = finish.cost();
+        let (principal, bounds) = (finish.principal, finish.bounds);
+        let Some(row) = state
+            .idem
+            .get_mut(&(principal.to_owned(), finish.key.to_owned()))
+        else {
             return Ok(());
         };
-        if row.done.is_some() || row.runner != runner {
+        if row.done.is_some() || row.runner != finish.runner {
             return Ok(());
         }
-        row.done = Some((now, answer));
+        row.done = Some((finish.now, finish.answer));
         let totals = state.idem_totals.entry(principal.to_owned()).or_default();
         totals.0 += 1;
         totals.1 += c;
@@ -575,18 +550,13 @@ impl IdempotencyStore for MemoryClaimStore {
         Ok(())
     }
 
-    async fn idem_forget(
-        &self,
-        principal: &str,
-        key: &str,
-        runner: &str,
-    ) -> Result<(), StoreError> {
+    async fn idem_forget(&self, run: IdemRun<'_>) -> Result<(), StoreError> {
         let mut state = self.reviews.lock()?;
-        let id = (principal.to_owned(), key.to_owned());
+        let id = (run.principal.to_owned(), run.key.to_owned());
         if state
             .idem
             .get(&id)
-            .is_some_and(|r| r.done.is_none() && r.runner == runner)
+            .is_some_and(|r| r.done.is_none() && r.runner == run.runner)
         {
             state.idem.remove(&id);
         }

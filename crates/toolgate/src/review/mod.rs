@@ -222,6 +222,41 @@ impl Closing {
     }
 }
 
+/// A reviewer's act on item `id` at `now`, with an optional note: a vote
+/// ([`ReviewStore::vote`], `choice` a [`Verdict`]) or the closing of a
+/// non-approval item ([`ReviewStore::close`], `choice` a [`Closing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReviewerAct<'a, T> {
+    /// The item.
+    pub id: i64,
+    /// Who acts.
+    pub reviewer: &'a str,
+    /// The vote or the closing.
+    pub choice: T,
+    /// The reviewer's note.
+    pub note: Option<&'a str>,
+    /// When.
+    pub now: UnixMillis,
+}
+
+impl<'a, T> ReviewerAct<'a, T> {
+    /// `reviewer`'s `choice` on item `id` at `now`, without a note.
+    pub fn new(id: i64, reviewer: &'a str, choice: T, now: UnixMillis) -> Self {
+        Self {
+            id,
+            reviewer,
+            choice,
+            note: None,
+            now,
+        }
+    }
+
+    /// The reviewer and note within their bounds ([`check_reviewer`]).
+    pub fn check(&self) -> Result<(), CorruptRecord> {
+        check_reviewer(self.reviewer, self.note)
+    }
+}
+
 /// What an approval is bound to beyond the item's key, fingerprint and
 /// version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -758,22 +793,14 @@ pub trait ReviewStore: Send + Sync {
     /// transaction.
     fn vote(
         &self,
-        id: i64,
-        reviewer: &str,
-        verdict: Verdict,
-        note: Option<&str>,
-        now: UnixMillis,
+        vote: ReviewerAct<'_, Verdict>,
     ) -> impl Future<Output = Result<Voted, StoreError>> + Send;
 
     /// Resolves or dismisses a non-approval item, with its audit entry, in
     /// one transaction.
     fn close(
         &self,
-        id: i64,
-        reviewer: &str,
-        closing: Closing,
-        note: Option<&str>,
-        now: UnixMillis,
+        closing: ReviewerAct<'_, Closing>,
     ) -> impl Future<Output = Result<Closed, StoreError>> + Send;
 }
 

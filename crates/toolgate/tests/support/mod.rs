@@ -3,6 +3,8 @@
 
 #![allow(dead_code, reason = "each test target uses part of the support module")]
 
+pub mod json;
+
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
