@@ -17,27 +17,29 @@ use toolgate::claim::{
 use toolgate_store::StoreOptions;
 use toolgate_store::sqlite::SqliteClaimStore;
 
-struct TempDb(PathBuf);
+#[path = "support/faults.rs"]
+mod faults;
+use faults::Scratch;
+
+/// A fresh SQLite file (with its `-wal` and `-shm`) in a directory of its
+/// own, removed with it.
+struct TempDb {
+    path: PathBuf,
+    _dir: Scratch,
+}
 
 impl TempDb {
     fn new() -> Self {
-        let bytes = *toolgate_store::fresh_holder().expect("rng").as_bytes();
-        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        Self(std::env::temp_dir().join(format!("toolgate-cli-claims-{name}.db")))
+        let hex = toolgate_store::fresh_holder().expect("rng").to_hex();
+        let dir = Scratch::new("cli-claims", &hex);
+        Self {
+            path: dir.0.join("claims.db"),
+            _dir: dir,
+        }
     }
 
     fn url(&self) -> String {
-        format!("sqlite://{}", self.0.display())
-    }
-}
-
-impl Drop for TempDb {
-    fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm"] {
-            let mut p = self.0.clone().into_os_string();
-            p.push(suffix);
-            let _ = std::fs::remove_file(p);
-        }
+        format!("sqlite://{}", self.path.display())
     }
 }
 
@@ -280,5 +282,9 @@ fn stuck_on_a_missing_sqlite_file_exits_2_and_creates_nothing() {
     assert_eq!(code, 2, "stdout={stdout}");
     assert!(stdout.is_empty());
     assert!(!stderr.is_empty());
-    assert!(!db.0.exists(), "the command created {}", db.0.display());
+    assert!(
+        !db.path.exists(),
+        "the command created {}",
+        db.path.display()
+    );
 }

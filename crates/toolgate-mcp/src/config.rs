@@ -27,7 +27,6 @@
 //! the field as `upstreams[shop].tools[refund_order].scope.order_id`.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -142,55 +141,9 @@ pub struct Upstream {
     pub tools: Vec<ToolMapping>,
 }
 
-/// A configuration error: the field and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    file: Option<PathBuf>,
-    field: String,
-    message: String,
-}
-
-impl ConfigError {
-    /// An error about `field` (empty for the file as a whole).
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            file: None,
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The same error, naming the file it was found in.
-    #[must_use]
-    pub fn in_file(mut self, file: &Path) -> Self {
-        self.file = Some(file.to_owned());
-        self
-    }
-
-    /// The field, e.g. `upstreams[shop].tools[refund_order].scope.order_id`.
-    pub fn field(&self) -> &str {
-        &self.field
-    }
-
-    /// What is wrong.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(file) = &self.file {
-            write!(f, "{}: ", file.display())?;
-        }
-        if !self.field.is_empty() {
-            write!(f, "{}: ", self.field)?;
-        }
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+/// A configuration error: the field and what is wrong with it. The
+/// deployment file's own, since `[[upstreams]]` lives in that same file.
+pub use toolgate_deploy::ConfigError;
 
 impl McpSection {
     /// Reads `[[upstreams]]` from a whole deployment file's text; the other
@@ -201,16 +154,7 @@ impl McpSection {
             #[serde(default)]
             upstreams: Vec<UpstreamFile>,
         }
-        let whole: Whole = toml::from_str(text).map_err(|e| {
-            let message = match e.span() {
-                Some(span) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!("line {line}: {}", e.message())
-                }
-                None => e.message().to_owned(),
-            };
-            ConfigError::new("", message)
-        })?;
+        let whole: Whole = toml::from_str(text).map_err(|e| ConfigError::toml(text, &e))?;
         Ok(Self {
             upstreams: whole.upstreams,
         })

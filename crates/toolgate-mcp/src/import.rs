@@ -16,7 +16,7 @@ use toolgate::contract::Policy;
 use toolgate::op::canonical_json;
 
 use crate::config::{ScopeSource, Upstream, VersionSource};
-use crate::pin::{PinError, PinFile, pin};
+use crate::pin::{PinError, PinFile};
 use crate::upstream::{UpstreamClient, UpstreamError};
 
 /// What an import found.
@@ -36,19 +36,7 @@ pub async fn import(upstream: &Upstream) -> Result<Imported, UpstreamError> {
     let protocol_version = client.protocol_version();
     let offered = client.offered().await;
     client.close().await;
-    let mut file = PinFile {
-        upstream: upstream.name.clone(),
-        pins: Default::default(),
-    };
-    let mut refused = Vec::new();
-    for o in offered? {
-        match pin(&o) {
-            Ok(p) => {
-                file.pins.insert(p.name.clone(), p);
-            }
-            Err(e) => refused.push(e),
-        }
-    }
+    let (file, refused) = PinFile::pin_all(&upstream.name, &offered?);
     Ok(Imported {
         file,
         refused,
@@ -167,10 +155,8 @@ mod tests {
             input_schema: json!({"type": "object", "properties": {"order_id": {"type": "integer"}}}),
             output_schema: None,
         };
-        let file = PinFile {
-            upstream: "shop".into(),
-            pins: [(offered.name.clone(), pin(&offered).unwrap())].into(),
-        };
+        let (file, refused) = PinFile::pin_all("shop", [&offered]);
+        assert_eq!(refused, []);
         let text = policy_skeleton(&file, &ups[0], None);
         assert!(
             text.contains(r#"description = "Refund \"part\" of an order.""#),

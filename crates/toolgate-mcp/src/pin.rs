@@ -206,6 +206,28 @@ impl fmt::Display for PinFileError {
 impl std::error::Error for PinFileError {}
 
 impl PinFile {
+    /// Pins every tool in `offered` the audit accepts; the refused ones come
+    /// back beside the file, since one bad tool must not block the others.
+    pub fn pin_all<'a>(
+        upstream: &str,
+        offered: impl IntoIterator<Item = &'a Offered>,
+    ) -> (Self, Vec<PinError>) {
+        let mut file = Self {
+            upstream: upstream.to_owned(),
+            pins: BTreeMap::new(),
+        };
+        let mut refused = Vec::new();
+        for o in offered {
+            match pin(o) {
+                Ok(p) => {
+                    file.pins.insert(p.name.clone(), p);
+                }
+                Err(e) => refused.push(e),
+            }
+        }
+        (file, refused)
+    }
+
     /// The TOML text: a header saying where it came from, then one
     /// `[[tools]]` per pin, schemas as canonical JSON.
     pub fn to_toml(&self) -> Result<String, PinFileError> {
@@ -469,13 +491,9 @@ mod tests {
     }
 
     fn file(pins: &[&Offered]) -> PinFile {
-        PinFile {
-            upstream: "shop".into(),
-            pins: pins
-                .iter()
-                .map(|o| (o.name.clone(), pin(o).unwrap()))
-                .collect(),
-        }
+        let (file, refused) = PinFile::pin_all("shop", pins.iter().copied());
+        assert_eq!(refused, []);
+        file
     }
 
     #[test]

@@ -326,6 +326,15 @@ mod tests {
         })
     }
 
+    fn executed(result: Value) -> Decision {
+        Decision::Executed {
+            operation: operation(),
+            result,
+            reply: String::new(),
+            over_budget_approved: false,
+        }
+    }
+
     fn wire(decision: Decision, has_output_schema: bool) -> Value {
         let r = to_wire(
             &DecisionForWire {
@@ -340,30 +349,14 @@ mod tests {
 
     #[test]
     fn executed_is_the_upstream_result_unchanged() {
-        let v = wire(
-            Decision::Executed {
-                operation: operation(),
-                result: upstream_result(),
-                reply: String::new(),
-                over_budget_approved: false,
-            },
-            false,
-        );
+        let v = wire(executed(upstream_result()), false);
         // Parsed into rmcp's type and written back: the same JSON.
         assert_eq!(v, upstream_result());
     }
 
     #[test]
     fn replayed_is_the_recorded_result_marked_in_meta() {
-        let executed = wire(
-            Decision::Executed {
-                operation: operation(),
-                result: upstream_result(),
-                reply: String::new(),
-                over_budget_approved: false,
-            },
-            false,
-        );
+        let executed = wire(executed(upstream_result()), false);
         let replayed = wire(
             Decision::Replayed {
                 operation: operation(),
@@ -388,12 +381,7 @@ mod tests {
     fn a_recorded_result_that_is_not_a_call_tool_result_is_an_internal_error() {
         let e = to_wire(
             &DecisionForWire {
-                decision: Decision::Executed {
-                    operation: operation(),
-                    result: json!({"refund_id": 1}),
-                    reply: String::new(),
-                    over_budget_approved: false,
-                },
+                decision: executed(json!({"refund_id": 1})),
                 review_url: None,
             },
             false,

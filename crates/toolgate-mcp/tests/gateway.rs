@@ -13,6 +13,7 @@
 //! Needs examples/mcp/install.sh (see tests/support/mod.rs for the skip rule).
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -160,19 +161,24 @@ fn parse(out: &[u8]) -> Vec<Value> {
 }
 
 fn python_client(py: &Path, url: &str, token: &str, args: &[&str]) -> (Output, Vec<Value>) {
-    let out = Command::new(py)
-        .arg(example_dir().join("client.py"))
-        .args([url, "--token", token])
-        .args(args)
-        .output()
-        .unwrap();
-    let lines = parse(&out.stdout);
-    (out, lines)
+    client(py.as_os_str(), "client.py", url, token, args)
 }
 
 fn node_client(url: &str, token: &str, args: &[&str]) -> (Output, Vec<Value>) {
-    let out = Command::new("node")
-        .arg(example_dir().join("node/client.mjs"))
+    client(OsStr::new("node"), "node/client.mjs", url, token, args)
+}
+
+/// Runs one of the example's clients (`script` under its directory) and
+/// parses the JSON lines it prints.
+fn client(
+    program: &OsStr,
+    script: &str,
+    url: &str,
+    token: &str,
+    args: &[&str],
+) -> (Output, Vec<Value>) {
+    let out = Command::new(program)
+        .arg(example_dir().join(script))
         .args([url, "--token", token])
         .args(args)
         .output()

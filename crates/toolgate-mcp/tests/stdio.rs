@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 use toolgate::claim::{Fingerprint, OperationKey};
 use toolgate::contract::{CheckOutcome, Policy};
 use toolgate::decode::{Limits, decode_strict};
@@ -19,7 +19,7 @@ use toolgate::pipeline::{Decision, Operation, Principal, Reason, Rejection, Stat
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::McpSection;
 use toolgate_mcp::gateway::{Gateway, Identity};
-use toolgate_mcp::pin::{Offered, PinFile, compare, pin};
+use toolgate_mcp::pin::{Offered, PinFile, compare};
 use toolgate_mcp::stdio::serve_lines;
 use toolgate_mcp::wire::{DECISION_META, Decide, DecideError, DecisionForWire, GatedCall};
 
@@ -103,6 +103,26 @@ fn parse(line: &str) -> Value {
     decode_strict(line.as_bytes(), &Limits::provider_body()).unwrap()
 }
 
+/// Writes one line to the server and reads its answer; a notification has
+/// none.
+async fn send(
+    client_in: &mut DuplexStream,
+    out: &mut Lines<BufReader<DuplexStream>>,
+    line: &str,
+) -> Option<Value> {
+    client_in.write_all(line.as_bytes()).await.unwrap();
+    client_in.write_all(b"\n").await.unwrap();
+    if line.contains("notifications/") {
+        return None;
+    }
+    let answer = tokio::time::timeout(Duration::from_secs(30), out.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    Some(parse(&answer))
+}
+
 #[tokio::test]
 async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
     let policy = Arc::new(Policy::load(POLICY).unwrap());
@@ -111,13 +131,8 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
         .check(Path::new("."))
         .unwrap()[0];
     let live = [offered("refund_order"), offered("cancel_order")];
-    let pins = PinFile {
-        upstream: "shop".into(),
-        pins: live
-            .iter()
-            .map(|o| (o.name.clone(), pin(o).unwrap()))
-            .collect(),
-    };
+    let (pins, refused) = PinFile::pin_all("shop", &live);
+    assert_eq!(refused, []);
     let mut catalog = Catalog::default();
     let notes = catalog.add_upstream(&policy, upstream, &pins, &compare(&pins, &live));
     assert!(notes.is_empty(), "{notes:?}");
@@ -162,31 +177,14 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
     let mut out = BufReader::new(client_out).lines();
     let mut answers = Vec::new();
     for line in &lines {
-        client_in.write_all(line.as_bytes()).await.unwrap();
-        client_in.write_all(b"\n").await.unwrap();
-        if line.contains("notifications/") {
-            continue;
-        }
-        let answer = tokio::time::timeout(Duration::from_secs(30), out.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        answers.push(parse(&answer));
+        answers.extend(send(&mut client_in, &mut out, line).await);
     }
     handle.set_catalog(withheld);
     for line in [
         r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#,
         r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":1001}}}"#,
     ] {
-        client_in.write_all(line.as_bytes()).await.unwrap();
-        client_in.write_all(b"\n").await.unwrap();
-        let answer = tokio::time::timeout(Duration::from_secs(30), out.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        answers.push(parse(&answer));
+        answers.extend(send(&mut client_in, &mut out, line).await);
     }
     drop(client_in);
     tokio::time::timeout(Duration::from_secs(30), server)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use toolgate_mcp::config::{Transport, Upstream};
-use toolgate_mcp::pin::{Offered, PinFile, compare, pin};
+use toolgate_mcp::pin::{Offered, PinFile, compare};
 use toolgate_mcp::upstream::{Status, UpstreamClient, UpstreamError};
 
 mod support;
@@ -49,13 +49,8 @@ async fn lists_pins_and_calls_over_streamable_http() {
     let names: Vec<&str> = offered.iter().map(|o| o.name.as_str()).collect();
     assert_eq!(names, ["get_order", "refund_order", "refund_status"]);
     // Every tool of the shop passes the core's schema audit and pins.
-    let pins = PinFile {
-        upstream: "shop".into(),
-        pins: offered
-            .iter()
-            .map(|o| (o.name.clone(), pin(o).unwrap()))
-            .collect(),
-    };
+    let (pins, refused) = PinFile::pin_all("shop", &offered);
+    assert_eq!(refused, []);
     let again = PinFile::from_toml(&pins.to_toml().unwrap()).unwrap();
     assert_eq!(again, pins);
     let refresh = compare(&pins, &client.offered().await.unwrap());
@@ -159,13 +154,8 @@ async fn a_changed_upstream_schema_is_withheld() {
         .unwrap();
     let offered: Vec<Offered> = client.offered().await.unwrap();
     client.close().await;
-    let pins = PinFile {
-        upstream: "shop".into(),
-        pins: offered
-            .iter()
-            .map(|o| (o.name.clone(), pin(o).unwrap()))
-            .collect::<BTreeMap<_, _>>(),
-    };
+    let (pins, refused) = PinFile::pin_all("shop", &offered);
+    assert_eq!(refused, []);
     drop(before);
 
     let after = shop(&py, "after", &["--max-refund", "900000"]);

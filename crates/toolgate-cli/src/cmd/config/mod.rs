@@ -6,7 +6,6 @@
 mod check;
 mod db;
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -142,26 +141,9 @@ pub struct LoadedKey {
     pub capabilities: Vec<String>,
 }
 
-/// What is wrong with a deployment file, and where.
-#[derive(Debug)]
-pub struct ConfigError {
-    pub file: PathBuf,
-    /// The field (`policy`, `keys[1].execution`, `line 3` for a TOML error).
-    pub field: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.file.display(),
-            self.field,
-            self.message
-        )
-    }
-}
+/// What is wrong with a deployment file, and where; the file is always
+/// named and the field never empty (`line 3` for a TOML error).
+pub use toolgate_deploy::ConfigError;
 
 impl Deployment {
     /// Reads `path` and everything it names (the policy and Cedar files,
@@ -169,11 +151,7 @@ impl Deployment {
     /// policy (with its schema audit), the Cedar policies, the keys, the
     /// settings and the database URL's syntax. Connects to nothing.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let err = |field: &str, message: String| ConfigError {
-            file: path.to_owned(),
-            field: field.to_owned(),
-            message,
-        };
+        let err = |field: &str, message: String| ConfigError::new(field, message).in_file(path);
         // A section's error without a field is about the section as a whole.
         let section_err = |section: &str, field: &str, message: &str| {
             err(
