@@ -187,33 +187,34 @@ mod tests {
             verify(b"secret", &header, 1_100, 300, "POST", "/refund", b"{}"),
             Ok(())
         );
-        let refused = |secret: &[u8], now, method, target, body: &[u8]| {
-            verify(secret, &header, now, 300, method, target, body).unwrap_err()
-        };
-        assert_eq!(
-            refused(b"other", 1_000, "POST", "/refund", b"{}"),
-            Refusal::Mismatch
-        );
-        assert_eq!(
-            refused(b"secret", 1_000, "GET", "/refund", b"{}"),
-            Refusal::Mismatch
-        );
-        assert_eq!(
-            refused(b"secret", 1_000, "POST", "/refund?x", b"{}"),
-            Refusal::Mismatch
-        );
-        assert_eq!(
-            refused(b"secret", 1_000, "POST", "/refund", b"{ }"),
-            Refusal::Mismatch
-        );
-        assert_eq!(
-            refused(b"secret", 1_301, "POST", "/refund", b"{}"),
-            Refusal::Stale
-        );
-        assert_eq!(
-            refused(b"secret", 699, "POST", "/refund", b"{}"),
-            Refusal::Stale
-        );
+        let cases: [(&[u8], u64, &str, &str, &[u8], Refusal); 6] = [
+            (b"other", 1_000, "POST", "/refund", b"{}", Refusal::Mismatch),
+            (b"secret", 1_000, "GET", "/refund", b"{}", Refusal::Mismatch),
+            (
+                b"secret",
+                1_000,
+                "POST",
+                "/refund?x",
+                b"{}",
+                Refusal::Mismatch,
+            ),
+            (
+                b"secret",
+                1_000,
+                "POST",
+                "/refund",
+                b"{ }",
+                Refusal::Mismatch,
+            ),
+            (b"secret", 1_301, "POST", "/refund", b"{}", Refusal::Stale),
+            (b"secret", 699, "POST", "/refund", b"{}", Refusal::Stale),
+        ];
+        for (secret, now, method, target, body, want) in cases {
+            assert_eq!(
+                verify(secret, &header, now, 300, method, target, body),
+                Err(want)
+            );
+        }
         for bad in ["", "t=1000", "v2=00", "t=x,v2=00", "t=1000,v1=abcd"] {
             assert_eq!(
                 verify(b"secret", bad, 1_000, 300, "POST", "/refund", b"{}"),
