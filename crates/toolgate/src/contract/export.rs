@@ -8,7 +8,7 @@
 //! held to it while generating; each such keyword is reported as a
 //! [`Warning`], so nobody mistakes the provider's guarantee for the gate's.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::Policy;
 use super::schema::keyword_positions;
@@ -28,16 +28,16 @@ pub struct Warning {
     pub message: String,
 }
 
-/// Keywords each provider's strict mode accepts, from its public
+/// Whether `provider`'s strict mode accepts `keyword`, from its public
 /// documentation (structured outputs / strict function calling).
-fn supported(provider: Provider) -> &'static [&'static str] {
-    const COMMON: &[&str] = &[
+fn supported(provider: Provider, keyword: &str) -> bool {
+    // Accepted by every provider.
+    const BASE: &[&str] = &[
         "type",
         "properties",
         "required",
         "additionalProperties",
         "enum",
-        "const",
         "anyOf",
         "$ref",
         "$defs",
@@ -45,20 +45,9 @@ fn supported(provider: Provider) -> &'static [&'static str] {
         "title",
         "items",
     ];
-    match provider {
+    let extra: &[&str] = match provider {
         Provider::OpenAiChat | Provider::OpenAiResponses => &[
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "enum",
             "const",
-            "anyOf",
-            "$ref",
-            "$defs",
-            "description",
-            "title",
-            "items",
             "pattern",
             "format",
             "minimum",
@@ -70,39 +59,11 @@ fn supported(provider: Provider) -> &'static [&'static str] {
             "maxItems",
         ],
         // Anthropic strict tool use: no numeric or string-length constraints.
-        Provider::Anthropic => &[
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "enum",
-            "const",
-            "anyOf",
-            "allOf",
-            "$ref",
-            "$defs",
-            "description",
-            "title",
-            "items",
-            "default",
-            "format",
-            "pattern",
-        ],
+        Provider::Anthropic => &["const", "allOf", "default", "format", "pattern"],
         Provider::Gemini => &[
-            "type",
-            "properties",
-            "required",
-            "additionalProperties",
-            "enum",
-            "anyOf",
             "oneOf",
-            "$ref",
-            "$defs",
             "$id",
             "$anchor",
-            "description",
-            "title",
-            "items",
             "prefixItems",
             "format",
             "minimum",
@@ -110,8 +71,9 @@ fn supported(provider: Provider) -> &'static [&'static str] {
             "minItems",
             "maxItems",
         ],
-        Provider::Envelope => COMMON,
-    }
+        Provider::Envelope => &["const"],
+    };
+    BASE.contains(&keyword) || extra.contains(&keyword)
 }
 
 /// The request fragment for `provider`, and the warnings.
@@ -120,7 +82,7 @@ pub fn export(policy: &Policy, provider: Provider) -> (Value, Vec<Warning>) {
     for tool in policy.tools() {
         let schema = tool.schema().source();
         for (keyword, pointer) in keyword_positions(schema) {
-            if keyword != "$schema" && !supported(provider).contains(&keyword.as_str()) {
+            if keyword != "$schema" && !supported(provider, &keyword) {
                 warnings.push(Warning {
                     tool: tool.name().to_owned(),
                     message: format!(
@@ -180,28 +142,33 @@ pub fn export(policy: &Policy, provider: Provider) -> (Value, Vec<Warning>) {
             })).collect::<Vec<_>>(),
             "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
         }),
-        Provider::OpenAiChat => json!({
-            "tools": tools.map(|(t, schema)| json!({
-                "type": "function",
-                "function": {
-                    "name": t.name(),
-                    "description": t.description(),
-                    "parameters": schema,
-                    "strict": true,
-                },
-            })).collect::<Vec<_>>(),
-            "parallel_tool_calls": false,
-        }),
-        Provider::OpenAiResponses => json!({
-            "tools": tools.map(|(t, schema)| json!({
-                "type": "function",
-                "name": t.name(),
-                "description": t.description(),
-                "parameters": schema,
-                "strict": true,
-            })).collect::<Vec<_>>(),
-            "parallel_tool_calls": false,
-        }),
+        Provider::OpenAiChat | Provider::OpenAiResponses => {
+            let tools = tools.map(|(t, schema)| {
+                let declaration = [
+                    ("name", json!(t.name())),
+                    ("description", json!(t.description())),
+                    ("parameters", schema.clone()),
+                    ("strict", json!(true)),
+                ]
+                .map(|(k, v)| (k.to_owned(), v));
+                let mut tool = Map::new();
+                tool.insert("type".to_owned(), json!("function"));
+                // Chat Completions nests the declaration; Responses inlines it.
+                if provider == Provider::OpenAiChat {
+                    tool.insert(
+                        "function".to_owned(),
+                        Value::Object(Map::from_iter(declaration)),
+                    );
+                } else {
+                    tool.extend(declaration);
+                }
+                Value::Object(tool)
+            });
+            json!({
+                "tools": tools.collect::<Vec<_>>(),
+                "parallel_tool_calls": false,
+            })
+        }
         Provider::Gemini => json!({
             "tools": [{
                 "functionDeclarations": tools.map(|(t, schema)| json!({
