@@ -1,6 +1,8 @@
 //! Budgets in the policy (docs/design.md §15, docs/policy.md "Budgets"):
 //! what loads, what is refused and where, and what `policy explain` says.
 
+mod support;
+
 use toolgate::contract::budget::{Over, Per, Window};
 use toolgate::contract::{Policy, explain::explain};
 
@@ -220,9 +222,10 @@ mod pipeline {
     };
     use toolgate::provider::Provider;
     use toolgate::review::{
-        ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, ReviewerAct,
-        Verdict, Voted,
+        ApprovalTerms, ItemStatus, NewItem, QueueLimits, Requested, ReviewStore, Voted,
     };
+
+    use crate::support::{approval_request, approve};
 
     fn block_on<F: Future>(f: F) -> F::Output {
         let mut f = pin!(f);
@@ -456,23 +459,18 @@ mod pipeline {
         let (key, fingerprint) = (d.key().unwrap(), d.fingerprint().unwrap());
         let digest = desk.policy.tool("credit").unwrap().digest().to_owned();
         let ask = NewItem {
-            at: UnixMillis(MORNING),
-            kind: "pending_approval".into(),
             reason: Some("budget_exceeded".into()),
-            tool: Some("credit".into()),
-            proposer: "agent-1".into(),
-            proposer_via: None,
-            key: Some(key),
-            fingerprint: Some(fingerprint),
-            version_seen: Some("7".into()),
-            scope: None,
-            decision: "{}".into(),
-            approval: Some(ApprovalTerms {
-                policy_digest: digest.clone(),
-                approvers: 1,
-                expires_at: UnixMillis(MORNING + 60_000),
-            }),
-            once_per_window: false,
+            ..approval_request(
+                "credit",
+                key,
+                fingerprint,
+                UnixMillis(MORNING),
+                ApprovalTerms {
+                    policy_digest: digest.clone(),
+                    approvers: 1,
+                    expires_at: UnixMillis(MORNING + 60_000),
+                },
+            )
         };
         let Requested::Pending { item, .. } = block_on(desk.store.request_approval(
             ask,
@@ -483,13 +481,7 @@ mod pipeline {
             panic!("opens an item")
         };
         assert_eq!(
-            block_on(desk.store.vote(ReviewerAct::new(
-                item,
-                "lead",
-                Verdict::Approve,
-                UnixMillis(MORNING)
-            )))
-            .unwrap(),
+            approve(&desk.store, item, "lead", UnixMillis(MORNING)),
             Voted::Recorded(ItemStatus::Approved)
         );
         let approval = Approval {

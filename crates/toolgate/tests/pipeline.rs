@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::block_on;
+use support::{approval_request, approve, block_on};
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1024,23 +1024,18 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     // the grant is bound to the tool contract's digest.
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
     let ask = NewItem {
-        at: UnixMillis(T0),
-        kind: "pending_approval".into(),
         reason: Some("approval_required".into()),
-        tool: Some("refund_order".into()),
-        proposer: "agent-1".into(),
-        proposer_via: None,
-        key: Some(key),
-        fingerprint: Some(fp),
-        version_seen: Some("7".into()),
-        scope: None,
-        decision: "{}".into(),
-        approval: Some(ApprovalTerms {
-            policy_digest: digest.clone(),
-            approvers: 1,
-            expires_at: UnixMillis(T0 + 1000),
-        }),
-        once_per_window: false,
+        ..approval_request(
+            "refund_order",
+            key,
+            fp,
+            UnixMillis(T0),
+            ApprovalTerms {
+                policy_digest: digest.clone(),
+                approvers: 1,
+                expires_at: UnixMillis(T0 + 1000),
+            },
+        )
     };
     let Requested::Pending {
         item,
@@ -1055,23 +1050,11 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
         panic!("a first request opens an item")
     };
     assert_eq!(
-        block_on(w.store.inner.vote(ReviewerAct::new(
-            item,
-            "agent-1",
-            Verdict::Approve,
-            UnixMillis(T0)
-        )))
-        .unwrap(),
+        approve(&w.store.inner, item, "agent-1", UnixMillis(T0)),
         Voted::SelfApproval
     );
     assert_eq!(
-        block_on(w.store.inner.vote(ReviewerAct::new(
-            item,
-            "lead",
-            Verdict::Approve,
-            UnixMillis(T0)
-        )))
-        .unwrap(),
+        approve(&w.store.inner, item, "lead", UnixMillis(T0)),
         Voted::Recorded(ItemStatus::Approved)
     );
     let grant = GrantUse {
@@ -1163,23 +1146,20 @@ fn a_grant_serves_only_its_proposer() {
     let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
     let ask = |proposer: &str, via: Option<&str>| NewItem {
-        at: UnixMillis(T0),
-        kind: "pending_approval".into(),
         reason: Some("approval_required".into()),
-        tool: Some("refund_order".into()),
         proposer: proposer.into(),
         proposer_via: via.map(str::to_owned),
-        key: Some(key),
-        fingerprint: Some(fp),
-        version_seen: Some("7".into()),
-        scope: None,
-        decision: "{}".into(),
-        approval: Some(ApprovalTerms {
-            policy_digest: digest.clone(),
-            approvers: 1,
-            expires_at: UnixMillis(T0 + 10_000),
-        }),
-        once_per_window: false,
+        ..approval_request(
+            "refund_order",
+            key,
+            fp,
+            UnixMillis(T0),
+            ApprovalTerms {
+                policy_digest: digest.clone(),
+                approvers: 1,
+                expires_at: UnixMillis(T0 + 10_000),
+            },
+        )
     };
     let store = &w.store.inner;
     let limits = QueueLimits::default();
@@ -1189,13 +1169,7 @@ fn a_grant_serves_only_its_proposer() {
         panic!("opens")
     };
     assert_eq!(
-        block_on(store.vote(ReviewerAct::new(
-            item,
-            "lead",
-            Verdict::Approve,
-            UnixMillis(T0)
-        )))
-        .unwrap(),
+        approve(store, item, "lead", UnixMillis(T0)),
         Voted::Recorded(ItemStatus::Approved)
     );
     // Another principal asking for the same proposal is not handed
@@ -1263,23 +1237,18 @@ fn a_reviewer_never_uses_the_grant_it_approved() {
     let store = &w.store.inner;
     // The key "lead", acting for agent-1, proposed.
     let ask = NewItem {
-        at: UnixMillis(T0),
-        kind: "pending_approval".into(),
-        reason: None,
-        tool: Some("refund_order".into()),
-        proposer: "agent-1".into(),
         proposer_via: Some("lead".into()),
-        key: Some(key),
-        fingerprint: Some(fp),
-        version_seen: Some("7".into()),
-        scope: None,
-        decision: "{}".into(),
-        approval: Some(ApprovalTerms {
-            policy_digest: digest.clone(),
-            approvers: 1,
-            expires_at: UnixMillis(T0 + 10_000),
-        }),
-        once_per_window: false,
+        ..approval_request(
+            "refund_order",
+            key,
+            fp,
+            UnixMillis(T0),
+            ApprovalTerms {
+                policy_digest: digest.clone(),
+                approvers: 1,
+                expires_at: UnixMillis(T0 + 10_000),
+            },
+        )
     };
     let Requested::Pending { item, .. } =
         block_on(store.request_approval(ask, UnixMillis(T0), &QueueLimits::default())).unwrap()
@@ -1288,23 +1257,11 @@ fn a_reviewer_never_uses_the_grant_it_approved() {
     };
     // The store refuses the key that named the proposer as a reviewer.
     assert_eq!(
-        block_on(store.vote(ReviewerAct::new(
-            item,
-            "lead",
-            Verdict::Approve,
-            UnixMillis(T0)
-        )))
-        .unwrap(),
+        approve(store, item, "lead", UnixMillis(T0)),
         Voted::SelfApproval
     );
     assert_eq!(
-        block_on(store.vote(ReviewerAct::new(
-            item,
-            "other",
-            Verdict::Approve,
-            UnixMillis(T0)
-        )))
-        .unwrap(),
+        approve(store, item, "other", UnixMillis(T0)),
         Voted::Recorded(ItemStatus::Approved)
     );
     let approval = Approval {
@@ -1346,25 +1303,17 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
     let d = w.decide(p(), 7, T0);
     let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
-    let ask = NewItem {
-        at: UnixMillis(T0),
-        kind: "pending_approval".into(),
-        reason: None,
-        tool: Some("refund_order".into()),
-        proposer: "agent-1".into(),
-        proposer_via: None,
-        key: Some(key),
-        fingerprint: Some(fp),
-        version_seen: Some("7".into()),
-        scope: None,
-        decision: "{}".into(),
-        approval: Some(ApprovalTerms {
+    let ask = approval_request(
+        "refund_order",
+        key,
+        fp,
+        UnixMillis(T0),
+        ApprovalTerms {
             policy_digest: digest.clone(),
             approvers: 2,
             expires_at: UnixMillis(T0 + 100),
-        }),
-        once_per_window: false,
-    };
+        },
+    );
     let store = &w.store.inner;
     let Requested::Pending { item, .. } =
         block_on(store.request_approval(ask.clone(), UnixMillis(T0), &QueueLimits::default()))
@@ -1382,15 +1331,7 @@ fn an_expired_approval_is_not_used_and_a_new_request_opens() {
         }
     );
     // Two distinct approvers; the same one twice counts once.
-    let vote = |who: &str, at: i64| {
-        block_on(store.vote(ReviewerAct::new(
-            item,
-            who,
-            Verdict::Approve,
-            UnixMillis(at),
-        )))
-        .unwrap()
-    };
+    let vote = |who: &str, at: i64| approve(store, item, who, UnixMillis(at));
     assert_eq!(vote("lead", T0 + 2), Voted::Recorded(ItemStatus::Open));
     assert_eq!(vote("lead", T0 + 3), Voted::AlreadyVoted);
     assert_eq!(
@@ -1555,13 +1496,7 @@ fn the_core_decides_with_approvals_on_the_memory_review_store() {
     assert_eq!((again.review_item, again.new_item), (Some(item), false));
 
     assert_eq!(
-        block_on(w.store.inner.vote(ReviewerAct::new(
-            item,
-            "lead",
-            Verdict::Approve,
-            UnixMillis(T0 + 2)
-        )))
-        .unwrap(),
+        approve(&w.store.inner, item, "lead", UnixMillis(T0 + 2)),
         Voted::Recorded(ItemStatus::Approved)
     );
     // The grant serves only its proposer.

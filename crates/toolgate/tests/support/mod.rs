@@ -9,6 +9,9 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+use toolgate::claim::{Fingerprint, OperationKey, UnixMillis};
+use toolgate::review::{ApprovalTerms, NewItem, ReviewStore, ReviewerAct, Verdict, Voted};
+
 /// `refund_order`, keyed by a typed order id and the version the model saw.
 pub const REFUND_POLICY: &str = include_str!("../../../../fixtures/policies/refund_order.toml");
 
@@ -21,4 +24,36 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         Poll::Ready(v) => v,
         Poll::Pending => panic!("a test future pended"),
     }
+}
+
+/// A request for approval of the proposal `key`/`fingerprint` of `tool`,
+/// made at `at` by `agent-1` against version 7, under `terms`; tests vary
+/// the other fields with struct update syntax.
+pub fn approval_request(
+    tool: &str,
+    key: OperationKey,
+    fingerprint: Fingerprint,
+    at: UnixMillis,
+    terms: ApprovalTerms,
+) -> NewItem {
+    NewItem {
+        at,
+        kind: "pending_approval".into(),
+        reason: None,
+        tool: Some(tool.into()),
+        proposer: "agent-1".into(),
+        proposer_via: None,
+        key: Some(key),
+        fingerprint: Some(fingerprint),
+        version_seen: Some("7".into()),
+        scope: None,
+        decision: "{}".into(),
+        approval: Some(terms),
+        once_per_window: false,
+    }
+}
+
+/// `reviewer`'s approval of `item` at `at`, on a store that answers at once.
+pub fn approve<S: ReviewStore>(store: &S, item: i64, reviewer: &str, at: UnixMillis) -> Voted {
+    block_on(store.vote(ReviewerAct::new(item, reviewer, Verdict::Approve, at))).unwrap()
 }
