@@ -42,14 +42,7 @@ fn request(ns: &Namespace, n: u32, budget: &str, amount: i64) -> ClaimRequest {
 async fn fits<S: ClaimStore>(store: &S, ns: &Namespace, n: u32, budget: &str, amount: i64) -> bool {
     match store.claim(request(ns, n, budget, amount)).await.unwrap() {
         RawClaim::Acquired(lease) => {
-            let r = store
-                .record_reconciliation(ReconcileRequest {
-                    key: &lease.key,
-                    outcome: &not_applied(),
-                    now: far_future(),
-                })
-                .await
-                .unwrap();
+            let r = reconcile(store, &lease, &not_applied()).await;
             assert!(matches!(r, Reconciled::Recorded));
             true
         }
@@ -245,15 +238,17 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         }),
         once_per_window: false,
     };
-    let Requested::Pending { item, .. } = store
-        .request_approval(
-            ask.clone(),
-            conformance::T0,
-            &toolgate::review::QueueLimits::default(),
-        )
-        .await
-        .unwrap()
-    else {
+    let ask_for = |ask: NewItem| async move {
+        store
+            .request_approval(
+                ask,
+                conformance::T0,
+                &toolgate::review::QueueLimits::default(),
+            )
+            .await
+            .unwrap()
+    };
+    let Requested::Pending { item, .. } = ask_for(ask.clone()).await else {
         panic!("a new approval item");
     };
     let voted = store
@@ -266,15 +261,7 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         .await
         .unwrap();
     assert!(matches!(voted, Voted::Recorded(_)), "{voted:?}");
-    let Requested::Granted(grant) = store
-        .request_approval(
-            ask,
-            conformance::T0,
-            &toolgate::review::QueueLimits::default(),
-        )
-        .await
-        .unwrap()
-    else {
+    let Requested::Granted(grant) = ask_for(ask).await else {
         panic!("the approval is granted");
     };
     let Some(approved) = acquired(store.claim(over.with_grant(grant)).await.unwrap()) else {
@@ -288,14 +275,7 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
     }
 
     // Given back when it ends not applied: the limit's worth stays held.
-    let r = store
-        .record_reconciliation(ReconcileRequest {
-            key: &approved.key,
-            outcome: &not_applied(),
-            now: far_future(),
-        })
-        .await
-        .unwrap();
+    let r = reconcile(store, &approved, &not_applied()).await;
     assert!(matches!(r, Reconciled::Recorded));
     let held = store.budget_reserved().await.unwrap();
     assert!(held.contains(&(budget.clone(), LIMIT)), "{held:?}");
@@ -329,18 +309,18 @@ async fn budgets_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn budgets_on_postgres() {
-    let Some(url) = support::database_url("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL") else {
-        return;
-    };
-    let store = AnyClaimStore::connect(&url).await.unwrap();
-    budgets_hold(Arc::new(store)).await;
+    budgets_on_server("TOOLGATE_TEST_POSTGRES_URL", "PostgreSQL").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn budgets_on_mysql() {
-    let Some(url) = support::database_url("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB") else {
-        return;
-    };
-    let store = AnyClaimStore::connect(&url).await.unwrap();
-    budgets_hold(Arc::new(store)).await;
+    budgets_on_server("TOOLGATE_TEST_MYSQL_URL", "MySQL/MariaDB").await;
+}
+
+/// The budget checks on the server `var` names, when it is set.
+async fn budgets_on_server(var: &str, server: &str) {
+    if let Some(url) = support::database_url(var, server) {
+        let store = AnyClaimStore::connect(&url).await.unwrap();
+        budgets_hold(Arc::new(store)).await;
+    }
 }
