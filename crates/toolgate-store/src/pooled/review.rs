@@ -152,6 +152,17 @@ impl<DB> PooledStore<DB>]
         Ok(all < cap(limits.total))
     }
 
+    /// Marks item `id` expired if its time has passed.
+    async fn expire_one(&self, id: i64, now: UnixMillis) -> Result<(), StoreError> {
+        sqlx::query(DB::SQL.review.expire_one)
+            .bind(id)
+            .bind(now.0)
+            .execute(self.pool())
+            .await
+            .map_err(|e| map_err("expiring a review item", e))?;
+        Ok(())
+    }
+
     async fn by_dedup(&self, dedup: &[u8; 32]) -> Result<Option<i64>, StoreError> {
         sqlx::query_scalar(DB::SQL.review.by_dedup)
             .bind(dedup.to_vec())
@@ -327,12 +338,7 @@ with_pooled_bounds! {
                     }
                     Live::Answer(r) => return Ok(r),
                     Live::Expire(id) => {
-                        sqlx::query(DB::SQL.review.expire_one)
-                            .bind(id)
-                            .bind(now.0)
-                            .execute(self.pool())
-                            .await
-                            .map_err(|e| map_err("expiring a review item", e))?;
+                        self.expire_one(id, now).await?;
                         continue;
                     }
                 }
@@ -362,12 +368,7 @@ with_pooled_bounds! {
     }
 
     async fn item(&self, id: i64, now: UnixMillis) -> Result<Option<ReviewItem>, StoreError> {
-        sqlx::query(DB::SQL.review.expire_one)
-            .bind(id)
-            .bind(now.0)
-            .execute(self.pool())
-            .await
-            .map_err(|e| map_err("expiring a review item", e))?;
+        self.expire_one(id, now).await?;
         match Self::review_row(self.pool(), DB::SQL.review.by_id, |q| q.bind(id)).await? {
             Some(row) => self.review_full(row).await.map(Some),
             None => Ok(None),
