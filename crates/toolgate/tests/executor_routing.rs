@@ -118,20 +118,27 @@ fn decide_with(
 
 const LATER: UnixMillis = UnixMillis(60_000);
 
+/// Decides order `order` through `exec`, expecting `outcome`; the claim
+/// records `exec`'s kind. Returns the claim's key.
+fn claimed_by(store: &MemoryClaimStore, exec: &Exec, order: i64, outcome: Outcome) -> OperationKey {
+    let policy = Policy::load(POLICY).unwrap();
+    let d = decide_with(&policy, store, exec, &service(), order);
+    assert_eq!(d.outcome(), outcome);
+    let key = d.key().unwrap();
+    let record = block_on(store.fetch(&key)).unwrap().unwrap();
+    assert_eq!(record.executor, exec.kind);
+    key
+}
+
 fn service() -> Principal {
     Principal::new("shop-backend", ["refund:issue"]).unwrap()
 }
 
 #[test]
 fn a_client_claim_is_never_answered_by_another_executor() {
-    let policy = Policy::load(POLICY).unwrap();
     let store = MemoryClaimStore::new();
     let client = Exec::new(ExecutorKind::Client);
-    let d = decide_with(&policy, &store, &client, &service(), 1);
-    assert_eq!(d.outcome(), Outcome::Permitted);
-    let key: OperationKey = d.key().unwrap();
-    let record = block_on(store.fetch(&key)).unwrap().unwrap();
-    assert_eq!(record.executor, ExecutorKind::Client);
+    let key = claimed_by(&store, &client, 1, Outcome::Permitted);
 
     // The in-process executor (and a webhook one) would answer "not found":
     // neither is asked, and nothing is written.
@@ -177,16 +184,9 @@ fn a_client_claim_is_never_answered_by_another_executor() {
 
 #[test]
 fn an_executor_is_asked_only_about_the_claims_it_owns() {
-    let policy = Policy::load(POLICY).unwrap();
     let store = MemoryClaimStore::new();
     let in_process = Exec::new(ExecutorKind::InProcess);
-    let d = decide_with(&policy, &store, &in_process, &service(), 2);
-    assert_eq!(d.outcome(), Outcome::NeedsReconciliation);
-    let key = d.key().unwrap();
-    assert_eq!(
-        block_on(store.fetch(&key)).unwrap().unwrap().executor,
-        ExecutorKind::InProcess
-    );
+    let key = claimed_by(&store, &in_process, 2, Outcome::NeedsReconciliation);
     let webhook = Exec::new(ExecutorKind::Webhook);
     let report = block_on(reconcile(&store, &webhook, &key, "operator", LATER)).unwrap();
     assert!(matches!(report, ReconcileReport::ExplicitAnswerRequired(_)));
