@@ -35,13 +35,13 @@ fn envelope_args(args: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// `check` with the default options.
+fn check_plain(policy: &Policy, provider: Provider, body: &[u8]) -> toolgate::contract::Checked {
+    check(policy, provider, body, &CheckOptions::default())
+}
+
 fn check_args(args: &str) -> toolgate::contract::Checked {
-    check(
-        &policy(),
-        Provider::Envelope,
-        &envelope_args(args),
-        &CheckOptions::default(),
-    )
+    check_plain(&policy(), Provider::Envelope, &envelope_args(args))
 }
 
 // ---- the audit
@@ -370,7 +370,7 @@ fn the_same_proposal_in_every_provider_shape_has_one_fingerprint() {
             env!("CARGO_MANIFEST_DIR")
         ))
         .expect(file);
-        let d = check(&policy, provider, &body, &CheckOptions::default());
+        let d = check_plain(&policy, provider, &body);
         let a = d
             .action()
             .unwrap_or_else(|| panic!("{file}: {:?}", d.message));
@@ -395,20 +395,10 @@ fn the_reply_limit_counts_utf8_bytes() {
             .into_bytes()
     };
     // 500 four-byte characters = 2000 bytes: at the limit.
-    let d = check(
-        &policy,
-        Provider::Envelope,
-        &body(&"😀".repeat(500)),
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::Envelope, &body(&"😀".repeat(500)));
     assert_eq!(d.outcome(), CheckOutcome::Answer);
     // 501 characters would pass a character limit of 2000 easily.
-    let d = check(
-        &policy,
-        Provider::Envelope,
-        &body(&"😀".repeat(501)),
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::Envelope, &body(&"😀".repeat(501)));
     assert_eq!(d.reason, Some(RejectReason::TooLarge));
     assert_eq!(d.pointer.as_deref(), Some("/reply"));
 }
@@ -417,7 +407,7 @@ fn the_reply_limit_counts_utf8_bytes() {
 fn an_empty_native_turn_is_an_abstention_with_the_policy_message() {
     let policy = policy();
     let body = br#"{"type":"message","role":"assistant","content":[{"type":"text","text":"  \n"}],"stop_reason":"end_turn"}"#;
-    let d = check(&policy, Provider::Anthropic, body, &CheckOptions::default());
+    let d = check_plain(&policy, Provider::Anthropic, body);
     assert_eq!(d.outcome(), CheckOutcome::Abstain);
     assert_eq!(d.reply.as_deref(), Some(policy.abstain_message()));
     assert!(d.action().is_none());
@@ -439,31 +429,16 @@ fn only_invalid_json_on_the_first_attempt_is_repairable() {
     }
     // Truncation and refusal are never repairable, whatever the attempt.
     let truncated = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"{\"","refusal":null},"finish_reason":"length"}]}"#;
-    let d = check(
-        &policy,
-        Provider::OpenAiChat,
-        truncated,
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::OpenAiChat, truncated);
     assert_eq!(
         (d.outcome(), d.repairable),
         (CheckOutcome::Truncated, false)
     );
     let refused = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"No."},"finish_reason":"stop"}]}"#;
-    let d = check(
-        &policy,
-        Provider::OpenAiChat,
-        refused,
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::OpenAiChat, refused);
     assert_eq!((d.outcome(), d.repairable), (CheckOutcome::Refused, false));
     // A broken provider body is not the model's JSON: no re-ask repairs it.
-    let d = check(
-        &policy,
-        Provider::OpenAiChat,
-        b"{\"choices\":",
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::OpenAiChat, b"{\"choices\":");
     assert_eq!(
         (d.reason, d.repairable),
         (Some(RejectReason::InvalidJson), false)
@@ -535,22 +510,12 @@ fn stop_classes_fail_closed() {
         let body = format!(
             r#"{{"type":"message","content":[{{"type":"text","text":"hi"}}],"stop_reason":"{reason}"}}"#
         );
-        let d = check(
-            &policy,
-            Provider::Anthropic,
-            body.as_bytes(),
-            &CheckOptions::default(),
-        );
+        let d = check_plain(&policy, Provider::Anthropic, body.as_bytes());
         assert_eq!(d.reason, Some(RejectReason::UnknownStop), "{reason}");
         assert_eq!(d.stop.map(|s| s.class), Some(StopClass::Unknown));
     }
     let missing = br#"{"type":"message","content":[{"type":"text","text":"hi"}]}"#;
-    let d = check(
-        &policy,
-        Provider::Anthropic,
-        missing,
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::Anthropic, missing);
     assert_eq!(d.reason, Some(RejectReason::UnknownStop));
 }
 
@@ -748,23 +713,13 @@ fn arguments_are_held_to_the_tools_byte_limit() {
     let body = json!({"choices":[{"index":0,"message":{"role":"assistant","content":null,
         "tool_calls":[{"id":"c","type":"function","function":{"name":"apply_goodwill_credit","arguments":args}}]},
         "finish_reason":"tool_calls"}]});
-    let d = check(
-        &policy,
-        Provider::OpenAiChat,
-        body.to_string().as_bytes(),
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::OpenAiChat, body.to_string().as_bytes());
     assert_eq!(d.reason, Some(RejectReason::TooLarge));
     // Inside the body (Gemini): measured as compact JSON.
     let long = "x".repeat(limit);
     let body = json!({"candidates":[{"content":{"parts":[{"functionCall":{"name":"apply_goodwill_credit",
         "args":{"amount_minor":1500,"reason_code":long}}}]},"finishReason":"STOP"}]});
-    let d = check(
-        &policy,
-        Provider::Gemini,
-        body.to_string().as_bytes(),
-        &CheckOptions::default(),
-    );
+    let d = check_plain(&policy, Provider::Gemini, body.to_string().as_bytes());
     assert_eq!(d.reason, Some(RejectReason::TooLarge));
     assert_eq!(d.tool.as_deref(), Some("apply_goodwill_credit"));
 }
