@@ -108,10 +108,7 @@ impl<'a> Parser<'a> {
             // loop back here for their first member.
             value = match self.peek() {
                 Some(b'[') => {
-                    self.open_container()?;
-                    self.skip_ws();
-                    if self.peek() == Some(b']') {
-                        self.pos += 1;
+                    if self.open_container(b']')? {
                         Value::Array(Vec::new())
                     } else {
                         self.stack.push(Frame::Array(Vec::new()));
@@ -119,10 +116,7 @@ impl<'a> Parser<'a> {
                     }
                 }
                 Some(b'{') => {
-                    self.open_container()?;
-                    self.skip_ws();
-                    if self.peek() == Some(b'}') {
-                        self.pos += 1;
+                    if self.open_container(b'}')? {
                         Value::Object(Map::new())
                     } else {
                         let key = self.key()?;
@@ -225,8 +219,10 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// Consumes `[` or `{`, enforcing the nesting limit first.
-    fn open_container(&mut self) -> Result<(), Rejection> {
+    /// Consumes `[` or `{`, enforcing the nesting limit first, and the
+    /// whitespace after it. Whether the container is empty: then its
+    /// `close` is consumed too.
+    fn open_container(&mut self, close: u8) -> Result<bool, Rejection> {
         let depth = self.stack.len() + 1;
         if depth > self.limits.max_nesting() {
             return Err(Rejection::new(
@@ -240,7 +236,12 @@ impl<'a> Parser<'a> {
             ));
         }
         self.pos += 1;
-        Ok(())
+        self.skip_ws();
+        let empty = self.peek() == Some(close);
+        if empty {
+            self.pos += 1;
+        }
+        Ok(empty)
     }
 
     /// Reads `"key"` and the `:` after it.
