@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
-    member, object, opt_str, push_text, raw_stop, req_str,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, field, fields,
+    malformed, member, object, push_text, raw_stop,
 };
 use crate::decode::{Json, Object};
 
@@ -107,7 +107,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
         let p = all.index(n);
         let Some(data) = &ev.data else { continue };
         let data = object(data.root(), p)?;
-        match req_str(data, "type", p)? {
+        match field(data, "type").req_str(p)? {
             "message_start" => {
                 saw_start = true;
                 if let Some(m) = data.get("message").and_then(|v| v.as_object())
@@ -123,11 +123,11 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                 }
                 let cp = p.key("content_block");
                 let cb = object(member(data, "content_block", p)?, cp)?;
-                let block = match req_str(cb, "type", cp)? {
-                    "text" => Block::Text(opt_str(cb, "text", cp)?.unwrap_or("").to_owned()),
+                let block = match field(cb, "type").req_str(cp)? {
+                    "text" => Block::Text(field(cb, "text").opt_str(cp)?.unwrap_or("").to_owned()),
                     "tool_use" => Block::Tool {
-                        name: req_str(cb, "name", cp)?,
-                        id: opt_str(cb, "id", cp)?,
+                        name: field(cb, "name").req_str(cp)?,
+                        id: field(cb, "id").opt_str(cp)?,
                         json: String::new(),
                         start_input: cb.get("input"),
                     },
@@ -148,10 +148,10 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                 let Some((block, _)) = blocks.get_mut(index) else {
                     return Err(malformed(p.key("index"), "delta for a block never started"));
                 };
-                match (block, req_str(delta, "type", dp)?) {
-                    (Block::Text(t), "text_delta") => t.push_str(req_str(delta, "text", dp)?),
+                match (block, field(delta, "type").req_str(dp)?) {
+                    (Block::Text(t), "text_delta") => t.push_str(field(delta, "text").req_str(dp)?),
                     (Block::Tool { json, .. }, "input_json_delta") => {
-                        json.push_str(req_str(delta, "partial_json", dp)?);
+                        json.push_str(field(delta, "partial_json").req_str(dp)?);
                     }
                     (Block::Ignored, _) | (_, "citations_delta") => {}
                     (_, other) => {

@@ -538,25 +538,6 @@ pub(crate) fn member<'t>(
     field(obj, key).required(at)
 }
 
-/// A field that may be absent or null; present with another type is malformed.
-#[inline(always)]
-pub(crate) fn opt_str<'t>(
-    obj: Object<'t>,
-    key: &str,
-    at: At<'_>,
-) -> Result<Option<&'t str>, ProviderError> {
-    field(obj, key).opt_str(at)
-}
-
-#[inline(always)]
-pub(crate) fn req_str<'t>(
-    obj: Object<'t>,
-    key: &str,
-    at: At<'_>,
-) -> Result<&'t str, ProviderError> {
-    field(obj, key).req_str(at)
-}
-
 /// One field, looked up alone: for an object read for a single field, or
 /// for a field read only on a rare path.
 #[inline(always)]

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, malformed,
-    member, object, opt_str, raw_stop,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, field, fields,
+    malformed, member, object, raw_stop,
 };
 use crate::decode::{Json, Object};
 
@@ -135,7 +135,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                     "expected exactly one choice (index 0)",
                 ));
             }
-            if let Some(f) = opt_str(choice, "finish_reason", cp)? {
+            if let Some(f) = field(choice, "finish_reason").opt_str(cp)? {
                 finish = Some(f);
             }
             let Some(delta) = choice.get("delta") else {
@@ -143,10 +143,10 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
             };
             let dp = cp.key("delta");
             let delta = object(delta, dp)?;
-            if let Some(c) = opt_str(delta, "content", dp)? {
+            if let Some(c) = field(delta, "content").opt_str(dp)? {
                 text.push_str(c);
             }
-            if let Some(r) = opt_str(delta, "refusal", dp)? {
+            if let Some(r) = field(delta, "refusal").opt_str(dp)? {
                 refusal.get_or_insert_with(String::new).push_str(r);
             }
             if let Some(tcs) = delta.get("tool_calls").filter(|v| !v.is_null()) {
@@ -159,16 +159,16 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
                         .and_then(|v| v.as_u64())
                         .ok_or_else(|| malformed(tcp.key("index"), "missing index"))?;
                     let entry = calls.entry(index).or_default();
-                    if let Some(id) = opt_str(tc, "id", tcp)? {
+                    if let Some(id) = field(tc, "id").opt_str(tcp)? {
                         entry.id = Some(id.to_owned());
                     }
                     if let Some(f) = tc.get("function") {
                         let fp = tcp.key("function");
                         let f = object(f, fp)?;
-                        if let Some(name) = opt_str(f, "name", fp)? {
+                        if let Some(name) = field(f, "name").opt_str(fp)? {
                             entry.name.push_str(name);
                         }
-                        if let Some(args) = opt_str(f, "arguments", fp)? {
+                        if let Some(args) = field(f, "arguments").opt_str(fp)? {
                             entry.arguments.push_str(args);
                         }
                     }

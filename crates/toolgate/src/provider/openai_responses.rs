@@ -5,8 +5,8 @@ use std::borrow::Cow;
 
 use super::sse::Event;
 use super::{
-    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, fields, member,
-    object, opt_str, push_text, raw_stop,
+    At, ProviderError, RawArguments, RawToolCall, Stop, StopClass, Turn, array, field, fields,
+    member, object, push_text, raw_stop,
 };
 use crate::decode::Json;
 
@@ -129,7 +129,7 @@ pub(super) fn parse_stream<'t>(events: &'t [Event<'t>]) -> Result<Turn<'t>, Prov
         let p = all.index(n);
         let Some(data) = &ev.data else { continue };
         let data = object(data.root(), p)?;
-        let kind = opt_str(data, "type", p)?.or(ev.name);
+        let kind = field(data, "type").opt_str(p)?.or(ev.name);
         match kind {
             Some("response.completed" | "response.incomplete" | "response.failed") => {
                 return parse_at(member(data, "response", p)?, p.key("response"));
