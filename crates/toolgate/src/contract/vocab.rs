@@ -105,11 +105,12 @@ impl RejectReason {
     /// The stable snake_case code.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::TooLarge => "too_large",
-            Self::TooDeep => "too_deep",
-            Self::DuplicateKey => "duplicate_key",
-            Self::NumberOutOfRange => "number_out_of_range",
-            Self::InvalidJson => "invalid_json",
+            // The decoder's own codes, spelled where the decoder names them.
+            Self::TooLarge => DecodeCode::TooLarge.as_str(),
+            Self::TooDeep => DecodeCode::TooDeep.as_str(),
+            Self::DuplicateKey => DecodeCode::DuplicateKey.as_str(),
+            Self::NumberOutOfRange => DecodeCode::NumberOutOfRange.as_str(),
+            Self::InvalidJson => DecodeCode::InvalidJson.as_str(),
             Self::UnknownKey => "unknown_key",
             Self::InvalidArguments => "invalid_arguments",
             Self::UnknownTool => "unknown_tool",
