@@ -187,29 +187,17 @@ mod tests {
             verify(b"secret", &header, 1_100, 300, "POST", "/refund", b"{}"),
             Ok(())
         );
-        let cases: [(&[u8], u64, &str, &str, &[u8], Refusal); 6] = [
-            (b"other", 1_000, "POST", "/refund", b"{}", Refusal::Mismatch),
-            (b"secret", 1_000, "GET", "/refund", b"{}", Refusal::Mismatch),
-            (
-                b"secret",
-                1_000,
-                "POST",
-                "/refund?x",
-                b"{}",
-                Refusal::Mismatch,
-            ),
-            (
-                b"secret",
-                1_000,
-                "POST",
-                "/refund",
-                b"{ }",
-                Refusal::Mismatch,
-            ),
-            (b"secret", 1_301, "POST", "/refund", b"{}", Refusal::Stale),
-            (b"secret", 699, "POST", "/refund", b"{}", Refusal::Stale),
+        use Refusal::{Mismatch, Stale};
+        let cases = [
+            ("other", 1_000, "POST", "/refund", "{}", Mismatch),
+            ("secret", 1_000, "GET", "/refund", "{}", Mismatch),
+            ("secret", 1_000, "POST", "/refund?x", "{}", Mismatch),
+            ("secret", 1_000, "POST", "/refund", "{ }", Mismatch),
+            ("secret", 1_301, "POST", "/refund", "{}", Stale),
+            ("secret", 699, "POST", "/refund", "{}", Stale),
         ];
         for (secret, now, method, target, body, want) in cases {
+            let (secret, body) = (secret.as_bytes(), body.as_bytes());
             assert_eq!(
                 verify(secret, &header, now, 300, method, target, body),
                 Err(want)
