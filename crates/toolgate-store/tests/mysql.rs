@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sqlx::mysql::MySqlPool;
 use toolgate::claim::ClaimStore;
 use toolgate::claim::conformance::Namespace;
+use toolgate_store::StoreOptions;
 use toolgate_store::fault::{FaultHook, FaultPoint};
 use toolgate_store::mysql::{MySqlClaimStore, sql};
-use toolgate_store::{AnyClaimStore, StoreOptions};
 
 const URL_VAR: &str = "TOOLGATE_TEST_MYSQL_URL";
 
@@ -46,10 +46,15 @@ impl Db {
         &self.url
     }
 
-    async fn store(&self) -> MySqlClaimStore {
-        MySqlClaimStore::connect(&self.url, StoreOptions::default())
+    async fn connect(&self, options: StoreOptions) -> MySqlClaimStore {
+        MySqlClaimStore::connect(&self.url, options)
             .await
             .expect("connect to the test database")
+    }
+
+    async fn store(&self) -> MySqlClaimStore {
+        self.connect(StoreOptions::default())
+            .await
             .with_clock(support::suite_clock)
     }
 
@@ -76,7 +81,7 @@ support::backend_tests!(
         i64::try_from(done.last_insert_id()).expect("id")
     },
 );
-support::server_tests!(Db);
+support::server_tests!(Db, MySql);
 
 #[tokio::test]
 async fn only_the_operation_key_is_unique() {
@@ -322,24 +327,5 @@ async fn a_principal_of_the_longest_valid_length_signs_in() {
         .expect("read it")
         .expect("unexpired");
     assert_eq!(found.principal, principal);
-    db.drop().await;
-}
-
-#[tokio::test]
-async fn a_decision_claims_on_the_connection_it_read_on() {
-    let Some(db) = Db::create().await else {
-        return;
-    };
-    let (hook, ids) = support::record_claim_connections();
-    let two = StoreOptions {
-        max_connections: 2,
-        ..StoreOptions::default()
-    };
-    let store = MySqlClaimStore::connect(&db.url, two)
-        .await
-        .expect("connect to the test database")
-        .with_fault_hook(hook);
-    support::a_decision_claims_on_the_connection_it_read_on(&AnyClaimStore::MySql(store), &ids)
-        .await;
     db.drop().await;
 }

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::postgres::PgPool;
+use toolgate_store::StoreOptions;
 use toolgate_store::fault::{FaultHook, FaultPoint};
 use toolgate_store::postgres::PgClaimStore;
-use toolgate_store::{AnyClaimStore, StoreOptions};
 
 const URL_VAR: &str = "TOOLGATE_TEST_POSTGRES_URL";
 
@@ -45,10 +45,15 @@ impl Schema {
         &self.url
     }
 
-    async fn store(&self) -> PgClaimStore {
-        PgClaimStore::connect(&self.url, StoreOptions::default())
+    async fn connect(&self, options: StoreOptions) -> PgClaimStore {
+        PgClaimStore::connect(&self.url, options)
             .await
             .expect("connect to the test schema")
+    }
+
+    async fn store(&self) -> PgClaimStore {
+        self.connect(StoreOptions::default())
+            .await
             .with_clock(support::suite_clock)
     }
 
@@ -74,7 +79,7 @@ support::backend_tests!(
     conformance: postgres_passes_the_conformance_suite,
     any_store: any_store_picks_postgres_from_the_url_and_passes,
 );
-support::server_tests!(Schema);
+support::server_tests!(Schema, Postgres);
 
 #[tokio::test]
 async fn only_the_operation_key_is_unique() {
@@ -286,24 +291,5 @@ async fn lost_race_codes_come_from_the_server() {
     assert_eq!(code(&dup).as_deref(), Some("23505"), "{dup}");
     assert!(!is_lost_race(&dup));
     drop((a, b));
-    schema.drop().await;
-}
-
-#[tokio::test]
-async fn a_decision_claims_on_the_connection_it_read_on() {
-    let Some(schema) = Schema::create().await else {
-        return;
-    };
-    let (hook, ids) = support::record_claim_connections();
-    let two = StoreOptions {
-        max_connections: 2,
-        ..StoreOptions::default()
-    };
-    let store = PgClaimStore::connect(&schema.url, two)
-        .await
-        .expect("connect to the test schema")
-        .with_fault_hook(hook);
-    support::a_decision_claims_on_the_connection_it_read_on(&AnyClaimStore::Postgres(store), &ids)
-        .await;
     schema.drop().await;
 }

@@ -833,7 +833,26 @@ pub(crate) use backend_tests;
 /// `kill_once` ends the store's connection at a fault point.
 #[allow(unused_macros, reason = "each test target uses a different subset")]
 macro_rules! server_tests {
-    ($db:ident) => {
+    ($db:ident, $any:ident) => {
+        #[tokio::test]
+        async fn a_decision_claims_on_the_connection_it_read_on() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let (hook, ids) = crate::support::record_claim_connections();
+            let two = toolgate_store::StoreOptions {
+                max_connections: 2,
+                ..toolgate_store::StoreOptions::default()
+            };
+            let store = db.connect(two).await.with_fault_hook(hook);
+            crate::support::a_decision_claims_on_the_connection_it_read_on(
+                &toolgate_store::AnyClaimStore::$any(store),
+                &ids,
+            )
+            .await;
+            db.drop().await;
+        }
+
         #[tokio::test]
         async fn corrupt_rows_are_errors_never_records() {
             let Some(db) = $db::create().await else {
