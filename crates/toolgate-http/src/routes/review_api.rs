@@ -414,68 +414,105 @@ async fn handle<P: GateComponents>(
     Ok(Json(ReviewActionResponse { item }))
 }
 
-/// One reviewer action's handler and its OpenAPI entry: the four differ
-/// only in path, action and the 200 and 409 descriptions. The literals go
-/// through as `tt` so that utoipa reads them as plain literals.
-macro_rules! review_action {
-    ($(#[doc = $doc:tt])* $name:ident, $path:tt, $action:expr, ok = $ok:tt, conflict = $conflict:tt) => {
-        $(#[doc = $doc])*
-        #[utoipa::path(post, path = $path, tag = "review",
-            params(("id" = u64, Path, description = "the reviewer item id")),
-            request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
-            responses(
-                (status = 200, description = $ok, body = ReviewActionResponse),
-                (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
-                (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
-                (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
-                (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
-                (status = 409, description = $conflict, body = Problem, content_type = "application/problem+json"),
-                (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
-                (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
-            ),
-            security(("bearer" = [])))]
-        pub async fn $name<P: GateComponents>(
-            State(app): State<AppState<P>>,
-            reviewer: Reviewer,
-            id: ItemId,
-            body: Bytes,
-        ) -> Result<Json<ReviewActionResponse>, ApiError> {
-            handle(app, reviewer, id, body, $action).await
-        }
-    };
+/// Approves a pending action: a vote, and at the tool's `approvers`-th
+/// distinct approver the item is `approved`. Nothing runs and no permit is
+/// handed out: the proposer's own retry of the same proposal proceeds, once.
+/// Needs `toolgate:review`; the proposer cannot approve their own proposal.
+#[utoipa::path(post, path = "/v1/review/items/{id}/approve", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "the vote is recorded: the item, `approved` or still `open` for more approvers", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`, `self_approval`, `already_voted`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn approve<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    reviewer: Reviewer,
+    id: ItemId,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, reviewer, id, body, Action::Vote(Verdict::Approve)).await
 }
 
-review_action! {
-    /// Approves a pending action: a vote, and at the tool's `approvers`-th
-    /// distinct approver the item is `approved`. Nothing runs and no permit is
-    /// handed out: the proposer's own retry of the same proposal proceeds, once.
-    /// Needs `toolgate:review`; the proposer cannot approve their own proposal.
-    approve, "/v1/review/items/{id}/approve", Action::Vote(Verdict::Approve),
-    ok = "the vote is recorded: the item, `approved` or still `open` for more approvers",
-    conflict = "`not_pending`, `self_approval`, `already_voted`"
+/// Denies a pending action: nothing runs, and the proposer's retry of the
+/// same proposal is `rejected` (`approval_denied`). Needs `toolgate:review`.
+#[utoipa::path(post, path = "/v1/review/items/{id}/deny", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "denied", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`, `self_approval`, `already_voted`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn deny<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    reviewer: Reviewer,
+    id: ItemId,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, reviewer, id, body, Action::Vote(Verdict::Deny)).await
 }
 
-review_action! {
-    /// Denies a pending action: nothing runs, and the proposer's retry of the
-    /// same proposal is `rejected` (`approval_denied`). Needs `toolgate:review`.
-    deny, "/v1/review/items/{id}/deny", Action::Vote(Verdict::Deny),
-    ok = "denied",
-    conflict = "`not_pending`, `self_approval`, `already_voted`"
+/// Marks a conflict, stale version, rejection or stuck claim as dealt
+/// with, with an optional note. Needs `toolgate:review`. (A stuck claim is
+/// closed by reconciling it: `POST /v1/claims/{key}/reconcile`.)
+#[utoipa::path(post, path = "/v1/review/items/{id}/resolve", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "resolved", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`: closed already, or a pending approval", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn resolve<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    reviewer: Reviewer,
+    id: ItemId,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, reviewer, id, body, Action::Close(Closing::Resolved)).await
 }
 
-review_action! {
-    /// Marks a conflict, stale version, rejection or stuck claim as dealt
-    /// with, with an optional note. Needs `toolgate:review`. (A stuck claim is
-    /// closed by reconciling it: `POST /v1/claims/{key}/reconcile`.)
-    resolve, "/v1/review/items/{id}/resolve", Action::Close(Closing::Resolved),
-    ok = "resolved",
-    conflict = "`not_pending`: closed already, or a pending approval"
-}
-
-review_action! {
-    /// Dismisses a conflict, stale version, rejection or stuck-claim item,
-    /// with an optional note. Needs `toolgate:review`.
-    dismiss, "/v1/review/items/{id}/dismiss", Action::Close(Closing::Dismissed),
-    ok = "dismissed",
-    conflict = "`not_pending`: closed already, or a pending approval"
+/// Dismisses a conflict, stale version, rejection or stuck-claim item,
+/// with an optional note. Needs `toolgate:review`.
+#[utoipa::path(post, path = "/v1/review/items/{id}/dismiss", tag = "review",
+    params(("id" = u64, Path, description = "the reviewer item id")),
+    request_body(content = Option<ReviewActionRequest>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "dismissed", body = ReviewActionResponse),
+        (status = 400, description = "`invalid_path`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "`unauthorized`", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`missing_capability`: the key lacks `toolgate:review`", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`not_found`: no such item", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`not_pending`: closed already, or a pending approval", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_body`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
+    ),
+    security(("bearer" = [])))]
+pub async fn dismiss<P: GateComponents>(
+    State(app): State<AppState<P>>,
+    reviewer: Reviewer,
+    id: ItemId,
+    body: Bytes,
+) -> Result<Json<ReviewActionResponse>, ApiError> {
+    handle(app, reviewer, id, body, Action::Close(Closing::Dismissed)).await
 }
