@@ -22,7 +22,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use toolgate::contract::Schema;
+use toolgate::contract::{Schema, is_identifier};
 use toolgate::decode::{Limits, decode_strict};
 use toolgate::op::canonical_json;
 
@@ -121,7 +121,7 @@ pub fn pin(offered: &Offered) -> Result<Pin, PinError> {
         tool: offered.name.clone(),
         message,
     };
-    if !is_tool_name(&offered.name) {
+    if !is_identifier(&offered.name) {
         return Err(fail(
             "a tool name the gate serves is 1-64 characters of [A-Za-z0-9_-]".to_owned(),
         ));
@@ -461,13 +461,6 @@ fn diff_objects(at: &str, a: &Map<String, Value>, b: &Map<String, Value>, out: &
 /// One JSON pointer token (RFC 6901): `~` as `~0`, `/` as `~1`.
 fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
-}
-
-fn is_tool_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The MCP example (examples/mcp) the gateway tests run: its folder, and
-//! its Python once examples/mcp/install.sh has made it.
+//! its Python once examples/mcp/install.sh has made it. toolgate-mcp's
+//! test support includes this file too.
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +12,14 @@ pub fn example_dir() -> PathBuf {
 /// (`CI=true`) or with `TOOLGATE_REQUIRE_MCP_EXAMPLE=1` a missing one fails
 /// the test instead.
 pub fn python() -> Option<PathBuf> {
+    installed(&[])
+}
+
+/// The same, when the files `also` names under the example's folder are
+/// there too (another SDK).
+pub fn installed(also: &[&str]) -> Option<PathBuf> {
     let p = example_dir().join(".venv/bin/python");
-    if p.exists() {
+    if p.exists() && also.iter().all(|a| example_dir().join(a).exists()) {
         return Some(p);
     }
     let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")

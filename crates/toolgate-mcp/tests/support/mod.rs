@@ -14,33 +14,14 @@ use serde_json::Value;
 use toolgate::decode::{Limits, decode_strict};
 use toolgate_mcp::config::{Transport, Upstream};
 
-pub fn example_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/mcp")
-}
+#[path = "../../../toolgate-cli/tests/support/mcp_example.rs"]
+mod mcp_example;
+#[allow(unused_imports, reason = "each test binary uses part of the support")]
+pub use mcp_example::{example_dir, python};
 
-/// The example's Python, when examples/mcp/install.sh has run.
-pub fn python() -> Option<PathBuf> {
-    installed(&[])
-}
-
-/// The same, when the Node SDK is installed too.
+/// The example's Python, when the Node SDK is installed too.
 pub fn python_and_node() -> Option<PathBuf> {
-    installed(&["node/node_modules/@modelcontextprotocol/sdk"])
-}
-
-fn installed(also: &[&str]) -> Option<PathBuf> {
-    let p = example_dir().join(".venv/bin/python");
-    if p.exists() && also.iter().all(|a| example_dir().join(a).exists()) {
-        return Some(p);
-    }
-    let required = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-        || std::env::var("TOOLGATE_REQUIRE_MCP_EXAMPLE").is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "the MCP example's SDKs are missing: run examples/mcp/install.sh"
-    );
-    eprintln!("skipping: the MCP example's SDKs are missing (run examples/mcp/install.sh)");
-    None
+    mcp_example::installed(&["node/node_modules/@modelcontextprotocol/sdk"])
 }
 
 pub fn free_port() -> u16 {

@@ -19,6 +19,7 @@
 //! window and `over` are known words, and names are distinct in the policy.
 //! The reservation itself is the claim store's (docs/policy.md, Budgets).
 
+use super::is_identifier;
 use crate::calendar::{civil_from_days, days_from_civil};
 use std::sync::Arc;
 
@@ -327,13 +328,6 @@ fn amount_bounds(schema: &Value, pointer: &str) -> Result<(i64, i64), String> {
             "{pointer:?} needs \"minimum\" ≥ 0 and a positive \"maximum\" at least as large: a negative amount would give budget back"
         )),
     }
-}
-
-fn is_identifier(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 #[cfg(test)]

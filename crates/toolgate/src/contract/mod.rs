@@ -22,7 +22,7 @@ pub use decision::{Checked, ProposedAction};
 pub use envelope::{Envelope, EnvelopeError};
 pub use policy::{
     ArgumentScopes, DEFAULT_ARGUMENT_MAX_BYTES, DEFAULT_REPLY_MAX_BYTES, Policy, PolicyError,
-    ToolContract,
+    ToolContract, is_identifier,
 };
 pub use schema::{AuditError, Schema, Violation};
 pub use vocab::{CheckOutcome, EnvelopeMode, MAX_ATTEMPTS, RejectReason};

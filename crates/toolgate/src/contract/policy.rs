@@ -715,7 +715,9 @@ fn check_closed(
     Ok(())
 }
 
-fn is_identifier(s: &str) -> bool {
+/// A name the policy, its budgets and an MCP upstream's tools may use:
+/// 1 to 64 ASCII letters, digits, `_` or `-`.
+pub fn is_identifier(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
         && s.bytes()
