@@ -198,16 +198,14 @@ fn try_run_with<A: Authorizer>(
     let mut scope = Map::new();
     scope.insert("order_id".into(), order);
     let seen = StateVersion::from(1);
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: UnixMillis(1_000 + i64::from(n)),
-        holder: HolderToken::from_bytes([n; 16]),
-        lease: Duration::from_secs(30),
-    };
+    let request = Request::plain(
+        &principal,
+        &scope,
+        &seen,
+        UnixMillis(1_000 + i64::from(n)),
+        HolderToken::from_bytes([n; 16]),
+        Duration::from_secs(30),
+    );
     block_on(decide(&gate, proposal, &request))
 }
 

@@ -104,16 +104,14 @@ impl ScopeRecordingPipeline {
             claims: &self.store,
             executor: &self.seen,
         };
-        let request = Request {
-            principal: &principal,
-            scope: &scope,
-            version_seen: &seen,
-            attributes: &Map::new(),
-            approval: None,
-            now: UnixMillis(1_000_000),
-            holder: HolderToken::from_bytes([holder; 16]),
-            lease: Duration::from_secs(30),
-        };
+        let request = Request::plain(
+            &principal,
+            &scope,
+            &seen,
+            UnixMillis(1_000_000),
+            HolderToken::from_bytes([holder; 16]),
+            Duration::from_secs(30),
+        );
         block_on(decide(&gate, proposal, &request)).unwrap()
     }
 }

@@ -80,6 +80,31 @@ pub struct Request<'a> {
     pub lease: Duration,
 }
 
+impl<'a> Request<'a> {
+    /// A request with no application attributes and no approval, as most
+    /// callers decide.
+    pub fn plain(
+        principal: &'a Principal,
+        scope: &'a Map<String, Value>,
+        version_seen: &'a StateVersion,
+        now: UnixMillis,
+        holder: HolderToken,
+        lease: Duration,
+    ) -> Self {
+        static NONE: std::sync::OnceLock<Map<String, Value>> = std::sync::OnceLock::new();
+        Self {
+            principal,
+            scope,
+            version_seen,
+            attributes: NONE.get_or_init(Map::new),
+            approval: None,
+            now,
+            holder,
+            lease,
+        }
+    }
+}
+
 /// Decides one proposal: the stateless decision from [`contract::check`]
 /// plus the server-fixed request, in docs/design.md §1's order:
 ///

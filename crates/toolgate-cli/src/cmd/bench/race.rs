@@ -452,15 +452,13 @@ where
     })?;
     let seen = StateVersion::from(ticket.version);
     let holder = fresh_holder().map_err(GateError::Store)?;
-    let request = Request {
-        principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
-        attributes: &Map::new(),
-        approval: None,
-        now: now_millis(),
+    let request = Request::plain(
+        &principal,
+        &scope,
+        &seen,
+        now_millis(),
         holder,
-        lease: Duration::from_secs(30),
-    };
+        Duration::from_secs(30),
+    );
     decide(gate, proposal, &request).await
 }
