@@ -472,9 +472,16 @@ when { principal.team == resource.team && principal.tier == "senior" &&
     };
     // Ana refunds `amount` on order 1 (version 3) with `entities` sent.
     let refund = async |amount: i64, holder: u8, entities: &Map<String, Value>| {
-        propose_with(&d, &store, &ana, json!(1), amount, "3", holder, entities)
-            .await
-            .unwrap()
+        let facts = Facts {
+            d: &d,
+            store: &store,
+            actor: &ana,
+            order: json!(1),
+            amount,
+            version_seen: "3",
+            holder,
+        };
+        propose_with(facts, entities).await.unwrap()
     };
 
     // A junior agent: Cedar denies on the attribute the application sent.

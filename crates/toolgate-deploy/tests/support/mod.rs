@@ -397,28 +397,37 @@ pub async fn propose(
     version_seen: &str,
     holder: u8,
 ) -> Result<Decision, GateError> {
-    let none = Map::new();
-    propose_with(d, store, actor, order, amount, version_seen, holder, &none).await
+    let facts = Facts {
+        d,
+        store,
+        actor,
+        order,
+        amount,
+        version_seen,
+        holder,
+    };
+    propose_with(facts, &Map::new()).await
+}
+
+/// What [`propose`] takes: one proposal's every fixed fact.
+pub struct Facts<'a> {
+    pub d: &'a Deployment,
+    pub store: &'a MemoryClaimStore,
+    pub actor: &'a Principal,
+    pub order: Value,
+    pub amount: i64,
+    pub version_seen: &'a str,
+    pub holder: u8,
 }
 
 /// [`propose`] with the entities the application sends in the request.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one proposal's every fixed fact, as the tests vary them"
-)]
 pub async fn propose_with(
-    d: &Deployment,
-    store: &MemoryClaimStore,
-    actor: &Principal,
-    order: Value,
-    amount: i64,
-    version_seen: &str,
-    holder: u8,
+    facts: Facts<'_>,
     attributes: &Map<String, Value>,
 ) -> Result<Decision, GateError> {
     let policy = policy();
     let body = json!({"outcome":"action","reply":"Refunded.",
-        "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":amount}}});
+        "proposed_action":{"tool":"refund_order","arguments":{"amount_minor":facts.amount}}});
     let proposal = contract::check(
         &policy,
         Provider::Envelope,
@@ -426,23 +435,23 @@ pub async fn propose_with(
         &CheckOptions::default(),
     );
     let mut scope = Map::new();
-    scope.insert("order_id".into(), order);
+    scope.insert("order_id".into(), facts.order);
     let gate = Gate {
         policy: &policy,
-        authorizer: &d.authorizer,
-        state: &d.state,
-        claims: store,
-        executor: &d.executor,
+        authorizer: &facts.d.authorizer,
+        state: &facts.d.state,
+        claims: facts.store,
+        executor: &facts.d.executor,
     };
-    let version_seen = StateVersion::new(version_seen).unwrap();
+    let version_seen = StateVersion::new(facts.version_seen).unwrap();
     let request = Request {
-        principal: actor,
+        principal: facts.actor,
         scope: &scope,
         version_seen: &version_seen,
         attributes,
         approval: None,
         now: now(),
-        holder: HolderToken::from_bytes([holder; 16]),
+        holder: HolderToken::from_bytes([facts.holder; 16]),
         lease: LEASE,
     };
     decide(&gate, proposal, &request).await
