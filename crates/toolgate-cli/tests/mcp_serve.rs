@@ -29,12 +29,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use toolgate::decode::{Limits, decode_strict};
 
+use proc::Proc;
+
 #[path = "support/databases.rs"]
 mod databases;
 #[path = "support/faults.rs"]
 mod faults;
 #[path = "support/mcp_example.rs"]
 mod mcp_example;
+#[path = "../src/cmd/bench/proc.rs"]
+mod proc;
 
 use mcp_example::{example_dir, python};
 
@@ -65,16 +69,6 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     while !done() {
         assert!(Instant::now() < deadline, "gave up waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// A child process killed when the test ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 

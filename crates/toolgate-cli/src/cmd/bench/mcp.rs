@@ -17,7 +17,7 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value, json};
@@ -83,19 +83,11 @@ const DIRECT_ORDER: u64 = 1002;
 /// How long a child process may take to listen, and a call to answer.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+use super::proc::Proc;
+
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
     eprintln!("toolgate bench mcp: {what}: {e}");
     ExitCode::from(2)
-}
-
-/// A child process stopped when the bench ends, however it ends.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The processes and addresses of one run.

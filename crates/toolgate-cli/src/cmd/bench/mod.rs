@@ -7,6 +7,7 @@
 mod check;
 mod decode;
 mod mcp;
+mod proc;
 mod race;
 mod race_budget;
 mod serve;
