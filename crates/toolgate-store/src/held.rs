@@ -14,7 +14,7 @@
 //! 3. The decision claims through the [`Held`] (it is the decision's
 //!    [`ClaimStore`]): the claim's first transaction runs on the kept
 //!    connection, which is passed to it by value
-//!    (`PooledStore::claim_on`), and goes back to the pool when that
+//!    (`pooled::claim_on`), and goes back to the pool when that
 //!    transaction ends, before execution (which may wait on the world and
 //!    must not hold a connection meanwhile).
 //!

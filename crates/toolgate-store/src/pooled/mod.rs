@@ -211,7 +211,7 @@ impl<DB: sqlx::Database> PooledStore<DB> {
 }
 
 /// A store whose next transaction begins on a connection a decision kept
-/// ([`PooledStore::claim_on`]); the rest is the store's.
+/// ([`claim_on`]); the rest is the store's.
 struct FirstOn<'a, DB: sqlx::Database> {
     store: &'a PooledStore<DB>,
     conn: std::sync::Mutex<Option<Kept<DB>>>,
