@@ -73,6 +73,7 @@ pub use auth::{
     REVIEW_CAPABILITY, bearer,
 };
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
+pub use limits::{Capped, ResultCap};
 pub use openapi::{openapi_document, pretty as openapi_text};
 pub use routes::decide_proposal;
 pub use state::{AppState, Components, GateComponents, Settings};

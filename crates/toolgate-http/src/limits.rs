@@ -37,22 +37,37 @@ pub(crate) fn check_result(text: &str, configured: usize) -> Result<(), ApiError
     Ok(())
 }
 
+/// The sidecar's result cap on an in-process executor's receipts
+/// ([`GateComponents::decide_in_process`](crate::GateComponents::decide_in_process)):
+/// components that make an executor for one decision put it behind the cap
+/// with [`ResultCap::wrap`].
+#[derive(Debug, Clone, Copy)]
+pub struct ResultCap(usize);
+
+impl ResultCap {
+    pub(crate) fn new(configured: usize) -> Self {
+        Self(result_cap(configured))
+    }
+
+    /// `inner` behind the cap.
+    pub fn wrap<E>(self, inner: &E) -> Capped<'_, E> {
+        Capped { inner, cap: self.0 }
+    }
+}
+
 /// The server's executor with the result cap: a receipt over it is an
 /// executor error, so the claim stays in flight (the write may have
 /// happened downstream; the decision is `needs_reconciliation`) and
 /// nothing is recorded. Reconciling asks the executor again and meets the
 /// same cap, so such a claim is closed by an explicit, smaller answer.
-pub(crate) struct Capped<'a, E> {
-    pub inner: &'a E,
-    pub cap: usize,
+pub struct Capped<'a, E> {
+    inner: &'a E,
+    cap: usize,
 }
 
 impl<'a, E> Capped<'a, E> {
-    pub fn new(inner: &'a E, configured: usize) -> Self {
-        Self {
-            inner,
-            cap: result_cap(configured),
-        }
+    pub(crate) fn new(inner: &'a E, configured: usize) -> Self {
+        ResultCap::new(configured).wrap(inner)
     }
 
     fn check(&self, text: &JsonText) -> Result<(), ExecError> {

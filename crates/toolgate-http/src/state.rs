@@ -17,6 +17,7 @@ use toolgate::pipeline::{
 use toolgate::review::ReviewStore;
 
 use crate::auth::KeyRing;
+use crate::limits::ResultCap;
 use crate::metrics::Metrics;
 
 /// The four pluggable components of the pipeline, as one type the handlers
@@ -71,6 +72,24 @@ pub trait GateComponents: Send + Sync + 'static {
         request: &Request<'_>,
     ) -> impl Future<Output = Result<Decision, GateError>> + Send {
         async move { decide(&self.gate(policy, executor), proposal, request).await }
+    }
+
+    /// Decides one proposal with the in-process executor behind the result
+    /// cap: the default is [`GateComponents::decide`] with
+    /// `cap.wrap(self.executor())`. Components whose executor is made for
+    /// one decision (say, one that writes on the connection the decision
+    /// claimed on) override it, and put theirs behind `cap`.
+    fn decide_in_process(
+        &self,
+        policy: &Policy,
+        cap: ResultCap,
+        proposal: Checked,
+        request: &Request<'_>,
+    ) -> impl Future<Output = Result<Decision, GateError>> + Send {
+        async move {
+            self.decide(policy, &cap.wrap(self.executor()), proposal, request)
+                .await
+        }
     }
 }
 

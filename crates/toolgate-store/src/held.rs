@@ -17,13 +17,20 @@
 //!    (`pooled::claim_on`), and goes back to the pool when that
 //!    transaction ends, before execution (which may wait on the world and
 //!    must not hold a connection meanwhile).
+//! 4. Unless the executor's write is itself a transaction of this
+//!    database ([`crate::StoreWrite`]): then nothing waits on the world
+//!    between claim and completion, and a [`Held`] made by
+//!    [`AnyClaimStore::hold_through_completion`] keeps the connection its
+//!    won claim committed on, for [`Held::write_and_complete`]. The
+//!    decision then uses the pool once, not twice.
 //!
 //! **A decision never waits on the pool while it holds a connection of the
 //! pool.** With every connection kept by a decision that waits for another
 //! (the audit entry of a forbidden proposal, the claim lookup of a stale
-//! one), nothing would move. So every call of [`Held`]'s but the claim gives
-//! the kept connection back first, and a read that needs the pool for
-//! anything else calls [`Held::give_back`] before it.
+//! one), nothing would move. So every call of [`Held`]'s but the claim and
+//! [`Held::write_and_complete`] gives the kept connection back first, and a
+//! read or an executor that needs the pool for anything else calls
+//! [`Held::give_back`] before it.
 //!
 //! Nothing about the claim changes. A kept connection is idle, outside any
 //! transaction (its read ran in autocommit), and the claim's statements,
@@ -33,15 +40,17 @@
 //! [`Held::connection`] says so.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
-    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    OperationKey, RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
+use toolgate::pipeline::{AppliedCompletion, ExecError};
 
 use crate::AnyClaimStore;
 use crate::pooled::Kept;
+use crate::write::{StoreWrite, WriteCompleted};
 
 /// The connection a decision keeps, by backend.
 enum HeldConn {
@@ -58,6 +67,8 @@ enum HeldConn {
 pub struct Held<'s> {
     store: &'s AnyClaimStore,
     kept: Mutex<Option<HeldConn>>,
+    /// Whether a won claim's connection stays for the write and completion.
+    through_completion: bool,
 }
 
 /// The connection a read borrows, by backend.
@@ -124,6 +135,19 @@ impl AnyClaimStore {
         Held {
             store: self,
             kept: Mutex::new(None),
+            through_completion: false,
+        }
+    }
+
+    /// [`AnyClaimStore::hold`] for a decision whose executor writes in this
+    /// store's database, in the completion's transaction
+    /// ([`Held::write_and_complete`]): a won claim's connection stays with
+    /// the decision for that transaction. Only for such an executor: any
+    /// other would hold a connection while its write waits on the world.
+    pub fn hold_through_completion(&self) -> Held<'_> {
+        Held {
+            through_completion: true,
+            ..self.hold()
         }
     }
 }
@@ -184,21 +208,68 @@ impl Held<'_> {
     }
 }
 
-impl ClaimStore for Held<'_> {
-    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+impl Held<'_> {
+    /// Runs `write` and the claim's completion with `receipt` in one
+    /// transaction, as [`AnyClaimStore::write_and_complete`] does, on the
+    /// connection the decision's claim committed on when it kept one
+    /// ([`AnyClaimStore::hold_through_completion`]); it then goes back to
+    /// the pool.
+    pub async fn write_and_complete(
+        &self,
+        write: Arc<dyn StoreWrite>,
+        receipt: &JsonText,
+        completion: &AppliedCompletion,
+    ) -> Result<WriteCompleted, ExecError> {
         let kept = lock(&self.kept).take();
-        match (self.store, kept) {
+        let done = match (self.store, kept) {
             #[cfg(feature = "postgres")]
             (AnyClaimStore::Postgres(s), Some(HeldConn::Postgres(conn))) => {
-                crate::pooled::claim_on(s, conn, request).await
+                completion.accepts(receipt)?;
+                crate::pooled::write_and_complete_on(s, conn, write, receipt, completion).await
             }
             #[cfg(feature = "mysql")]
             (AnyClaimStore::MySql(s), Some(HeldConn::MySql(conn))) => {
-                crate::pooled::claim_on(s, conn, request).await
+                completion.accepts(receipt)?;
+                crate::pooled::write_and_complete_on(s, conn, write, receipt, completion).await
             }
-            // Nothing kept (no read, or SQLite).
-            (store, _) => store.claim(request).await,
-        }
+            // Nothing kept (SQLite, or a claim that kept none).
+            (store, _) => return store.write_and_complete(write, receipt, completion).await,
+        };
+        done.map_err(|e| ExecError::new(e.to_string()))
+    }
+}
+
+impl ClaimStore for Held<'_> {
+    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+        let kept = lock(&self.kept).take();
+        let keep = self.through_completion;
+        let (claimed, kept) = match (self.store, kept) {
+            #[cfg(feature = "postgres")]
+            (AnyClaimStore::Postgres(s), conn) => {
+                let conn = conn.and_then(|c| match c {
+                    HeldConn::Postgres(c) => Some(c),
+                    #[cfg(feature = "mysql")]
+                    HeldConn::MySql(_) => None,
+                });
+                let (claimed, kept) = crate::pooled::claim_on(s, conn, keep, request).await;
+                (claimed, kept.map(HeldConn::Postgres))
+            }
+            #[cfg(feature = "mysql")]
+            (AnyClaimStore::MySql(s), conn) => {
+                let conn = conn.and_then(|c| match c {
+                    HeldConn::MySql(c) => Some(c),
+                    #[cfg(feature = "postgres")]
+                    HeldConn::Postgres(_) => None,
+                });
+                let (claimed, kept) = crate::pooled::claim_on(s, conn, keep, request).await;
+                (claimed, kept.map(HeldConn::MySql))
+            }
+            // SQLite holds nothing.
+            #[cfg(feature = "sqlite")]
+            (store @ AnyClaimStore::Sqlite(_), _) => (store.claim(request).await, None),
+        };
+        *lock(&self.kept) = kept;
+        claimed
     }
 
     async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {

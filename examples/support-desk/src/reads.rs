@@ -33,7 +33,11 @@
 //! pool while it holds a connection.
 //!
 //! `toolgate serve` decides this way too: its support-desk components
-//! override `toolgate_http::GateComponents::decide` with this function.
+//! override `toolgate_http::GateComponents::decide` with this function,
+//! and `decide_in_process` with [`decide_reading_once_on`] on a `Held`
+//! made by `hold_through_completion`, whose executor is the desk on that
+//! connection ([`SupportDesk::on_held`](crate::SupportDesk::on_held)): the
+//! credit and the completion run on it too.
 //! toolgate-eval's `PipelineGate` has one state source for all decisions,
 //! so it keeps [`SupportDesk`]'s own query for the version.
 

@@ -14,13 +14,13 @@ use serde_json::json;
 use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::{Checked, Policy};
 use toolgate::pipeline::{
-    Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, GateError, Principal,
-    Request,
+    Decision, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Gate, GateError,
+    Principal, Request,
 };
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState, ToolExecutor};
 use toolgate_http::{
-    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
+    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, ResultCap, Settings,
 };
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::Upstream;
@@ -32,7 +32,7 @@ use toolgate_mcp::refresh::Watch;
 use toolgate_mcp::served::Served;
 use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once};
+use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once, decide_reading_once_on};
 
 use crate::cmd::config::{Application, DB_URL_ENV, Deployment, resolve_db};
 use toolgate_store::{AnyClaimStore, StoreOptions};
@@ -185,6 +185,29 @@ impl GateComponents for DeskComponents {
         request: &Request<'_>,
     ) -> Result<Decision, GateError> {
         decide_reading_once(&self.gate(policy, executor), proposal, request).await
+    }
+
+    /// The credit is a transaction of the claim store's database, so the
+    /// decision keeps its connection from its read through its claim to
+    /// its credit and completion: one pool use per fresh credit.
+    async fn decide_in_process(
+        &self,
+        policy: &Policy,
+        cap: ResultCap,
+        proposal: Checked,
+        request: &Request<'_>,
+    ) -> Result<Decision, GateError> {
+        let held = self.claims().hold_through_completion();
+        let desk = self.executor().on_held(&held);
+        let executor = cap.wrap(&desk);
+        let gate = Gate {
+            policy,
+            authorizer: self.authorizer(),
+            state: self.state(),
+            claims: &held,
+            executor: &executor,
+        };
+        decide_reading_once_on(&gate, &held, proposal, request).await
     }
 }
 

@@ -12,7 +12,7 @@ use serde_json::Value;
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Call, CallError, ClientExecutor, Decision, Executor, Front, GateError, Note, Outcome, Pipeline,
+    Call, CallError, ClientExecutor, Decision, Front, GateError, Note, Outcome, Pipeline,
     Principal, Refusal, Request, Settled, VERSION_SEEN, VersionSeen, decide_call,
 };
 use toolgate::provider::Provider;
@@ -22,6 +22,7 @@ use crate::auth::{Caller, ExecutionMode};
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, IdempotencyHeader, Stored, idempotency_key};
+use crate::limits::ResultCap;
 use crate::state::{AppState, GateComponents};
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
@@ -540,9 +541,7 @@ async fn proposal_inner<P: GateComponents>(
         holders: [holder()?, holder()?],
         lease: app.settings().lease,
     };
-    let executor =
-        crate::limits::Capped::new(app.components().executor(), app.settings().max_result_bytes);
-    settle(app, &executor, call).await
+    settle(app, Exec::in_process(app), call).await
 }
 
 async fn run_inner<P: GateComponents>(
@@ -573,16 +572,11 @@ async fn run_inner<P: GateComponents>(
         holders: [crate::clock::fresh_holder()?, crate::clock::fresh_holder()?],
         lease: app.settings().lease,
     };
-    let components = app.components();
-    let settled = match mode {
-        ExecutionMode::InProcess => {
-            // The result cap holds for the server's executor as for a client.
-            let executor =
-                crate::limits::Capped::new(components.executor(), app.settings().max_result_bytes);
-            settle(app, &executor, call).await
-        }
-        ExecutionMode::Client => settle(app, &ClientExecutor, call).await,
+    let exec = match mode {
+        ExecutionMode::InProcess => Exec::in_process(app),
+        ExecutionMode::Client => Exec::Client,
     };
+    let settled = settle(app, exec, call).await;
     let settled = settled.map_err(refused_or_failed)?;
     let decision = settled.decision;
     let permit = match (decision.permit(), &arguments, &settled.version_seen) {
@@ -604,9 +598,9 @@ async fn run_inner<P: GateComponents>(
 
 /// The core's whole decision with `executor` as this request's executor,
 /// and what the operator's log and the review webhook hear of it.
-async fn settle<P: GateComponents, E: Executor>(
+async fn settle<P: GateComponents>(
     app: &AppState<P>,
-    executor: &E,
+    exec: Exec,
     call: Call<'_>,
 ) -> Result<Settled, CallError> {
     let (principal, now) = (call.principal, call.now);
@@ -614,7 +608,7 @@ async fn settle<P: GateComponents, E: Executor>(
     let pipeline = Run {
         components,
         policy: app.policy(),
-        executor,
+        exec,
     };
     let front = Front {
         policy: app.policy(),
@@ -642,28 +636,55 @@ async fn settle<P: GateComponents, E: Executor>(
     Ok(settled)
 }
 
-/// One pipeline run on the sidecar's components (which may read once per
-/// decision, [`GateComponents::decide`]).
-struct Run<'a, P, E> {
-    components: &'a P,
-    policy: &'a toolgate::contract::Policy,
-    executor: &'a E,
+/// Which executor a decision runs with.
+#[derive(Clone, Copy)]
+enum Exec {
+    /// The components' own, behind the result cap, which holds for the
+    /// server's executor as for a client.
+    InProcess(ResultCap),
+    /// Client mode's stand-in: the client writes and completes.
+    Client,
 }
 
-impl<P: GateComponents, E: Executor> Pipeline for Run<'_, P, E> {
+impl Exec {
+    fn in_process<P: GateComponents>(app: &AppState<P>) -> Self {
+        Self::InProcess(ResultCap::new(app.settings().max_result_bytes))
+    }
+}
+
+/// One pipeline run on the sidecar's components (which may read once per
+/// decision, [`GateComponents::decide`], or make their executor for it,
+/// [`GateComponents::decide_in_process`]).
+struct Run<'a, P> {
+    components: &'a P,
+    policy: &'a toolgate::contract::Policy,
+    exec: Exec,
+}
+
+impl<P: GateComponents> Pipeline for Run<'_, P> {
     type Authz = P::Authz;
 
     fn authorizer(&self) -> &P::Authz {
         self.components.authorizer()
     }
 
-    fn decide(
+    async fn decide(
         &self,
         proposal: toolgate::contract::Checked,
         request: &Request<'_>,
-    ) -> impl std::future::Future<Output = Result<Decision, GateError>> + Send {
-        self.components
-            .decide(self.policy, self.executor, proposal, request)
+    ) -> Result<Decision, GateError> {
+        match self.exec {
+            Exec::InProcess(cap) => {
+                self.components
+                    .decide_in_process(self.policy, cap, proposal, request)
+                    .await
+            }
+            Exec::Client => {
+                self.components
+                    .decide(self.policy, &ClientExecutor, proposal, request)
+                    .await
+            }
+        }
     }
 }
 

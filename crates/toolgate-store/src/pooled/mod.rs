@@ -18,14 +18,15 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
-    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, JsonText,
+    OperationKey, RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
 };
+use toolgate::pipeline::AppliedCompletion;
 
 use crate::common::map_err;
 use crate::dialect::{Dialect, Reads};
 use crate::protocol::{self, Answer, ClaimBackend, Clock, End, TxFail, Unit, run_unit, unit_what};
-use crate::write::{StoreWrite, WriteFuture};
+use crate::write::{StoreWrite, WriteCompleted, WriteFuture};
 use nodes::{FailoverCounts, Nodes, no_node, node_lost};
 use statements::PooledTx;
 
@@ -211,22 +212,32 @@ impl<DB: sqlx::Database> PooledStore<DB> {
 }
 
 /// A store whose next transaction begins on a connection a decision kept
-/// ([`claim_on`]); the rest is the store's.
+/// ([`claim_on`], [`write_and_complete_on`]); the rest is the store's.
 struct FirstOn<'a, DB: sqlx::Database> {
     store: &'a PooledStore<DB>,
     conn: std::sync::Mutex<Option<Kept<DB>>>,
+    /// Whether a transaction that commits leaves its connection in `conn`
+    /// for the decision's next one, instead of giving it back to the pool.
+    keep: bool,
+}
+
+impl<DB: sqlx::Database> FirstOn<'_, DB> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Kept<DB>>> {
+        // Taking and putting back cannot panic halfway: a poisoned slot is whole.
+        self.conn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 with_pooled_bounds! {
 [impl<DB> ClaimBackend for FirstOn<'_, DB>]
 {
     async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        let first = self
-            .conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        transaction_on(self.store, first, &unit).await
+        let first = self.slot().take();
+        let (answer, kept) = transaction_on(self.store, first, self.keep, &unit).await?;
+        *self.slot() = kept;
+        Ok(answer)
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -250,21 +261,53 @@ with_pooled_bounds! {
 with_pooled_bounds! {
 [
 /// Claims `request` as [`ClaimStore::claim`] does, its first transaction
-/// on `conn`: a connection of `store`'s that a decision kept since its read
-/// (`crate::held`). The connection goes back to the pool when that
-/// transaction ends; a retry acquires as usual.
+/// on `conn` when given: a connection of `store`'s that a decision kept
+/// since its read (`crate::held`). With `keep`, the connection whose
+/// transaction committed (the claim was won) is answered with the claim,
+/// for the decision's write and completion; any other goes back to the
+/// pool when its transaction ends, and a retry acquires as usual.
 pub(crate) async fn claim_on<DB>(
     store: &PooledStore<DB>,
-    conn: Kept<DB>,
+    conn: Option<Kept<DB>>,
+    keep: bool,
     request: ClaimRequest,
-) -> Result<RawClaim, StoreError>
+) -> (Result<RawClaim, StoreError>, Option<Kept<DB>>)
+]
+{
+    let first = FirstOn {
+        store,
+        conn: std::sync::Mutex::new(conn),
+        keep,
+    };
+    let claimed = protocol::claim(&first, request).await;
+    // A transaction that rolled back left nothing; one that committed left
+    // its connection only with `keep`.
+    let kept = first.slot().take();
+    (claimed, kept)
+}
+}
+
+with_pooled_bounds! {
+[
+/// Runs `write` and the completion as [`crate::AnyClaimStore::write_and_complete`]
+/// does, its first transaction on `conn`: the connection the decision's
+/// claim committed on (`crate::held`). It goes back to the pool when that
+/// transaction ends.
+pub(crate) async fn write_and_complete_on<DB>(
+    store: &PooledStore<DB>,
+    conn: Kept<DB>,
+    write: Arc<dyn StoreWrite>,
+    receipt: &JsonText,
+    completion: &AppliedCompletion,
+) -> Result<WriteCompleted, StoreError>
 ]
 {
     let first = FirstOn {
         store,
         conn: std::sync::Mutex::new(Some(conn)),
+        keep: false,
     };
-    protocol::claim(&first, request).await
+    protocol::write_and_complete(&first, write, receipt, completion).await
 }
 }
 
@@ -272,12 +315,14 @@ with_pooled_bounds! {
 [
 /// Runs `unit` on the node in use: on `first` when it is that node's,
 /// else on a connection from the node's pool. A kept connection of a node
-/// the store left goes back to its pool.
+/// the store left goes back to its pool. With `keep`, a transaction that
+/// committed answers its connection too.
 async fn transaction_on<DB>(
     store: &PooledStore<DB>,
     mut first: Option<Kept<DB>>,
+    keep: bool,
     unit: &Unit,
-) -> Result<Answer, TxFail>
+) -> Result<(Answer, Option<Kept<DB>>), TxFail>
 ]
 {
     let nodes = &store.nodes;
@@ -286,7 +331,7 @@ async fn transaction_on<DB>(
         let i = nodes.pick();
         let node = &nodes.list[i];
         let kept = first.take().filter(|k| k.node == i).map(|k| k.conn);
-        match transaction(&node.pool, kept, store.hook(), unit).await {
+        match transaction(&node.pool, kept, keep, store.hook(), unit).await {
             // The statements failed because the node did: nothing was
             // written, so the unit runs again on the next node.
             Err(TxFail::Failed(e)) if node_lost(&e) => {
@@ -302,7 +347,8 @@ async fn transaction_on<DB>(
                 return Err(TxFail::Unknown(node.named(e)));
             }
             Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
-            other => return other,
+            Err(other) => return Err(other),
+            Ok((answer, conn)) => return Ok((answer, conn.map(|conn| Kept { node: i, conn }))),
         }
     }
     Err(TxFail::Failed(last.unwrap_or_else(no_node::<DB>)))
@@ -313,7 +359,7 @@ with_pooled_bounds! {
 [impl<DB> ClaimBackend for PooledStore<DB>]
 {
     async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        transaction_on(self, None, &unit).await
+        Ok(transaction_on(self, None, false, &unit).await?.0)
     }
 
     async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
@@ -413,13 +459,15 @@ with_pooled_bounds! {
 
 /// Runs `unit` in a transaction of its own on `conn` (a connection of
 /// `pool` a decision kept) or else on one from `pool`. The connection goes
-/// back to the pool when the transaction has ended.
+/// back to the pool when the transaction has ended, unless `keep` asks for
+/// it back from a transaction that committed.
 async fn transaction<DB>(
     pool: &sqlx::Pool<DB>,
     conn: Option<sqlx::pool::PoolConnection<DB>>,
+    keep: bool,
     hook: Option<&crate::common::Hook>,
     unit: &Unit,
-) -> Result<Answer, TxFail>
+) -> Result<(Answer, Option<sqlx::pool::PoolConnection<DB>>), TxFail>
 where
     DB: Dialect,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -439,24 +487,27 @@ where
             .await
             .map_err(|e| failed("beginning a transaction", e))?,
     };
-    let tx = sqlx::Connection::begin(&mut *conn)
-        .await
-        .map_err(|e| failed("beginning a transaction", e))?;
-    let mut tx = PooledTx { tx, hook };
-    let (answer, end) = run_unit(&mut tx, unit)
-        .await
-        .map_err(|e| failed(unit_what(unit), e))?;
-    match end {
-        End::Rollback => {
-            // Nothing worth keeping; a failed rollback closes the
-            // connection, which rolls back too.
-            let _ = tx.tx.rollback().await;
-            Ok(answer)
+    let (answer, committed) = {
+        let tx = sqlx::Connection::begin(&mut *conn)
+            .await
+            .map_err(|e| failed("beginning a transaction", e))?;
+        let mut tx = PooledTx { tx, hook };
+        let (answer, end) = run_unit(&mut tx, unit)
+            .await
+            .map_err(|e| failed(unit_what(unit), e))?;
+        match end {
+            End::Rollback => {
+                // Nothing worth keeping; a failed rollback closes the
+                // connection, which rolls back too.
+                let _ = tx.tx.rollback().await;
+                return Ok((answer, None));
+            }
+            End::Commit => (answer, tx.tx.commit().await),
         }
-        End::Commit => match tx.tx.commit().await {
-            Ok(()) => Ok(answer),
-            Err(e) if DB::is_lost_race(&e) => Err(TxFail::LostRace),
-            Err(e) => Err(TxFail::Unknown(map_err("COMMIT", e))),
-        },
+    };
+    match committed {
+        Ok(()) => Ok((answer, keep.then_some(conn))),
+        Err(e) if DB::is_lost_race(&e) => Err(TxFail::LostRace),
+        Err(e) => Err(TxFail::Unknown(map_err("COMMIT", e))),
     }
 }

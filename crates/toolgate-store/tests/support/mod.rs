@@ -644,6 +644,167 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
         .expect("the second decision's audit entry");
     assert_eq!(store.audit_trail(&key, 10).await.expect("trail").len(), 2);
 }
+/// An application write that records the server's id of the connection
+/// it runs on, and applies.
+#[derive(Debug, Default)]
+struct RecordsConnection(std::sync::Mutex<Option<i64>>);
+
+impl RecordsConnection {
+    fn seen(&self) -> Option<i64> {
+        *self.0.lock().unwrap()
+    }
+}
+
+impl toolgate_store::StoreWrite for RecordsConnection {
+    fn postgres<'c>(&'c self, conn: &'c mut sqlx::PgConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async move {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
+                .fetch_one(&mut *conn)
+                .await?;
+            *self.0.lock().unwrap() = Some(id);
+            Ok(true)
+        })
+    }
+    fn mysql<'c>(&'c self, conn: &'c mut sqlx::MySqlConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async move {
+            let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await?;
+            *self.0.lock().unwrap() = Some(id);
+            Ok(true)
+        })
+    }
+    fn sqlite(
+        &self,
+        _: &toolgate_store::sqlite::rusqlite::Connection,
+    ) -> Result<bool, toolgate_store::sqlite::rusqlite::Error> {
+        Ok(true)
+    }
+}
+
+/// Fails the test where `work` waits longer than a decision ever should: on
+/// a pool of one connection, a decision that held it and waited for another
+/// would wait for ever.
+async fn within<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(std::time::Duration::from_secs(20), work)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: waited on a pool whose one connection it held"))
+}
+
+/// `store`'s transaction pool has ONE connection. A decision made with
+/// `AnyClaimStore::hold_through_completion` reads, claims, writes and
+/// completes on one connection, never waiting on the pool while it holds
+/// it: the write runs on the connection the read and the claim ran on; a
+/// claim that is not won keeps nothing; a won claim's connection goes back
+/// with any other call of the decision's, or when the decision ends.
+pub async fn a_decision_completes_on_the_connection_it_claimed_on(
+    store: &toolgate_store::AnyClaimStore,
+) {
+    use toolgate::pipeline::AppliedCompletion;
+    use toolgate_store::WriteCompleted;
+
+    let ns = Namespace::new(random16());
+    let completion_of = |key: OperationKey, lease: &toolgate::claim::Lease| {
+        let entry = toolgate::claim::AuditEntry::new(
+            UnixMillis(conformance::T0.0 + 1),
+            "agent-1".into(),
+            Some("apply_credit".into()),
+            "executed".into(),
+            None,
+            Some(key),
+            Some(fingerprint()),
+        )
+        .expect("entry");
+        AppliedCompletion::new(key, lease.holder, UnixMillis(conformance::T0.0 + 1), entry)
+    };
+    let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
+
+    // Read, claim, write and complete: one connection throughout.
+    let (key, req) = request_for(&ns, 1);
+    let held = store.hold_through_completion();
+    let read_on = within("the read", held_connection_id(&held)).await;
+    let lease = expect_acquired(within("the claim", held.claim(req)).await.expect("claim"));
+    let write = Arc::new(RecordsConnection::default());
+    let done = within(
+        "the write",
+        held.write_and_complete(write.clone(), &receipt, &completion_of(key, &lease)),
+    )
+    .await
+    .expect("write and complete");
+    assert_eq!(done, WriteCompleted::Recorded);
+    assert_eq!(
+        write.seen(),
+        Some(read_on),
+        "the write did not run on the connection the decision read and claimed on"
+    );
+    let row = store.fetch(&key).await.expect("fetch").expect("row");
+    assert!(row.completed_by(&lease.holder, &receipt), "{row:?}");
+    // It went back with the write: another decision's claim gets it.
+    let (_, next) = request_for(&ns, 2);
+    expect_acquired(
+        within("a claim after the write", store.claim(next))
+            .await
+            .expect("claim"),
+    );
+    drop(held);
+
+    // A claim that finds another's completed row keeps nothing.
+    let (_, again) = request_for(&ns, 1);
+    let replay = store.hold_through_completion();
+    let theirs = within("the replay's claim", replay.claim(again))
+        .await
+        .expect("claim");
+    assert!(!matches!(theirs, RawClaim::Acquired(_)), "{theirs:?}");
+    let (_, other) = request_for(&ns, 3);
+    expect_acquired(
+        within(
+            "a claim while the replay's decision lives",
+            store.claim(other),
+        )
+        .await
+        .expect("claim"),
+    );
+    drop(replay);
+
+    // A won claim's connection goes back with any other call of the
+    // decision's (here its audit entry, a transaction of its own).
+    let (key, req) = request_for(&ns, 4);
+    let won = store.hold_through_completion();
+    expect_acquired(within("the claim", won.claim(req)).await.expect("claim"));
+    let entry = toolgate::claim::AuditEntry::new(
+        UnixMillis(conformance::T0.0 + 1),
+        "agent-1".into(),
+        Some("apply_credit".into()),
+        "needs_reconciliation".into(),
+        None,
+        Some(key),
+        Some(fingerprint()),
+    )
+    .expect("entry");
+    within("the audit entry", won.append_audit(&entry))
+        .await
+        .expect("audit entry");
+    let (_, other) = request_for(&ns, 5);
+    expect_acquired(
+        within("a claim after the audit entry", store.claim(other))
+            .await
+            .expect("claim"),
+    );
+    drop(won);
+
+    // And when the decision ends without a write.
+    let (_, req) = request_for(&ns, 6);
+    let ended = store.hold_through_completion();
+    expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
+    drop(ended);
+    let (_, other) = request_for(&ns, 7);
+    expect_acquired(
+        within("a claim after the decision ended", store.claim(other))
+            .await
+            .expect("claim"),
+    );
+}
+
 /// `store` is ready until `close` closes its pool, then unavailable.
 pub async fn ready_until_closed<S: ClaimStore>(store: &S, close: impl AsyncFnOnce()) {
     store.ready().await.expect("a fresh store is ready");
@@ -848,6 +1009,23 @@ macro_rules! server_tests {
             crate::support::a_decision_claims_on_the_connection_it_read_on(
                 &toolgate_store::AnyClaimStore::$any(store),
                 &ids,
+            )
+            .await;
+            db.drop().await;
+        }
+
+        #[tokio::test]
+        async fn a_decision_completes_on_the_connection_it_claimed_on() {
+            let Some(db) = $db::create().await else {
+                return;
+            };
+            let one = toolgate_store::StoreOptions {
+                max_connections: 1,
+                ..toolgate_store::StoreOptions::default()
+            };
+            let store = db.connect(one).await;
+            crate::support::a_decision_completes_on_the_connection_it_claimed_on(
+                &toolgate_store::AnyClaimStore::$any(store),
             )
             .await;
             db.drop().await;
