@@ -60,6 +60,26 @@ enum HeldConn {
     MySql(Kept<sqlx::MySql>),
 }
 
+impl HeldConn {
+    #[cfg(feature = "postgres")]
+    fn postgres(self) -> Option<Kept<sqlx::Postgres>> {
+        match self {
+            Self::Postgres(c) => Some(c),
+            #[cfg(feature = "mysql")]
+            Self::MySql(_) => None,
+        }
+    }
+
+    #[cfg(feature = "mysql")]
+    fn mysql(self) -> Option<Kept<sqlx::MySql>> {
+        match self {
+            Self::MySql(c) => Some(c),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_) => None,
+        }
+    }
+}
+
 /// One decision's connection to the claim store's database, and the claim
 /// store as that decision sees it (the module's documentation). Dropping it
 /// gives a connection no claim took back to the pool.
@@ -246,22 +266,14 @@ impl ClaimStore for Held<'_> {
         let (claimed, kept) = match (self.store, kept) {
             #[cfg(feature = "postgres")]
             (AnyClaimStore::Postgres(s), conn) => {
-                let conn = conn.and_then(|c| match c {
-                    HeldConn::Postgres(c) => Some(c),
-                    #[cfg(feature = "mysql")]
-                    HeldConn::MySql(_) => None,
-                });
-                let (claimed, kept) = crate::pooled::claim_on(s, conn, keep, request).await;
+                let first = conn.and_then(HeldConn::postgres);
+                let (claimed, kept) = crate::pooled::claim_on(s, first, keep, request).await;
                 (claimed, kept.map(HeldConn::Postgres))
             }
             #[cfg(feature = "mysql")]
             (AnyClaimStore::MySql(s), conn) => {
-                let conn = conn.and_then(|c| match c {
-                    HeldConn::MySql(c) => Some(c),
-                    #[cfg(feature = "postgres")]
-                    HeldConn::Postgres(_) => None,
-                });
-                let (claimed, kept) = crate::pooled::claim_on(s, conn, keep, request).await;
+                let first = conn.and_then(HeldConn::mysql);
+                let (claimed, kept) = crate::pooled::claim_on(s, first, keep, request).await;
                 (claimed, kept.map(HeldConn::MySql))
             }
             // SQLite holds nothing.

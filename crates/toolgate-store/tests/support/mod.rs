@@ -704,18 +704,23 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     use toolgate_store::WriteCompleted;
 
     let ns = Namespace::new(random16());
-    let completion_of = |key: OperationKey, lease: &toolgate::claim::Lease| {
-        let entry = toolgate::claim::AuditEntry::new(
+    let entry = |key: OperationKey, outcome: &str| {
+        toolgate::claim::AuditEntry::new(
             UnixMillis(conformance::T0.0 + 1),
             "agent-1".into(),
             Some("apply_credit".into()),
-            "executed".into(),
+            outcome.into(),
             None,
             Some(key),
             Some(fingerprint()),
         )
-        .expect("entry");
-        AppliedCompletion::new(key, lease.holder, UnixMillis(conformance::T0.0 + 1), entry)
+        .expect("entry")
+    };
+    // Another decision's claim, which the pool's one connection must serve.
+    let claim_next = async |n: u32, when: &str| {
+        let (_, req) = request_for(&ns, n);
+        let claimed = within(when, store.claim(req)).await;
+        expect_acquired(claimed.unwrap_or_else(|e| panic!("a claim {when}: {e}")));
     };
     let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
 
@@ -725,9 +730,15 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     let read_on = within("the read", held_connection_id(&held)).await;
     let lease = expect_acquired(within("the claim", held.claim(req)).await.expect("claim"));
     let write = Arc::new(RecordsConnection::default());
+    let completion = AppliedCompletion::new(
+        key,
+        lease.holder,
+        UnixMillis(conformance::T0.0 + 1),
+        entry(key, "executed"),
+    );
     let done = within(
         "the write",
-        held.write_and_complete(write.clone(), &receipt, &completion_of(key, &lease)),
+        held.write_and_complete(write.clone(), &receipt, &completion),
     )
     .await
     .expect("write and complete");
@@ -739,13 +750,8 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     );
     let row = store.fetch(&key).await.expect("fetch").expect("row");
     assert!(row.completed_by(&lease.holder, &receipt), "{row:?}");
-    // It went back with the write: another decision's claim gets it.
-    let (_, next) = request_for(&ns, 2);
-    expect_acquired(
-        within("a claim after the write", store.claim(next))
-            .await
-            .expect("claim"),
-    );
+    // It went back with the write.
+    claim_next(2, "after the write").await;
     drop(held);
 
     // A claim that finds another's completed row keeps nothing.
@@ -755,15 +761,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
         .await
         .expect("claim");
     assert!(!matches!(theirs, RawClaim::Acquired(_)), "{theirs:?}");
-    let (_, other) = request_for(&ns, 3);
-    expect_acquired(
-        within(
-            "a claim while the replay's decision lives",
-            store.claim(other),
-        )
-        .await
-        .expect("claim"),
-    );
+    claim_next(3, "while the replay's decision lives").await;
     drop(replay);
 
     // A won claim's connection goes back with any other call of the
@@ -771,25 +769,13 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     let (key, req) = request_for(&ns, 4);
     let won = store.hold_through_completion();
     expect_acquired(within("the claim", won.claim(req)).await.expect("claim"));
-    let entry = toolgate::claim::AuditEntry::new(
-        UnixMillis(conformance::T0.0 + 1),
-        "agent-1".into(),
-        Some("apply_credit".into()),
-        "needs_reconciliation".into(),
-        None,
-        Some(key),
-        Some(fingerprint()),
+    within(
+        "the audit entry",
+        won.append_audit(&entry(key, "needs_reconciliation")),
     )
-    .expect("entry");
-    within("the audit entry", won.append_audit(&entry))
-        .await
-        .expect("audit entry");
-    let (_, other) = request_for(&ns, 5);
-    expect_acquired(
-        within("a claim after the audit entry", store.claim(other))
-            .await
-            .expect("claim"),
-    );
+    .await
+    .expect("audit entry");
+    claim_next(5, "after the audit entry").await;
     drop(won);
 
     // And when the decision ends without a write.
@@ -797,12 +783,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     let ended = store.hold_through_completion();
     expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
     drop(ended);
-    let (_, other) = request_for(&ns, 7);
-    expect_acquired(
-        within("a claim after the decision ended", store.claim(other))
-            .await
-            .expect("claim"),
-    );
+    claim_next(7, "after the decision ended").await;
 }
 
 /// `store` is ready until `close` closes its pool, then unavailable.
