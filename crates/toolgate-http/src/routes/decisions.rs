@@ -596,8 +596,8 @@ async fn run_inner<P: GateComponents>(
     Ok((decision, response))
 }
 
-/// The core's whole decision with `executor` as this request's executor,
-/// and what the operator's log and the review webhook hear of it.
+/// The core's whole decision with `exec` as this request's executor, and
+/// what the operator's log and the review webhook hear of it.
 async fn settle<P: GateComponents>(
     app: &AppState<P>,
     exec: Exec,
