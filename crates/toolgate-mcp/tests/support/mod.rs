@@ -66,26 +66,42 @@ impl Drop for Shop {
 }
 
 /// The shop over Streamable HTTP on a free port, `extra` arguments before
-/// the command; returns once it accepts connections.
+/// the command; returns once it accepts connections. A port is free only
+/// when asked: a test running beside this one may take it before the shop
+/// binds it, and the shop then exits while the readiness probe reaches the
+/// other test's listener. So the shop must still be running once its port
+/// answers, or it starts again on another port.
 pub fn shop(py: &Path, name: &str, extra: &[&str]) -> Shop {
     let dir = scratch(name);
-    let port = free_port();
-    let child = Command::new(py)
-        .arg(example_dir().join("shop_mcp.py"))
-        .arg("--db")
-        .arg(dir.join("shop.sqlite"))
-        .args(extra)
-        .args(["serve-http", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the shop did not start");
-        std::thread::sleep(Duration::from_millis(100));
+    loop {
+        let port = free_port();
+        let mut child = Command::new(py)
+            .arg(example_dir().join("shop_mcp.py"))
+            .arg("--db")
+            .arg(dir.join("shop.sqlite"))
+            .args(extra)
+            .args(["serve-http", "--port", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let exited = loop {
+            assert!(Instant::now() < deadline, "the shop did not start");
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                std::thread::sleep(Duration::from_millis(100));
+                match child.try_wait().unwrap() {
+                    None => return Shop { child, dir, port },
+                    Some(status) => break status,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        eprintln!("the shop on port {port} exited ({exited}); starting it on another port");
     }
-    Shop { child, dir, port }
 }
 
 /// `shop_mcp.py count` on the database `db`: refund_order calls and refunds.
