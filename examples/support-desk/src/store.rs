@@ -679,13 +679,7 @@ impl Executor for DeskOnHeld<'_> {
         permit: ExecPermit<'_>,
         completion: &AppliedCompletion,
     ) -> Result<Completed, ExecError> {
-        let credit = match credit_from(&permit) {
-            Ok(credit) => credit,
-            Err(e) => {
-                self.held.give_back();
-                return Err(e);
-            }
-        };
+        let credit = credit_from(&permit)?;
         self.desk
             .credit_completing(credit, completion, Some(self.held))
             .await
