@@ -22,7 +22,12 @@
 //!    between claim and completion, and a [`Held`] made by
 //!    [`AnyClaimStore::hold_through_completion`] keeps the connection its
 //!    won claim committed on, for [`Held::write_and_complete`]. The
-//!    decision then uses the pool once, not twice.
+//!    decision then uses the pool once, not twice. The claim commits with
+//!    `COMMIT AND CHAIN`, so the write's transaction is already open and
+//!    costs no `BEGIN`; the claim is won and visible as before, and an
+//!    empty chained transaction holds no lock. Dropped unused (the
+//!    decision ended another way), it is rolled back before the
+//!    connection serves anyone else, as sqlx does for any transaction.
 //!
 //! **A decision never waits on the pool while it holds a connection of the
 //! pool.** With every connection kept by a decision that waits for another
@@ -32,8 +37,8 @@
 //! read or an executor that needs the pool for anything else calls
 //! [`Held::give_back`] before it.
 //!
-//! Nothing about the claim changes. A kept connection is idle, outside any
-//! transaction (its read ran in autocommit), and the claim's statements,
+//! Nothing about the claim changes. A connection kept for the claim is
+//! idle, outside any transaction (its read ran in autocommit), and the claim's statements,
 //! retries and read-back are the protocol's own. A read that failed keeps
 //! nothing: its connection goes back to the pool, whose return ping tests
 //! it. SQLite holds nothing: its claims run on the group-commit writer, and
@@ -183,9 +188,13 @@ impl Held<'_> {
             (AnyClaimStore::Sqlite(_), _) => Ok(HeldConnection::Sqlite),
             #[cfg(feature = "postgres")]
             (AnyClaimStore::Postgres(s), kept) => {
-                let conn = match kept {
-                    Some(HeldConn::Postgres(conn)) => conn,
-                    _ => s.acquire().await?,
+                let idle = match kept {
+                    Some(HeldConn::Postgres(conn)) => conn.idle(),
+                    _ => None,
+                };
+                let conn = match idle {
+                    Some(conn) => conn,
+                    None => s.acquire().await?,
                 };
                 Ok(HeldConnection::Postgres(Borrowed {
                     slot: &self.kept,
@@ -194,9 +203,13 @@ impl Held<'_> {
             }
             #[cfg(feature = "mysql")]
             (AnyClaimStore::MySql(s), kept) => {
-                let conn = match kept {
-                    Some(HeldConn::MySql(conn)) => conn,
-                    _ => s.acquire().await?,
+                let idle = match kept {
+                    Some(HeldConn::MySql(conn)) => conn.idle(),
+                    _ => None,
+                };
+                let conn = match idle {
+                    Some(conn) => conn,
+                    None => s.acquire().await?,
                 };
                 Ok(HeldConnection::MySql(Borrowed {
                     slot: &self.kept,

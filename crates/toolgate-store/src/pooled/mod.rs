@@ -171,24 +171,50 @@ impl<DB: sqlx::Database> PooledStore<DB> {
 }
 
 /// A connection of one node's transaction pool, kept by one decision
-/// between its read and its claim (`crate::held`).
+/// (`crate::held`): idle between its read and its claim, or in the
+/// transaction its won claim chained for its write.
 pub(crate) struct Kept<DB: sqlx::Database> {
     /// The node whose pool it came from: after a failover it serves no
     /// transaction and goes back.
     node: usize,
-    conn: sqlx::pool::PoolConnection<DB>,
+    conn: KeptConn<DB>,
+}
+
+/// What a kept connection is doing.
+pub(crate) enum KeptConn<DB: sqlx::Database> {
+    /// Outside any transaction: its read ran in autocommit.
+    Idle(sqlx::pool::PoolConnection<DB>),
+    /// In the empty transaction a won claim's `COMMIT AND CHAIN` began, so
+    /// the write and completion that follow skip their `BEGIN` round trip.
+    /// Dropped unused, sqlx queues its `ROLLBACK`, sent before the
+    /// connection serves anyone else.
+    Chained(sqlx::Transaction<'static, DB>),
+}
+
+impl<DB: sqlx::Database> Kept<DB> {
+    /// The connection if it is idle: a read must not run inside a
+    /// chained transaction, which then goes back to the pool.
+    pub(crate) fn idle(self) -> Option<Self> {
+        matches!(self.conn, KeptConn::Idle(_)).then_some(self)
+    }
 }
 
 impl<DB: sqlx::Database> std::ops::Deref for Kept<DB> {
     type Target = DB::Connection;
     fn deref(&self) -> &DB::Connection {
-        &self.conn
+        match &self.conn {
+            KeptConn::Idle(c) => c,
+            KeptConn::Chained(tx) => tx,
+        }
     }
 }
 
 impl<DB: sqlx::Database> std::ops::DerefMut for Kept<DB> {
     fn deref_mut(&mut self) -> &mut DB::Connection {
-        &mut self.conn
+        match &mut self.conn {
+            KeptConn::Idle(c) => c,
+            KeptConn::Chained(tx) => tx,
+        }
     }
 }
 
@@ -200,7 +226,10 @@ impl<DB: sqlx::Database> PooledStore<DB> {
         let node = &self.nodes.list[i];
         let what = format!("connecting to {}", <DB as sqlx::Database>::NAME);
         match node.pool.acquire().await {
-            Ok(conn) => Ok(Kept { node: i, conn }),
+            Ok(conn) => Ok(Kept {
+                node: i,
+                conn: KeptConn::Idle(conn),
+            }),
             Err(e) => Err(node.named(map_err(&what, e))),
         }
     }
@@ -264,8 +293,9 @@ with_pooled_bounds! {
 /// on `conn` when given: a connection of `store`'s that a decision kept
 /// since its read (`crate::held`). With `keep`, the connection whose
 /// transaction committed (the claim was won) is answered with the claim,
-/// for the decision's write and completion; any other goes back to the
-/// pool when its transaction ends, and a retry acquires as usual.
+/// in the transaction its `COMMIT AND CHAIN` began, for the decision's
+/// write and completion; any other goes back to the pool when its
+/// transaction ends, and a retry acquires as usual.
 pub(crate) async fn claim_on<DB>(
     store: &PooledStore<DB>,
     conn: Option<Kept<DB>>,
@@ -291,8 +321,8 @@ with_pooled_bounds! {
 [
 /// Runs `write` and the completion as [`crate::AnyClaimStore::write_and_complete`]
 /// does, its first transaction on `conn`: the connection the decision's
-/// claim committed on (`crate::held`). It goes back to the pool when that
-/// transaction ends.
+/// claim committed on, in the transaction the claim chained
+/// (`crate::held`). It goes back to the pool when that transaction ends.
 pub(crate) async fn write_and_complete_on<DB>(
     store: &PooledStore<DB>,
     conn: Kept<DB>,
@@ -348,7 +378,9 @@ async fn transaction_on<DB>(
             }
             Err(TxFail::Failed(e)) => return Err(TxFail::Failed(node.named(e))),
             Err(other) => return Err(other),
-            Ok((answer, conn)) => return Ok((answer, conn.map(|conn| Kept { node: i, conn }))),
+            Ok((answer, conn)) => {
+                return Ok((answer, conn.map(|tx| Kept { node: i, conn: KeptConn::Chained(tx) })));
+            }
         }
     }
     Err(TxFail::Failed(last.unwrap_or_else(no_node::<DB>)))
@@ -458,16 +490,18 @@ with_pooled_bounds! {
 }
 
 /// Runs `unit` in a transaction of its own on `conn` (a connection of
-/// `pool` a decision kept) or else on one from `pool`. The connection goes
-/// back to the pool when the transaction has ended, unless `keep` asks for
-/// it back from a transaction that committed.
+/// `pool` a decision kept, idle or in the transaction its claim chained)
+/// or else on one from `pool`. The connection goes back to the pool when
+/// the transaction has ended, unless `keep` asks for it back from a
+/// transaction that committed: that one ends with `COMMIT AND CHAIN`, and
+/// the decision's next unit runs in the transaction it began.
 async fn transaction<DB>(
     pool: &sqlx::Pool<DB>,
-    conn: Option<sqlx::pool::PoolConnection<DB>>,
+    conn: Option<KeptConn<DB>>,
     keep: bool,
     hook: Option<&crate::common::Hook>,
     unit: &Unit,
-) -> Result<(Answer, Option<sqlx::pool::PoolConnection<DB>>), TxFail>
+) -> Result<(Answer, Option<sqlx::Transaction<'static, DB>>), TxFail>
 where
     DB: Dialect,
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
@@ -480,33 +514,33 @@ where
             TxFail::Failed(map_err(what, e))
         }
     };
-    let mut conn = match conn {
-        Some(conn) => conn,
-        None => pool
-            .acquire()
-            .await
-            .map_err(|e| failed("beginning a transaction", e))?,
+    let begun = match conn {
+        Some(KeptConn::Chained(tx)) => Ok(tx),
+        // `Pool::begin` does this with a connection it acquired.
+        Some(KeptConn::Idle(conn)) => sqlx::Transaction::begin(conn, None).await,
+        None => pool.begin().await,
     };
-    let (answer, committed) = {
-        let tx = sqlx::Connection::begin(&mut *conn)
-            .await
-            .map_err(|e| failed("beginning a transaction", e))?;
-        let mut tx = PooledTx { tx, hook };
-        let (answer, end) = run_unit(&mut tx, unit)
-            .await
-            .map_err(|e| failed(unit_what(unit), e))?;
-        match end {
-            End::Rollback => {
-                // Nothing worth keeping; a failed rollback closes the
-                // connection, which rolls back too.
-                let _ = tx.tx.rollback().await;
-                return Ok((answer, None));
-            }
-            End::Commit => (answer, tx.tx.commit().await),
+    let mut tx = begun.map_err(|e| failed("beginning a transaction", e))?;
+    let (answer, end) = run_unit(&mut PooledTx { tx: &mut tx, hook }, unit)
+        .await
+        .map_err(|e| failed(unit_what(unit), e))?;
+    let committed = match end {
+        End::Rollback => {
+            // Nothing worth keeping; a failed rollback closes the
+            // connection, which rolls back too.
+            let _ = tx.rollback().await;
+            return Ok((answer, None));
         }
+        // The chained transaction is sqlx's still-open one: if it is
+        // dropped unused, sqlx rolls it back as it would this one.
+        End::Commit if keep => match sqlx::raw_sql("COMMIT AND CHAIN").execute(&mut *tx).await {
+            Ok(_) => return Ok((answer, Some(tx))),
+            Err(e) => Err(e),
+        },
+        End::Commit => tx.commit().await,
     };
     match committed {
-        Ok(()) => Ok((answer, keep.then_some(conn))),
+        Ok(()) => Ok((answer, None)),
         Err(e) if DB::is_lost_race(&e) => Err(TxFail::LostRace),
         Err(e) => Err(TxFail::Unknown(map_err("COMMIT", e))),
     }

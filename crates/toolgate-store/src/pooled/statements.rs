@@ -11,9 +11,11 @@ use crate::protocol::{Held, Statements};
 use crate::rows::{self, SqlxRow};
 use crate::write::StoreWrite;
 
-/// One unit's transaction on a pooled connection.
+/// One unit's transaction on a pooled connection. Borrowed, not owned:
+/// a claim's transaction may outlive its unit, chained into the decision's
+/// write (`super::transaction`).
 pub(super) struct PooledTx<'h, DB: sqlx::Database> {
-    pub(super) tx: sqlx::Transaction<'h, DB>,
+    pub(super) tx: &'h mut sqlx::Transaction<'static, DB>,
     #[cfg_attr(
         not(feature = "fault-injection"),
         expect(dead_code, reason = "fault hooks only")
@@ -33,7 +35,7 @@ super::with_pooled_bounds! {
     ) -> Result<(), sqlx::Error> {
         let q = sqlx::query(DB::SQL.claims.insert).bind(req.key().as_bytes().as_slice());
         PooledTx::bind_attempt(q, req, attempt)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await
             .map(drop)
     }
@@ -49,7 +51,7 @@ super::with_pooled_bounds! {
             .bind(i64::from(closed) + 1)
             .bind(req.key().as_bytes().as_slice())
             .bind(i64::from(closed))
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -57,7 +59,7 @@ super::with_pooled_bounds! {
     async fn budget_forget_released(&mut self, key: &OperationKey) -> Result<(), sqlx::Error> {
         sqlx::query(DB::SQL.budget.forget_released)
             .bind(key.as_bytes().as_slice())
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await
             .map(drop)
     }
@@ -68,7 +70,7 @@ super::with_pooled_bounds! {
     ) -> Result<Option<Result<ClaimRecord, CorruptRecord>>, sqlx::Error> {
         let row = sqlx::query(DB::SQL.claims.select)
             .bind(key.as_bytes().as_slice())
-            .fetch_optional(&mut *self.tx)
+            .fetch_optional(&mut **self.tx)
             .await?;
         Ok(row.map(|row| rows::claim(&SqlxRow(&row))))
     }
@@ -95,7 +97,7 @@ super::with_pooled_bounds! {
             .bind(grant.item)
             .bind(proposer)
             .bind(via)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -116,7 +118,7 @@ super::with_pooled_bounds! {
                     .bind(r.window_start.0)
                     .bind(r.amount)
                     .bind(r.limit)
-                    .execute(&mut *self.tx)
+                    .execute(&mut **self.tx)
                     .await?
             }
             #[cfg(any(feature = "sqlite", feature = "mysql"))]
@@ -127,7 +129,7 @@ super::with_pooled_bounds! {
                     .bind(r.window_start.0)
                     .bind(r.amount)
                     .bind(r.amount)
-                    .execute(&mut *self.tx)
+                    .execute(&mut **self.tx)
                     .await?;
                 sqlx::query(record)
                     .bind(key.as_bytes().as_slice())
@@ -136,7 +138,7 @@ super::with_pooled_bounds! {
                     .bind(r.scope.as_str())
                     .bind(r.window_start.0)
                     .bind(r.limit)
-                    .execute(&mut *self.tx)
+                    .execute(&mut **self.tx)
                     .await?
             }
         };
@@ -149,7 +151,7 @@ super::with_pooled_bounds! {
             .bind(r.budget.as_str())
             .bind(r.scope.as_str())
             .bind(r.window_start.0)
-            .fetch_one(&mut *self.tx)
+            .fetch_one(&mut **self.tx)
             .await?;
         row.try_get::<i64, _>("used")
     }
@@ -167,7 +169,7 @@ super::with_pooled_bounds! {
             .bind(r.window_start.0)
             .bind(r.amount)
             .bind(state)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await
             .map(drop)
     }
@@ -176,7 +178,7 @@ super::with_pooled_bounds! {
         use sqlx::Row as _;
         let rows = sqlx::query(DB::SQL.budget.held)
             .bind(key.as_bytes().as_slice())
-            .fetch_all(&mut *self.tx)
+            .fetch_all(&mut **self.tx)
             .await?;
         rows.iter()
             .map(|row| {
@@ -198,7 +200,7 @@ super::with_pooled_bounds! {
         let done = sqlx::query(DB::SQL.budget.release)
             .bind(key.as_bytes().as_slice())
             .bind(budget)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -209,7 +211,7 @@ super::with_pooled_bounds! {
             .bind(held.budget.as_str())
             .bind(held.scope.as_str())
             .bind(held.window_start)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await
             .map(drop)
     }
@@ -227,7 +229,7 @@ super::with_pooled_bounds! {
             .bind(key.as_bytes().as_slice())
             .bind(holder.as_bytes().as_slice())
             .bind(now.0)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -245,7 +247,7 @@ super::with_pooled_bounds! {
             .bind(result.as_str())
             .bind(key.as_bytes().as_slice())
             .bind(now.0)
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await?;
         Ok(DB::rows_affected(&done))
     }
@@ -261,20 +263,20 @@ super::with_pooled_bounds! {
             .bind(entry.fingerprint().map(|f| f.as_bytes().as_slice()))
             .bind(entry.via())
             .bind(entry.attempt().map(i64::from))
-            .execute(&mut *self.tx)
+            .execute(&mut **self.tx)
             .await
             .map(drop)
     }
 
     async fn app_write(&mut self, write: &dyn StoreWrite) -> Result<bool, sqlx::Error> {
-        DB::app_write(write, &mut *self.tx).await
+        DB::app_write(write, &mut **self.tx).await
     }
 
     async fn fault(&mut self, point: ClaimTxPoint) {
         #[cfg(feature = "fault-injection")]
         if let Some(hook) = self.hook {
             let row = sqlx::query(DB::SQL.claims.connection_id)
-                .fetch_one(&mut *self.tx)
+                .fetch_one(&mut **self.tx)
                 .await;
             let id = row
                 .ok()

@@ -682,6 +682,32 @@ impl toolgate_store::StoreWrite for RecordsConnection {
     }
 }
 
+/// An application write whose precondition fails, after a statement of its
+/// own on the connection.
+#[derive(Debug, Default)]
+struct PreconditionFails;
+
+impl toolgate_store::StoreWrite for PreconditionFails {
+    fn postgres<'c>(&'c self, conn: &'c mut sqlx::PgConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1").execute(&mut *conn).await?;
+            Ok(false)
+        })
+    }
+    fn mysql<'c>(&'c self, conn: &'c mut sqlx::MySqlConnection) -> toolgate_store::WriteFuture<'c> {
+        Box::pin(async move {
+            sqlx::query("SELECT 1").execute(&mut *conn).await?;
+            Ok(false)
+        })
+    }
+    fn sqlite(
+        &self,
+        _: &toolgate_store::sqlite::rusqlite::Connection,
+    ) -> Result<bool, toolgate_store::sqlite::rusqlite::Error> {
+        Ok(false)
+    }
+}
+
 /// Fails the test where `work` waits longer than a decision ever should: on
 /// a pool of one connection, a decision that held it and waited for another
 /// would wait for ever.
@@ -697,8 +723,18 @@ async fn within<T>(what: &str, work: impl std::future::Future<Output = T>) -> T 
 /// it: the write runs on the connection the read and the claim ran on; a
 /// claim that is not won keeps nothing; a won claim's connection goes back
 /// with any other call of the decision's, or when the decision ends.
+///
+/// The won claim commits with `COMMIT AND CHAIN`, and the write runs in
+/// the transaction that began. `outside` (another store on the same
+/// database) sees each won claim committed while its decision still holds
+/// the chained transaction; a write whose precondition fails rolls back
+/// only itself; and a chained transaction the decision never used is
+/// rolled back before the connection serves anyone else, whose claims
+/// then commit for real (a transaction left open would make them
+/// savepoints of it, invisible outside).
 pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     store: &toolgate_store::AnyClaimStore,
+    outside: &toolgate_store::AnyClaimStore,
 ) {
     use toolgate::pipeline::AppliedCompletion;
     use toolgate_store::WriteCompleted;
@@ -729,6 +765,15 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     let held = store.hold_through_completion();
     let read_on = within("the read", held_connection_id(&held)).await;
     let lease = expect_acquired(within("the claim", held.claim(req)).await.expect("claim"));
+    let seen = outside
+        .fetch(&key)
+        .await
+        .expect("fetch outside")
+        .expect("the won claim is committed while its decision holds the chained transaction");
+    assert_eq!(
+        (seen.status, seen.holder),
+        (toolgate::claim::ClaimStatus::InFlight, lease.holder)
+    );
     let write = Arc::new(RecordsConnection::default());
     let completion = AppliedCompletion::new(
         key,
@@ -778,12 +823,49 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     claim_next(5, "after the audit entry").await;
     drop(won);
 
-    // And when the decision ends without a write.
-    let (_, req) = request_for(&ns, 6);
+    // And when the decision ends without a write: its chained transaction
+    // is rolled back, its claim stays, and the next claim commits.
+    let (key6, req) = request_for(&ns, 6);
     let ended = store.hold_through_completion();
-    expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
+    let lease6 = expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
     drop(ended);
     claim_next(7, "after the decision ended").await;
+    let in_flight = |n: u32, key: OperationKey| async move {
+        outside
+            .fetch(&key)
+            .await
+            .expect("fetch outside")
+            .unwrap_or_else(|| panic!("claim {n} is not visible outside"))
+    };
+    assert_eq!(in_flight(6, key6).await.holder, lease6.holder);
+    in_flight(7, request_for(&ns, 7).0).await;
+
+    // A write whose precondition fails rolls back itself, not the claim
+    // its transaction was chained from.
+    let (key8, req) = request_for(&ns, 8);
+    let failed = store.hold_through_completion();
+    let lease8 = expect_acquired(within("the claim", failed.claim(req)).await.expect("claim"));
+    let completion = AppliedCompletion::new(
+        key8,
+        lease8.holder,
+        UnixMillis(conformance::T0.0 + 1),
+        entry(key8, "executed"),
+    );
+    let done = within(
+        "the failed write",
+        failed.write_and_complete(Arc::new(PreconditionFails), &receipt, &completion),
+    )
+    .await
+    .expect("write and complete");
+    assert_eq!(done, WriteCompleted::PreconditionFailed);
+    let row = in_flight(8, key8).await;
+    assert_eq!(
+        (row.status, row.holder),
+        (toolgate::claim::ClaimStatus::InFlight, lease8.holder)
+    );
+    drop(failed);
+    claim_next(9, "after the failed write").await;
+    in_flight(9, request_for(&ns, 9).0).await;
 }
 
 /// `store` is ready until `close` closes its pool, then unavailable.
@@ -1005,8 +1087,10 @@ macro_rules! server_tests {
                 ..toolgate_store::StoreOptions::default()
             };
             let store = db.connect(one).await;
+            let outside = db.store().await;
             crate::support::a_decision_completes_on_the_connection_it_claimed_on(
                 &toolgate_store::AnyClaimStore::$any(store),
+                &toolgate_store::AnyClaimStore::$any(outside),
             )
             .await;
             db.drop().await;
