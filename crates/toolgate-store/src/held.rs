@@ -38,8 +38,8 @@
 //! [`Held::give_back`] before it.
 //!
 //! Nothing about the claim changes. A connection kept for the claim is
-//! idle, outside any transaction (its read ran in autocommit), and the claim's statements,
-//! retries and read-back are the protocol's own. A read that failed keeps
+//! idle, outside any transaction (its read ran in autocommit), and the
+//! claim's statements, retries and read-back are the protocol's own. A read that failed keeps
 //! nothing: its connection goes back to the pool, whose return ping tests
 //! it. SQLite holds nothing: its claims run on the group-commit writer, and
 //! [`Held::connection`] says so.
@@ -188,11 +188,7 @@ impl Held<'_> {
             (AnyClaimStore::Sqlite(_), _) => Ok(HeldConnection::Sqlite),
             #[cfg(feature = "postgres")]
             (AnyClaimStore::Postgres(s), kept) => {
-                let idle = match kept {
-                    Some(HeldConn::Postgres(conn)) => conn.idle(),
-                    _ => None,
-                };
-                let conn = match idle {
+                let conn = match kept.and_then(HeldConn::postgres).and_then(Kept::idle) {
                     Some(conn) => conn,
                     None => s.acquire().await?,
                 };
@@ -203,11 +199,7 @@ impl Held<'_> {
             }
             #[cfg(feature = "mysql")]
             (AnyClaimStore::MySql(s), kept) => {
-                let idle = match kept {
-                    Some(HeldConn::MySql(conn)) => conn.idle(),
-                    _ => None,
-                };
-                let conn = match idle {
+                let conn = match kept.and_then(HeldConn::mysql).and_then(Kept::idle) {
                     Some(conn) => conn,
                     None => s.acquire().await?,
                 };

@@ -516,7 +516,10 @@ where
     };
     let begun = match conn {
         Some(KeptConn::Chained(tx)) => Ok(tx),
-        // `Pool::begin` does this with a connection it acquired.
+        // An owned transaction, as `Pool::begin` makes one from the
+        // connection it acquired (sqlx hides this constructor from its
+        // docs; its public `begin` on a `&mut` connection would borrow,
+        // and a chained transaction must outlive this call).
         Some(KeptConn::Idle(conn)) => sqlx::Transaction::begin(conn, None).await,
         None => pool.begin().await,
     };
