@@ -645,13 +645,30 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     assert_eq!(store.audit_trail(&key, 10).await.expect("trail").len(), 2);
 }
 /// An application write that records the server's id of the connection
-/// it runs on, and applies.
-#[derive(Debug, Default)]
-struct RecordsConnection(std::sync::Mutex<Option<i64>>);
+/// it runs on, and then applies, or finds its precondition failed.
+#[derive(Debug)]
+struct RecordsConnection {
+    seen: std::sync::Mutex<Option<i64>>,
+    applies: bool,
+}
 
 impl RecordsConnection {
+    fn applying() -> Self {
+        Self {
+            seen: std::sync::Mutex::new(None),
+            applies: true,
+        }
+    }
+
+    fn failing_precondition() -> Self {
+        Self {
+            applies: false,
+            ..Self::applying()
+        }
+    }
+
     fn seen(&self) -> Option<i64> {
-        *self.0.lock().unwrap()
+        *self.seen.lock().unwrap()
     }
 }
 
@@ -661,8 +678,8 @@ impl toolgate_store::StoreWrite for RecordsConnection {
             let id: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
                 .fetch_one(&mut *conn)
                 .await?;
-            *self.0.lock().unwrap() = Some(id);
-            Ok(true)
+            *self.seen.lock().unwrap() = Some(id);
+            Ok(self.applies)
         })
     }
     fn mysql<'c>(&'c self, conn: &'c mut sqlx::MySqlConnection) -> toolgate_store::WriteFuture<'c> {
@@ -670,41 +687,15 @@ impl toolgate_store::StoreWrite for RecordsConnection {
             let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
                 .fetch_one(&mut *conn)
                 .await?;
-            *self.0.lock().unwrap() = Some(id);
-            Ok(true)
+            *self.seen.lock().unwrap() = Some(id);
+            Ok(self.applies)
         })
     }
     fn sqlite(
         &self,
         _: &toolgate_store::sqlite::rusqlite::Connection,
     ) -> Result<bool, toolgate_store::sqlite::rusqlite::Error> {
-        Ok(true)
-    }
-}
-
-/// An application write whose precondition fails, after a statement of its
-/// own on the connection.
-#[derive(Debug, Default)]
-struct PreconditionFails;
-
-impl toolgate_store::StoreWrite for PreconditionFails {
-    fn postgres<'c>(&'c self, conn: &'c mut sqlx::PgConnection) -> toolgate_store::WriteFuture<'c> {
-        Box::pin(async move {
-            sqlx::query("SELECT 1").execute(&mut *conn).await?;
-            Ok(false)
-        })
-    }
-    fn mysql<'c>(&'c self, conn: &'c mut sqlx::MySqlConnection) -> toolgate_store::WriteFuture<'c> {
-        Box::pin(async move {
-            sqlx::query("SELECT 1").execute(&mut *conn).await?;
-            Ok(false)
-        })
-    }
-    fn sqlite(
-        &self,
-        _: &toolgate_store::sqlite::rusqlite::Connection,
-    ) -> Result<bool, toolgate_store::sqlite::rusqlite::Error> {
-        Ok(false)
+        Ok(self.applies)
     }
 }
 
@@ -752,41 +743,52 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
         )
         .expect("entry")
     };
+    let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
+    // The decision's write and completion of its won claim on `key`.
+    let write_on = async |held: &toolgate_store::Held<'_>,
+                          key: OperationKey,
+                          holder: toolgate::claim::HolderToken,
+                          write: Arc<RecordsConnection>,
+                          what: &str| {
+        let completion = AppliedCompletion::new(
+            key,
+            holder,
+            UnixMillis(conformance::T0.0 + 1),
+            entry(key, "executed"),
+        );
+        within(what, held.write_and_complete(write, &receipt, &completion))
+            .await
+            .expect("write and complete")
+    };
+    // Claim `n`'s row as another store sees it: committed, or the test fails.
+    let outside_row = |n: u32, key: OperationKey| async move {
+        outside
+            .fetch(&key)
+            .await
+            .expect("fetch outside")
+            .unwrap_or_else(|| panic!("claim {n} is not visible outside"))
+    };
     // Another decision's claim, which the pool's one connection must serve.
     let claim_next = async |n: u32, when: &str| {
         let (_, req) = request_for(&ns, n);
         let claimed = within(when, store.claim(req)).await;
         expect_acquired(claimed.unwrap_or_else(|e| panic!("a claim {when}: {e}")));
     };
-    let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
 
     // Read, claim, write and complete: one connection throughout.
     let (key, req) = request_for(&ns, 1);
     let held = store.hold_through_completion();
     let read_on = within("the read", held_connection_id(&held)).await;
     let lease = expect_acquired(within("the claim", held.claim(req)).await.expect("claim"));
-    let seen = outside
-        .fetch(&key)
-        .await
-        .expect("fetch outside")
-        .expect("the won claim is committed while its decision holds the chained transaction");
+    // The won claim is committed while its decision holds the chained
+    // transaction.
+    let seen = outside_row(1, key).await;
     assert_eq!(
         (seen.status, seen.holder),
         (toolgate::claim::ClaimStatus::InFlight, lease.holder)
     );
-    let write = Arc::new(RecordsConnection::default());
-    let completion = AppliedCompletion::new(
-        key,
-        lease.holder,
-        UnixMillis(conformance::T0.0 + 1),
-        entry(key, "executed"),
-    );
-    let done = within(
-        "the write",
-        held.write_and_complete(write.clone(), &receipt, &completion),
-    )
-    .await
-    .expect("write and complete");
+    let write = Arc::new(RecordsConnection::applying());
+    let done = write_on(&held, key, lease.holder, write.clone(), "the write").await;
     assert_eq!(done, WriteCompleted::Recorded);
     assert_eq!(
         write.seen(),
@@ -830,42 +832,25 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     let lease6 = expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
     drop(ended);
     claim_next(7, "after the decision ended").await;
-    let in_flight = |n: u32, key: OperationKey| async move {
-        outside
-            .fetch(&key)
-            .await
-            .expect("fetch outside")
-            .unwrap_or_else(|| panic!("claim {n} is not visible outside"))
-    };
-    assert_eq!(in_flight(6, key6).await.holder, lease6.holder);
-    in_flight(7, request_for(&ns, 7).0).await;
+    assert_eq!(outside_row(6, key6).await.holder, lease6.holder);
+    outside_row(7, request_for(&ns, 7).0).await;
 
     // A write whose precondition fails rolls back itself, not the claim
     // its transaction was chained from.
     let (key8, req) = request_for(&ns, 8);
     let failed = store.hold_through_completion();
     let lease8 = expect_acquired(within("the claim", failed.claim(req)).await.expect("claim"));
-    let completion = AppliedCompletion::new(
-        key8,
-        lease8.holder,
-        UnixMillis(conformance::T0.0 + 1),
-        entry(key8, "executed"),
-    );
-    let done = within(
-        "the failed write",
-        failed.write_and_complete(Arc::new(PreconditionFails), &receipt, &completion),
-    )
-    .await
-    .expect("write and complete");
+    let write = Arc::new(RecordsConnection::failing_precondition());
+    let done = write_on(&failed, key8, lease8.holder, write, "the failed write").await;
     assert_eq!(done, WriteCompleted::PreconditionFailed);
-    let row = in_flight(8, key8).await;
+    let row = outside_row(8, key8).await;
     assert_eq!(
         (row.status, row.holder),
         (toolgate::claim::ClaimStatus::InFlight, lease8.holder)
     );
     drop(failed);
     claim_next(9, "after the failed write").await;
-    in_flight(9, request_for(&ns, 9).0).await;
+    outside_row(9, request_for(&ns, 9).0).await;
 }
 
 /// `store` is ready until `close` closes its pool, then unavailable.
