@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use toolgate_http::ApiKey;
+use toolgate_service::ApiKey;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::SupportDesk;
 

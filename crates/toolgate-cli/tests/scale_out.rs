@@ -37,7 +37,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use toolgate_http::ApiKey;
+use toolgate_service::ApiKey;
 use toolgate_store::AnyClaimStore;
 use toolgate_support_desk::SupportDesk;
 

@@ -15,7 +15,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 /// The header a request id travels in, both ways.
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -93,18 +93,14 @@ fn fresh_request_id() -> String {
     let mut bytes = [0u8; 16];
     match getrandom::fill(&mut bytes) {
         Ok(()) => hex::encode(bytes),
-        Err(_) => format!("t{}", crate::clock::now_millis().0),
+        Err(_) => format!("t{}", toolgate_service::clock::now_millis().0),
     }
 }
 
 /// The middleware: assigns the request id, reads the trace context, runs
 /// the request inside a span carrying both, then writes the access-log line
 /// and the HTTP metrics, and echoes the request id on the response.
-pub async fn layer<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     let started = Instant::now();
     let request_id = req
         .headers()
@@ -147,7 +143,7 @@ pub async fn layer<P: GateComponents>(
         trace_id = trace_id.as_deref().unwrap_or(""),
         "request"
     );
-    app.inner.metrics.http_request(
+    app.service().metrics().http_request(
         method.as_str(),
         &route,
         status.as_u16(),

@@ -27,7 +27,7 @@ use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 
 use crate::error::{ApiError, PROBLEM_JSON, ProblemCode};
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 /// A remembered response.
 #[derive(Debug, Clone)]
@@ -48,9 +48,9 @@ const DECISION_JSON: &str = "application/json";
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// What a request with a key should do.
-pub enum Begin<P: GateComponents> {
+pub enum Begin {
     /// First use: process it, then [`Guard::finish`].
-    Fresh(Guard<P>),
+    Fresh(Guard),
     /// Same key, same payload, finished: send this again.
     Replay(Stored),
     /// Same key, still running.
@@ -63,8 +63,8 @@ pub enum Begin<P: GateComponents> {
 /// failed before a final response existed, or was abandoned), the key is
 /// forgotten so a retry can run; should that not happen (the process
 /// died), the lease lets a retry take it over.
-pub struct Guard<P: GateComponents> {
-    app: AppState<P>,
+pub struct Guard {
+    app: AppState,
     principal: String,
     key: String,
     runner: String,
@@ -109,22 +109,22 @@ fn stored_of(r: Remembered) -> Result<Stored, ApiError> {
 }
 
 /// Keys are scoped to the principal: two callers never share one.
-pub async fn begin<P: GateComponents>(
-    app: &AppState<P>,
+pub async fn begin(
+    app: &AppState,
     principal: &str,
     key: &str,
     body: &[u8],
-) -> Result<Begin<P>, ApiError> {
+) -> Result<Begin, ApiError> {
     let payload: [u8; 32] = Sha256::digest(body).into();
-    let runner = crate::clock::fresh_holder()
+    let runner = toolgate_service::clock::fresh_holder()
         .map_err(|_| ApiError::unavailable("the random number generator failed"))?
         .to_hex();
-    let now = crate::clock::now_millis();
+    let now = toolgate_service::clock::now_millis();
     let hold = (app.settings().request_timeout + LEASE_MARGIN).as_millis();
     let lease_until = now.plus_millis(i64::try_from(hold).unwrap_or(i64::MAX));
     let begun = app
-        .components()
-        .claims()
+        .service()
+        .store()
         .idem_begin(IdemBegin {
             principal,
             key,
@@ -149,7 +149,7 @@ pub async fn begin<P: GateComponents>(
     })
 }
 
-impl<P: GateComponents> Guard<P> {
+impl Guard {
     /// The running row this guard holds.
     fn run(&self) -> IdemRun<'_> {
         IdemRun {
@@ -163,7 +163,7 @@ impl<P: GateComponents> Guard<P> {
     /// server-side failure is not remembered).
     pub async fn forget(mut self) {
         self.armed = false;
-        if let Err(e) = self.app.components().claims().idem_forget(self.run()).await {
+        if let Err(e) = self.app.service().store().idem_forget(self.run()).await {
             tracing::warn!(error = %e, "an Idempotency-Key could not be forgotten");
         }
     }
@@ -183,7 +183,7 @@ impl<P: GateComponents> Guard<P> {
             capacity: settings.idempotency_capacity.max(1) as u64,
             max_bytes: settings.idempotency_max_bytes as u64,
         };
-        let claims = self.app.components().claims();
+        let claims = self.app.service().store();
         let outcome = if cost(&self.principal, &self.key, response.body.len()) > bounds.max_bytes {
             claims.idem_forget(self.run()).await
         } else {
@@ -193,7 +193,7 @@ impl<P: GateComponents> Guard<P> {
                 outcome: response.outcome.map(|o| o.as_str().to_owned()),
                 body: response.body,
             };
-            let now = crate::clock::now_millis();
+            let now = toolgate_service::clock::now_millis();
             match claims
                 .idem_finish(IdemFinish {
                     principal: &self.principal,
@@ -215,7 +215,7 @@ impl<P: GateComponents> Guard<P> {
     }
 }
 
-impl<P: GateComponents> Drop for Guard<P> {
+impl Drop for Guard {
     fn drop(&mut self) {
         if !self.armed {
             return;
@@ -231,8 +231,8 @@ impl<P: GateComponents> Drop for Guard<P> {
         );
         rt.spawn(async move {
             if let Err(e) = app
-                .components()
-                .claims()
+                .service()
+                .store()
                 .idem_forget(IdemRun {
                     principal: &principal,
                     key: &key,

@@ -2,8 +2,9 @@
 //!
 //! The HTTP sidecar: [`router`] turns an [`AppState`] into an axum
 //! [`Router`] that an application can serve on its own or nest inside its
-//! own router. This is the only crate that knows HTTP status codes and wire
-//! formats; the decisions themselves come from `toolgate::pipeline::decide`.
+//! own router. It is a door of [`toolgate_service::Service`]: it decodes
+//! requests, asks the service, and maps what it answers to HTTP statuses
+//! and wire bodies; the decisions themselves are the service's.
 //!
 //! ## What the router serves
 //!
@@ -54,31 +55,22 @@
 
 mod access;
 mod auth;
-mod clock;
 mod conn;
 pub mod dto;
 mod error;
 mod idempotency;
-mod limits;
-mod metrics;
 mod openapi;
 mod review;
 mod routes;
 mod state;
-mod webhook;
 
 pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
-pub use auth::{
-    ApiKey, ExecutionMode, KeyError, KeyRing, METRICS_CAPABILITY, OPERATE_CAPABILITY,
-    REVIEW_CAPABILITY, bearer,
-};
+pub use auth::bearer;
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
-pub use limits::{Capped, ResultCap};
 pub use openapi::{openapi_document, pretty as openapi_text};
-pub use routes::decide_proposal;
-pub use state::{AppState, Components, GateComponents, Settings};
+pub use routes::present_decision;
+pub use state::{AppState, Settings};
 pub use toolgate::pipeline::sent_reason;
-pub use webhook::ReviewWebhook;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -97,16 +89,16 @@ use tower_http::timeout::TimeoutLayer;
 
 /// The sidecar's routes with their body limit, deadline and request
 /// logging. Embeddable: nest it under a prefix of an application's router.
-pub fn router<P: GateComponents>(state: AppState<P>) -> Router {
+pub fn router(state: AppState) -> Router {
     let settings = state.settings().clone();
     let access_state = state.clone();
     let limits = error::Limits {
         body_limit: settings.body_limit,
         request_timeout: settings.request_timeout,
     };
-    let (routes, api) = routes::routes::<P>().split_for_parts();
+    let (routes, api) = routes::routes().split_for_parts();
     let mut doc = openapi::finish(api);
-    openapi::name_scope_fields(&mut doc, &state.inner.policy, &state.inner.scope_fields);
+    openapi::name_scope_fields(&mut doc, state.policy(), state.service().scope_fields());
     let document = openapi::ServedDocument::new(&doc);
     routes
         // Unknown paths and wrong methods get problems too (axum still
@@ -131,7 +123,7 @@ pub fn router<P: GateComponents>(state: AppState<P>) -> Router {
         }))
         // Outermost, so the access log and the HTTP metrics see the status
         // the client got, the deadline's 408 and the limit's 413 included.
-        .layer(from_fn_with_state(access_state, access::layer::<P>))
+        .layer(from_fn_with_state(access_state, access::layer))
 }
 
 /// How often [`serve`] folds histogram samples into their buckets.
@@ -166,9 +158,9 @@ fn every(period: Duration, f: impl Fn() + Send + 'static) -> tokio::task::JoinHa
 /// [`Settings::max_connection_age`]. So neither slow clients (slowloris)
 /// nor idle keep-alive sockets hold the server: the probes answer, and each
 /// connection's buffers are bounded by the body limit.
-pub async fn serve<P: GateComponents>(
+pub async fn serve(
     listener: tokio::net::TcpListener,
-    state: AppState<P>,
+    state: AppState,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> std::io::Result<()> {
@@ -179,10 +171,11 @@ pub async fn serve<P: GateComponents>(
 /// gateway's `/mcp`): on the same listener and connection limits, but
 /// outside the sidecar's request deadline and body limit, which would end
 /// a long-lived event stream; `beside` brings its own. Decisions it starts
-/// through [`decide_proposal`] are drained at shutdown like the sidecar's.
-pub async fn serve_with<P: GateComponents>(
+/// through the same [`toolgate_service::Service`] are drained at shutdown
+/// like the sidecar's.
+pub async fn serve_with(
     listener: tokio::net::TcpListener,
-    state: AppState<P>,
+    state: AppState,
     beside: Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     grace: Duration,
@@ -192,7 +185,9 @@ pub async fn serve_with<P: GateComponents>(
     // Histogram samples are folded into buckets on this timer, not only on
     // a scrape, so an unscraped server does not grow (docs/http-api.md).
     let upkeep_state = state.clone();
-    let upkeep = every(UPKEEP_PERIOD, move || upkeep_state.inner.metrics.upkeep());
+    let upkeep = every(UPKEEP_PERIOD, move || {
+        upkeep_state.service().metrics().upkeep()
+    });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let registry = Arc::new(conn::Registry::new(&settings));
     let mut shutdown = std::pin::pin!(shutdown);

@@ -512,9 +512,9 @@ async fn approval_never_runs_the_proposal_the_proposers_retry_does_once() {
 
 #[tokio::test]
 async fn stuck_claims_are_listed_and_reconciled_never_executed() {
-    let settings = toolgate_http::Settings {
+    let settings = toolgate_service::Settings {
         lease: std::time::Duration::from_millis(1),
-        ..toolgate_http::Settings::default()
+        ..service_settings()
     };
     let (router, desk) = router_with(settings);
     // A permit whose client never comes back: stuck once the lease ends.

@@ -287,9 +287,9 @@ fn reviewer_resolves_a_conflict_and_approves_a_pending_action_in_chromium() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // The page is served over plain HTTP on loopback, as the demo is: its
     // public URL says so, so the session cookie is not `Secure`.
-    let (state, desk) = app_with(toolgate_http::Settings {
+    let (state, desk) = app_with(toolgate_service::Settings {
         public_url: Some("http://127.0.0.1".into()),
-        ..toolgate_http::Settings::default()
+        ..service_settings()
     });
     let support::Running {
         addr,
@@ -411,10 +411,10 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     // A short lease, so a client permit that is never completed becomes a
     // stuck claim while the test runs; in-process writes finish well
     // inside it.
-    let (state, desk) = app_with(toolgate_http::Settings {
+    let (state, desk) = app_with(toolgate_service::Settings {
         lease: Duration::from_secs(2),
         public_url: Some("http://127.0.0.1".into()),
-        ..toolgate_http::Settings::default()
+        ..service_settings()
     });
     for t in ["t-3", "t-4", "t-5", "t-6", "t-7", "t-8"] {
         desk.set_version(t, "5");
@@ -446,7 +446,7 @@ fn a_support_lead_sees_and_acts_on_every_kind_of_item_in_chromium() {
     let audit = |key: &str| -> Vec<(String, String)> {
         let key = OperationKey::from_str(key).unwrap();
         runtime
-            .block_on(store.components().claims.audit_trail(&key, 100))
+            .block_on(store.service().store().audit_trail(&key, 100))
             .unwrap()
             .iter()
             .map(|e| (e.actor().to_owned(), e.outcome().to_owned()))

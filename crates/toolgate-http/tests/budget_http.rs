@@ -13,7 +13,7 @@ use support::http::{decide, send_post};
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Settings};
+use toolgate_http::Settings;
 use tower::ServiceExt;
 
 fn budget_policy() -> Policy {
@@ -36,7 +36,7 @@ async fn over_budget_goes_to_a_reviewer_and_the_approved_retry_executes() {
         desk.set_version(t, "7");
     }
     let components = desk_components(&desk, MemoryClaimStore::new());
-    let state = AppState::new(budget_policy(), components, keys(), Settings::default());
+    let state = new_app(budget_policy(), components, keys(), Settings::default());
     let app = toolgate_http::router(state);
     for t in ["t-1", "t-2"] {
         let (s, j) = decide(&app, AGENT_KEY, &decision_body(credit(2000), t, "7")).await;

@@ -12,11 +12,11 @@ use support::http::{
 };
 use support::{
     AGENT_KEY, CLIENT_KEY, DeskRef, app_router, credit, credit_on_t1, decision_body, router_with,
-    test_state,
+    service_settings, test_state,
 };
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::{Components, Settings};
+use toolgate_service::Parts;
 
 /// A client-mode permit on ticket t-1: (operation key, holder).
 async fn permit(router: &Router) -> (String, String) {
@@ -36,9 +36,9 @@ fn result_of(bytes: usize) -> Value {
 
 #[tokio::test]
 async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
-    let (router, _) = router_with(Settings {
+    let (router, _) = router_with(toolgate_service::Settings {
         max_result_bytes: 1000,
-        ..Settings::default()
+        ..service_settings()
     });
     let (key, holder) = permit(&router).await;
     let (s, p) = complete(&router, CLIENT_KEY, &key, &holder, &result_of(1001)).await;
@@ -59,9 +59,9 @@ async fn a_completion_over_the_result_cap_is_refused_and_nothing_is_recorded() {
 async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_reconciled() {
     // The test desk's receipt names the credit and repeats the arguments:
     // about 80 bytes.
-    let (router, desk) = router_with(Settings {
+    let (router, desk) = router_with(toolgate_service::Settings {
         max_result_bytes: 40,
-        ..Settings::default()
+        ..service_settings()
     });
     let body = credit_on_t1(1200);
     let (s, d) = decide(&router, AGENT_KEY, &body).await;
@@ -84,11 +84,11 @@ async fn an_executor_receipt_over_the_cap_is_not_recorded_and_the_claim_is_recon
 
 #[tokio::test]
 async fn a_reconciliation_answer_over_the_cap_is_refused() {
-    let (router, _) = router_with(Settings {
+    let (router, _) = router_with(toolgate_service::Settings {
         max_result_bytes: 1000,
         // Short, so the claim is past its lease after the sleep below.
         lease: std::time::Duration::from_millis(500),
-        ..Settings::default()
+        ..service_settings()
     });
     let (key, _) = permit(&router).await;
     tokio::time::sleep(std::time::Duration::from_millis(700)).await;
@@ -163,12 +163,7 @@ async fn the_authorisers_words_stay_in_the_server_log_and_both_denials_read_alik
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-404", "7");
-    let components = Components {
-        authorizer: Wordy,
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk,
-    };
+    let components = Parts::new(Wordy, desk.clone(), MemoryClaimStore::new(), desk);
     let state = test_state(components);
     let router = toolgate_http::router(state);
     let exists = decide(&router, AGENT_KEY, &credit_on_t1(100)).await;

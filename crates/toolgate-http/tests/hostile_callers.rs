@@ -37,7 +37,8 @@ use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
 use toolgate::contract::Policy;
 use toolgate::pipeline::{Principal, StateError, StateScope, StateSource, StateVersion};
 use toolgate::review::QueueLimits;
-use toolgate_http::{ApiKey, AppState, Components, ExecutionMode, KeyRing, Settings};
+use toolgate_http::Settings;
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing, Parts};
 use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
@@ -52,20 +53,21 @@ fn ticket(desk: &DeskRef, name: &str) -> String {
     t
 }
 
-async fn app_on(url: Option<&str>, settings: Settings) -> (Router, DeskRef, StoreRef) {
+async fn app_on(url: Option<&str>, settings: impl Into<Both>) -> (Router, DeskRef, StoreRef) {
+    let settings = settings.into();
     let desk = DeskRef::default();
     let policy = Policy::load(POLICY).unwrap();
     match url {
         None => {
             let (claims, store) = shared();
             let components = desk_components(&desk, claims);
-            let state = AppState::new(policy, components, keys(), settings);
+            let state = new_app(policy, components, keys(), settings);
             (toolgate_http::router(state), desk, StoreRef::Memory(store))
         }
         Some(url) => {
             let store = AnyClaimStore::connect(url).await.unwrap();
             let components = desk_components(&desk, store.clone());
-            let state = AppState::new(policy, components, keys(), settings);
+            let state = new_app(policy, components, keys(), settings);
             (toolgate_http::router(state), desk, StoreRef::Any(store))
         }
     }
@@ -333,13 +335,13 @@ on_every_store!(rejections_open_one_item_per_principal_and_reason, "toolgate-hos
 /// none (the decision stands); a request for approval past the cap says
 /// the queue is full instead of naming an item nobody will see.
 async fn the_queue_has_caps(url: Option<&str>) {
-    let settings = Settings {
+    let settings = toolgate_service::Settings {
         review_queue: QueueLimits {
             per_principal: 3,
             total: 1_000_000,
             rejection_window_ms: 3_600_000,
         },
-        ..Settings::default()
+        ..service_settings()
     };
     let (app, desk, _) = app_on(url, settings).await;
     let t = ticket(&desk, "caps");
@@ -550,13 +552,8 @@ fn delegating_app() -> (Router, std::sync::Arc<MemoryClaimStore>) {
             act_for_users: false,
         },
     ];
-    let components = Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims,
-        executor: desk,
-    };
-    let state = AppState::new(
+    let components = Parts::new(desk.clone(), desk.clone(), claims, desk);
+    let state = new_app(
         Policy::load(POLICY).unwrap(),
         components,
         KeyRing::new(ring).unwrap(),
@@ -613,7 +610,7 @@ async fn actors_are_printable_at_the_documented_length_and_via_is_shown() {
 /// from the configured public URL: `Secure` unless that is `http://`.
 #[tokio::test]
 async fn the_secure_flag_comes_from_the_public_url_not_the_host() {
-    let cookie = |settings: Settings, host: &'static str| async move {
+    let cookie = |settings: toolgate_service::Settings, host: &'static str| async move {
         let (router, _) = router_with(settings);
         let r = router
             .oneshot(
@@ -628,12 +625,12 @@ async fn the_secure_flag_comes_from_the_public_url_not_the_host() {
         r.headers()[header::SET_COOKIE].to_str().unwrap().to_owned()
     };
     for host in ["127.0.0.1:8080", "localhost", "review.example.com"] {
-        let c = cookie(Settings::default(), host).await;
+        let c = cookie(service_settings(), host).await;
         assert!(c.contains("; Secure"), "{host}: {c}");
         let c = cookie(
-            Settings {
+            toolgate_service::Settings {
                 public_url: Some("https://review.example.com".into()),
-                ..Settings::default()
+                ..service_settings()
             },
             host,
         )
@@ -641,9 +638,9 @@ async fn the_secure_flag_comes_from_the_public_url_not_the_host() {
         assert!(c.contains("; Secure"), "{host}: {c}");
     }
     let c = cookie(
-        Settings {
+        toolgate_service::Settings {
             public_url: Some("http://127.0.0.1:8080".into()),
-            ..Settings::default()
+            ..service_settings()
         },
         "review.example.com",
     )
@@ -680,12 +677,12 @@ async fn a_state_source_failure_never_shows_its_sql() {
         (true, StatusCode::INTERNAL_SERVER_ERROR, "deployment_error"),
     ] {
         let desk = DeskRef::default();
-        let components = Components {
-            authorizer: desk.clone(),
-            state: LeakyState { misconfigured },
-            claims: MemoryClaimStore::new(),
-            executor: desk,
-        };
+        let components = Parts::new(
+            desk.clone(),
+            LeakyState { misconfigured },
+            MemoryClaimStore::new(),
+            desk,
+        );
         let state = test_state(components);
         let app = toolgate_http::router(state);
         let (s, j, text) = send(&app, post("/v1/decisions", AGENT_KEY, &credit_on_t1(5))).await;

@@ -21,7 +21,6 @@ use support::databases::{now_nanos, on_each_backend, replica};
 use support::*;
 use toolgate::claim::UnixMillis;
 use toolgate::idempotency::{Begun, Bounds, IdemBegin, IdemFinish, IdempotencyStore, Remembered};
-use toolgate_store::AnyClaimStore;
 use tower::ServiceExt;
 
 /// Status, body text and the problem code, if any.
@@ -120,7 +119,7 @@ async fn durable_on(url: &str) {
     assert_eq!(desk.credits_for(&t2), 1);
 
     // A key another process holds, lease unexpired: in flight here.
-    let store = &b_state.components().claims;
+    let store = b_state.service().store();
     let t3 = ticket(3);
     let body3 = decision_body(credit(200), &t3, "7").to_string();
     let key3 = format!("k3-{run}");
@@ -201,7 +200,7 @@ async fn durable_on(url: &str) {
 /// totals count each answer once, however the finishes interleave); a
 /// byte quota evicts by size too; and the purge removes answers past the
 /// retention.
-async fn quotas_are_per_principal(store: &AnyClaimStore, run: &str) {
+async fn quotas_are_per_principal(store: &toolgate_service::Store, run: &str) {
     let (loud, quiet) = (format!("loud-{run}"), format!("quiet-{run}"));
     let quota = Bounds {
         retention_ms: 3_600_000,

@@ -12,13 +12,12 @@ use axum::http::StatusCode;
 use observe::*;
 use serde_json::{Value, json};
 use support::*;
-use toolgate_http::Settings;
 
 /// Leases of 1 ms, so that a permit becomes a stuck claim at once.
-fn short_leases() -> Settings {
-    Settings {
+fn short_leases() -> toolgate_service::Settings {
+    toolgate_service::Settings {
         lease: Duration::from_millis(1),
-        ..Settings::default()
+        ..service_settings()
     }
 }
 

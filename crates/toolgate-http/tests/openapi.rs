@@ -306,9 +306,9 @@ async fn answers_of_every_status_match_the_document() {
     r.post(complete, &nobody, CLIENT_KEY, &body).await;
     // A stuck claim, on a sidecar whose leases last a millisecond: listed
     // (200), reconciled (200), then not stuck any more (409).
-    let short = toolgate_http::Settings {
+    let short = toolgate_service::Settings {
         lease: std::time::Duration::from_millis(1),
-        ..toolgate_http::Settings::default()
+        ..service_settings()
     };
     let (short_state, _) = app_with(short);
     let main = std::mem::replace(&mut r.router, toolgate_http::router(short_state));

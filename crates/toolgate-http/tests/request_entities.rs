@@ -14,7 +14,7 @@ use support::http::decide;
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::{Authorizer, AuthzDecision, AuthzRequest};
-use toolgate_http::Components;
+use toolgate_service::Parts;
 
 /// Reads `Customer` entities from the request for the credit tool, records
 /// what it was given, and allows only a `gold` customer.
@@ -43,12 +43,12 @@ fn tier_app() -> (Router, DeskRef, TierAuthz) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let authz = TierAuthz::default();
-    let components = Components {
-        authorizer: authz.clone(),
-        state: desk.clone(),
-        claims: MemoryClaimStore::new(),
-        executor: desk.clone(),
-    };
+    let components = Parts::new(
+        authz.clone(),
+        desk.clone(),
+        MemoryClaimStore::new(),
+        desk.clone(),
+    );
     let state = test_state(components);
     (toolgate_http::router(state), desk, authz)
 }

@@ -15,7 +15,7 @@ mod support;
 use axum::Router;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
-use support::databases::{StoreComponents, now_nanos, on_each_backend, replica_with};
+use support::databases::{now_nanos, on_each_backend, replica_with};
 use support::http::{act, assert_outcome, assert_problem, decide, get, post, send_text as send};
 use support::*;
 use toolgate::claim::{ClaimStore, MemoryClaimStore, OperationKey};
@@ -65,7 +65,7 @@ async fn the_proposer_cannot_approve_and_each_vote_is_an_audit_row_naming_the_re
     let (s, r) = decide(&router, LEAD_KEY, &body(700, "t-1", "7")).await;
     assert_outcome(s, &r, StatusCode::CREATED, "executed");
     assert_eq!(desk.credits_for("t-1"), 1);
-    assert_approved_by_reviewer_1(&state.components().claims, &r).await;
+    assert_approved_by_reviewer_1(state.service().store(), &r).await;
 }
 
 #[tokio::test]
@@ -104,7 +104,7 @@ async fn a_tool_may_need_two_distinct_approvers() {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let components = desk_components(&desk, MemoryClaimStore::new());
-    let state = AppState::new(
+    let state = new_app(
         policy_with("approvers = 2"),
         components,
         keys(),
@@ -172,7 +172,7 @@ async fn a_bad_listing_or_note_is_refused_with_a_stable_code() {
     assert_problem(s, &j, StatusCode::CONFLICT, "not_pending");
 }
 
-async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
+async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState) {
     replica_with(url, desk, policy_with("")).await
 }
 
@@ -272,7 +272,7 @@ async fn durable_on(url: &str) {
     let (_, p) = decide(&c, AGENT_KEY, &body(600, &t2, "3")).await;
     assert!(p["review_item"].as_u64().unwrap() > stale_item, "{p}");
     // The reviewers' actions are audit rows naming them.
-    assert_approved_by_reviewer_1(&state.components().claims, &r).await;
+    assert_approved_by_reviewer_1(state.service().store(), &r).await;
 }
 
 /// The audit trail of `decision`'s claim has reviewer-1's approval.
@@ -349,16 +349,15 @@ async fn a_new_item_is_announced_on_the_signed_webhook() {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let components = desk_components(&desk, MemoryClaimStore::new());
-    let settings = Settings {
-        review_webhook: Some(toolgate_http::ReviewWebhook {
+    let settings = toolgate_service::Settings {
+        review_webhook: Some(toolgate_service::ReviewWebhook {
             url: format!("http://{addr}/toolgate-items"),
             secret: b"s3cret".to_vec(),
             timeout: std::time::Duration::from_secs(5),
         }),
-        ..Settings::default()
+        ..service_settings()
     };
-    let router =
-        toolgate_http::router(AppState::new(policy_with(""), components, keys(), settings));
+    let router = toolgate_http::router(new_app(policy_with(""), components, keys(), settings));
     let (_, p) = decide(&router, AGENT_KEY, &body(300, "t-1", "7")).await;
     let item = p["review_item"].as_u64().unwrap();
     // The same proposal again opens no new item, so announces nothing; a

@@ -70,9 +70,9 @@ async fn the_session_cookie_is_secure_unless_the_public_url_is_http() {
             "{c}"
         );
     }
-    let (demo, _) = router_with(toolgate_http::Settings {
+    let (demo, _) = router_with(toolgate_service::Settings {
         public_url: Some("http://127.0.0.1:8080".into()),
-        ..toolgate_http::Settings::default()
+        ..service_settings()
     });
     let c = cookie(&demo, "127.0.0.1:8080").await;
     assert!(!c.contains("Secure"), "{c}");

@@ -135,7 +135,7 @@ async fn sessions_on(url: &str) {
     assert_eq!(csrf_of(&html), csrf);
 
     // The row is stored under the token's digest, not the token.
-    let claims = &c_state.components().claims;
+    let claims = c_state.service().store();
     let now = UnixMillis(i64::try_from(now_nanos() / 1_000_000).unwrap());
     assert!(
         claims

@@ -28,7 +28,7 @@ needs_approval = false"#,
     let desk = DeskRef::default();
     desk.set_version("42", "7");
     let components = desk_components(&desk, MemoryClaimStore::new());
-    let state = AppState::new(
+    let state = new_app(
         Policy::load(&text).unwrap(),
         components,
         keys(),
@@ -120,9 +120,9 @@ const DELEGATING_CLIENT_KEY: &str = "tg_test_delegating_client_key";
 
 /// The test desk with, besides the usual keys, a service key that may act
 /// for its users (in-process and client mode), and a lease of `lease`.
-fn delegating_app(lease: std::time::Duration) -> (AppState<TestComponents>, DeskRef) {
+fn delegating_app(lease: std::time::Duration) -> (AppState, DeskRef) {
     use toolgate::pipeline::Principal;
-    use toolgate_http::{ApiKey, ExecutionMode, KeyRing};
+    use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
@@ -166,11 +166,11 @@ fn delegating_app(lease: std::time::Duration) -> (AppState<TestComponents>, Desk
         "shop-backend",
         ExecutionMode::Client,
     ));
-    let settings = Settings {
+    let settings = toolgate_service::Settings {
         lease,
-        ..Settings::default()
+        ..service_settings()
     };
-    let state = AppState::new(
+    let state = new_app(
         Policy::load(POLICY).unwrap(),
         components,
         KeyRing::new(all).unwrap(),
@@ -186,28 +186,25 @@ fn as_actor(mut body: Value, actor: &str) -> Value {
 
 /// The claim on `key`, which must exist.
 async fn claim(
-    state: &AppState<TestComponents>,
+    state: &AppState,
     key: &toolgate::claim::OperationKey,
 ) -> toolgate::claim::ClaimRecord {
     use toolgate::claim::ClaimStore;
     state
-        .components()
-        .claims
+        .service()
+        .store()
         .fetch(key)
         .await
         .unwrap()
         .expect("the claim")
 }
 
-async fn trail(
-    state: &AppState<TestComponents>,
-    key_hex: &str,
-) -> Vec<toolgate::claim::AuditEntry> {
+async fn trail(state: &AppState, key_hex: &str) -> Vec<toolgate::claim::AuditEntry> {
     use toolgate::claim::ClaimStore;
     let key: toolgate::claim::OperationKey = key_hex.parse().unwrap();
     state
-        .components()
-        .claims
+        .service()
+        .store()
         .audit_trail(&key, 100)
         .await
         .unwrap()

@@ -32,7 +32,7 @@ fn raw_post(addr: SocketAddr, key: &str, body: &str) -> String {
 
 /// The test app served on a loopback port, with `grace` to finish the
 /// decisions in progress at shutdown.
-fn serve(state: AppState<TestComponents>, grace: Duration) -> (tokio::runtime::Runtime, Running) {
+fn serve(state: AppState, grace: Duration) -> (tokio::runtime::Runtime, Running) {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let running = support::start(&runtime, state, grace);
     (runtime, running)

@@ -2,7 +2,7 @@
 //! tools a caller may see and turns each `tools/call` into one decision.
 //!
 //! The caller is the principal of its API key (the sidecar's keys, stored as
-//! SHA-256 digests, `toolgate_http::KeyRing`): over Streamable HTTP the key
+//! SHA-256 digests, `toolgate_service::KeyRing`): over Streamable HTTP the key
 //! comes from the request's `Authorization: Bearer` header, which rmcp hands
 //! the handler inside the request's `http::request::Parts`; over stdio the
 //! gateway runs for one key, fixed when it starts. Nothing in a request
@@ -20,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
-use toolgate_http::KeyRing;
+use toolgate_service::KeyRing;
 
 use crate::catalog::Catalog;
 use crate::wire::{Decide, to_wire, url_elicitation};
@@ -98,7 +98,7 @@ impl<D: Decide> Gateway<D> {
             Identity::Keys(ring) => context
                 .extensions
                 .get::<axum::http::request::Parts>()
-                .and_then(|parts| toolgate_http::bearer(&parts.headers))
+                .and_then(|parts| crate::http::bearer(&parts.headers))
                 .and_then(|token| ring.lookup(token))
                 .map(|key| key.principal.clone())
                 // The HTTP layer refuses a request without a valid key with
@@ -163,18 +163,14 @@ impl<D: Decide> ServerHandler for Gateway<D> {
             .client_capabilities()
             .and_then(|c| c.elicitation)
             .is_some_and(|e| e.url.is_some());
-        // The decision runs on its own task: if the client goes away, or
-        // rmcp drops this handler, a decision that has started (a claim won,
-        // an upstream call sent) still runs to its end and is recorded.
-        let inner = Arc::clone(&self.inner);
-        let decided = tokio::spawn(async move { inner.decide.decide(call).await })
-            .await
-            .map_err(|e| crate::wire::DecideError(format!("the decision task failed: {e}")))
-            .and_then(|r| r)
-            .map_err(|e| {
-                tracing::error!(tool = %request.name, error = %e, "the decision failed");
-                ErrorData::internal_error("the gate could not decide", None)
-            })?;
+        // The service runs the decision on its own task (Served): if the
+        // client goes away, or rmcp drops this handler, a decision that has
+        // started (a claim won, an upstream call sent) still runs to its end
+        // and is recorded.
+        let decided = self.inner.decide.decide(call).await.map_err(|e| {
+            tracing::error!(tool = %request.name, error = %e, "the decision failed");
+            ErrorData::internal_error("the gate could not decide", None)
+        })?;
         if url_mode && let Some(e) = url_elicitation(&decided) {
             return Err(e);
         }

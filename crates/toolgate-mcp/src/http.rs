@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use toolgate::decode::{Limits, decode_strict};
-use toolgate_http::KeyRing;
+use toolgate_service::KeyRing;
 
 use crate::gateway::Gateway;
 use crate::wire::Decide;
@@ -74,18 +74,40 @@ pub fn router<D: Decide>(gateway: Gateway<D>, keys: KeyRing, settings: &HttpSett
         .layer(from_fn_with_state(Arc::new(keys), authenticate))
 }
 
+/// The token of the request's `Authorization: Bearer` header, read as
+/// every door reads it ([`toolgate_service::bearer_token`]).
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    toolgate_service::bearer_token(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
+}
+
 async fn authenticate(State(keys): State<Arc<KeyRing>>, req: Request, next: Next) -> Response {
-    let known = toolgate_http::bearer(req.headers()).is_some_and(|t| keys.lookup(t).is_some());
+    let known = bearer(req.headers()).is_some_and(|t| keys.lookup(t).is_some());
     if known {
         next.run(req).await
     } else {
-        let mut response = toolgate_http::ApiError::unauthorized().into_response();
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        response
+        unauthorized()
     }
+}
+
+/// The HTTP door's `401` problem (docs/error-codes.md, `unauthorized`), so
+/// a missing key reads the same on `/mcp` as on `/v1`.
+fn unauthorized() -> Response {
+    let problem = serde_json::json!({
+        "type": "https://toolgate.dev/problems/unauthorized",
+        "title": "Unauthorized",
+        "status": 401,
+        "detail": "a valid API key is required: Authorization: Bearer <key>",
+        "code": "unauthorized",
+    });
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::CONTENT_TYPE, "application/problem+json"),
+            (header::WWW_AUTHENTICATE, "Bearer"),
+        ],
+        problem.to_string(),
+    )
+        .into_response()
 }
 
 async fn strict_body(limit: usize, req: Request, next: Next) -> Response {

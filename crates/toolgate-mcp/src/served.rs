@@ -1,15 +1,15 @@
 //! The gateway's decision on a deployment that `toolgate serve` runs: the
-//! sidecar's own decision ([`toolgate_http::decide_proposal`], which is the
-//! core's `decide_call`) with the deployment's components: its claim
-//! store, authoriser, state sources, review queue, budgets, audit and
-//! metrics, and its executor (which sends an MCP tool to its upstream).
-//! Nothing here decides: it translates a [`GatedCall`] into the core's
-//! call and the result back.
+//! service's own decision ([`Service::decide`], the one every door calls)
+//! with the deployment's components: its claim store, authoriser, state
+//! sources, review queue, budgets, audit and metrics, and its executor
+//! (which sends an MCP tool to its upstream). Nothing here decides: it
+//! translates a [`GatedCall`] into the service's proposal and the result
+//! back.
 
 use std::future::Future;
 
 use toolgate::pipeline::{CallError, Decision, Reason, Refusal, Rejection};
-use toolgate_http::{AppState, GateComponents, decide_proposal};
+use toolgate_service::{ExecutionMode, Proposal, Service};
 
 use crate::wire::{Decide, DecideError, DecisionForWire, GatedCall, VersionSeen};
 
@@ -20,55 +20,54 @@ pub fn review_url(public_url: &str, item: i64) -> String {
 }
 
 /// [`Decide`] over a served deployment.
-pub struct Served<P> {
-    app: AppState<P>,
+pub struct Served {
+    service: Service,
 }
 
-impl<P> Served<P> {
-    /// Decides with `app`'s components and settings.
-    pub fn new(app: AppState<P>) -> Self {
-        Self { app }
+impl Served {
+    /// Decides with `service`.
+    pub fn new(service: Service) -> Self {
+        Self { service }
     }
 }
 
-impl<P: GateComponents> Decide for Served<P> {
+impl Decide for Served {
     fn decide(
         &self,
         call: GatedCall,
     ) -> impl Future<Output = Result<DecisionForWire, DecideError>> + Send {
-        let app = self.app.clone();
+        let service = self.service.clone();
         async move {
             let version_seen = match call.version_seen {
                 VersionSeen::Read(v) => toolgate::pipeline::VersionSeen::Given(v),
                 VersionSeen::Missing => toolgate::pipeline::VersionSeen::Absent,
                 // Refused when the deployment loads; a call never gets here.
                 VersionSeen::Unversioned { .. } => {
-                    return Err(DecideError(
-                        "version_seen = { from = \"none\" } is not served".to_owned(),
-                    ));
+                    return Err(DecideError::NotServed("version_seen = { from = \"none\" }"));
                 }
             };
             let tool = call.proposal.action().map(|a| a.tool().to_owned());
             let fingerprint = call.proposal.action().map(|a| *a.fingerprint());
-            let settled = match decide_proposal(
-                &app,
-                call.principal,
-                call.proposal,
-                call.scope,
+            let proposal = Proposal {
+                principal: call.principal,
+                proposal: call.proposal,
+                scope: call.scope,
                 version_seen,
-            )
-            .await
-            {
+                // An MCP call sends no application entities: the authoriser
+                // reads its own.
+                attributes: serde_json::Map::new(),
+                // The gateway's executor is the deployment's (the upstream
+                // for an `mcp_upstream` tool): never a permit.
+                mode: ExecutionMode::InProcess,
+            };
+            let settled = match service.decide(proposal).await {
                 Ok(s) => s,
                 // A scope the core refused (already audited): the model's
                 // call named no valid resource or version, which it can
                 // correct, so it is answered as a rejected call.
                 Err(CallError::Refused { refused, .. }) => {
                     let (Some(tool), Some(fingerprint)) = (tool, fingerprint) else {
-                        return Err(DecideError(format!(
-                            "refused without a proposed action: {}",
-                            refused.message
-                        )));
+                        return Err(DecideError::RefusedWithoutAction(refused.message));
                     };
                     let reason = match refused.refusal {
                         Refusal::MissingScope => Reason::MissingScope,
@@ -84,9 +83,9 @@ impl<P: GateComponents> Decide for Served<P> {
                         review_url: None,
                     });
                 }
-                Err(CallError::Gate(e)) => return Err(DecideError(e.to_string())),
+                Err(CallError::Gate(e)) => return Err(DecideError::Gate(e)),
             };
-            let review_url = match (&app.settings().public_url, settled.review_item) {
+            let review_url = match (&service.settings().public_url, settled.review_item) {
                 (Some(base), Some(item)) => Some(review_url(base, item)),
                 _ => None,
             };

@@ -80,23 +80,31 @@ pub struct DecisionForWire {
     pub review_url: Option<String>,
 }
 
-/// An infrastructure failure behind a decision (a store or upstream that
-/// could not answer). The client gets a JSON-RPC internal error without the
-/// detail; the operator's log gets the detail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecideError(pub String);
-
-impl std::fmt::Display for DecideError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a call got no decision. The client gets a JSON-RPC internal error
+/// without the detail; the operator's log gets the detail, its cause kept
+/// ([`std::error::Error::source`]).
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// An infrastructure failure behind the decision: a store, state
+    /// source or authoriser that could not answer.
+    #[error(transparent)]
+    Gate(#[from] toolgate::pipeline::GateError),
+    /// The upstream could not be asked (a stand-in that calls it itself).
+    #[error("upstream: {0}")]
+    Upstream(#[from] crate::upstream::UpstreamError),
+    /// The core refused a call whose proposal is no action: the catalog
+    /// only prepares actions, so this is a gateway bug, not the model's.
+    #[error("refused without a proposed action: {0}")]
+    RefusedWithoutAction(String),
+    /// The tool's mapping is one the deployment refuses when it loads.
+    #[error("not served: {0}")]
+    NotServed(&'static str),
 }
 
-impl std::error::Error for DecideError {}
-
 /// The one decision function, as the gateway sees it. The implementation
-/// is the core's decision (docs/design.md §1) with the gateway's upstream as
-/// the executor; the gateway never decides itself.
+/// is the service's decision ([`crate::served::Served`], which runs the core's
+/// decision of docs/design.md §1 on a task of its own, so a caller that goes
+/// away never abandons a claim); the gateway never decides itself.
 pub trait Decide: Send + Sync + 'static {
     /// Decides one call.
     fn decide(

@@ -26,7 +26,6 @@ use toolgate::claim::{OperationKey, ProposalRecord};
 use toolgate::contract::{CheckOutcome, Policy};
 use toolgate::decode::{Limits, decode_strict};
 use toolgate::pipeline::{Decision, Operation, Principal, Reason, Rejection, StateVersion};
-use toolgate_http::{ApiKey, ExecutionMode, KeyRing};
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::McpSection;
 use toolgate_mcp::gateway::{Gateway, Identity};
@@ -37,6 +36,7 @@ use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_mcp::wire::{
     DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, OUTCOME_META,
 };
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
 
 mod support;
 use support::{counts, example_dir, python_and_node, shop};
@@ -104,7 +104,7 @@ impl Decide for Standin {
             .upstream
             .call(action.tool(), arguments, &key)
             .await
-            .map_err(|e| DecideError(e.to_string()))?;
+            .map_err(DecideError::Upstream)?;
         let result = serde_json::to_value(result).unwrap();
         self.done
             .lock()

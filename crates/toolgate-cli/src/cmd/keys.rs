@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use toolgate::pipeline::Principal;
-use toolgate_http::{ApiKey, ExecutionMode};
+use toolgate_service::{ApiKey, ExecutionMode};
 
 use crate::io::print_line;
 

@@ -17,14 +17,16 @@ use utoipa::IntoParams;
 use utoipa::openapi::path::{Parameter, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, Type};
 
+use toolgate_service::OPERATE_CAPABILITY;
+
 use super::decisions::strict_body;
-use crate::auth::{Caller, OPERATE_CAPABILITY};
+use crate::auth::Caller;
 use crate::dto::{
     ClaimKeyPath, ClaimList, ClaimView, CompleteRequest, CompleteResponse, CompletedStatus,
     ListedClaim, ReconcileRequest, ReconcileResponse, ReconciledStatus, param,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 fn parse_key(text: &str) -> Result<OperationKey, ApiError> {
     OperationKey::from_str(text).map_err(|e| {
@@ -36,6 +38,13 @@ fn parse_key(text: &str) -> Result<OperationKey, ApiError> {
 }
 
 /// The claim a problem is about, as a path relative to the sidecar.
+/// Refuses a result over the service's cap before anything is recorded:
+/// `413 result_too_large`.
+fn check_result(app: &AppState, text: &str) -> Result<(), ApiError> {
+    toolgate_service::cap::check_result(text, app.service().settings().max_result_bytes)
+        .map_err(|e| ApiError::new(ProblemCode::ResultTooLarge, e.to_string()))
+}
+
 fn claim_path(key: &OperationKey) -> String {
     format!("/v1/claims/{}", key.to_hex())
 }
@@ -61,8 +70,8 @@ fn store_error(e: impl std::fmt::Display) -> ApiError {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn complete<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn complete(
+    State(app): State<AppState>,
     caller: Caller,
     Path(key): Path<String>,
     body: Bytes,
@@ -73,11 +82,11 @@ pub async fn complete<P: GateComponents>(
         .map_err(|e| ApiError::new(ProblemCode::InvalidHolder, format!("holder: {e}")))?;
     let text = serde_json::to_string(&req.result)
         .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
-    crate::limits::check_result(&text, app.settings().max_result_bytes)?;
+    check_result(&app, &text)?;
     let result = JsonText::result(text)
         .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
-    let claims = app.components().claims();
-    let now = crate::clock::now_millis();
+    let claims = app.service().store();
+    let now = toolgate_service::clock::now_millis();
     // Whoever does not hold the claim (no claim, another holder token,
     // another principal) gets one answer: an operation key is computable
     // from a resource's ids, so anything else would tell who acts on what.
@@ -122,7 +131,7 @@ pub async fn complete<P: GateComponents>(
     };
     match claims.complete(done).await.map_err(store_error)? {
         Completion::Recorded => {
-            app.inner.metrics.permit_closed();
+            app.service().metrics().permit_closed();
             Ok(Json(CompleteResponse {
                 status: CompletedStatus::Completed,
                 operation_key: key.to_hex(),
@@ -233,8 +242,8 @@ impl IntoParams for ListQuery {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn list<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn list(
+    State(app): State<AppState>,
     caller: Caller,
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<ClaimList>, ApiError> {
@@ -246,11 +255,11 @@ pub async fn list<P: GateComponents>(
             "only stuck claims are listed: GET /v1/claims?stuck=true",
         ));
     }
-    let now = crate::clock::now_millis();
+    let now = toolgate_service::clock::now_millis();
     let limit = q.limit.unwrap_or(100).min(MAX_STUCK_PAGE);
     let entries = app
-        .components()
-        .claims()
+        .service()
+        .store()
         .list_stuck(now, limit)
         .await
         .map_err(store_error)?;
@@ -264,21 +273,20 @@ pub async fn list<P: GateComponents>(
 /// server's executor, which is asked only about a claim recorded with its
 /// kind (a client-executed claim needs an explicit answer; invariant 13).
 /// Never executes (invariant 8).
-pub(super) async fn reconcile_claim<P: GateComponents>(
-    app: &AppState<P>,
+pub(super) async fn reconcile_claim(
+    app: &AppState,
     actor: &str,
     key: &OperationKey,
     answer: Option<ReconcileOutcome>,
 ) -> Result<ReconcileResponse, ApiError> {
-    let now = crate::clock::now_millis();
-    let claims = app.components().claims();
+    let now = toolgate_service::clock::now_millis();
+    let claims = app.service().store();
     let report = match answer {
         Some(o) => toolgate::pipeline::reconcile_answered(claims, o, key, actor, now).await,
         None => {
-            let executor = crate::limits::Capped::new(
-                app.components().executor(),
-                app.settings().max_result_bytes,
-            );
+            let executor = app.service().components().executor().as_ref();
+            let executor =
+                toolgate_service::Capped::new(&executor, app.service().settings().max_result_bytes);
             toolgate::pipeline::reconcile(claims, &executor, key, actor, now).await
         }
     }
@@ -341,8 +349,8 @@ pub(super) async fn reconcile_claim<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn reconcile<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn reconcile(
+    State(app): State<AppState>,
     caller: Caller,
     Path(key): Path<String>,
     body: Bytes,
@@ -375,7 +383,7 @@ pub async fn reconcile<P: GateComponents>(
         };
         let text = serde_json::to_string(&answer)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
-        crate::limits::check_result(&text, app.settings().max_result_bytes)?;
+        check_result(&app, &text)?;
         let text = JsonText::result(text)
             .map_err(|e| ApiError::new(ProblemCode::InvalidResult, e.to_string()))?;
         Some(if req.applied {

@@ -1,8 +1,5 @@
 //! `POST /v1/decisions`: one provider response through the whole pipeline.
 
-use std::sync::Arc;
-use std::time::Instant;
-
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -12,18 +9,16 @@ use serde_json::Value;
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, MAX_ATTEMPTS};
 use toolgate::decode::{self, Limits};
 use toolgate::pipeline::{
-    Call, CallError, ClientExecutor, Decision, Front, GateError, Note, Outcome, Pipeline,
-    Principal, Refusal, Request, Settled, VERSION_SEEN, VersionSeen, decide_call,
+    CallError, Decision, GateError, Outcome, Principal, Refusal, VERSION_SEEN, VersionSeen,
 };
 use toolgate::provider::Provider;
-use tracing::Instrument;
+use toolgate_service::{ExecutionMode, Proposal};
 
-use crate::auth::{Caller, ExecutionMode};
+use crate::auth::Caller;
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
 use crate::error::{ApiError, PROBLEM_JSON, Problem, ProblemCode};
 use crate::idempotency::{Begin, IdempotencyHeader, Stored, idempotency_key};
-use crate::limits::ResultCap;
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 /// Decodes a request body strictly (duplicate keys, big integers, depth)
 /// and reads it into `T`, whose unknown fields are refused.
@@ -76,8 +71,8 @@ const DECISION_JSON: &str = "application/json";
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn post<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn post(
+    State(app): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
     body: Bytes,
@@ -153,12 +148,7 @@ pub async fn post<P: GateComponents>(
 /// lost access gets the fresh `forbidden` instead. Answers that carry none of
 /// these (a rejection, a stale version, a request error) are served as they
 /// were: running those again could write where the first answer did not.
-async fn replay<P: GateComponents>(
-    app: &AppState<P>,
-    caller: &Caller,
-    body: &[u8],
-    stored: Stored,
-) -> Response {
+async fn replay(app: &AppState, caller: &Caller, body: &[u8], stored: Stored) -> Response {
     let carries_claim = matches!(
         stored.outcome,
         Some(Outcome::Executed | Outcome::Replayed | Outcome::Permitted | Outcome::Conflict)
@@ -218,8 +208,8 @@ fn problem_of(refusal: Refusal) -> ProblemCode {
 /// ([`decide_call`]). A refusal whose audit entry cannot be written is
 /// still answered (and logged): the caller's answer does not depend on the
 /// log.
-async fn decide_body<P: GateComponents>(
-    app: &AppState<P>,
+async fn decide_body(
+    app: &AppState,
     caller: &Caller,
     body: &[u8],
 ) -> Result<(Decision, DecisionResponse), ApiError> {
@@ -227,28 +217,20 @@ async fn decide_body<P: GateComponents>(
         Ok(read) => read,
         Err(e) => {
             if let Some(refusal) = refusal_of(e.code()) {
-                let audited = toolgate::pipeline::audit_refusal(
-                    app.components().claims(),
-                    &caller.principal,
-                    refusal,
-                    e.tool(),
-                    crate::clock::now_millis(),
-                )
-                .await;
-                if let Err(error) = audited {
-                    tracing::error!(%error, refusal = refusal.as_str(), "refusal not audited");
-                }
+                app.service()
+                    .audit_refusal(&caller.principal, refusal, e.tool())
+                    .await;
             }
             return Err(e);
         }
     };
-    run(app, principal, caller.mode, Arc::new(prepared)).await
+    run(app, principal, caller.mode, prepared).await
 }
 
 /// The request's principal (a delegated actor resolved) and its proposal,
 /// checked for shape.
-fn read_request<P: GateComponents>(
-    app: &AppState<P>,
+fn read_request(
+    app: &AppState,
     caller: &Caller,
     body: &[u8],
 ) -> Result<(Principal, Prepared), ApiError> {
@@ -284,10 +266,7 @@ pub struct Prepared {
     pub entities: serde_json::Map<String, Value>,
 }
 
-fn prepare<P: GateComponents>(
-    app: &AppState<P>,
-    req: DecisionRequest,
-) -> Result<Prepared, ApiError> {
+fn prepare(app: &AppState, req: DecisionRequest) -> Result<Prepared, ApiError> {
     let provider = Provider::from_name(&req.provider).ok_or_else(|| {
         ApiError::new(
             ProblemCode::UnknownProvider,
@@ -338,7 +317,7 @@ fn prepare<P: GateComponents>(
     // The bound every request keeps, whatever tool it proposes (or if it
     // proposes none, or one the policy does not have): known fields, and
     // values of at most 256 bytes.
-    toolgate::pipeline::check_request_scope(&app.inner.scope_fields, &req.scope)
+    toolgate::pipeline::check_request_scope(app.service().scope_fields(), &req.scope)
         .map_err(|r| ApiError::new(problem_of(r.refusal), r.message))?;
     check_entities(&req.entities)?;
     Ok(Prepared {
@@ -418,166 +397,43 @@ fn attribute_value(value: &Value, depth: usize) -> Result<(), String> {
     }
 }
 
-/// Runs one prepared proposal through the pipeline on its own task (so a
+/// Decides one prepared proposal with the service (on its own task, so a
 /// dropped connection or an expired deadline never abandons a claim between
-/// claim and completion), records metrics and reviewer items.
-pub(crate) async fn run<P: GateComponents>(
-    app: &AppState<P>,
+/// claim and completion), and the response for it.
+async fn run(
+    app: &AppState,
     principal: Principal,
     mode: ExecutionMode,
-    prepared: Arc<Prepared>,
+    prepared: Prepared,
 ) -> Result<(Decision, DecisionResponse), ApiError> {
-    let out = on_task(
-        app,
-        |(d, _): &(Decision, DecisionResponse)| d,
-        move |app| async move { run_inner(&app, principal, mode, prepared).await },
-    )
-    .await;
-    out.unwrap_or_else(|e| {
-        Err(ApiError::new(
-            ProblemCode::Internal,
-            format!("the decision task failed: {e}"),
-        ))
-    })
-}
-
-/// Runs one decision on its own task, so a dropped connection or an
-/// expired deadline never abandons a claim between claim and completion,
-/// and shutdown (which takes `tasks` for writing) waits for it; records
-/// the decision's metrics. The request's span (its request id and trace
-/// id) follows the decision onto its task, so its log lines carry them too.
-async fn on_task<P, T, E, F, Fut>(
-    app: &AppState<P>,
-    decision: fn(&T) -> &Decision,
-    work: F,
-) -> Result<Result<T, E>, tokio::task::JoinError>
-where
-    P: GateComponents,
-    T: Send + 'static,
-    E: Send + 'static,
-    F: FnOnce(AppState<P>) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<T, E>> + Send,
-{
-    let task_app = app.clone();
-    tokio::spawn(
-        async move {
-            let _running = task_app.inner.tasks.clone().read_owned().await;
-            let metrics = &task_app.inner.metrics;
-            metrics.started();
-            let started = Instant::now();
-            let out = work(task_app.clone()).await;
-            metrics.finished();
-            if let Ok(t) = &out {
-                let d = decision(t);
-                metrics.decided(d.outcome(), d.tool(), started.elapsed().as_secs_f64());
-            }
-            out
-        }
-        .instrument(tracing::Span::current()),
-    )
-    .await
-}
-
-/// One proposal from another front door on the same deployment (the MCP
-/// gateway: a tool name and arguments already through the contract stage,
-/// the scope its deployment maps): the decision `POST /v1/decisions` makes
-/// for an in-process key, with the sidecar's components, executor (its
-/// result cap included), lease, review queue, metrics and announcements.
-/// It runs on its own task like every decision, so a caller that goes away
-/// never abandons a claim between claim and completion, and shutdown waits
-/// for it. Refusals are audited by the core, under `principal`.
-pub async fn decide_proposal<P: GateComponents>(
-    app: &AppState<P>,
-    principal: Principal,
-    proposal: contract::Checked,
-    scope: serde_json::Map<String, Value>,
-    version_seen: VersionSeen,
-) -> Result<Settled, CallError> {
-    let out =
-        on_task(
-            app,
-            |settled: &Settled| &settled.decision,
-            move |app| async move {
-                proposal_inner(&app, &principal, proposal, &scope, version_seen).await
-            },
-        )
-        .await;
-    out.unwrap_or_else(|e| {
-        Err(CallError::Gate(GateError::Store(
-            toolgate::claim::StoreError::new(
-                toolgate::claim::StoreErrorKind::Unavailable,
-                format!("the decision task failed: {e}"),
-            ),
-        )))
-    })
-}
-
-async fn proposal_inner<P: GateComponents>(
-    app: &AppState<P>,
-    principal: &Principal,
-    proposal: contract::Checked,
-    scope: &serde_json::Map<String, Value>,
-    version_seen: VersionSeen,
-) -> Result<Settled, CallError> {
-    let now = crate::clock::now_millis();
-    // The operating system's random source failing is an infrastructure
-    // failure like a store that does not answer: nothing was decided.
-    let holder = || {
-        crate::clock::fresh_holder().map_err(|e| {
-            CallError::Gate(GateError::Store(toolgate::claim::StoreError::new(
-                toolgate::claim::StoreErrorKind::Unavailable,
-                e.problem().detail,
-            )))
-        })
-    };
-    let no_entities = serde_json::Map::new();
-    let call = Call {
-        principal,
-        proposal,
-        scope,
-        version_seen,
-        attributes: &no_entities,
-        now,
-        holders: [holder()?, holder()?],
-        lease: app.settings().lease,
-    };
-    settle(app, Exec::in_process(app), call).await
-}
-
-async fn run_inner<P: GateComponents>(
-    app: &AppState<P>,
-    principal: Principal,
-    mode: ExecutionMode,
-    prepared: Arc<Prepared>,
-) -> Result<(Decision, DecisionResponse), ApiError> {
-    let policy = app.policy();
-    let check = contract::check(policy, prepared.provider, &prepared.body, &prepared.opts);
+    let check = contract::check(
+        app.policy(),
+        prepared.provider,
+        &prepared.body,
+        &prepared.opts,
+    );
     // A permit names the arguments the application is to run.
     let arguments = check
         .action()
         .map(|a| (a.canonical_arguments().to_owned(), a.arguments().clone()));
-    let mut scope = prepared.scope.clone();
+    let mut scope = prepared.scope;
     let version_seen = match scope.remove(VERSION_SEEN) {
         Some(v) => VersionSeen::Given(v),
         None => VersionSeen::Absent,
     };
-    let now = crate::clock::now_millis();
-    let call = Call {
-        principal: &principal,
+    let proposal = Proposal {
+        principal,
         proposal: check,
-        scope: &scope,
+        scope,
         version_seen,
-        attributes: &prepared.entities,
-        now,
-        holders: [crate::clock::fresh_holder()?, crate::clock::fresh_holder()?],
-        lease: app.settings().lease,
+        attributes: prepared.entities,
+        mode,
     };
-    let exec = match mode {
-        ExecutionMode::InProcess => Exec::in_process(app),
-        ExecutionMode::Client => Exec::Client,
-    };
-    let settled = settle(app, exec, call).await;
-    let settled = settled.map_err(refused_or_failed)?;
+    let settled = app
+        .service()
+        .decide(proposal)
+        .await
+        .map_err(refused_or_failed)?;
     let decision = settled.decision;
     let permit = match (decision.permit(), &arguments, &settled.version_seen) {
         (Some(lease), Some((canonical, arguments)), Some(version)) => Some(Permit::new(
@@ -596,100 +452,10 @@ async fn run_inner<P: GateComponents>(
     Ok((decision, response))
 }
 
-/// The core's whole decision with `exec` as this request's executor, and
-/// what the operator's log and the review webhook hear of it.
-async fn settle<P: GateComponents>(
-    app: &AppState<P>,
-    exec: Exec,
-    call: Call<'_>,
-) -> Result<Settled, CallError> {
-    let (principal, now) = (call.principal, call.now);
-    let components = app.components();
-    let pipeline = Run {
-        components,
-        policy: app.policy(),
-        exec,
-    };
-    let front = Front {
-        policy: app.policy(),
-        pipeline: &pipeline,
-        store: components.claims(),
-        queue: app.settings().review_queue,
-        present: present_decision,
-    };
-    let settled = decide_call(&front, call).await?;
-    for note in &settled.notes {
-        log_note(principal, &settled.decision, note);
-    }
-    if let (true, Some(item)) = (settled.new_item, settled.review_item) {
-        announce(app, item, &settled.decision, now);
-    }
-    let d = &settled.decision;
-    tracing::info!(
-        principal = principal.id(),
-        outcome = d.outcome().as_str(),
-        reason = d.reason().map(|r| r.as_str()),
-        tool = d.tool(),
-        operation_key = d.key().map(|k| k.to_hex()),
-        "decision"
-    );
-    Ok(settled)
-}
-
-/// Which executor a decision runs with.
-#[derive(Clone, Copy)]
-enum Exec {
-    /// The components' own, behind the result cap, which holds for the
-    /// server's executor as for a client.
-    InProcess(ResultCap),
-    /// Client mode's stand-in: the client writes and completes.
-    Client,
-}
-
-impl Exec {
-    fn in_process<P: GateComponents>(app: &AppState<P>) -> Self {
-        Self::InProcess(ResultCap::new(app.settings().max_result_bytes))
-    }
-}
-
-/// One pipeline run on the sidecar's components (which may read once per
-/// decision, [`GateComponents::decide`], or make their executor for it,
-/// [`GateComponents::decide_in_process`]).
-struct Run<'a, P> {
-    components: &'a P,
-    policy: &'a toolgate::contract::Policy,
-    exec: Exec,
-}
-
-impl<P: GateComponents> Pipeline for Run<'_, P> {
-    type Authz = P::Authz;
-
-    fn authorizer(&self) -> &P::Authz {
-        self.components.authorizer()
-    }
-
-    async fn decide(
-        &self,
-        proposal: toolgate::contract::Checked,
-        request: &Request<'_>,
-    ) -> Result<Decision, GateError> {
-        match self.exec {
-            Exec::InProcess(cap) => {
-                self.components
-                    .decide_in_process(self.policy, cap, proposal, request)
-                    .await
-            }
-            Exec::Client => {
-                self.components
-                    .decide(self.policy, &ClientExecutor, proposal, request)
-                    .await
-            }
-        }
-    }
-}
-
-/// How a reviewer sees a decision: its response form.
-fn present_decision(decision: &Decision) -> Value {
+/// How a reviewer sees a decision: its response form (the service's
+/// [`present`](toolgate_service::Settings::present) for a deployment the
+/// HTTP door serves).
+pub fn present_decision(decision: &Decision) -> Value {
     serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
         .unwrap_or(Value::Null)
 }
@@ -729,43 +495,4 @@ fn refused_or_failed(e: CallError) -> ApiError {
         CallError::Gate(GateError::State(e)) if e.is_not_found() => ApiError::resource_not_found(e),
         CallError::Gate(e) => ApiError::unavailable(e),
     }
-}
-
-/// The operator's line for each note of a decision.
-fn log_note(principal: &Principal, decision: &Decision, note: &Note) {
-    match note {
-        Note::NotAudited(error) => {
-            tracing::error!(%error, outcome = %decision.outcome(), "decision not audited");
-        }
-        Note::QueueFull => tracing::warn!(
-            principal = principal.id(),
-            outcome = decision.outcome().as_str(),
-            "review queue full: no item opened"
-        ),
-        Note::ItemNotRecorded(error) => tracing::error!(%error, "review item not recorded"),
-        Note::Concealed { reason, detail } => tracing::info!(
-            principal = principal.id(),
-            tool = decision.tool(),
-            reason = reason.as_str(),
-            detail = detail.as_str(),
-            "authorisation refused"
-        ),
-    }
-}
-
-/// Announces a new review item on the configured webhook, if any.
-fn announce<P: GateComponents>(
-    app: &AppState<P>,
-    id: i64,
-    decision: &Decision,
-    now: toolgate::claim::UnixMillis,
-) {
-    crate::webhook::announce(
-        app.settings().review_webhook.as_ref(),
-        &app.inner.webhook_client,
-        id,
-        decision.outcome().as_str(),
-        decision.tool(),
-        now,
-    );
 }

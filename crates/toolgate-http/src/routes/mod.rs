@@ -8,7 +8,7 @@
 mod claims;
 pub(crate) mod decisions;
 
-pub use decisions::decide_proposal;
+pub use decisions::present_decision;
 mod item_id;
 mod review_api;
 mod review_page;
@@ -19,9 +19,9 @@ use axum::routing::{get, post};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
-pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
+pub fn routes() -> OpenApiRouter<AppState> {
     use utoipa::OpenApi as _;
     OpenApiRouter::with_openapi(crate::openapi::Frame::openapi())
         .routes(routes!(service::healthz))
@@ -38,33 +38,21 @@ pub fn routes<P: GateComponents>() -> OpenApiRouter<AppState<P>> {
         .routes(routes!(review_api::deny))
         .routes(routes!(review_api::resolve))
         .routes(routes!(review_api::dismiss))
-        .merge(review_pages::<P>().into())
+        .merge(review_pages().into())
 }
 
 /// The reviewer page: HTML for a browser, every response of it (the
 /// method-not-allowed ones included) under the page's own headers.
-fn review_pages<P: GateComponents>() -> axum::Router<AppState<P>> {
+fn review_pages() -> axum::Router<AppState> {
     axum::Router::new()
-        .route("/review", get(review_page::page::<P>))
-        .route("/review/login", post(review_page::login::<P>))
-        .route("/review/logout", post(review_page::logout::<P>))
-        .route("/review/items/{id}", get(review_page::item_page::<P>))
-        .route(
-            "/review/items/{id}/approve",
-            post(review_page::approve::<P>),
-        )
-        .route("/review/items/{id}/deny", post(review_page::deny::<P>))
-        .route(
-            "/review/items/{id}/resolve",
-            post(review_page::resolve::<P>),
-        )
-        .route(
-            "/review/items/{id}/dismiss",
-            post(review_page::dismiss::<P>),
-        )
-        .route(
-            "/review/items/{id}/reconcile",
-            post(review_page::reconcile::<P>),
-        )
+        .route("/review", get(review_page::page))
+        .route("/review/login", post(review_page::login))
+        .route("/review/logout", post(review_page::logout))
+        .route("/review/items/{id}", get(review_page::item_page))
+        .route("/review/items/{id}/approve", post(review_page::approve))
+        .route("/review/items/{id}/deny", post(review_page::deny))
+        .route("/review/items/{id}/resolve", post(review_page::resolve))
+        .route("/review/items/{id}/dismiss", post(review_page::dismiss))
+        .route("/review/items/{id}/reconcile", post(review_page::reconcile))
         .layer(map_response(review_page::page_headers))
 }

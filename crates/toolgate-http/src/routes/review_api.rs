@@ -25,7 +25,7 @@ use crate::dto::{
     ReviewVote, param,
 };
 use crate::error::{ApiError, Problem, ProblemCode};
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 /// Default page size of a listing.
 pub const DEFAULT_PAGE: u32 = 50;
@@ -192,14 +192,11 @@ pub fn list_query(p: &ListParams) -> Result<ListQuery, ApiError> {
 }
 
 /// A page of the queue.
-pub async fn list_page<P: GateComponents>(
-    app: &AppState<P>,
-    query: &ListQuery,
-) -> Result<ReviewItems, ApiError> {
+pub async fn list_page(app: &AppState, query: &ListQuery) -> Result<ReviewItems, ApiError> {
     let items = app
-        .components()
-        .claims()
-        .list_items(query, crate::clock::now_millis())
+        .service()
+        .store()
+        .list_items(query, toolgate_service::clock::now_millis())
         .await
         .map_err(store_error)?;
     let full = items.len() == usize::try_from(query.limit).unwrap_or(usize::MAX);
@@ -234,8 +231,8 @@ pub(super) fn store_error(e: toolgate::claim::StoreError) -> ApiError {
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn list<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn list(
+    State(app): State<AppState>,
     _reviewer: Reviewer,
     params: Result<Query<ListParams>, QueryRejection>,
 ) -> Result<Json<ReviewItems>, ApiError> {
@@ -258,8 +255,8 @@ pub async fn list<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn get_item<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn get_item(
+    State(app): State<AppState>,
     _reviewer: Reviewer,
     ItemId(id): ItemId,
 ) -> Result<Json<ReviewItemResponse>, ApiError> {
@@ -268,9 +265,9 @@ pub async fn get_item<P: GateComponents>(
         return Err(not_found());
     };
     let item = app
-        .components()
-        .claims()
-        .item(n, crate::clock::now_millis())
+        .service()
+        .store()
+        .item(n, toolgate_service::clock::now_millis())
         .await
         .map_err(store_error)?
         .ok_or_else(not_found)?;
@@ -294,8 +291,8 @@ pub enum Action {
 /// Runs a reviewer's action on item `id` and returns the item after it.
 /// Every action is one transaction with its audit entry naming the
 /// reviewer; none runs a proposal.
-pub async fn act<P: GateComponents>(
-    app: &AppState<P>,
+pub async fn act(
+    app: &AppState,
     id: u64,
     reviewer: &str,
     action: Action,
@@ -311,8 +308,8 @@ pub async fn act<P: GateComponents>(
             "note must be at most 2000 bytes",
         ));
     }
-    let store = app.components().claims();
-    let now = crate::clock::now_millis();
+    let store = app.service().store();
+    let now = toolgate_service::clock::now_millis();
     let conflict = |code, m: String| Err(ApiError::new(code, m).at(item_path(id)));
     match action {
         Action::Vote(verdict) => match store
@@ -393,7 +390,7 @@ pub async fn act<P: GateComponents>(
 }
 
 /// An optional `{"note": …}` body.
-fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<String>, ApiError> {
+fn note_of(app: &AppState, body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.is_empty() {
         return Ok(None);
     }
@@ -402,8 +399,8 @@ fn note_of<P: GateComponents>(app: &AppState<P>, body: &[u8]) -> Result<Option<S
     Ok(req.and_then(|r| r.note))
 }
 
-async fn handle<P: GateComponents>(
-    app: AppState<P>,
+async fn handle(
+    app: AppState,
     Reviewer(caller): Reviewer,
     ItemId(id): ItemId,
     body: Bytes,
@@ -432,8 +429,8 @@ async fn handle<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn approve<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn approve(
+    State(app): State<AppState>,
     reviewer: Reviewer,
     id: ItemId,
     body: Bytes,
@@ -457,8 +454,8 @@ pub async fn approve<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn deny<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn deny(
+    State(app): State<AppState>,
     reviewer: Reviewer,
     id: ItemId,
     body: Bytes,
@@ -483,8 +480,8 @@ pub async fn deny<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn resolve<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn resolve(
+    State(app): State<AppState>,
     reviewer: Reviewer,
     id: ItemId,
     body: Bytes,
@@ -508,8 +505,8 @@ pub async fn resolve<P: GateComponents>(
         (status = 503, description = "`store_unavailable`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn dismiss<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn dismiss(
+    State(app): State<AppState>,
     reviewer: Reviewer,
     id: ItemId,
     body: Bytes,

@@ -6,11 +6,13 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use toolgate::claim::ClaimStore;
 
-use crate::auth::{Caller, METRICS_CAPABILITY};
+use toolgate_service::METRICS_CAPABILITY;
+
+use crate::auth::Caller;
 use crate::dto::{Probe, ProbeStatus};
 use crate::error::{ApiError, Problem, ProblemCode};
 use crate::openapi::ServedDocument;
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 /// Liveness: the process serves requests. Needs no key and touches
 /// nothing, so a slow database never gets a healthy process restarted.
@@ -29,10 +31,8 @@ pub async fn healthz() -> Json<Probe> {
         (status = 200, description = "the claim store answers", body = Probe),
         (status = 503, description = "`not_ready`: the claim store does not answer", body = Problem, content_type = "application/problem+json"),
     ))]
-pub async fn readyz<P: GateComponents>(
-    State(app): State<AppState<P>>,
-) -> Result<Json<Probe>, ApiError> {
-    match app.components().claims().ready().await {
+pub async fn readyz(State(app): State<AppState>) -> Result<Json<Probe>, ApiError> {
+    match app.service().store().ready().await {
         Ok(()) => Ok(Json(Probe {
             status: ProbeStatus::Ready,
         })),
@@ -55,19 +55,22 @@ pub async fn readyz<P: GateComponents>(
         (status = 403, description = "`missing_capability`: the key lacks `toolgate:metrics`", body = Problem, content_type = "application/problem+json"),
     ),
     security(("bearer" = [])))]
-pub async fn metrics<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn metrics(
+    State(app): State<AppState>,
     caller: Caller,
 ) -> Result<impl IntoResponse, ApiError> {
     caller.require(METRICS_CAPABILITY)?;
     // The scrape-time gauges: a failed store read leaves the stuck gauge at
     // its last value rather than failing the whole scrape.
     let stuck = app
-        .components()
-        .claims()
-        .list_stuck(crate::clock::now_millis(), crate::metrics::STUCK_SCRAPE_CAP)
+        .service()
+        .store()
+        .list_stuck(
+            toolgate_service::clock::now_millis(),
+            toolgate_service::metrics::STUCK_SCRAPE_CAP,
+        )
         .await;
-    let metrics = &app.inner.metrics;
+    let metrics = &app.service().metrics();
     let stuck = match stuck {
         Ok(entries) => Some(entries.len()),
         Err(e) => {
@@ -78,9 +81,9 @@ pub async fn metrics<P: GateComponents>(
     // Open review items, from the claim database (every replica's).
     let open = {
         use toolgate::review::ReviewStore as _;
-        app.components()
-            .claims()
-            .open_items(crate::clock::now_millis())
+        app.service()
+            .store()
+            .open_items(toolgate_service::clock::now_millis())
             .await
     };
     let open = open.unwrap_or_else(|e| {
@@ -90,7 +93,7 @@ pub async fn metrics<P: GateComponents>(
     metrics.observe_queues(stuck, usize::try_from(open).unwrap_or(usize::MAX));
     // Budget reservations held now, per budget of the policy; a failed read
     // leaves the gauges at their last values.
-    match app.components().claims().budget_reserved().await {
+    match app.service().store().budget_reserved().await {
         Ok(reserved) => metrics.observe_budgets(
             app.policy()
                 .tools()

@@ -5,32 +5,26 @@ use std::path::PathBuf;
 
 use axum::Router;
 use toolgate::contract::Policy;
-use toolgate_http::{AppState, Components, Settings};
+use toolgate_http::AppState;
 use toolgate_store::AnyClaimStore;
 
-use super::{DeskRef, POLICY, desk_components, keys};
-
-pub type StoreComponents = Components<DeskRef, DeskRef, AnyClaimStore, DeskRef>;
+use super::{Both, DeskRef, POLICY, desk_components, keys, new_app};
 
 /// One replica: the desk app over its own connection to the database at
 /// `url`, with `policy`.
-pub async fn replica_with(
-    url: &str,
-    desk: &DeskRef,
-    policy: Policy,
-) -> (Router, AppState<StoreComponents>) {
+pub async fn replica_with(url: &str, desk: &DeskRef, policy: Policy) -> (Router, AppState) {
     let store = AnyClaimStore::connect(url).await.unwrap();
-    let state = AppState::new(
+    let state = new_app(
         policy,
         desk_components(desk, store),
         keys(),
-        Settings::default(),
+        Both::default(),
     );
     (toolgate_http::router(state.clone()), state)
 }
 
 /// One replica with the test policy.
-pub async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState<StoreComponents>) {
+pub async fn replica(url: &str, desk: &DeskRef) -> (Router, AppState) {
     replica_with(url, desk, Policy::load(POLICY).unwrap()).await
 }
 

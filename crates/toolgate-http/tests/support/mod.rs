@@ -27,9 +27,63 @@ use toolgate::review::{
     Closed, Closing, ListQuery, NewItem, Opened, QueueLimits, Requested, ReviewItem, ReviewSession,
     ReviewStore, ReviewerAct, Verdict, Voted,
 };
-use toolgate_http::{
-    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
-};
+use toolgate_http::{AppState, Settings};
+use toolgate_service::{ApiKey, Components, ExecutionMode, KeyRing, Parts, Service};
+
+/// The service's settings as the HTTP tests run it: a reviewer sees a
+/// decision as the HTTP door answers it, as `toolgate serve` sets it.
+pub fn service_settings() -> toolgate_service::Settings {
+    toolgate_service::Settings {
+        present: toolgate_http::present_decision,
+        ..toolgate_service::Settings::default()
+    }
+}
+
+/// The HTTP door's settings and the service's, as a test sets them: either
+/// converts, the other at its default.
+#[derive(Clone)]
+pub struct Both {
+    pub http: Settings,
+    pub service: toolgate_service::Settings,
+}
+
+impl Default for Both {
+    fn default() -> Self {
+        Self {
+            http: Settings::default(),
+            service: service_settings(),
+        }
+    }
+}
+
+impl From<Settings> for Both {
+    fn from(http: Settings) -> Self {
+        Self {
+            http,
+            ..Self::default()
+        }
+    }
+}
+
+impl From<toolgate_service::Settings> for Both {
+    fn from(service: toolgate_service::Settings) -> Self {
+        Self {
+            service,
+            ..Self::default()
+        }
+    }
+}
+
+/// The HTTP door to a service over `components`, for `keys`.
+pub fn new_app(
+    policy: Policy,
+    components: impl Components,
+    keys: KeyRing,
+    settings: impl Into<Both>,
+) -> AppState {
+    let Both { http, service } = settings.into();
+    AppState::new(Service::new(policy, components, keys, service), http)
+}
 
 pub const POLICY: &str = include_str!("policy.toml");
 
@@ -137,8 +191,6 @@ impl Executor for DeskRef {
     }
 }
 
-pub type TestComponents = Components<DeskRef, DeskRef, MemoryClaimStore, DeskRef>;
-
 fn key(text: &str, id: &str, caps: &[&str], mode: ExecutionMode) -> ApiKey {
     ApiKey {
         sha256: ApiKey::digest(text),
@@ -198,32 +250,30 @@ pub fn keys() -> KeyRing {
 }
 
 /// The test policy, keys and default settings over `components`.
-pub fn test_state<P: GateComponents>(components: P) -> AppState<P> {
-    AppState::new(
+pub fn test_state(components: impl Components) -> AppState {
+    new_app(
         Policy::load(POLICY).unwrap(),
         components,
         keys(),
-        Settings::default(),
+        Both::default(),
     )
 }
 
 /// The desk as authoriser, state source and executor, over `claims`.
-pub fn desk_components<C>(desk: &DeskRef, claims: C) -> Components<DeskRef, DeskRef, C, DeskRef> {
-    Components {
-        authorizer: desk.clone(),
-        state: desk.clone(),
-        claims,
-        executor: desk.clone(),
-    }
+pub fn desk_components(
+    desk: &DeskRef,
+    claims: impl ClaimStore + ReviewStore + IdempotencyStore + 'static,
+) -> Parts {
+    Parts::new(desk.clone(), desk.clone(), claims, desk.clone())
 }
 
-pub fn app_with(settings: Settings) -> (AppState<TestComponents>, DeskRef) {
+pub fn app_with(settings: impl Into<Both>) -> (AppState, DeskRef) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     desk.set_version("t-2", "3");
     let components = desk_components(&desk, MemoryClaimStore::new());
     let policy = Policy::load(POLICY).unwrap();
-    (AppState::new(policy, components, keys(), settings), desk)
+    (new_app(policy, components, keys(), settings), desk)
 }
 
 /// A claim store that can be switched off: while `down` is set every call,
@@ -293,10 +343,8 @@ impl ReviewStore for SwitchStore {
     }
 }
 
-pub type SwitchComponents = Components<DeskRef, DeskRef, SwitchStore, DeskRef>;
-
 /// A test app on a [`SwitchStore`], with its switch.
-pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool>) {
+pub fn app_with_switch() -> (AppState, DeskRef, Arc<AtomicBool>) {
     let desk = DeskRef::default();
     desk.set_version("t-1", "7");
     let store = SwitchStore::default();
@@ -304,7 +352,7 @@ pub fn app_with_switch() -> (AppState<SwitchComponents>, DeskRef, Arc<AtomicBool
     let components = desk_components(&desk, store);
     let policy = Policy::load(POLICY).unwrap();
     (
-        AppState::new(policy, components, keys(), Settings::default()),
+        new_app(policy, components, keys(), Both::default()),
         desk,
         down,
     )
@@ -316,12 +364,12 @@ pub fn app_router() -> (axum::Router, DeskRef) {
 }
 
 /// The router over the test desk with `settings`.
-pub fn router_with(settings: Settings) -> (axum::Router, DeskRef) {
+pub fn router_with(settings: impl Into<Both>) -> (axum::Router, DeskRef) {
     let (state, desk) = app_with(settings);
     (toolgate_http::router(state), desk)
 }
 
-pub fn app() -> (AppState<TestComponents>, DeskRef) {
+pub fn app() -> (AppState, DeskRef) {
     app_with(Settings::default())
 }
 
@@ -372,7 +420,7 @@ pub struct Running {
 /// `grace` for the requests in progress at shutdown.
 pub fn start(
     runtime: &tokio::runtime::Runtime,
-    state: AppState<TestComponents>,
+    state: AppState,
     grace: std::time::Duration,
 ) -> Running {
     let listener = runtime

@@ -29,7 +29,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
-use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_http::{AppState, Settings};
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
 use toolgate_store::floor::FloorRun;
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::SeedTicket;
@@ -129,16 +130,20 @@ pub fn run(args: Args) -> ExitCode {
             act_for_users: false,
         }])
         .map_err(|e| e.to_string())?;
-        let state = desk_state(
+        let (service, _) = desk_state(
             &args.db,
             true,
             policy,
             toolgate_support_desk::cedar::POLICIES,
             keys,
-            Settings::default(),
+            toolgate_service::Settings {
+                present: toolgate_http::present_decision,
+                ..toolgate_service::Settings::default()
+            },
             Some(&tickets),
         )
         .await?;
+        let state = AppState::new(service, Settings::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| e.to_string())?;

@@ -173,17 +173,17 @@ fn check(args: &CheckArgs) -> ExitCode {
             }
         ));
     }
-    let s = &d.settings;
+    let (s, service) = (&d.settings, &d.service);
     out.push(format!(
         "lease {} ms, request timeout {} ms, body limit {} bytes",
-        s.lease.as_millis(),
+        service.lease.as_millis(),
         s.request_timeout.as_millis(),
         s.body_limit
     ));
     out.push(format!(
         "result cap {} bytes, header read timeout {} ms, connection limit {} ({} per peer, \
          {} for probes beyond it), Idempotency-Key memory {} answers and {} bytes per principal",
-        s.max_result_bytes,
+        service.max_result_bytes,
         s.header_read_timeout.as_millis(),
         s.max_connections,
         s.max_connections_per_peer,
@@ -194,10 +194,11 @@ fn check(args: &CheckArgs) -> ExitCode {
     out.push(format!(
         "review queue: {} open items, {} per principal; a rejection opens one item per \
          principal and reason per {} ms; reviewer page cookie {}",
-        s.review_queue.total,
-        s.review_queue.per_principal,
-        s.review_queue.rejection_window_ms,
-        if s.public_url
+        service.review_queue.total,
+        service.review_queue.per_principal,
+        service.review_queue.rejection_window_ms,
+        if service
+            .public_url
             .as_deref()
             .is_some_and(|u| u.to_ascii_lowercase().starts_with("http://"))
         {

@@ -15,7 +15,8 @@ use toolgate::contract::Policy;
 use toolgate::pipeline::{AuthzRequest, Principal};
 use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
 use toolgate_deploy::DeploySection;
-use toolgate_http::{ApiKey, ExecutionMode, KeyRing, Settings};
+use toolgate_http::Settings;
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
 use toolgate_support_desk::cedar as desk_cedar;
 
 pub use check::{Command, check_file, run};
@@ -127,7 +128,10 @@ pub struct Deployment {
     pub cedar_path: Option<PathBuf>,
     pub cedar: String,
     pub keys: Vec<LoadedKey>,
+    /// The HTTP door's limits.
     pub settings: Settings,
+    /// The service's: lease, result cap, review queue and webhook.
+    pub service: toolgate_service::Settings,
     pub application: Application,
     /// `[[upstreams]]`: the MCP servers served at `/mcp`, checked (their
     /// pin files are read when the gateway starts).
@@ -350,7 +354,7 @@ impl Deployment {
                             )
                         })?;
                     let timeout = positive("review.webhook_timeout_ms", r.webhook_timeout_ms)?;
-                    Some(toolgate_http::ReviewWebhook {
+                    Some(toolgate_service::ReviewWebhook {
                         url: url.clone(),
                         secret: secret.into_bytes(),
                         timeout: timeout.map_or(Duration::from_secs(5), Duration::from_millis),
@@ -359,7 +363,8 @@ impl Deployment {
             },
         };
         let defaults = Settings::default();
-        let mut review_queue = defaults.review_queue;
+        let service_defaults = toolgate_service::Settings::default();
+        let mut review_queue = service_defaults.review_queue;
         if let Some(r) = &file.review {
             for (field, v) in [
                 ("review.max_open_items", r.max_open_items),
@@ -382,12 +387,20 @@ impl Deployment {
                     .map_err(|_| err("review.rejection_window_ms", "is out of range".to_owned()))?;
             }
         }
-        let settings = Settings {
+        let service = toolgate_service::Settings {
             review_webhook,
-            lease: lease_ms.map_or(defaults.lease, Duration::from_millis),
+            lease: lease_ms.map_or(service_defaults.lease, Duration::from_millis),
+            max_result_bytes: file
+                .max_result_bytes
+                .unwrap_or(service_defaults.max_result_bytes),
+            review_queue,
+            public_url: file.public_url.clone(),
+            // A reviewer sees a decision as the HTTP door answers it.
+            present: toolgate_http::present_decision,
+        };
+        let settings = Settings {
             request_timeout: timeout_ms.map_or(defaults.request_timeout, Duration::from_millis),
             body_limit: file.body_limit_bytes.unwrap_or(defaults.body_limit),
-            max_result_bytes: file.max_result_bytes.unwrap_or(defaults.max_result_bytes),
             idempotency_max_bytes: file
                 .idempotency_max_bytes
                 .unwrap_or(defaults.idempotency_max_bytes),
@@ -405,13 +418,11 @@ impl Deployment {
             idempotency_capacity: file
                 .idempotency_capacity
                 .unwrap_or(defaults.idempotency_capacity),
-            review_queue,
-            public_url: file.public_url.clone(),
         };
         if let Application::Tools(section) = &application {
             // Checked here, before anything connects, so that `serve` and
             // `config check` both refuse it.
-            let lease_ms = u64::try_from(settings.lease.as_millis()).unwrap_or(u64::MAX);
+            let lease_ms = u64::try_from(service.lease.as_millis()).unwrap_or(u64::MAX);
             section
                 .check_lease(lease_ms)
                 .map_err(|e| err(e.field(), e.message().to_owned()))?;
@@ -430,6 +441,7 @@ impl Deployment {
             cedar,
             keys,
             settings,
+            service,
             application,
             upstreams,
         })

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use toolgate::pipeline::Principal;
-use toolgate_http::ExecutionMode;
+use toolgate_service::ExecutionMode;
 
 use crate::cmd::{config, keys};
 

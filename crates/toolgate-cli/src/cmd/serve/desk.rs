@@ -3,76 +3,115 @@
 //! components, and how a decision holds one connection from its read to its
 //! credit.
 
+use std::sync::Arc;
+
 use toolgate::contract::{Checked, Policy};
-use toolgate::pipeline::{Decision, Executor, Gate, GateError, Request};
+use toolgate::pipeline::{Decision, Gate, GateError, Request};
 use toolgate_cedar::CedarAuthorizer;
-use toolgate_http::{AppState, Components, GateComponents, KeyRing, ResultCap, Settings};
+use toolgate_service::{
+    Authz, BoxFuture, Components, Exec, ExecRef, KeyRing, ResultCap, Service, Settings, State,
+    Store,
+};
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
 use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once, decide_reading_once_on};
 
-/// The sidecar's components for the support desk. Each decision reads the
+/// The service's components for the support desk. Each decision reads the
 /// Cedar entities and the ticket's version in one statement, with sources
-/// made for that decision alone ([`decide_reading_once`]).
-pub struct DeskComponents(
-    Components<CedarAuthorizer<DeskEntities>, SupportDesk, AnyClaimStore, SupportDesk>,
-);
+/// made for that decision alone ([`decide_reading_once`]), so the desk
+/// keeps its concrete parts beside the boxed ones the service asks.
+pub struct DeskComponents {
+    authorizer: Arc<CedarAuthorizer<DeskEntities>>,
+    desk: Arc<SupportDesk>,
+    store: AnyClaimStore,
+    boxed: (Authz, State, Store, Exec),
+}
 
-impl GateComponents for DeskComponents {
-    type Authz = CedarAuthorizer<DeskEntities>;
-    type State = SupportDesk;
-    type Claims = AnyClaimStore;
-    type Exec = SupportDesk;
+impl DeskComponents {
+    fn new(
+        authorizer: CedarAuthorizer<DeskEntities>,
+        desk: SupportDesk,
+        store: AnyClaimStore,
+    ) -> Self {
+        let authorizer = Arc::new(authorizer);
+        let desk = Arc::new(desk);
+        let boxed = (
+            Authz::shared(Arc::clone(&authorizer)),
+            State::shared(Arc::clone(&desk)),
+            Store::new(store.clone()),
+            Exec::shared(Arc::clone(&desk)),
+        );
+        Self {
+            authorizer,
+            desk,
+            store,
+            boxed,
+        }
+    }
+}
 
-    fn authorizer(&self) -> &Self::Authz {
-        &self.0.authorizer
+impl Components for DeskComponents {
+    fn authorizer(&self) -> &Authz {
+        &self.boxed.0
     }
-    fn state(&self) -> &SupportDesk {
-        &self.0.state
+    fn state(&self) -> &State {
+        &self.boxed.1
     }
-    fn claims(&self) -> &AnyClaimStore {
-        &self.0.claims
+    fn store(&self) -> &Store {
+        &self.boxed.2
     }
-    fn executor(&self) -> &SupportDesk {
-        &self.0.executor
+    fn executor(&self) -> &Exec {
+        &self.boxed.3
     }
 
-    async fn decide<E: Executor>(
-        &self,
-        policy: &Policy,
-        executor: &E,
+    fn decide<'a>(
+        &'a self,
+        policy: &'a Policy,
+        executor: ExecRef<'a>,
         proposal: Checked,
-        request: &Request<'_>,
-    ) -> Result<Decision, GateError> {
-        decide_reading_once(&self.gate(policy, executor), proposal, request).await
+        request: &'a Request<'a>,
+    ) -> BoxFuture<'a, Result<Decision, GateError>> {
+        Box::pin(async move {
+            let gate = Gate {
+                policy,
+                authorizer: &*self.authorizer,
+                state: &*self.desk,
+                claims: &self.store,
+                executor: &executor,
+            };
+            decide_reading_once(&gate, proposal, request).await
+        })
     }
 
     /// The credit is a transaction of the claim store's database, so the
     /// decision keeps its connection from its read through its claim to
     /// its credit and completion: one pool use per fresh credit.
-    async fn decide_in_process(
-        &self,
-        policy: &Policy,
+    fn decide_in_process<'a>(
+        &'a self,
+        policy: &'a Policy,
         cap: ResultCap,
         proposal: Checked,
-        request: &Request<'_>,
-    ) -> Result<Decision, GateError> {
-        let held = self.claims().hold_through_completion();
-        let desk = self.executor().on_held(&held);
-        let executor = cap.wrap(&desk);
-        let gate = Gate {
-            policy,
-            authorizer: self.authorizer(),
-            state: self.state(),
-            claims: &held,
-            executor: &executor,
-        };
-        decide_reading_once_on(&gate, &held, proposal, request).await
+        request: &'a Request<'a>,
+    ) -> BoxFuture<'a, Result<Decision, GateError>> {
+        Box::pin(async move {
+            let held = self.store.hold_through_completion();
+            let desk = self.desk.on_held(&held);
+            let executor = cap.wrap(&desk);
+            let gate = Gate {
+                policy,
+                authorizer: &*self.authorizer,
+                state: &*self.desk,
+                claims: &held,
+                executor: &executor,
+            };
+            decide_reading_once_on(&gate, &held, proposal, request).await
+        })
     }
 }
 
-/// The support-desk sidecar on `db`: claim store, desk tables (seeded with
-/// `seed` if given), Cedar authoriser. Shared with `toolgate bench serve`.
+/// The support-desk service on `db`: claim store, desk tables (seeded with
+/// `seed` if given), Cedar authoriser; and the desk, for its tickets.
+/// Shared with `toolgate bench serve`.
 pub async fn desk_state(
     db: &str,
     create_if_missing: bool,
@@ -81,7 +120,7 @@ pub async fn desk_state(
     keys: KeyRing,
     settings: Settings,
     seed: Option<&[SeedTicket]>,
-) -> Result<AppState<DeskComponents>, String> {
+) -> Result<(Service, SupportDesk), String> {
     let options = StoreOptions {
         // A deployment's mistyped path must fail rather than start empty.
         create_if_missing,
@@ -103,11 +142,6 @@ pub async fn desk_state(
     let authorizer =
         CedarAuthorizer::new(cedar, &desk_cedar::mapping(), DeskEntities(desk.clone()))
             .map_err(|e| format!("Cedar policies: {e}"))?;
-    let components = DeskComponents(Components {
-        authorizer,
-        state: desk.clone(),
-        claims: store,
-        executor: desk,
-    });
-    Ok(AppState::new(policy, components, keys, settings))
+    let components = DeskComponents::new(authorizer, desk.clone(), store);
+    Ok((Service::new(policy, components, keys, settings), desk))
 }

@@ -14,10 +14,8 @@ use serde_json::json;
 use toolgate::claim::{ClaimRecord, ReconcileOutcome};
 use toolgate::contract::Policy;
 use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Principal};
-use toolgate_deploy::{DeployAuthorizer, DeployExecutor, DeployState, ToolExecutor};
-use toolgate_http::{
-    ApiKey, AppState, Components, ExecutionMode, GateComponents, KeyRing, Settings,
-};
+use toolgate_deploy::{DeployExecutor, ToolExecutor};
+use toolgate_http::{AppState, Settings};
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::Upstream;
 use toolgate_mcp::executor::UpstreamExecutor;
@@ -27,6 +25,7 @@ use toolgate_mcp::pin::PinFile;
 use toolgate_mcp::refresh::Watch;
 use toolgate_mcp::served::Served;
 use toolgate_mcp::upstream::UpstreamClient;
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing, Parts, Service};
 use toolgate_support_desk::cedar as desk_cedar;
 
 use toolgate_store::{AnyClaimStore, StoreOptions};
@@ -34,7 +33,7 @@ use toolgate_store::{AnyClaimStore, StoreOptions};
 use crate::cmd::config::{Application, DB_URL_ENV, Deployment, resolve_db};
 
 mod desk;
-pub use desk::{DeskComponents, desk_state};
+pub use desk::desk_state;
 
 /// Run the HTTP sidecar.
 ///
@@ -150,9 +149,6 @@ pub struct Args {
     log_level: Option<tracing::Level>,
 }
 
-/// The sidecar's components for a deployment file's [[tools]].
-pub type ToolComponents = Components<DeployAuthorizer, DeployState, AnyClaimStore, ServeExecutor>;
-
 /// A deployment's executor: each tool's `[[tools]]` executor, except that
 /// a tool with `executor = { kind = "mcp_upstream" }` goes to the MCP
 /// upstream serving it. One executor for both front doors: a proposal for
@@ -191,11 +187,12 @@ impl Executor for ServeExecutor {
     }
 }
 
-/// A sidecar ready to serve, on one of the two wirings; with [[tools]],
-/// the MCP gateway's `/mcp` beside it when the file has [[upstreams]].
-enum Ready {
-    Desk(AppState<DeskComponents>),
-    Tools(AppState<ToolComponents>, Router),
+/// A service ready to serve through its doors: the HTTP sidecar, and with
+/// [[tools]] the MCP gateway's `/mcp` beside it when the file has
+/// [[upstreams]] (an empty router otherwise).
+struct Ready {
+    http: AppState,
+    mcp: Router,
 }
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ExitCode {
@@ -217,8 +214,7 @@ pub fn run(args: Args) -> ExitCode {
     };
     runtime.block_on(async move {
         match prepare(&args).await {
-            Ok((Ready::Desk(state), listen)) => serve(state, Router::new(), listen).await,
-            Ok((Ready::Tools(state, mcp), listen)) => serve(state, mcp, listen).await,
+            Ok((ready, listen)) => serve(ready, listen).await,
             Err(code) => code,
         }
     })
@@ -265,7 +261,7 @@ const DEMO_KEYS: [DemoKey; 6] = [
 
 async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
     let default_listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
-    let (policy, cedar, db, keys, settings, listen) = if args.demo {
+    let (policy, cedar, db, keys, (settings, service), listen) = if args.demo {
         let db = match &args.db {
             Some(d) => d.clone(),
             None => {
@@ -315,12 +311,16 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
             desk_cedar::POLICIES.to_owned(),
             db,
             keys,
-            // The demo is served over plain HTTP (toolgate never speaks
-            // TLS itself): its reviewer cookie cannot be `Secure`.
-            Settings {
-                public_url: Some(format!("http://{listen}")),
-                ..Settings::default()
-            },
+            (
+                Settings::default(),
+                // The demo is served over plain HTTP (toolgate never speaks
+                // TLS itself): its reviewer cookie cannot be `Secure`.
+                toolgate_service::Settings {
+                    public_url: Some(format!("http://{listen}")),
+                    present: toolgate_http::present_decision,
+                    ..toolgate_service::Settings::default()
+                },
+            ),
             listen,
         )
     } else {
@@ -349,38 +349,42 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                 .map_err(|e| fail("configuration", e))?;
             let started = async {
                 let (gateway, upstreams) = McpGateway::start(&d.upstreams, &d.policy_path).await?;
-                let state = tools_state(
+                let service = tools_state(
                     &db,
                     path,
                     section,
                     d.policy,
                     &d.cedar,
                     keys.clone(),
-                    d.settings,
+                    d.service,
                     upstreams,
                 )
                 .await?;
-                let mcp = gateway.router(&state, keys);
-                Ok::<_, String>((state, mcp))
+                let mcp = gateway.router(&service, d.settings.body_limit, keys);
+                Ok::<_, String>((service, mcp))
             };
-            let (state, mcp) = started.await.map_err(|e| {
+            let (service, mcp) = started.await.map_err(|e| {
                 eprintln!("toolgate serve: {e}");
                 ExitCode::from(2)
             })?;
-            return Ok((Ready::Tools(state, mcp), listen));
+            let ready = Ready {
+                http: AppState::new(service, d.settings),
+                mcp,
+            };
+            return Ok((ready, listen));
         }
         let keys = d.keys.into_iter().map(|k| k.key).collect();
-        (d.policy, d.cedar, db, keys, d.settings, listen)
+        (d.policy, d.cedar, db, keys, (d.settings, d.service), listen)
     };
     let keys = KeyRing::new(keys).map_err(|e| fail("configuration", e))?;
     let seed = args.demo.then(toolgate_support_desk::demo_tickets);
-    let state = desk_state(
+    let (service, desk) = desk_state(
         &db,
         args.demo,
         policy,
         &cedar,
         keys,
-        settings,
+        service,
         seed.as_deref(),
     )
     .await
@@ -389,9 +393,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
         // The version as it is now: on a database the demo has run on
         // before, a ticket keeps the version its credits moved it to.
         for t in tickets {
-            let version = state
-                .components()
-                .state()
+            let version = desk
                 .ticket_version(&t.id)
                 .await
                 .map_err(|e| fail("reading the demo tickets", e))?
@@ -402,7 +404,11 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
             );
         }
     }
-    Ok((Ready::Desk(state), listen))
+    let ready = Ready {
+        http: AppState::new(service, settings),
+        mcp: Router::new(),
+    };
+    Ok((ready, listen))
 }
 
 /// The sidecar on a deployment file's [[tools]]: the claim store on `db`,
@@ -420,9 +426,9 @@ async fn tools_state(
     policy: Policy,
     cedar: &str,
     keys: KeyRing,
-    settings: Settings,
+    settings: toolgate_service::Settings,
     upstreams: UpstreamExecutor,
-) -> Result<AppState<ToolComponents>, String> {
+) -> Result<Service, String> {
     let base = file.parent().unwrap_or(std::path::Path::new("."));
     let deployment = toolgate_deploy::Deployment::load(section, base, &policy, cedar)
         .await
@@ -444,16 +450,16 @@ async fn tools_state(
     let store = AnyClaimStore::connect_with(db, options)
         .await
         .map_err(|e| format!("connecting to {}: {e}", toolgate_store::redact_url(db)))?;
-    let components = Components {
-        authorizer: deployment.authorizer,
-        state: deployment.state,
-        claims: store,
-        executor: ServeExecutor {
+    let components = Parts::new(
+        deployment.authorizer,
+        deployment.state,
+        store,
+        ServeExecutor {
             deploy: deployment.executor,
             upstreams,
         },
-    };
-    Ok(AppState::new(policy, components, keys, settings))
+    );
+    Ok(Service::new(policy, components, keys, settings))
 }
 
 /// The MCP gateway's parts for a deployment's [[upstreams]]: a client per
@@ -522,27 +528,27 @@ impl McpGateway {
         Ok((gateway, executor))
     }
 
-    /// `/mcp` deciding with `state`'s components, or no route at all for a
-    /// deployment without upstreams.
-    fn router(self, state: &AppState<ToolComponents>, keys: KeyRing) -> Router {
+    /// `/mcp` deciding with `service`, or no route at all for a deployment
+    /// without upstreams.
+    fn router(self, service: &Service, body_limit: usize, keys: KeyRing) -> Router {
         let Some(watch) = self.watch else {
             return Router::new();
         };
         let mut allowed_hosts = self.allowed_hosts;
         // The host reviewers reach the deployment at is one clients may
         // use too (rmcp refuses any other Host: DNS-rebinding protection).
-        if let Some(host) = state.settings().public_url.as_deref().and_then(url_host) {
+        if let Some(host) = service.settings().public_url.as_deref().and_then(url_host) {
             allowed_hosts.push(host);
         }
         let settings = HttpSettings {
             allowed_hosts,
-            body_limit: state.settings().body_limit,
+            body_limit,
         };
         let gateway = Gateway::new(
             Arc::clone(watch.policy()),
             self.catalog,
             Identity::Keys(keys.clone()),
-            Served::new(state.clone()),
+            Served::new(service.clone()),
         );
         watch.spawn(gateway.clone());
         toolgate_mcp::http::router(gateway, keys, &settings)
@@ -610,8 +616,8 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Err(e) => return fail("starting", &e),
         };
         let McpGateway { watch, catalog, .. } = gateway;
-        let state = match tools_state(
-            &db, config, section, d.policy, &d.cedar, keys, d.settings, executor,
+        let service = match tools_state(
+            &db, config, section, d.policy, &d.cedar, keys, d.service, executor,
         )
         .await
         {
@@ -621,12 +627,12 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
         let Some(watch) = watch else {
             return fail("configuration", &"no [[upstreams]]: nothing to serve");
         };
-        let limit = state.settings().body_limit;
+        let limit = d.settings.body_limit;
         let gateway = Gateway::new(
             Arc::clone(watch.policy()),
             catalog,
             Identity::Fixed(principal),
-            Served::new(state.clone()),
+            Served::new(service.clone()),
         );
         watch.spawn(gateway.clone());
         let served = toolgate_mcp::stdio::serve_lines(
@@ -637,7 +643,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
         )
         .await;
         // Every decision started finishes and is recorded before exit.
-        state.drain().await;
+        service.drain().await;
         match served {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => fail("serving", &e),
@@ -652,11 +658,7 @@ fn url_host(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_owned())
 }
 
-async fn serve<P: GateComponents>(
-    state: AppState<P>,
-    beside: Router,
-    listen: SocketAddr,
-) -> ExitCode {
+async fn serve(ready: Ready, listen: SocketAddr) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(&format!("binding {listen}"), e),
@@ -671,8 +673,8 @@ async fn serve<P: GateComponents>(
     tracing::info!(event = "start", "{}", json!({"listen": addr.to_string()}));
     match toolgate_http::serve_with(
         listener,
-        state,
-        beside,
+        ready.http,
+        ready.mcp,
         shutdown_signal(),
         Duration::from_secs(5),
     )

@@ -19,11 +19,11 @@ use toolgate::review::{Closing, ItemStatus, ReviewSession, ReviewStore, Verdict,
 
 use super::item_id::ItemId;
 use super::review_api::{Action, ListParams, act, item_view, list_query, store_error};
-use crate::auth::REVIEW_CAPABILITY;
 use crate::dto::ReviewItemView;
 use crate::error::ApiError;
 use crate::review::SESSION_MS;
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
+use toolgate_service::REVIEW_CAPABILITY;
 
 mod render;
 mod session;
@@ -34,8 +34,8 @@ use session::*;
 
 const COOKIE: &str = "toolgate_review";
 
-pub async fn page<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn page(
+    State(app): State<AppState>,
     headers: HeaderMap,
     params: Result<Query<ListParams>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -58,8 +58,8 @@ pub async fn page<P: GateComponents>(
         Ok(q) => q,
         Err(e) => return e.into_response(),
     };
-    let now = crate::clock::now_millis();
-    let items = match app.components().claims().list_items(&query, now).await {
+    let now = toolgate_service::clock::now_millis();
+    let items = match app.service().store().list_items(&query, now).await {
         Ok(items) => items,
         Err(e) => return store_error(e).into_response(),
     };
@@ -97,8 +97,8 @@ pub async fn page<P: GateComponents>(
 
 /// `/review/items/{id}`: one item with its whole decision (a listing
 /// carries summaries only), and its actions.
-pub async fn item_page<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn item_page(
+    State(app): State<AppState>,
     headers: HeaderMap,
     // Taken as a result: a page without a session answers with the login
     // page before the id is looked at.
@@ -113,9 +113,9 @@ pub async fn item_page<P: GateComponents>(
         Ok(ItemId(id)) => id,
         Err(e) => return e.into_response(),
     };
-    let now = crate::clock::now_millis();
+    let now = toolgate_service::clock::now_millis();
     let found = match i64::try_from(id) {
-        Ok(n) => app.components().claims().item(n, now).await,
+        Ok(n) => app.service().store().item(n, now).await,
         Err(_) => Ok(None),
     };
     let item = match found {
@@ -160,11 +160,8 @@ pub struct LoginForm {
     key: String,
 }
 
-pub async fn login<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    Form(form): Form<LoginForm>,
-) -> Response {
-    let Some(key) = app.keys().lookup(form.key.trim()) else {
+pub async fn login(State(app): State<AppState>, Form(form): Form<LoginForm>) -> Response {
+    let Some(key) = app.service().authenticate(form.key.trim()) else {
         return (
             StatusCode::UNAUTHORIZED,
             Html(login_page(Some("Unknown key."))),
@@ -178,19 +175,22 @@ pub async fn login<P: GateComponents>(
         )
             .into_response();
     }
-    let (Ok(token), Ok(csrf)) = (crate::clock::fresh_holder(), crate::clock::fresh_holder()) else {
+    let (Ok(token), Ok(csrf)) = (
+        toolgate_service::clock::fresh_holder(),
+        toolgate_service::clock::fresh_holder(),
+    ) else {
         return ApiError::unavailable("the random number generator failed").into_response();
     };
     let token = token.to_hex();
-    let now = crate::clock::now_millis();
+    let now = toolgate_service::clock::now_millis();
     let session = ReviewSession {
         principal: key.principal.id().to_owned(),
         csrf: csrf.to_hex(),
         expires_at: now.plus_millis(SESSION_MS),
     };
     if let Err(e) = app
-        .components()
-        .claims()
+        .service()
+        .store()
         .open_session(session_digest(&token), session, now)
         .await
     {
@@ -200,21 +200,18 @@ pub async fn login<P: GateComponents>(
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/review; Max-Age={}{}",
         SESSION_MS / 1000,
-        secure_attribute(app.settings().public_url.as_deref())
+        secure_attribute(app.service().settings().public_url.as_deref())
     )) {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
 }
 
-pub async fn logout<P: GateComponents>(
-    State(app): State<AppState<P>>,
-    headers: HeaderMap,
-) -> Response {
+pub async fn logout(State(app): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(t) = session_token(&headers)
         && let Err(e) = app
-            .components()
-            .claims()
+            .service()
+            .store()
             .close_session(session_digest(&t))
             .await
     {
@@ -236,8 +233,8 @@ pub struct ActionForm {
     note: Option<String>,
 }
 
-async fn checked<P: GateComponents>(
-    app: &AppState<P>,
+async fn checked(
+    app: &AppState,
     headers: &HeaderMap,
     form_csrf: &str,
 ) -> Result<String, Box<Response>> {
@@ -259,8 +256,8 @@ async fn checked<P: GateComponents>(
     }
 }
 
-async fn page_action<P: GateComponents>(
-    app: AppState<P>,
+async fn page_action(
+    app: AppState,
     headers: HeaderMap,
     id: u64,
     form: ActionForm,
@@ -281,8 +278,8 @@ async fn page_action<P: GateComponents>(
     }
 }
 
-pub async fn approve<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn approve(
+    State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
@@ -290,8 +287,8 @@ pub async fn approve<P: GateComponents>(
     page_action(app, headers, id, form, Action::Vote(Verdict::Approve)).await
 }
 
-pub async fn deny<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn deny(
+    State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
@@ -299,8 +296,8 @@ pub async fn deny<P: GateComponents>(
     page_action(app, headers, id, form, Action::Vote(Verdict::Deny)).await
 }
 
-pub async fn resolve<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn resolve(
+    State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
@@ -308,8 +305,8 @@ pub async fn resolve<P: GateComponents>(
     page_action(app, headers, id, form, Action::Close(Closing::Resolved)).await
 }
 
-pub async fn dismiss<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn dismiss(
+    State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ActionForm>,
@@ -332,8 +329,8 @@ const NOTE_PREFIX_BYTES: usize = 64;
 /// `POST /v1/claims/{key}/reconcile` with an explicit answer (a
 /// client-executed claim needs one; these buttons are one), audited under
 /// the reviewer's id; then resolves the item with a note saying which.
-pub async fn reconcile<P: GateComponents>(
-    State(app): State<AppState<P>>,
+pub async fn reconcile(
+    State(app): State<AppState>,
     headers: HeaderMap,
     Path(id): Path<u64>,
     Form(form): Form<ReconcileForm>,
@@ -360,10 +357,10 @@ pub async fn reconcile<P: GateComponents>(
         return ApiError::new(ProblemCode::InvalidBody, "note must be at most 1936 bytes")
             .into_response();
     }
-    let now = crate::clock::now_millis();
+    let now = toolgate_service::clock::now_millis();
     let path = format!("/v1/review/items/{id}");
     let item = match i64::try_from(id) {
-        Ok(n) => app.components().claims().item(n, now).await,
+        Ok(n) => app.service().store().item(n, now).await,
         Err(_) => Ok(None),
     };
     let item = match item {

@@ -7,7 +7,7 @@ use toolgate::review::{ReviewStore, session_digest};
 
 use super::COOKIE;
 use crate::routes::review_api::store_error;
-use crate::state::{AppState, GateComponents};
+use crate::state::AppState;
 
 pub(super) fn session_token(headers: &HeaderMap) -> Option<String> {
     headers
@@ -70,17 +70,20 @@ pub(super) fn same_token(a: &str, b: &str) -> bool {
 /// The reviewer's id and CSRF token, if the cookie names a live session
 /// (looked up by the token's digest in the claim database, so any replica
 /// knows it); a store failure is the store's error page.
-pub(super) async fn reviewer<P: GateComponents>(
-    app: &AppState<P>,
+pub(super) async fn reviewer(
+    app: &AppState,
     headers: &HeaderMap,
 ) -> Result<Option<(String, String)>, Box<Response>> {
     let Some(token) = session_token(headers) else {
         return Ok(None);
     };
     match app
-        .components()
-        .claims()
-        .session(session_digest(&token), crate::clock::now_millis())
+        .service()
+        .store()
+        .session(
+            session_digest(&token),
+            toolgate_service::clock::now_millis(),
+        )
         .await
     {
         Ok(s) => Ok(s.map(|s| (s.principal, s.csrf))),

@@ -1,6 +1,6 @@
-//! Prometheus metrics for `GET /metrics`.
+//! Prometheus metrics, served by a door (`GET /metrics` on HTTP).
 //!
-//! Each [`AppState`](crate::AppState) has its own recorder instead of the
+//! Each [`Service`](crate::Service) has its own recorder instead of the
 //! process-global one, so two routers in one process (tests, an application
 //! embedding the sidecar next to its own metrics) never share or fight over
 //! a global.
@@ -28,6 +28,7 @@ const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0,
 ];
 
+/// One service's series, on a recorder of its own.
 pub struct Metrics {
     // Registers the per-request series on first use; the handles registered
     // on it live as long as it does.
@@ -157,14 +158,17 @@ impl Metrics {
         }
     }
 
+    /// A decision entered the pipeline.
     pub fn started(&self) {
         self.in_progress.increment(1.0);
     }
 
+    /// A decision left the pipeline.
     pub fn finished(&self) {
         self.in_progress.decrement(1.0);
     }
 
+    /// A client completed the claim of a permit this process handed out.
     pub fn permit_closed(&self) {
         self.permits.decrement(1.0);
     }
@@ -241,6 +245,7 @@ impl Metrics {
         self.handle.run_upkeep();
     }
 
+    /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         self.handle.render()
     }

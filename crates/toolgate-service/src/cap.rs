@@ -1,19 +1,18 @@
-//! The sidecar's own limits on what it records: the result cap
-//! (`Settings::max_result_bytes`) on every way a result reaches the claim
-//! store.
+//! The service's own limit on what it records: the result cap
+//! ([`Settings::max_result_bytes`](crate::Settings::max_result_bytes)) on
+//! every way a result reaches the claim store, whichever door it came
+//! through.
 
 use toolgate::claim::{ClaimRecord, ExecutorKind, JsonText, RESULT_JSON_LIMITS, ReconcileOutcome};
 use toolgate::pipeline::{
     AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
 };
 
-use crate::error::{ApiError, ProblemCode};
-
 /// The cap in force: the configured one, never above the ceiling every
 /// stored result must meet when it is read back ([`RESULT_JSON_LIMITS`]).
 /// So a result too large is always `result_too_large`, never a decode
 /// rejection about its size.
-pub(crate) fn result_cap(configured: usize) -> usize {
+pub fn result_cap(configured: usize) -> usize {
     configured.min(RESULT_JSON_LIMITS.max_bytes())
 }
 
@@ -24,28 +23,30 @@ fn over_cap(what: &str, len: usize, cap: usize) -> String {
     )
 }
 
-/// Refuses a result text over the cap before anything is recorded: `413
-/// result_too_large`.
-pub(crate) fn check_result(text: &str, configured: usize) -> Result<(), ApiError> {
+/// A result over the cap: nothing was recorded (`result_too_large`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ResultTooLarge(String);
+
+/// Refuses a result text over the cap before anything is recorded.
+pub fn check_result(text: &str, configured: usize) -> Result<(), ResultTooLarge> {
     let cap = result_cap(configured);
     if text.len() > cap {
-        return Err(ApiError::new(
-            ProblemCode::ResultTooLarge,
-            over_cap("the result", text.len(), cap),
-        ));
+        return Err(ResultTooLarge(over_cap("the result", text.len(), cap)));
     }
     Ok(())
 }
 
-/// The sidecar's result cap on an in-process executor's receipts
-/// ([`GateComponents::decide_in_process`](crate::GateComponents::decide_in_process)):
+/// The service's result cap on an in-process executor's receipts
+/// ([`Components::decide_in_process`](crate::Components::decide_in_process)):
 /// components that make an executor for one decision put it behind the cap
 /// with [`ResultCap::wrap`].
 #[derive(Debug, Clone, Copy)]
 pub struct ResultCap(usize);
 
 impl ResultCap {
-    pub(crate) fn new(configured: usize) -> Self {
+    /// The cap for a configured `max_result_bytes`.
+    pub fn new(configured: usize) -> Self {
         Self(result_cap(configured))
     }
 
@@ -66,7 +67,8 @@ pub struct Capped<'a, E> {
 }
 
 impl<'a, E> Capped<'a, E> {
-    pub(crate) fn new(inner: &'a E, configured: usize) -> Self {
+    /// `inner` behind the cap for a configured `max_result_bytes`.
+    pub fn new(inner: &'a E, configured: usize) -> Self {
         ResultCap::new(configured).wrap(inner)
     }
 
