@@ -745,9 +745,10 @@ async fn retry_lost_races<B: ClaimBackend>(
             Err(TxFail::LostRace) => backoff(n).await,
             Err(TxFail::Failed(e)) => return Err(e),
             Err(TxFail::Unknown(e)) => {
-                return Err(StoreError::new(
+                return Err(StoreError::with_source(
                     StoreErrorKind::OutcomeUnknown,
                     format!("{what}: {e}"),
+                    e,
                 ));
             }
         }

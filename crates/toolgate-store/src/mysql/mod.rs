@@ -277,7 +277,10 @@ pub async fn run_migrations(
     let failed = |e: &dyn std::fmt::Display| {
         StoreError::new(StoreErrorKind::Migration, format!("{what}: {e}"))
     };
-    let mut conn = pool.acquire().await.map_err(|e| failed(&e))?;
+    let mut conn = pool
+        .acquire()
+        .await
+        .map_err(|e| migration_failed(what, e))?;
     let granted: Option<i64> = sqlx::query_scalar(concat!(
         "SELECT CAST(GET_LOCK(",
         migration_lock!(),
@@ -286,7 +289,7 @@ pub async fn run_migrations(
     .bind(MIGRATION_LOCK_WAIT_SECS)
     .fetch_one(&mut *conn)
     .await
-    .map_err(|e| failed(&e))?;
+    .map_err(|e| migration_failed(what, e))?;
     if granted != Some(1) {
         return Err(failed(&format!(
             "the migration lock was not granted within {MIGRATION_LOCK_WAIT_SECS} s \
@@ -298,8 +301,13 @@ pub async fn run_migrations(
     let released = sqlx::query(concat!("SELECT RELEASE_LOCK(", migration_lock!(), ")"))
         .execute(&mut *conn)
         .await;
-    run.map_err(|e| failed(&e))?;
-    released.map(drop).map_err(|e| failed(&e))
+    run.map_err(|e| migration_failed(what, e))?;
+    released.map(drop).map_err(|e| migration_failed(what, e))
+}
+
+/// `what` failed because of `e`, which the error keeps as its source.
+fn migration_failed(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
+    StoreError::with_source(StoreErrorKind::Migration, format!("{what}: {e}"), e)
 }
 
 #[cfg(test)]

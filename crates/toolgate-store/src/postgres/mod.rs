@@ -85,9 +85,10 @@ impl PooledStore<sqlx::Postgres> {
             .await
             .map_err(|e| map_err("connecting to PostgreSQL", e))?;
         migrator().run(&pool).await.map_err(|e| {
-            StoreError::new(
+            StoreError::with_source(
                 StoreErrorKind::Migration,
                 format!("PostgreSQL migrations: {e}"),
+                e,
             )
         })?;
         Ok(Self::on(Nodes::new(vec![Node::one(pool)], 0)))

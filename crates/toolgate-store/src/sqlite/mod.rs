@@ -40,7 +40,7 @@ use sql::SQL;
 /// The writer an application's own writes to its tables in the same file
 /// go through ([`SqliteClaimStore::writer`]), what it answers, and the
 /// driver its units run on.
-pub use group_commit::{GroupCommit as Writer, WriteError, rusqlite};
+pub use group_commit::{GroupCommit as Writer, StartError, WriteError, rusqlite};
 
 /// The claims and audit tables on SQLite. Every write goes through one
 /// writer connection with group commit (`group_commit.rs`); the claim
@@ -137,13 +137,13 @@ fn open_reader(path: &Path) -> rusqlite::Result<rusqlite::Connection> {
 /// anything else the database's. Public for an application whose own
 /// statements run on [`SqliteClaimStore::writer`], so its errors read like
 /// the store's.
-pub fn rusqlite_error(what: &str, e: &rusqlite::Error) -> StoreError {
-    let kind = if is_busy(e) {
+pub fn rusqlite_error(what: &str, e: rusqlite::Error) -> StoreError {
+    let kind = if is_busy(&e) {
         StoreErrorKind::Contention
     } else {
         StoreErrorKind::Database
     };
-    StoreError::new(kind, format!("{what}: {e}"))
+    StoreError::with_source(kind, format!("{what}: {e}"), e)
 }
 
 /// An attempt's columns, in the order the claim's insert and its
@@ -450,18 +450,20 @@ impl ClaimBackend for SqliteClaimStore {
             .await;
         written.map_err(|e| match e {
             WriteError::Unit(e) if is_busy(&e) => TxFail::LostRace,
-            WriteError::Unit(e) => TxFail::Failed(rusqlite_error(what, &e)),
+            WriteError::Unit(e) => TxFail::Failed(rusqlite_error(what, e)),
             // The batch rolled back (another process held the lock, or
             // another unit broke it): nothing was written, so run it
             // again; a lasting cause ends as a contention error.
             WriteError::NotApplied { .. } => TxFail::LostRace,
-            e @ WriteError::Unknown(_) => TxFail::Unknown(StoreError::new(
+            e @ WriteError::Unknown(_) => TxFail::Unknown(StoreError::with_source(
                 StoreErrorKind::Unavailable,
                 format!("{what}: {e}"),
+                e,
             )),
-            e @ WriteError::Stopped => TxFail::Failed(StoreError::new(
+            e @ WriteError::Stopped => TxFail::Failed(StoreError::with_source(
                 StoreErrorKind::Unavailable,
                 format!("{what}: {e}"),
+                e,
             )),
         })
     }
@@ -470,7 +472,7 @@ impl ClaimBackend for SqliteClaimStore {
         let row = self
             .readers
             .read(|conn| select_claim(conn, key))
-            .map_err(|e| rusqlite_error("reading a claim", &e))?;
+            .map_err(|e| rusqlite_error("reading a claim", e))?;
         row.transpose().map_err(|p| StoreError::corrupt(&p))
     }
 
@@ -575,10 +577,11 @@ impl SqliteClaimStore {
     ) -> Result<T, StoreError> {
         match self.writer.write(work).await {
             Ok(answer) => answer,
-            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, &e)),
-            Err(e) => Err(StoreError::new(
+            Err(WriteError::Unit(e)) => Err(rusqlite_error(what, e)),
+            Err(e) => Err(StoreError::with_source(
                 StoreErrorKind::Unavailable,
                 format!("{what}: {e}"),
+                e,
             )),
         }
     }
@@ -621,7 +624,7 @@ impl SqliteClaimStore {
     /// cut would let the operation execute twice.
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
         let connect = SqliteConnectOptions::from_str(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Config, format!("{url}: {e}")))?
+            .map_err(|e| StoreError::with_source(StoreErrorKind::Config, format!("{url}: {e}"), e))?
             .create_if_missing(options.create_if_missing)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
@@ -636,7 +639,11 @@ impl SqliteClaimStore {
             .await
             .map_err(|e| map_err("opening the SQLite database", e))?;
         migrator().run(&pool).await.map_err(|e| {
-            StoreError::new(StoreErrorKind::Migration, format!("SQLite migrations: {e}"))
+            StoreError::with_source(
+                StoreErrorKind::Migration,
+                format!("SQLite migrations: {e}"),
+                e,
+            )
         })?;
         // The writer opens the same file itself, so an in-memory database
         // (which each connection would see as its own) cannot work.
@@ -647,9 +654,10 @@ impl SqliteClaimStore {
             ));
         }
         let writer = GroupCommit::start(connect.get_filename()).map_err(|e| {
-            StoreError::new(
+            StoreError::with_source(
                 StoreErrorKind::Unavailable,
                 format!("opening the SQLite writer connection: {e}"),
+                e,
             )
         })?;
         let readers = Arc::new(Readers::new(connect.get_filename()));
