@@ -55,8 +55,10 @@ use std::time::Duration;
 
 /// The driver the units run on, for naming `Connection` and its errors.
 pub use rusqlite;
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
+
+use super::error::is_busy;
 
 /// Most units in one transaction: bounds how long the first caller in a
 /// batch waits behind the others.
@@ -140,15 +142,6 @@ impl std::error::Error for StartError {
             Self::Thread(e) => Some(e),
         }
     }
-}
-
-/// SQLite's lost-race errors, `SQLITE_BUSY` and `SQLITE_LOCKED` (any
-/// extended code): another connection held the lock past the timeout.
-pub fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
 }
 
 /// How a batch ended, as each unit hears it.
