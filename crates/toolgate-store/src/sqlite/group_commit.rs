@@ -29,7 +29,7 @@
 //!   itself, after which later statements would commit one by one. (The
 //!   claim store's own units run inside a savepoint each, so that a unit
 //!   can end in a rollback of its own writes without failing; see
-//!   `sqlite.rs`.)
+//!   `claims.rs`.)
 //! - **A failed `COMMIT` fails the whole batch** with
 //!   [`WriteError::Unknown`]: the caller must read back before deciding, as
 //!   after any failed commit. If the transaction could not begin, every
