@@ -34,8 +34,9 @@ macro_rules! migration_lock {
 }
 
 /// Runs `migrator` on one connection that holds a named lock for the whole
-/// run, so that processes sharing the database migrate one at a time (see
-/// the module's documentation). The connection runs the migrations itself:
+/// run, so that processes sharing the database migrate one at a time:
+/// sqlx's own lock, `GET_LOCK(name, -1)`, is no lock on MariaDB, which
+/// answers a negative timeout with NULL at once (and sqlx ignores it). The connection runs the migrations itself:
 /// a pool of one connection must not wait for a second. Public for an
 /// application migrating its own tables in the store's database with its
 /// own [`Migrator`] (and its own migrations table).

@@ -9,13 +9,20 @@
 //! The claim is decided only by reading the holder token back and
 //! committing; `tests/mysql.rs` pins the driver's behaviour.
 //!
+//! # The migration lock
+//!
+//! Processes sharing a database migrate one at a time under a lock of the
+//! store's own ([`run_migrations`]): sqlx's, taken with a negative
+//! timeout, is no lock on MariaDB (it answers NULL at once, and sqlx
+//! ignores the answer).
+//!
 //! # Where things are
 //!
 //! The backend folders share one layout: `sql.rs` holds the statements,
-//! `migrate.rs` applies the migrations (here under a lock of its own, see
-//! there), `error.rs` reads the driver's error codes; the claims, review
-//! queue and `Idempotency-Key` memory are the pooled store's (`pooled/`),
-//! shared with PostgreSQL.
+//! `migrate.rs` applies the migrations (under that lock), `error.rs` reads
+//! the driver's error codes; the claims, review queue and
+//! `Idempotency-Key` memory are the pooled store's (`pooled/`), shared
+//! with PostgreSQL.
 //!
 //! # Several nodes (MariaDB Galera)
 //!
