@@ -51,6 +51,12 @@ pub(crate) trait Pooled: Dialect {
 /// `impl … where …` with the bounds every [`Pooled`] driver meets (the
 /// types it binds, decodes and reads rows as), written once for the
 /// impls of this module.
+///
+/// A macro, not a trait with a blanket impl (`trait PooledDb where …`):
+/// Rust carries only a trait's bounds on `Self` to where it is used, not
+/// bounds on other types (`String: Encode<DB>`, `&mut DB::Connection:
+/// Executor`), so every `where DB: PooledDb` would still fail to prove
+/// them (rust-lang/rust#20671).
 macro_rules! with_pooled_bounds {
     ([$($head:tt)*] { $($body:tt)* }) => {
         $($head)*
