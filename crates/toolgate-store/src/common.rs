@@ -73,14 +73,15 @@ pub(crate) fn map_err(what: &str, e: sqlx::Error) -> StoreError {
         }
         _ => StoreErrorKind::Database,
     };
-    StoreError::new(kind, format!("{what}: {e}"))
+    StoreError::with_source(kind, format!("{what}: {e}"), e)
 }
 
 /// A database URL the driver refused, named with its password hidden.
-pub(crate) fn bad_url(url: &str, e: impl std::fmt::Display) -> StoreError {
-    StoreError::new(
+pub(crate) fn bad_url(url: &str, e: sqlx::Error) -> StoreError {
+    StoreError::with_source(
         StoreErrorKind::Config,
         format!("{}: {e}", crate::redact_url(url)),
+        e,
     )
 }
 

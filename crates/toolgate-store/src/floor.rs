@@ -96,7 +96,7 @@ pub async fn floor(
     }
     for w in workers {
         w.await.map_err(|e| {
-            StoreError::new(StoreErrorKind::Invariant, format!("floor worker: {e}"))
+            StoreError::with_source(StoreErrorKind::Invariant, format!("floor worker: {e}"), e)
         })??;
     }
     Ok(FloorRun {

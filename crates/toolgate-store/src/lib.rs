@@ -20,7 +20,8 @@
 //! traits of primitive steps: the statements inside one transaction (the
 //! conditional insert and read-back, the conditional writes, the grant, the
 //! audit insert; implemented on sqlx for PostgreSQL and MySQL/MariaDB in
-//! `pooled/`, and on the SQLite writer's connection in `sqlite/`), and
+//! `pooled/claims.rs`, and on the SQLite writer's connection in
+//! `sqlite/claims.rs`), and
 //! a backend that runs a unit of work as one transaction and classifies its
 //! failures (a lost race, nothing written, or an unknown outcome). Rows are
 //! decoded by one decoder (`rows.rs`) whichever driver read them.
@@ -84,6 +85,22 @@
 //! the read keeps it in the decision's [`Held`], and the claim made through
 //! the `Held` receives it by value for its first transaction. One pool use
 //! (and one ping) fewer per decision.
+//!
+//! ## Where a backend does what
+//!
+//! The backend folders (`postgres/`, `mysql/`, `sqlite/`) name their files
+//! alike: `mod.rs` connects and names the store type, `sql.rs` holds the
+//! statements, `migrate.rs` applies the migrations, `error.rs` reads the
+//! driver's error codes (which are lost races). The claim protocol, the
+//! review queue, the `Idempotency-Key` memory and the floor's pair are in
+//! `claims.rs`, `review.rs`, `idempotency.rs` and `floor.rs`: in `sqlite/`
+//! for SQLite, and in `pooled/` for PostgreSQL and MySQL, which share them.
+//! A file only one backend needs keeps its own name:
+//! `sqlite/group_commit.rs`, `pooled/nodes.rs` (the Galera node list).
+//!
+//! A [`StoreError`] made from a driver's, a migration's or the SQLite
+//! writer's error keeps it as its
+//! [`source`](std::error::Error::source), down to the database's code.
 //!
 //! Rows read back are validated by the core
 //! ([`ClaimRecord::from_stored`](toolgate::claim::ClaimRecord::from_stored),

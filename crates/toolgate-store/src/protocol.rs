@@ -5,8 +5,8 @@
 //! - [`Statements`]: the SQL statements of the protocol, run inside one
 //!   transaction (insert and read back, conditional writes, the grant, the
 //!   audit insert). Each backend implements them once: PostgreSQL and
-//!   MySQL/MariaDB on an sqlx transaction (`pooled.rs`), SQLite on the
-//!   group-commit writer's connection (`sqlite.rs`).
+//!   MySQL/MariaDB on an sqlx transaction (`pooled/claims.rs`), SQLite on
+//!   the group-commit writer's connection (`sqlite/claims.rs`).
 //! - [`ClaimBackend`]: how a [`Unit`] (one transaction) runs and ends, how
 //!   its failures are classified ([`TxFail`]: a lost race, nothing written,
 //!   or an unknown outcome), and the reads outside a transaction.
@@ -745,9 +745,10 @@ async fn retry_lost_races<B: ClaimBackend>(
             Err(TxFail::LostRace) => backoff(n).await,
             Err(TxFail::Failed(e)) => return Err(e),
             Err(TxFail::Unknown(e)) => {
-                return Err(StoreError::new(
+                return Err(StoreError::with_source(
                     StoreErrorKind::OutcomeUnknown,
                     format!("{what}: {e}"),
+                    e,
                 ));
             }
         }

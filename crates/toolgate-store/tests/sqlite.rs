@@ -243,6 +243,51 @@ async fn a_bad_url_is_a_config_error() {
     }
 }
 
+/// The driver's error that made the store fail is the store error's
+/// source, for a log or a caller to read its code: sqlx's when the file
+/// cannot be opened, rusqlite's when a claim lookup's statement fails.
+#[tokio::test]
+async fn a_store_error_keeps_the_drivers_error_as_its_source() {
+    use std::error::Error as _;
+    use toolgate::claim::{OperationKey, StoreErrorKind};
+    use toolgate_store::sqlite::rusqlite;
+
+    let dir = std::env::temp_dir().join(format!(
+        "toolgate-store-missing-{}",
+        support::hex(&support::random16())
+    ));
+    let url = format!("sqlite://{}", dir.join("claims.db").display());
+    let Err(e) = SqliteClaimStore::connect(&url, StoreOptions::default()).await else {
+        panic!("a file in a missing directory cannot be opened");
+    };
+    let cause = e.source().expect("the driver's error");
+    let sqlx_error = cause.downcast_ref::<sqlx::Error>().expect("sqlx's error");
+    assert!(
+        matches!(sqlx_error, sqlx::Error::Database(_)),
+        "{e}: {sqlx_error:?}"
+    );
+
+    let db = TempDb::new();
+    let store = db.store().await;
+    sqlx::query("ALTER TABLE toolgate_claims RENAME TO toolgate_claims_moved")
+        .execute(store.pool())
+        .await
+        .expect("rename");
+    let e = store
+        .fetch(&OperationKey::from_bytes([7; OperationKey::LEN]))
+        .await
+        .expect_err("no claims table");
+    assert_eq!(e.kind(), StoreErrorKind::Database, "{e}");
+    let cause = e.source().expect("the driver's error");
+    let rusqlite_error = cause
+        .downcast_ref::<rusqlite::Error>()
+        .expect("rusqlite's error");
+    assert!(
+        rusqlite_error.to_string().contains("no such table"),
+        "{rusqlite_error:?}"
+    );
+}
+
 /// SQLite's lost race, produced by SQLite itself: a second writer with no
 /// busy timeout gets SQLITE_BUSY; a constraint violation is not a race.
 #[tokio::test]

@@ -11,13 +11,18 @@
 //!
 //! # The migration lock
 //!
-//! sqlx serialises migrations with `GET_LOCK(name, -1)` and ignores the
-//! result. MySQL reads `-1` as "wait forever"; MariaDB does not accept a
-//! negative timeout and returns NULL at once. On MariaDB two processes
-//! starting together on a fresh database (two `toolgate serve` replicas)
-//! both apply the migrations, and one fails with `Duplicate entry '1'` in
-//! the migrations table. `run_migrations` takes a lock of its own, with a
-//! positive timeout, and checks that it was granted.
+//! Processes sharing a database migrate one at a time under a lock of the
+//! store's own ([`run_migrations`]): sqlx's, taken with a negative
+//! timeout, is no lock on MariaDB (it answers NULL at once, and sqlx
+//! ignores the answer).
+//!
+//! # Where things are
+//!
+//! The backend folders share one layout: `sql.rs` holds the statements,
+//! `migrate.rs` applies the migrations (under that lock), `error.rs` reads
+//! the driver's error codes; the claims, review queue and
+//! `Idempotency-Key` memory are the pooled store's (`pooled/`), shared
+//! with PostgreSQL.
 //!
 //! # Several nodes (MariaDB Galera)
 //!
@@ -35,13 +40,14 @@
 //! the node is a Galera node, so they see every write the cluster
 //! committed before them.
 
+mod error;
+mod migrate;
 pub mod sql;
 
 use std::str::FromStr;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use sqlx::migrate::Migrator;
-use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use toolgate::claim::{StoreError, StoreErrorKind};
 
 use crate::StoreOptions;
@@ -52,6 +58,8 @@ use crate::pooled::{Pooled, PooledStore};
 use crate::write::{StoreWrite, WriteFuture};
 
 pub use crate::pooled::nodes::{FailoverCounts, NODE_RETRY_AFTER};
+pub use error::is_lost_race;
+pub use migrate::run_migrations;
 
 /// The claims and audit tables, the review queue and the
 /// `Idempotency-Key` memory on MySQL or MariaDB: one server, or the nodes
@@ -64,7 +72,7 @@ impl Dialect for sqlx::MySql {
     const SQL: crate::sql::Sql = sql::SQL;
 
     fn is_lost_race(e: &sqlx::Error) -> bool {
-        is_lost_race(e)
+        error::is_lost_race(e)
     }
 
     fn rows_affected(done: &Self::QueryResult) -> u64 {
@@ -95,20 +103,6 @@ impl Pooled for sqlx::MySql {
             .ok()
             .filter(|id| *id > 0))
     }
-}
-
-/// MySQL's lost-race errors: 1213 deadlock (also Galera's certification
-/// failure), 1205 lock wait timeout, 1020 record changed since last read.
-/// The claim rolls back and runs again on these; public so that the tests
-/// can pin the codes against a real server.
-pub fn is_lost_race(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|db| db.try_downcast_ref::<MySqlDatabaseError>())
-        .is_some_and(|db| matches!(db.number(), 1213 | 1205 | 1020))
-}
-
-fn migrator() -> Migrator {
-    crate::common::migrator(crate::common::migrations!("mysql"))
 }
 
 impl PooledStore<sqlx::MySql> {
@@ -173,7 +167,7 @@ impl PooledStore<sqlx::MySql> {
                 .map_err(|e| node.named(e));
             match reached {
                 Ok(()) => {
-                    run_migrations(&node.reads, &migrator(), "MySQL migrations").await?;
+                    migrate::run(&node.reads).await?;
                     return Ok(Self::on(nodes));
                 }
                 Err(e) => {
@@ -250,56 +244,6 @@ pub fn split_hosts(url: &str) -> Result<Vec<String>, StoreError> {
         .iter()
         .map(|h| format!("{scheme}://{user}{h}{tail}"))
         .collect())
-}
-
-/// How long a process waits for another one's migrations.
-const MIGRATION_LOCK_WAIT_SECS: i64 = 120;
-
-/// The lock's name: per database (lock names are server-wide), at most
-/// the 64 characters MySQL accepts.
-macro_rules! migration_lock {
-    () => {
-        "LEFT(CONCAT('toolgate_migrate_', COALESCE(DATABASE(), '')), 64)"
-    };
-}
-
-/// Runs `migrator` on one connection that holds a named lock for the whole
-/// run, so that processes sharing the database migrate one at a time (see
-/// "The migration lock" above). The connection runs the migrations itself:
-/// a pool of one connection must not wait for a second. Public for an
-/// application migrating its own tables in the store's database with its
-/// own [`Migrator`] (and its own migrations table).
-pub async fn run_migrations(
-    pool: &MySqlPool,
-    migrator: &Migrator,
-    what: &str,
-) -> Result<(), StoreError> {
-    let failed = |e: &dyn std::fmt::Display| {
-        StoreError::new(StoreErrorKind::Migration, format!("{what}: {e}"))
-    };
-    let mut conn = pool.acquire().await.map_err(|e| failed(&e))?;
-    let granted: Option<i64> = sqlx::query_scalar(concat!(
-        "SELECT CAST(GET_LOCK(",
-        migration_lock!(),
-        ", ?) AS SIGNED)"
-    ))
-    .bind(MIGRATION_LOCK_WAIT_SECS)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(|e| failed(&e))?;
-    if granted != Some(1) {
-        return Err(failed(&format!(
-            "the migration lock was not granted within {MIGRATION_LOCK_WAIT_SECS} s \
-             (GET_LOCK returned {granted:?}): another process may be migrating"
-        )));
-    }
-    let run = migrator.run(&mut *conn).await;
-    // Released at once rather than when the pooled connection closes.
-    let released = sqlx::query(concat!("SELECT RELEASE_LOCK(", migration_lock!(), ")"))
-        .execute(&mut *conn)
-        .await;
-    run.map_err(|e| failed(&e))?;
-    released.map(drop).map_err(|e| failed(&e))
 }
 
 #[cfg(test)]

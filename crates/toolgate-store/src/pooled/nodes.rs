@@ -73,7 +73,8 @@ impl<DB: sqlx::Database> Node<DB> {
         if self.name.is_empty() {
             return e;
         }
-        StoreError::new(e.kind(), format!("{} (node {})", e.message(), self.name))
+        let message = format!("{} (node {})", e.message(), self.name);
+        e.with_message(message)
     }
 }
 

@@ -1,13 +1,17 @@
-//! PostgreSQL: its statements (`sql.rs`), its driver's place in the pooled
-//! store, and connecting.
+//! PostgreSQL: its driver's place in the pooled store, and connecting.
+//! The backend folders share one layout: `sql.rs` holds its statements,
+//! `migrate.rs` applies its migrations, `error.rs` reads its driver's error
+//! codes; the claims, review queue and `Idempotency-Key` memory are the
+//! pooled store's (`pooled/`), shared with MySQL.
 
+mod error;
+mod migrate;
 mod sql;
 
 use std::str::FromStr;
 
-use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use toolgate::claim::{StoreError, StoreErrorKind};
+use toolgate::claim::StoreError;
 
 use crate::StoreOptions;
 use crate::common::{bad_url, map_err};
@@ -16,6 +20,8 @@ use crate::pooled::nodes::{Node, Nodes};
 use crate::pooled::{Pooled, PooledStore};
 use crate::sql::Sql;
 use crate::write::{StoreWrite, WriteFuture};
+
+pub use error::is_lost_race;
 
 /// The claims and audit tables, the review queue and the
 /// `Idempotency-Key` memory on PostgreSQL.
@@ -27,7 +33,7 @@ impl Dialect for sqlx::Postgres {
     const SQL: Sql = sql::SQL;
 
     fn is_lost_race(e: &sqlx::Error) -> bool {
-        is_lost_race(e)
+        error::is_lost_race(e)
     }
 
     fn rows_affected(done: &Self::QueryResult) -> u64 {
@@ -59,19 +65,6 @@ impl Pooled for sqlx::Postgres {
     }
 }
 
-/// PostgreSQL's lost-race errors: serialization_failure (40001) and
-/// deadlock_detected (40P01). The claim rolls back and runs again on these;
-/// public so that the tests can pin the codes against a real server.
-pub fn is_lost_race(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|db| db.code())
-        .is_some_and(|code| code == "40001" || code == "40P01")
-}
-
-fn migrator() -> Migrator {
-    crate::common::migrator(crate::common::migrations!("postgres"))
-}
-
 impl PooledStore<sqlx::Postgres> {
     /// Connects to `url` (`postgres://…`) and runs the migrations. The
     /// tables go in the connection's current schema (`search_path`).
@@ -84,12 +77,7 @@ impl PooledStore<sqlx::Postgres> {
             .connect_with(connect)
             .await
             .map_err(|e| map_err("connecting to PostgreSQL", e))?;
-        migrator().run(&pool).await.map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Migration,
-                format!("PostgreSQL migrations: {e}"),
-            )
-        })?;
+        migrate::run(&pool).await?;
         Ok(Self::on(Nodes::new(vec![Node::one(pool)], 0)))
     }
 

@@ -14,7 +14,7 @@ impl SqliteClaimStore {
     pub(crate) async fn floor_pair(&self, p: &Pair) -> Result<(), StoreError> {
         use super::rusqlite::{OptionalExtension, params};
         let sql = |what: &str, e: super::WriteError| {
-            StoreError::new(StoreErrorKind::Database, format!("floor: {what}: {e:?}"))
+            StoreError::with_source(StoreErrorKind::Database, format!("floor: {what}: {e:?}"), e)
         };
         let p = Arc::new(p.clone());
         let claim = Arc::clone(&p);

@@ -29,7 +29,7 @@
 //!   itself, after which later statements would commit one by one. (The
 //!   claim store's own units run inside a savepoint each, so that a unit
 //!   can end in a rollback of its own writes without failing; see
-//!   `sqlite.rs`.)
+//!   `claims.rs`.)
 //! - **A failed `COMMIT` fails the whole batch** with
 //!   [`WriteError::Unknown`]: the caller must read back before deciding, as
 //!   after any failed commit. If the transaction could not begin, every
@@ -55,8 +55,10 @@ use std::time::Duration;
 
 /// The driver the units run on, for naming `Connection` and its errors.
 pub use rusqlite;
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
+
+use super::error::is_busy;
 
 /// Most units in one transaction: bounds how long the first caller in a
 /// batch waits behind the others.
@@ -104,13 +106,42 @@ impl std::fmt::Display for WriteError {
     }
 }
 
-/// SQLite's lost-race errors, `SQLITE_BUSY` and `SQLITE_LOCKED` (any
-/// extended code): another connection held the lock past the timeout.
-pub fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
-    )
+impl std::error::Error for WriteError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Unit(e) => Some(e),
+            // SQLite's own words are in the message; the error they came
+            // from was answered to the batch's other units too.
+            Self::NotApplied { .. } | Self::Unknown(_) | Self::Stopped => None,
+        }
+    }
+}
+
+/// Why the writer could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// Its connection to the file could not be opened or set up.
+    Open(rusqlite::Error),
+    /// Its thread could not be started.
+    Thread(std::io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Open(e) => write!(f, "{e}"),
+            Self::Thread(e) => write!(f, "starting the writer thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Open(e) => Some(e),
+            Self::Thread(e) => Some(e),
+        }
+    }
 }
 
 /// How a batch ended, as each unit hears it.
@@ -188,14 +219,14 @@ pub struct GroupCommit {
 impl GroupCommit {
     /// Opens the writer's own connection to the database file at `path`
     /// (which must exist, with its schema) and starts the writer thread.
-    pub fn start(path: &Path) -> Result<Self, String> {
+    pub fn start(path: &Path) -> Result<Self, StartError> {
         let path = path.to_path_buf();
-        let conn = open(&path).map_err(|e| e.to_string())?;
+        let conn = open(&path).map_err(StartError::Open)?;
         let (jobs, queue) = mpsc::channel(QUEUE);
         std::thread::Builder::new()
             .name("sqlite-writer".to_owned())
             .spawn(move || writer(conn, &path, queue))
-            .map_err(|e| format!("starting the writer thread: {e}"))?;
+            .map_err(StartError::Thread)?;
         Ok(Self { jobs })
     }
 

@@ -1,8 +1,15 @@
 //! Infrastructure failures of a claim store. Decisions (someone else holds
 //! the claim, a completion that must reconcile) are values in `Ok`; only a
 //! store that cannot answer returns a [`StoreError`].
+//!
+//! A store error may carry the driver's error that caused it
+//! ([`std::error::Error::source`]), so a log or a caller can walk down to
+//! the database's own code. The core names no driver: the cause is any
+//! `Error + Send + Sync`.
 
+use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 use super::record::CorruptRecord;
 
@@ -47,12 +54,27 @@ impl StoreErrorKind {
     }
 }
 
-/// A claim store failure: a kind and a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A claim store failure: a kind, a message, and the error that caused it
+/// when there is one.
+#[derive(Debug, Clone)]
 pub struct StoreError {
     kind: StoreErrorKind,
     message: String,
+    // An `Arc`, not a `Box`: a store error is `Clone` (the protocol keeps
+    // a first failure while it retries), and driver errors are not.
+    source: Option<Arc<dyn Error + Send + Sync>>,
 }
+
+// By kind and message only: driver errors have no equality, and two
+// failures that read the same are the same failure to whoever compares
+// them (tests, a pipeline error's comparison).
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.message == other.message
+    }
+}
+
+impl Eq for StoreError {}
 
 impl StoreError {
     /// A failure of `kind`.
@@ -60,6 +82,30 @@ impl StoreError {
         Self {
             kind,
             message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure of `kind` caused by `source` (a driver's error), which
+    /// [`Error::source`] answers.
+    pub fn with_source(
+        kind: StoreErrorKind,
+        message: impl Into<String>,
+        source: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The same failure, same kind and cause, told with `message`.
+    #[must_use]
+    pub fn with_message(self, message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            ..self
         }
     }
 
@@ -85,4 +131,44 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Driver;
+
+    impl fmt::Display for Driver {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("connection reset")
+        }
+    }
+
+    impl Error for Driver {}
+
+    #[test]
+    fn the_cause_is_the_source_and_survives_a_clone_and_a_new_message() {
+        let e = StoreError::with_source(StoreErrorKind::Unavailable, "reading a claim", Driver);
+        let cause = e.source().expect("a source");
+        assert!(cause.is::<Driver>());
+        assert_eq!(cause.to_string(), "connection reset");
+        let named = e.clone().with_message("reading a claim (node 2)");
+        assert!(named.source().is_some_and(|c| c.is::<Driver>()));
+        assert_eq!(named.kind(), StoreErrorKind::Unavailable);
+    }
+
+    #[test]
+    fn no_cause_no_source_and_equality_ignores_the_cause() {
+        let plain = StoreError::new(StoreErrorKind::Database, "refused");
+        assert!(plain.source().is_none());
+        let caused = StoreError::with_source(StoreErrorKind::Database, "refused", Driver);
+        assert_eq!(plain, caused);
+        assert_ne!(plain, StoreError::new(StoreErrorKind::Config, "refused"));
+    }
+}
