@@ -9,7 +9,7 @@
 use std::future::Future;
 
 use toolgate::pipeline::{CallError, Decision, Reason, Refusal, Rejection};
-use toolgate_service::{ExecutionMode, Proposal, Service};
+use toolgate_service::{self as service, ExecutionMode, Proposal, Service};
 
 use crate::wire::{Decide, DecideError, DecisionForWire, GatedCall, VersionSeen};
 
@@ -65,7 +65,7 @@ impl Decide for Served {
                 // A scope the core refused (already audited): the model's
                 // call named no valid resource or version, which it can
                 // correct, so it is answered as a rejected call.
-                Err(CallError::Refused { refused, .. }) => {
+                Err(service::DecideError::Call(CallError::Refused { refused, .. })) => {
                     let (Some(tool), Some(fingerprint)) = (tool, fingerprint) else {
                         return Err(DecideError::RefusedWithoutAction(refused.message));
                     };
@@ -83,7 +83,10 @@ impl Decide for Served {
                         review_url: None,
                     });
                 }
-                Err(CallError::Gate(e)) => return Err(DecideError::Gate(e)),
+                Err(service::DecideError::Call(CallError::Gate(e))) => {
+                    return Err(DecideError::Gate(e));
+                }
+                Err(service::DecideError::Task(e)) => return Err(DecideError::Task(e)),
             };
             let review_url = match (&service.settings().public_url, settled.review_item) {
                 (Some(base), Some(item)) => Some(review_url(base, item)),

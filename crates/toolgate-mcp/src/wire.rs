@@ -89,6 +89,9 @@ pub enum DecideError {
     /// source or authoriser that could not answer.
     #[error(transparent)]
     Gate(#[from] toolgate::pipeline::GateError),
+    /// The decision's task ended without an answer (it panicked).
+    #[error("the decision task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
     /// The upstream could not be asked (a stand-in that calls it itself).
     #[error("upstream: {0}")]
     Upstream(#[from] crate::upstream::UpstreamError),

@@ -43,5 +43,5 @@ pub use identity::{
     REVIEW_CAPABILITY, bearer_token,
 };
 pub use metrics::Metrics;
-pub use service::{Proposal, Service, Settings};
+pub use service::{DecideError, Proposal, Service, Settings};
 pub use webhook::ReviewWebhook;

@@ -65,6 +65,19 @@ impl Default for Settings {
     }
 }
 
+/// Why [`Service::decide`] has no decision to answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    /// The core refused the request (already audited), or a store, state
+    /// source or authoriser could not answer.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The decision's task ended without an answer (it panicked): a bug,
+    /// not the caller's fault and not a store that is down.
+    #[error("the decision task failed: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
 /// One proposal a door hands the service. Everything in it comes from the
 /// door's authentication and the deployment's mapping; the model's part is
 /// only inside `proposal`.
@@ -182,7 +195,7 @@ impl Service {
     /// task, so a door whose caller goes away never abandons a claim between
     /// claim and completion, and [`Service::drain`] waits for it. The
     /// operator's log hears of it, and a new review item is announced.
-    pub async fn decide(&self, proposal: Proposal) -> Result<Settled, CallError> {
+    pub async fn decide(&self, proposal: Proposal) -> Result<Settled, DecideError> {
         let service = self.clone();
         let task = tokio::spawn(
             async move {
@@ -202,12 +215,10 @@ impl Service {
             // decision onto its task, so its log lines carry them too.
             .instrument(tracing::Span::current()),
         );
-        task.await.unwrap_or_else(|e| {
-            Err(CallError::Gate(GateError::Store(StoreError::new(
-                StoreErrorKind::Unavailable,
-                format!("the decision task failed: {e}"),
-            ))))
-        })
+        match task.await {
+            Ok(settled) => Ok(settled?),
+            Err(e) => Err(DecideError::Task(e)),
+        }
     }
 
     async fn settle(&self, proposal: Proposal) -> Result<Settled, CallError> {

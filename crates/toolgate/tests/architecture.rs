@@ -1,6 +1,8 @@
 //! Architecture invariants that only Cargo's graph can show: the core links
 //! no async runtime, database driver or HTTP stack, nor (without its
-//! `openapi` feature) the OpenAPI schema generator (ARCHITECTURE.md).
+//! `openapi` feature) the OpenAPI schema generator; the running service
+//! links neither door's framework; and the two doors, HTTP and MCP, never
+//! depend on each other (ARCHITECTURE.md).
 
 use std::process::Command;
 
@@ -21,13 +23,14 @@ const FORBIDDEN: &[&str] = &[
     "utoipa",
 ];
 
-#[test]
-fn core_links_no_runtime_database_or_http_stack() {
+/// The names of every package `package` links (normal and build
+/// dependencies, transitively), from `cargo tree`.
+fn linked(package: &str) -> Vec<String> {
     let out = Command::new(env!("CARGO"))
         .args([
             "tree",
             "-p",
-            "toolgate",
+            package,
             "-e",
             "normal,build",
             "--prefix",
@@ -43,18 +46,61 @@ fn core_links_no_runtime_database_or_http_stack() {
         String::from_utf8_lossy(&out.stderr)
     );
     let tree = String::from_utf8(out.stdout).expect("UTF-8");
-    let names: Vec<&str> = tree
+    let names: Vec<String> = tree
         .lines()
         .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
         .collect();
     assert!(
-        names.contains(&"serde_json"),
+        names.iter().any(|n| n == "serde_json"),
         "cargo tree output looks wrong:\n{tree}"
     );
-    for name in &names {
+    names
+}
+
+#[test]
+fn core_links_no_runtime_database_or_http_stack() {
+    for name in linked("toolgate") {
         assert!(
-            !FORBIDDEN.contains(name),
-            "the core crate depends on {name}:\n{tree}"
+            !FORBIDDEN.contains(&name.as_str()),
+            "the core crate depends on {name}"
         );
     }
+}
+
+/// The running gate is shared by the doors; it knows neither's framework.
+#[test]
+fn the_service_links_neither_doors_framework() {
+    for name in linked("toolgate-service") {
+        assert!(
+            ![
+                "axum",
+                "rmcp",
+                "hyper",
+                "tower-http",
+                "toolgate-http",
+                "toolgate-mcp"
+            ]
+            .contains(&name.as_str()),
+            "toolgate-service depends on {name}"
+        );
+    }
+}
+
+/// The HTTP and MCP doors are peers over the service: neither depends on
+/// the other, so neither can set what the other derives.
+#[test]
+fn the_doors_do_not_depend_on_each_other() {
+    let mcp = linked("toolgate-mcp");
+    assert!(mcp.iter().any(|n| n == "toolgate-service"));
+    assert!(
+        !mcp.iter().any(|n| n == "toolgate-http"),
+        "toolgate-mcp depends on toolgate-http"
+    );
+    let http = linked("toolgate-http");
+    assert!(http.iter().any(|n| n == "toolgate-service"));
+    assert!(
+        !http.iter().any(|n| n == "toolgate-mcp"),
+        "toolgate-http depends on toolgate-mcp"
+    );
 }

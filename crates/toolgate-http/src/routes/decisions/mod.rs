@@ -17,7 +17,7 @@ use toolgate::contract;
 use toolgate::pipeline::{
     CallError, Decision, GateError, Outcome, Principal, Refusal, VERSION_SEEN, VersionSeen,
 };
-use toolgate_service::{ExecutionMode, Proposal};
+use toolgate_service::{DecideError, ExecutionMode, Proposal};
 
 use crate::auth::Caller;
 use crate::dto::{DecisionRequest, DecisionResponse, Permit, status_of};
@@ -250,11 +250,13 @@ async fn run(
         attributes: prepared.entities,
         mode,
     };
-    let settled = app
-        .service()
-        .decide(proposal)
-        .await
-        .map_err(refused_or_failed)?;
+    let settled = app.service().decide(proposal).await.map_err(|e| match e {
+        DecideError::Call(e) => refused_or_failed(e),
+        DecideError::Task(e) => ApiError::new(
+            ProblemCode::Internal,
+            format!("the decision task failed: {e}"),
+        ),
+    })?;
     let decision = settled.decision;
     let permit = match (decision.permit(), &arguments, &settled.version_seen) {
         (Some(lease), Some((canonical, arguments)), Some(version)) => Some(Permit::new(
