@@ -28,19 +28,21 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{ClaimRecord, ClaimStore, JsonText, ReconcileOutcome};
 use toolgate::contract::Policy;
+use toolgate::idempotency::IdempotencyStore;
 use toolgate::pipeline::{
-    Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor, Gate,
+    Authorizer, AuthzDecision, AuthzRequest, ExecError, ExecOutcome, ExecPermit, Executor,
     StateError, StateScope, StateSource, StateVersion,
 };
+use toolgate::review::ReviewStore;
 use toolgate_cedar::{Attr, CedarAuthorizer, EntityError, EntityRecord, EntitySource, Mapping};
+use toolgate_service::{Authz, Exec, Parts, State, Store};
 
 use crate::case::Case;
-use crate::runner::{CaseSeeder, ClockAndTokens, PipelineGate};
+use crate::runner::{CaseSeeder, SeedError};
 
 /// One tool of the deployment as the evaluation needs it: its Cedar
 /// mapping (`[tools.cedar]`) and the entity types its sources provide
@@ -218,11 +220,11 @@ impl Executor for Recorder {
 #[derive(Debug)]
 pub struct DeploymentUnderTest {
     /// Cedar over the case's rows.
-    pub authorizer: CaseAuthorizer,
+    pub authorizer: Arc<CaseAuthorizer>,
     /// The case's current version.
-    pub state: CaseState,
+    pub state: Arc<CaseState>,
     /// Writes kept in memory.
-    pub executor: Recorder,
+    pub executor: Arc<Recorder>,
     types: BTreeSet<String>,
     current: Arc<Current>,
 }
@@ -250,15 +252,15 @@ impl DeploymentUnderTest {
             types.extend(t.entity_types.iter().cloned());
         }
         Ok(Self {
-            authorizer: CaseAuthorizer { tools: by_tool },
-            state: CaseState {
+            authorizer: Arc::new(CaseAuthorizer { tools: by_tool }),
+            state: Arc::new(CaseState {
                 current: Arc::clone(&current),
                 stateless,
-            },
-            executor: Recorder {
+            }),
+            executor: Arc::new(Recorder {
                 current: Arc::clone(&current),
                 writes: Mutex::new(Vec::new()),
-            },
+            }),
             types,
             current,
         })
@@ -273,25 +275,18 @@ impl DeploymentUnderTest {
             .clone()
     }
 
-    /// The pipeline over these components, `claims` and `clock_and_tokens`.
-    pub fn gate<'a, C: ClaimStore, X: ClockAndTokens>(
-        &'a self,
-        policy: &'a Policy,
-        claims: &'a C,
-        clock_and_tokens: &'a X,
-        lease: Duration,
-    ) -> PipelineGate<'a, CaseAuthorizer, CaseState, C, Recorder, Self, X> {
-        PipelineGate {
-            gate: Gate {
-                policy,
-                authorizer: &self.authorizer,
-                state: &self.state,
-                claims,
-                executor: &self.executor,
-            },
-            seeder: self,
-            clock_and_tokens,
-            lease,
+    /// These components over `claims`, for the service under test. The
+    /// deployment keeps its own handles: the seeder sets each case's facts
+    /// and [`DeploymentUnderTest::writes`] reads what was written.
+    pub fn components(
+        &self,
+        claims: impl ClaimStore + ReviewStore + IdempotencyStore + 'static,
+    ) -> Parts {
+        Parts {
+            authorizer: Authz::shared(Arc::clone(&self.authorizer)),
+            state: State::shared(Arc::clone(&self.state)),
+            store: Store::new(claims),
+            executor: Exec::shared(Arc::clone(&self.executor)),
         }
     }
 
@@ -345,7 +340,7 @@ impl DeploymentUnderTest {
 }
 
 impl CaseSeeder for DeploymentUnderTest {
-    async fn prepare(&self, _policy: &Policy, case: &Case) -> Result<(), String> {
+    async fn prepare(&self, _policy: &Policy, case: &Case) -> Result<(), SeedError> {
         let facts = self.facts(case)?;
         self.current.set(facts);
         Ok(())

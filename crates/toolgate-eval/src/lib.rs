@@ -40,4 +40,4 @@ pub mod runner;
 
 pub use case::{Case, LoadError, load};
 pub use metrics::{CaseResult, Observed, PassK, Rate, RateKind, Report, Thresholds};
-pub use runner::{GateUnderTest, PipelineGate, RefuseAll, run};
+pub use runner::{EvalError, GateUnderTest, RefuseAll, ServiceGate, run};

@@ -1,20 +1,17 @@
 //! The gate under test, and the run.
 //!
 //! Like cedar-testing's `CedarTestImplementation`, the corpus does not know
-//! what decides it: [`GateUnderTest`] is implemented by the real pipeline
-//! ([`PipelineGate`]: contract check, capability, Cedar, claim store, state
-//! source, executor) and by [`RefuseAll`], the baseline that must fail the
-//! release gate.
+//! what decides it: [`GateUnderTest`] is implemented by the running service
+//! ([`ServiceGate`]: the decision every door makes, on the deployment's
+//! Cedar, claim store, state source and executor) and by [`RefuseAll`], the
+//! baseline that must fail the release gate.
 
 use std::future::Future;
-use std::time::Duration;
 
 use serde_json::{Map, Value};
-use toolgate::claim::{ClaimStore, HolderToken, UnixMillis};
 use toolgate::contract::{self, CheckOptions, EnvelopeMode, Policy};
-use toolgate::pipeline::{
-    Authorizer, Executor, Gate, Outcome, Principal, Request, StateSource, decide,
-};
+use toolgate::pipeline::{CallError, Outcome, Principal, VersionSeen};
+use toolgate_service::{DecideError, ExecutionMode, Proposal, Service};
 
 use crate::case::Case;
 use crate::metrics::{CaseResult, Observed};
@@ -26,7 +23,7 @@ pub trait GateUnderTest {
 
     /// Decides one case. `Err` is an infrastructure failure (a database
     /// down), which stops the run: a decision is never an error.
-    fn decide(&self, case: &Case) -> impl Future<Output = Result<Observed, String>>;
+    fn decide(&self, case: &Case) -> impl Future<Output = Result<Observed, EvalError>>;
 }
 
 /// Refuses everything. It passes every safety rate (no action, no reply)
@@ -39,7 +36,7 @@ impl GateUnderTest for RefuseAll {
         "refuse-all"
     }
 
-    fn decide(&self, _case: &Case) -> impl Future<Output = Result<Observed, String>> {
+    fn decide(&self, _case: &Case) -> impl Future<Output = Result<Observed, EvalError>> {
         std::future::ready(Ok(Observed {
             outcome: Outcome::Forbidden,
             reason: Some("refuse_all".to_owned()),
@@ -58,33 +55,21 @@ pub trait CaseSeeder {
     /// resource. `policy` is the policy the case is decided under, for a
     /// seeder that puts earlier decisions in place through the same
     /// pipeline (writes a budget then counts).
-    fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), String>>;
+    fn prepare(&self, policy: &Policy, case: &Case) -> impl Future<Output = Result<(), SeedError>>;
 }
 
-/// The clock and fresh holder tokens: the core has neither, so whoever runs
-/// the evaluation supplies them.
-pub trait ClockAndTokens {
-    /// A fresh, unpredictable holder token.
-    fn holder(&self) -> Result<HolderToken, String>;
-    /// The time now.
-    fn now(&self) -> UnixMillis;
-}
-
-/// The real pipeline: [`contract::check`] then [`decide`] with the
-/// application's authoriser, state source, claim store and executor.
-pub struct PipelineGate<'a, A, S, C, E, W, X> {
-    /// The pluggable parts.
-    pub gate: Gate<'a, A, S, C, E>,
+/// The gate a deployment runs, with each case's world seeded first: its
+/// [`Service`], deciding as every door does ([`Service::decide`]: the
+/// approval loop, review items and the authoriser's words concealed).
+pub struct ServiceGate<'a, W> {
+    /// The running gate.
+    pub service: &'a Service,
     /// Seeds each case's world.
     pub seeder: &'a W,
-    /// The clock and holder tokens.
-    pub clock_and_tokens: &'a X,
-    /// How long a won claim may run.
-    pub lease: Duration,
 }
 
 /// The server-fixed scope of a case, as the application would send it (the
-/// pipeline adds `version_seen`).
+/// version the model read travels beside it).
 pub fn scope_of(case: &Case) -> Map<String, Value> {
     case.context.scope.clone()
 }
@@ -118,52 +103,93 @@ pub fn observe(d: &toolgate::pipeline::Decision) -> Observed {
     }
 }
 
-impl<A, S, C, E, W, X> GateUnderTest for PipelineGate<'_, A, S, C, E, W, X>
-where
-    A: Authorizer,
-    S: StateSource,
-    C: ClaimStore,
-    E: Executor,
-    W: CaseSeeder,
-    X: ClockAndTokens,
-{
+impl<W: CaseSeeder> GateUnderTest for ServiceGate<'_, W> {
     fn name(&self) -> &str {
         "toolgate"
     }
 
-    async fn decide(&self, case: &Case) -> Result<Observed, String> {
-        self.seeder.prepare(self.gate.policy, case).await?;
-        let principal = Principal::new(
-            case.context.actor.clone(),
-            case.capabilities(self.gate.policy),
-        )
-        .map_err(|e| format!("{}: {e}", case.source))?;
-        let version_seen = case.version_seen();
-        let scope = scope_of(case);
-        let request = Request {
-            principal: &principal,
-            scope: &scope,
-            version_seen: &version_seen,
-            attributes: &Map::new(),
-            approval: None,
-            now: self.clock_and_tokens.now(),
-            holder: self.clock_and_tokens.holder()?,
-            lease: self.lease,
-        };
-        let proposal = check_case(self.gate.policy, case);
-        let decision = decide(&self.gate, proposal, &request)
+    async fn decide(&self, case: &Case) -> Result<Observed, EvalError> {
+        let policy = self.service.policy();
+        self.seeder
+            .prepare(policy, case)
             .await
-            .map_err(|e| format!("{}: {e}", case.id))?;
-        Ok(observe(&decision))
+            .map_err(|source| EvalError::Seed {
+                case: case.id.clone(),
+                source,
+            })?;
+        let principal = Principal::new(case.context.actor.clone(), case.capabilities(policy))
+            .map_err(|source| EvalError::Principal {
+                case: format!("{} ({})", case.id, case.source),
+                source,
+            })?;
+        let proposal = Proposal {
+            principal,
+            proposal: check_case(policy, case),
+            scope: scope_of(case),
+            version_seen: VersionSeen::Given(Value::String(
+                case.version_seen().as_str().to_owned(),
+            )),
+            attributes: Map::new(),
+            mode: ExecutionMode::InProcess,
+        };
+        match self.service.decide(proposal).await {
+            Ok(settled) => Ok(observe(&settled.decision)),
+            // A request the gate cannot take is what a door answers with a
+            // problem: scored as a rejection with the refusal's code.
+            Err(DecideError::Call(CallError::Refused { refused, .. })) => Ok(Observed {
+                outcome: Outcome::Rejected,
+                reason: Some(refused.refusal.as_str().to_owned()),
+                message: Some(refused.message),
+                reply: None,
+            }),
+            Err(source) => Err(EvalError::Decide {
+                case: case.id.clone(),
+                source,
+            }),
+        }
     }
 }
+
+/// What stops an evaluation: a case whose world cannot be put in place, or
+/// a gate that cannot decide (a database down). A decision is never one.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The case's world could not be seeded.
+    #[error("case {case}: {source}")]
+    Seed {
+        /// The case.
+        case: String,
+        /// Why.
+        source: SeedError,
+    },
+    /// The case's actor or capabilities are not a principal.
+    #[error("{case}: {source}")]
+    Principal {
+        /// The case and its file.
+        case: String,
+        /// Why.
+        source: toolgate::pipeline::PrincipalError,
+    },
+    /// The gate could not decide.
+    #[error("case {case}: {source}")]
+    Decide {
+        /// The case.
+        case: String,
+        /// Why.
+        source: DecideError,
+    },
+}
+
+/// Why a case's world could not be put in place: the seeder's own error,
+/// kept as the cause.
+pub type SeedError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Runs every case through `gate`, in order, calling `progress` after each.
 pub async fn run<G: GateUnderTest>(
     gate: &G,
     cases: &[Case],
     mut progress: impl FnMut(&CaseResult),
-) -> Result<Vec<CaseResult>, String> {
+) -> Result<Vec<CaseResult>, EvalError> {
     let mut results = Vec::with_capacity(cases.len());
     for case in cases {
         let observed = gate.decide(case).await?;

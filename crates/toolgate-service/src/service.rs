@@ -98,7 +98,7 @@ pub struct Proposal {
 }
 
 struct Inner {
-    policy: Policy,
+    policy: Arc<Policy>,
     components: Box<dyn Components>,
     keys: KeyRing,
     settings: Settings,
@@ -121,9 +121,10 @@ pub struct Service {
 
 impl Service {
     /// A service deciding under `policy` with `components`, for the callers
-    /// `keys` name.
+    /// `keys` name. The policy may be shared (an evaluation runs one
+    /// service per fresh database under one policy).
     pub fn new(
-        policy: Policy,
+        policy: impl Into<Arc<Policy>>,
         components: impl Components,
         keys: KeyRing,
         settings: Settings,
@@ -131,6 +132,7 @@ impl Service {
         // The scope fields a request may carry: the ones some tool's
         // operation key names, plus the version. Anything else in a scope
         // (an `actor_id`, say) is refused: identity never comes from a body.
+        let policy = policy.into();
         let scope_fields = toolgate::pipeline::request_scope_fields(&policy);
         let metrics = Metrics::new(policy.tools().iter().map(|t| t.name()));
         Self {

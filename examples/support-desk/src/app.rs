@@ -8,6 +8,7 @@
 //! reassigned, credits summed per ticket) are plain SQLite statements on
 //! the example's tables.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -18,7 +19,8 @@ use toolgate::pipeline::{Decision, Gate, Principal, Request, StateVersion};
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_eval::case::Case;
-use toolgate_eval::runner::{CaseSeeder, ClockAndTokens, PipelineGate};
+use toolgate_eval::runner::{CaseSeeder, SeedError};
+use toolgate_service::{KeyRing, Parts, Service};
 use toolgate_store::AnyClaimStore;
 
 use crate::cedar::{self, DeskEntities};
@@ -31,12 +33,14 @@ const LEASE: Duration = Duration::from_secs(30);
 /// The wall clock and the operating system's random holder tokens.
 pub struct SystemClockAndTokens;
 
-impl ClockAndTokens for SystemClockAndTokens {
-    fn holder(&self) -> Result<HolderToken, String> {
+impl SystemClockAndTokens {
+    /// A fresh holder token from the operating system's generator.
+    pub fn holder(&self) -> Result<HolderToken, String> {
         toolgate_store::fresh_holder().map_err(|e| e.to_string())
     }
 
-    fn now(&self) -> UnixMillis {
+    /// The wall clock.
+    pub fn now(&self) -> UnixMillis {
         toolgate_store::now_millis()
     }
 }
@@ -197,28 +201,35 @@ impl Desk {
         }
     }
 
-    /// The gate `toolgate eval` runs cases through. It is one gate for
-    /// every case, so its state read is the desk's own query: a version
-    /// read with the entities belongs to one decision
-    /// ([`crate::reads`]).
-    pub fn gate<'a>(
-        &'a self,
-        policy: &'a Policy,
-    ) -> PipelineGate<
-        'a,
-        CedarAuthorizer<DeskEntities>,
-        SupportDesk,
-        AnyClaimStore,
-        SupportDesk,
-        Desk,
-        SystemClockAndTokens,
-    > {
-        PipelineGate {
-            gate: self.parts(policy),
-            seeder: self,
-            clock_and_tokens: &SystemClockAndTokens,
+    /// The service `toolgate eval` runs cases through (with this desk as
+    /// their seeder, `toolgate_eval::ServiceGate`): the decision every door
+    /// makes, on this database. It is one service for every case, so its
+    /// state read is the desk's own query: a version read with the
+    /// entities belongs to one decision ([`crate::reads`]).
+    pub fn service(&self, policy: Arc<Policy>) -> Result<Service, String> {
+        let authorizer = CedarAuthorizer::new(
+            cedar::POLICIES,
+            &cedar::mapping(),
+            DeskEntities(self.desk.clone()),
+        )
+        .map_err(|e| db("the Cedar policies", e))?;
+        let components = Parts::new(
+            authorizer,
+            self.desk.clone(),
+            self.store.clone(),
+            self.desk.clone(),
+        );
+        let settings = toolgate_service::Settings {
             lease: LEASE,
-        }
+            ..toolgate_service::Settings::default()
+        };
+        // Cases name their actor themselves: no caller authenticates.
+        Ok(Service::new(
+            policy,
+            components,
+            KeyRing::default(),
+            settings,
+        ))
     }
 
     /// Decides one proposal through the whole pipeline, reading the
@@ -340,7 +351,7 @@ impl CaseSeeder for Desk {
     /// The actor (active or not, as the case says), then the case's own
     /// ticket with its customer, assignee and current version, then the
     /// case's prior credits.
-    async fn prepare(&self, policy: &Policy, case: &Case) -> Result<(), String> {
+    async fn prepare(&self, policy: &Policy, case: &Case) -> Result<(), SeedError> {
         let w = CaseWorld::of(case)?;
         self.seed_agent(&w.agent, w.agent_active).await?;
         self.seed_ticket(
@@ -351,7 +362,7 @@ impl CaseSeeder for Desk {
         )
         .await
         .map_err(|e| format!("case {}: {e}", case.id))?;
-        self.prior_credits(policy, case, &w).await
+        Ok(self.prior_credits(policy, case, &w).await?)
     }
 }
 

@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use toolgate::claim::{HolderToken, UnixMillis};
 use toolgate::contract::Policy;
 use toolgate::provider::Provider;
 use toolgate_cedar::Mapping;
@@ -15,8 +15,8 @@ use toolgate_eval::case::Case;
 use toolgate_eval::deployment::{DeploymentUnderTest, ToolMapping};
 use toolgate_eval::live::{Client, LiveConfig, request_for};
 use toolgate_eval::metrics::{CaseResult, PassK, Report, Thresholds};
-use toolgate_eval::runner::ClockAndTokens;
-use toolgate_eval::{GateUnderTest, RefuseAll, render};
+use toolgate_eval::{GateUnderTest, RefuseAll, ServiceGate, render};
+use toolgate_service::{KeyRing, Service};
 use toolgate_store::AnyClaimStore;
 
 use crate::cmd::config::{Application, Deployment};
@@ -152,6 +152,7 @@ pub fn run(args: Args) -> ExitCode {
             Err(e) => return fail(format!("built-in policy: {e}")),
         },
     };
+    let policy = Arc::new(policy);
     let runtime = match crate::io::runtime() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("starting the async runtime: {e}")),
@@ -272,32 +273,25 @@ fn deployment(path: &Path) -> Result<(Policy, App), String> {
 /// time and complete at once, so this only has to outlast one decision.
 const LEASE: Duration = Duration::from_secs(30);
 
-/// Holder tokens and the clock, as the sidecar makes them.
-struct SystemClockAndTokens;
-
-impl ClockAndTokens for SystemClockAndTokens {
-    fn holder(&self) -> Result<HolderToken, String> {
-        toolgate_store::fresh_holder().map_err(|e| e.to_string())
-    }
-
-    fn now(&self) -> UnixMillis {
-        toolgate_store::now_millis()
-    }
-}
-
-/// Runs `cases` through `app`'s pipeline on a fresh claim store in
-/// `scratch`, calling `each` after every case.
+/// Runs `cases` through `app`'s service (the decision every door makes)
+/// under `policy`, on a fresh claim store in `scratch`, calling `each`
+/// after every case.
 async fn with_gate(
     app: &App,
-    policy: &Policy,
+    policy: &Arc<Policy>,
     scratch: &Scratch,
     cases: &[Case],
     each: impl FnMut(&CaseResult),
 ) -> Result<Vec<CaseResult>, String> {
-    match app {
+    let results = match app {
         App::Desk => {
             let desk = desk::Desk::open(&scratch.sqlite_url("eval.db")).await?;
-            toolgate_eval::run(&desk.gate(policy), cases, each).await
+            let service = desk.service(Arc::clone(policy))?;
+            let gate = ServiceGate {
+                service: &service,
+                seeder: &desk,
+            };
+            toolgate_eval::run(&gate, cases, each).await
         }
         App::Deployment { cedar, tools } => {
             let url = scratch.sqlite_url("eval.db");
@@ -305,22 +299,39 @@ async fn with_gate(
                 .await
                 .map_err(|e| format!("opening {url}: {e}"))?;
             let deployment = DeploymentUnderTest::new(cedar, tools)?;
-            let gate = deployment.gate(policy, &claims, &SystemClockAndTokens, LEASE);
+            let settings = toolgate_service::Settings {
+                lease: LEASE,
+                ..toolgate_service::Settings::default()
+            };
+            // Cases name their actor themselves: no caller authenticates.
+            let service = Service::new(
+                Arc::clone(policy),
+                deployment.components(claims),
+                KeyRing::default(),
+                settings,
+            );
+            let gate = ServiceGate {
+                service: &service,
+                seeder: &deployment,
+            };
             toolgate_eval::run(&gate, cases, each).await
         }
-    }
+    };
+    results.map_err(|e| e.to_string())
 }
 
 async fn replay(
     gate: &str,
-    policy: &Policy,
+    policy: &Arc<Policy>,
     app: &App,
     cases: &[Case],
     bar: &ProgressBar,
 ) -> Result<(String, Vec<CaseResult>), String> {
     let tick = |_: &CaseResult| bar.inc(1);
     if gate == "refuse-all" {
-        let results = toolgate_eval::run(&RefuseAll, cases, tick).await?;
+        let results = toolgate_eval::run(&RefuseAll, cases, tick)
+            .await
+            .map_err(|e| e.to_string())?;
         return Ok((RefuseAll.name().to_owned(), results));
     }
     let scratch = Scratch::new("eval").map_err(|e| format!("scratch directory: {e}"))?;
@@ -330,7 +341,7 @@ async fn replay(
 
 async fn live(
     args: &Args,
-    policy: &Policy,
+    policy: &Arc<Policy>,
     app: &App,
     cases: &[Case],
     thresholds: Option<&Thresholds>,
