@@ -314,9 +314,10 @@ impl Service {
 /// an infrastructure failure like a store that does not answer.
 fn holder() -> Result<toolgate::claim::HolderToken, CallError> {
     clock::fresh_holder().map_err(|e| {
-        CallError::Gate(GateError::Store(StoreError::new(
+        CallError::Gate(GateError::Store(StoreError::with_source(
             StoreErrorKind::Unavailable,
             e.to_string(),
+            e,
         )))
     })
 }
