@@ -198,10 +198,10 @@ fn try_run_with<A: Authorizer>(
     let mut scope = Map::new();
     scope.insert("order_id".into(), order);
     let seen = StateVersion::from(1);
+    let scope = toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone()));
     let request = Request::plain(
         &principal,
         &scope,
-        &seen,
         UnixMillis(1_000 + i64::from(n)),
         HolderToken::from_bytes([n; 16]),
         Duration::from_secs(30),

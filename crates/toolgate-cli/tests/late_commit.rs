@@ -259,8 +259,7 @@ async fn propose(d: &Deployment, policy: &Policy, store: &AnyClaimStore, order: 
     let entities = json!({"Agent": {"id": "agent-ana"}, "Order": {"id": order.to_string()}});
     let request = Request {
         principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone())),
         attributes: entities.as_object().expect("object"),
         approval: None,
         now: now(),

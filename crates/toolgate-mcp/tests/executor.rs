@@ -127,8 +127,7 @@ async fn one(parts: &Parts, order: u64, holder: u8, lease: Duration, at: UnixMil
     };
     let request = Request {
         principal: &principal,
-        scope: &scope,
-        version_seen: &version,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(version.clone())),
         attributes: &attributes,
         approval: None,
         now: at,

@@ -356,8 +356,7 @@ mod pipeline {
             };
             let request = Request {
                 principal: &principal,
-                scope: &scope,
-                version_seen: &seen,
+                scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone())),
                 attributes: &Map::new(),
                 approval,
                 now: UnixMillis(now),

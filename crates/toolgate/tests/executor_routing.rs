@@ -105,8 +105,7 @@ fn decide_with(
     };
     let request = Request {
         principal,
-        scope: &scope,
-        version_seen: &StateVersion::from(3),
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(StateVersion::from(3).clone())),
         attributes: &Map::new(),
         approval: None,
         now: UnixMillis(1_000),

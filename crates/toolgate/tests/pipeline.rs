@@ -415,8 +415,7 @@ impl SpyPipeline {
         let seen = StateVersion::from(seen);
         let request = Request {
             principal: who,
-            scope: &self.scope,
-            version_seen: &seen,
+            scope: &toolgate::pipeline::Scope::new(self.scope.clone(), Some(seen.clone())),
             attributes: &self.attributes,
             approval,
             now: UnixMillis(now),
@@ -710,8 +709,7 @@ fn the_executor_precondition_catches_what_the_gate_filter_missed() {
     let seen = StateVersion::from(7);
     let request = Request {
         principal: &p,
-        scope: &w.scope,
-        version_seen: &seen,
+        scope: &toolgate::pipeline::Scope::new(w.scope.clone(), Some(seen.clone())),
         attributes: &Map::new(),
         approval: None,
         now: UnixMillis(T0),

@@ -104,10 +104,10 @@ impl ScopeRecordingPipeline {
             claims: &self.store,
             executor: &self.seen,
         };
+        let scope = toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone()));
         let request = Request::plain(
             &principal,
             &scope,
-            &seen,
             UnixMillis(1_000_000),
             HolderToken::from_bytes([holder; 16]),
             Duration::from_secs(30),

@@ -244,8 +244,7 @@ impl Desk {
         let version_seen = StateVersion::from(p.version_seen);
         let request = Request {
             principal: &principal,
-            scope: &scope,
-            version_seen: &version_seen,
+            scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(version_seen.clone())),
             attributes: &Map::new(),
             approval: None,
             now: SystemClockAndTokens.now(),

@@ -138,8 +138,7 @@ fn run(w: &CreditPipeline, who: &str, customer: &str, amount: i64, n: u8) -> Dec
     let seen = StateVersion::from(7);
     let request = Request {
         principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone())),
         attributes: &Map::new(),
         approval: None,
         now: UnixMillis(1_000 + i64::from(n)),

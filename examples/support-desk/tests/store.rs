@@ -70,8 +70,7 @@ async fn credit<S: StateSource>(
     let seen = StateVersion::from(seen);
     let request = Request {
         principal: &principal,
-        scope: &scope,
-        version_seen: &seen,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone())),
         attributes: &Map::new(),
         approval: None,
         now: toolgate_store::now_millis(),

@@ -96,8 +96,7 @@ pub async fn credit(
     let seen = StateVersion::from(1);
     let request = Request {
         principal: &principal,
-        scope,
-        version_seen: &seen,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen)),
         attributes: &Map::new(),
         approval: None,
         now,

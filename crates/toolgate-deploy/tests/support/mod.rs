@@ -446,8 +446,7 @@ pub async fn propose_with(
     let version_seen = StateVersion::new(facts.version_seen).unwrap();
     let request = Request {
         principal: facts.actor,
-        scope: &scope,
-        version_seen: &version_seen,
+        scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(version_seen.clone())),
         attributes,
         approval: None,
         now: now(),

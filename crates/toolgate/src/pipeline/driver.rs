@@ -14,6 +14,7 @@ use super::error::GateError;
 use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::existing::{existing_decided, json_value};
 use super::not_applied::NotApplied;
+use super::scope::{Scope, VERSION_MISSING};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
 use crate::claim::{
@@ -58,12 +59,11 @@ pub struct Approval {
 pub struct Request<'a> {
     /// The authenticated actor.
     pub principal: &'a Principal,
-    /// Server-fixed scope fields (`customer_id`, `order_id`, …). The
-    /// pipeline adds `version_seen` from [`Request::version_seen`], which
-    /// replaces any field of that name here.
-    pub scope: &'a Map<String, Value>,
-    /// The resource version the model was shown.
-    pub version_seen: &'a StateVersion,
+    /// Server-fixed scope fields (`customer_id`, `order_id`, …) and the
+    /// resource version the model was shown: canonical for the proposed
+    /// tool once ([`Scope::canonical`]; the pipeline makes a scope that is
+    /// not yet canonical so for the tool it decides).
+    pub scope: &'a Scope,
     /// Entities the authenticated application sent (entity type →
     /// `{"id": …, <attr>: …}`), for the authoriser alone
     /// ([`super::AuthzRequest::attributes`]): never part of the operation
@@ -85,8 +85,7 @@ impl<'a> Request<'a> {
     /// callers decide.
     pub fn plain(
         principal: &'a Principal,
-        scope: &'a Map<String, Value>,
-        version_seen: &'a StateVersion,
+        scope: &'a Scope,
         now: UnixMillis,
         holder: HolderToken,
         lease: Duration,
@@ -95,7 +94,6 @@ impl<'a> Request<'a> {
         Self {
             principal,
             scope,
-            version_seen,
             attributes: NONE.get_or_init(Map::new),
             approval: None,
             now,
@@ -309,8 +307,8 @@ where
 {
     let (validated, contract) = validate(gate.policy, proposal)?;
     capability(&validated, request.principal)?;
-    let scope = canonical_scope(contract, &validated, request)?;
-    let authorized = authorize(gate.authorizer, validated, scope, request).await?;
+    let (scope, version) = canonical_scope(contract, &validated, request)?;
+    let authorized = authorize(gate.authorizer, validated, scope, version, request).await?;
     let bound = bind(authorized)?;
     // No separate claim lookup on the way to a write: the claim reads its
     // row back and resolves an existing operation to it (replay, in
@@ -354,26 +352,30 @@ fn capability(validated: &Validated, principal: &Principal) -> Step<()> {
 
 /// Typed scope (docs/design.md §13): every value in its canonical form
 /// before anything reads it, so `42` and `"42"` are one resource to the
-/// authoriser, the key, the state source and the executor alike.
+/// authoriser, the key, the state source and the executor alike; and the
+/// version the model read, which an action needs.
 fn canonical_scope(
     contract: &ToolContract,
     validated: &Validated,
     request: &Request<'_>,
-) -> Step<Map<String, Value>> {
-    let mut scope = request.scope.clone();
-    scope.insert(
-        "version_seen".to_owned(),
-        Value::String(request.version_seen.as_str().to_owned()),
-    );
-    contract.canonical_scope(&scope).map_err(|e| {
+) -> Step<(Map<String, Value>, StateVersion)> {
+    let reject = |reason, message: String| -> Stop {
         Decision::Rejected(Rejection::Scope {
-            reason: Reason::InvalidScope,
+            reason,
             tool: validated.tool().to_owned(),
             fingerprint: *validated.fingerprint(),
-            message: e.to_string(),
+            message,
         })
         .into()
-    })
+    };
+    let scope = request
+        .scope
+        .canonical_for(contract)
+        .map_err(|e| reject(Reason::InvalidScope, e.to_string()))?;
+    let Some(version) = scope.version_seen().cloned() else {
+        return Err(reject(Reason::MissingScope, VERSION_MISSING.to_owned()));
+    };
+    Ok((scope.to_map(), version))
 }
 
 /// Live authorisation, on every path (before the lookup that would tell
@@ -382,6 +384,7 @@ async fn authorize<A: Authorizer>(
     authorizer: &A,
     validated: Validated,
     scope: Map<String, Value>,
+    version_seen: StateVersion,
     request: &Request<'_>,
 ) -> Step<Authorized> {
     let verdict = authorizer
@@ -397,7 +400,7 @@ async fn authorize<A: Authorizer>(
             validated,
             request.principal.clone(),
             scope,
-            request.version_seen.clone(),
+            version_seen,
         )),
         AuthzDecision::Deny { message } => {
             Err(forbidden(&validated, Reason::NotAuthorized, message).into())

@@ -33,6 +33,7 @@ use super::driver::{Approval, Gate, Request, decide};
 use super::error::GateError;
 use super::exec::Executor;
 use super::refusal::{Refusal, Refused, audit_refusal};
+use super::scope::{Scope, ScopeRefusal, VERSION_MISSING};
 use super::state::{StateSource, StateVersion};
 use crate::claim::{ClaimStore, HolderToken, StoreError, UnixMillis, audit_label};
 use crate::contract::{Checked, Policy, ToolContract};
@@ -40,9 +41,6 @@ use crate::review::{
     ApprovalTerms, NewItem, Opened, Opening, QueueLimits, Requested, ReviewStore, bounded_decision,
     opening,
 };
-
-/// The scope field that carries the version the model read.
-pub const VERSION_SEEN: &str = "version_seen";
 
 /// What a caller is told when the authoriser says no, whatever it said.
 pub const FORBIDDEN_DETAIL: &str =
@@ -279,8 +277,7 @@ where
 /// The call's typed parts: what the request-level checks leave.
 struct Prepared<'p> {
     contract: Option<&'p ToolContract>,
-    scope: Map<String, Value>,
-    version: Option<StateVersion>,
+    scope: Scope,
 }
 
 type Refusing = (Refused, Option<String>);
@@ -307,44 +304,33 @@ fn prepare<'p, P: Pipeline, S>(
     // The named tool, for the refusal's audit entry: the model's text only
     // when the policy has no such tool (then bounded as a label).
     let named = call.proposal.tool.as_deref();
-    let mut raw = call.scope.clone();
-    if let VersionSeen::Given(v) = &call.version_seen {
-        raw.insert(VERSION_SEEN.to_owned(), v.clone());
-    }
+    let version_seen = match &call.version_seen {
+        VersionSeen::Given(v) => Some(v),
+        VersionSeen::Absent => None,
+    };
     let scope = match contract {
-        Some(c) => c
-            .canonical_scope(&raw)
-            .map_err(|e| refused(Refusal::InvalidScope, e.to_string(), Some(c.name())))?,
-        None => raw,
+        Some(c) => Scope::canonical(c, call.scope, version_seen).map_err(|e| match e {
+            ScopeRefusal::Field(e) => refused(Refusal::InvalidScope, e.to_string(), Some(c.name())),
+            ScopeRefusal::Version => refused(Refusal::InvalidScope, e.to_string(), named),
+        })?,
+        // No tool of the policy: nothing reads the scope but the review
+        // item, and no version is needed (the rejection says why).
+        None => Scope::new(
+            call.scope.clone(),
+            version_seen.and_then(|v| match v {
+                Value::String(s) => StateVersion::new(s.clone()),
+                other => StateVersion::new(other.to_string()),
+            }),
+        ),
     };
-    let version = match (action, scope.get(VERSION_SEEN)) {
-        (None, _) => None,
-        (Some(_), Some(v)) => {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            Some(StateVersion::new(text).ok_or_else(|| {
-                refused(
-                    Refusal::InvalidScope,
-                    "version_seen is not a valid version",
-                    named,
-                )
-            })?)
-        }
-        (Some(_), None) => {
-            return Err(refused(
-                Refusal::MissingScope,
-                "an action needs scope.version_seen: the resource version the model was shown",
-                named,
-            ));
-        }
-    };
+    if action.is_some() && scope.version_seen().is_none() {
+        return Err(refused(Refusal::MissingScope, VERSION_MISSING, named));
+    }
     // A scope field the deployment takes from an argument names what the
     // model proposed: the resource authorised and claimed must be the one
     // the arguments send, whichever front door supplied the scope.
     if let (Some(c), Some(a)) = (contract, action) {
-        c.check_argument_scopes(&scope, a.arguments())
+        c.check_argument_scopes(scope.fields(), a.arguments())
             .map_err(|m| refused(Refusal::InvalidScope, m, Some(c.name())))?;
     }
     if let Some(action) = action
@@ -365,11 +351,7 @@ fn prepare<'p, P: Pipeline, S>(
             Some(action.tool()),
         ));
     }
-    Ok(Prepared {
-        contract,
-        scope,
-        version,
-    })
+    Ok(Prepared { contract, scope })
 }
 
 async fn settle<P, S>(
@@ -383,14 +365,12 @@ where
 {
     let Prepared {
         contract,
-        scope,
-        version,
+        scope: typed,
     } = prepared;
+    let version = typed.version_seen().cloned();
+    let scope = typed.to_map();
     let mut notes = Vec::new();
     let arguments = call.proposal.action().map(|a| a.arguments().clone());
-    // Never read without an action: the pipeline returns before the state
-    // stage for anything else.
-    let version_or_none = version.clone().unwrap_or_else(|| StateVersion::from(0));
     // A second run needs the proposal again only when a person may have
     // approved it.
     let asks_person = contract.is_some_and(|c| c.needs_approval() || !c.budgets().is_empty());
@@ -412,8 +392,7 @@ where
         };
         let request = Request {
             principal: call.principal,
-            scope: &scope,
-            version_seen: &version_or_none,
+            scope: &typed,
             attributes: call.attributes,
             approval: approval.as_ref(),
             now: call.now,

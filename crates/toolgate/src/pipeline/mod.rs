@@ -31,6 +31,7 @@ mod front;
 mod not_applied;
 mod reconcile;
 mod refusal;
+mod scope;
 pub mod stage;
 mod state;
 
@@ -47,13 +48,14 @@ pub use exec::{
     AppliedCompletion, ClientExecutor, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
 };
 pub use front::{
-    Call, CallError, FORBIDDEN_DETAIL, Front, Note, Pipeline, Settled, VERSION_SEEN, VersionSeen,
-    conceal, decide_call, sent_reason,
+    Call, CallError, FORBIDDEN_DETAIL, Front, Note, Pipeline, Settled, VersionSeen, conceal,
+    decide_call, sent_reason,
 };
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,
     request_scope_fields,
 };
+pub use scope::{Scope, ScopeRefusal, VERSION_SEEN};
 pub use stage::{Authorized, Bound, Claimed, Validated};
 pub use state::{StateError, StateScope, StateSource, StateVersion};

@@ -136,8 +136,7 @@ impl Desk {
         let seen = StateVersion::from(p.seen);
         let request = Request {
             principal: &principal,
-            scope: &scope,
-            version_seen: &seen,
+            scope: &toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone())),
             attributes: &Map::new(),
             approval: None,
             now: toolgate_store::now_millis(),

@@ -452,10 +452,10 @@ where
     })?;
     let seen = StateVersion::from(ticket.version);
     let holder = fresh_holder().map_err(GateError::Store)?;
+    let scope = toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone()));
     let request = Request::plain(
         &principal,
         &scope,
-        &seen,
         now_millis(),
         holder,
         Duration::from_secs(30),
