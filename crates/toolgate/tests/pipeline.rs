@@ -1449,7 +1449,6 @@ fn front_call(
         pipeline: &gate,
         store: &w.store.inner,
         queue: QueueLimits::default(),
-        present: Decision::to_json,
     };
     let call = Call {
         principal: who,

@@ -271,6 +271,7 @@ mod tests {
     use super::*;
     use toolgate::claim::{Fingerprint, ProposalRecord};
     use toolgate::pipeline::{BudgetReport, Operation, Reason, StateVersion};
+    use toolgate::review::reviewer_copy;
 
     fn operation() -> Operation {
         Operation {
@@ -310,6 +311,25 @@ mod tests {
                 }),
             },
         ]
+    }
+
+    /// Review items keep the text the response form gave before the core
+    /// knew the view: the same bytes, so old rows need no migration.
+    #[test]
+    fn a_reviewer_copy_is_the_response_form_byte_for_byte() {
+        let arguments = serde_json::json!({"amount_minor": 500});
+        for d in decisions() {
+            let mut response =
+                serde_json::to_value(DecisionResponse::from_decision(&d, None, None))
+                    .expect("serialises");
+            if let Value::Object(m) = &mut response {
+                m.insert("arguments".into(), arguments.clone());
+            }
+            assert_eq!(
+                reviewer_copy(&d.view(), Some(&arguments)).to_string(),
+                response.to_string()
+            );
+        }
     }
 
     /// A response's members, in the order clients have had since the first

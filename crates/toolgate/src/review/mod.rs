@@ -611,6 +611,37 @@ pub fn check_reviewer(reviewer: &str, note: Option<&str>) -> Result<(), CorruptR
     Ok(())
 }
 
+/// The decision as an item keeps it (before [`bounded_decision`]): its
+/// flat view, then the proposal's `arguments` when given. `permit` and
+/// `review_item` stay in it as null where the HTTP door's response has
+/// them: items were first stored in that form, and one text for old and
+/// new rows needs no migration.
+pub fn reviewer_copy(
+    view: &crate::pipeline::DecisionView,
+    arguments: Option<&serde_json::Value>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Ok(Value::Object(members)) = serde_json::to_value(view) else {
+        return Value::Null;
+    };
+    let mut copy = serde_json::Map::new();
+    for (name, value) in members {
+        let null_after = match name.as_str() {
+            "prior" => Some("permit"),
+            "stateless" => Some("review_item"),
+            _ => None,
+        };
+        copy.insert(name, value);
+        if let Some(n) = null_after {
+            copy.insert(n.to_owned(), Value::Null);
+        }
+    }
+    if let Some(a) = arguments {
+        copy.insert("arguments".to_owned(), a.clone());
+    }
+    Value::Object(copy)
+}
+
 /// `decision` if it fits [`MAX_DECISION_BYTES`], or else a summary of it
 /// (`{"outcome","reason","tool","message","truncated":true}`).
 pub fn bounded_decision(decision: &serde_json::Value) -> String {
