@@ -446,8 +446,8 @@ where
         };
         let item = NewItem {
             at: call.now,
-            kind: Outcome::PendingApproval.as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            kind: Outcome::PendingApproval,
+            reason: decision.reason(),
             tool: decision.tool().map(str::to_owned),
             proposer: call.principal.id().to_owned(),
             proposer_via: call.principal.via().map(str::to_owned),
@@ -513,8 +513,8 @@ where
     if let (None, Some(opens)) = (review_item, opens) {
         let item = NewItem {
             at: call.now,
-            kind: decision.outcome().as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            kind: decision.outcome(),
+            reason: decision.reason(),
             // A rejection's tool is the model's own text: a bounded label.
             tool: decision.tool().map(audit_label),
             proposer: call.principal.id().to_owned(),
