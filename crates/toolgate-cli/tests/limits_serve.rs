@@ -521,7 +521,7 @@ fn seed_open_items(db: &str, n: usize) {
                     bytes[31] = 1;
                     let item = NewItem {
                         at: UnixMillis(now.0),
-                        kind: "conflict".into(),
+                        kind: toolgate::pipeline::Outcome::Conflict,
                         reason: None,
                         tool: Some("apply_goodwill_credit".into()),
                         proposer: format!("agent-{}", i % 20),

@@ -68,7 +68,6 @@ pub use access::{REQUEST_ID, RequestId, TRACEPARENT, TraceContext};
 pub use auth::bearer;
 pub use error::{ApiError, PROBLEM_JSON, PROBLEM_TYPE_BASE, Problem, ProblemCode};
 pub use openapi::{openapi_document, pretty as openapi_text};
-pub use routes::present_decision;
 pub use state::{AppState, Settings};
 pub use toolgate::pipeline::sent_reason;
 

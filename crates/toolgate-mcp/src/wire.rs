@@ -225,34 +225,34 @@ fn recorded(result: &Value) -> Result<CallToolResult, ErrorData> {
     })
 }
 
-/// `{outcome, reason, message, …}` for the host: the decision's flat form
-/// (`Decision::to_json`) without what the host must not see or cannot use
-/// (the prior proposal's arguments, a result recorded for someone else's
-/// proposal), plus the review page.
+/// `{outcome, reason, message, …}` for the host: the decision's flat view
+/// ([`toolgate::pipeline::DecisionView`]) without what the host must not
+/// see or cannot use (the prior proposal's arguments, a result recorded for
+/// someone else's proposal), absent members left out, plus the review page.
 fn decision_object(decided: &DecisionForWire) -> Value {
-    let d = &decided.decision;
+    let v = decided.decision.view();
     let mut o = Map::new();
-    o.insert("outcome".into(), json!(d.outcome().as_str()));
-    o.insert("reason".into(), json!(d.reason().map(Reason::as_str)));
-    if let Some(m) = d.message() {
+    o.insert("outcome".into(), json!(v.outcome.as_str()));
+    o.insert("reason".into(), json!(v.reason.map(Reason::as_str)));
+    if let Some(m) = v.message {
         o.insert("message".into(), json!(m));
     }
-    if let Some(p) = d.stateless().and_then(|c| c.pointer.as_deref()) {
+    if let Some(p) = v.stateless.and_then(|c| c.pointer) {
         o.insert("pointer".into(), json!(p));
     }
-    if let Some(k) = d.key() {
-        o.insert("operation_key".into(), json!(k.to_hex()));
+    if let Some(k) = v.operation_key {
+        o.insert("operation_key".into(), json!(k));
     }
-    if let Some(v) = d.version_seen() {
-        o.insert("version_seen".into(), json!(v.as_str()));
+    if let Some(s) = v.version_seen {
+        o.insert("version_seen".into(), json!(s));
     }
-    if let Some(v) = d.current_version() {
-        o.insert("current_version".into(), json!(v.as_str()));
+    if let Some(s) = v.current_version {
+        o.insert("current_version".into(), json!(s));
     }
-    if let Some(b) = d.budget() {
+    if let Some(b) = v.budget {
         o.insert("budget".into(), b.to_json());
     }
-    if let (Outcome::PendingApproval, Some(url)) = (d.outcome(), &decided.review_url) {
+    if let (Outcome::PendingApproval, Some(url)) = (v.outcome, &decided.review_url) {
         o.insert("review_url".into(), json!(url));
     }
     Value::Object(o)

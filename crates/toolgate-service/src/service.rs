@@ -46,10 +46,6 @@ pub struct Settings {
     /// Where new review items are announced (a signed POST, fire and
     /// forget); none by default.
     pub review_webhook: Option<ReviewWebhook>,
-    /// How a reviewer sees a decision: the JSON form a review item keeps
-    /// (the HTTP door's decision body, so a reviewer sees what the caller
-    /// saw). The default is the core's flat view.
-    pub present: fn(&Decision) -> Value,
 }
 
 impl Default for Settings {
@@ -60,7 +56,6 @@ impl Default for Settings {
             review_queue: QueueLimits::default(),
             public_url: None,
             review_webhook: None,
-            present: Decision::to_json,
         }
     }
 }
@@ -254,7 +249,6 @@ impl Service {
             pipeline: &pipeline,
             store: self.store(),
             queue: self.inner.settings.review_queue,
-            present: self.inner.settings.present,
         };
         let settled = decide_call(&front, call).await?;
         for note in &settled.notes {

@@ -21,6 +21,7 @@ use toolgate::claim::{
     AuditEntry, CorruptRecord, Fingerprint, GrantUse, OperationKey, StoreError, StoreErrorKind,
     UnixMillis,
 };
+use toolgate::pipeline::{Outcome, Reason};
 use toolgate::review::{
     ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem, Verdict, Vote, Voted,
     reviewer_audit,
@@ -59,10 +60,18 @@ pub(crate) fn corrupt(e: CorruptRecord) -> StoreError {
 }
 
 impl ItemRow {
-    /// Validates a row: a status, key or fingerprint that does not read
-    /// is a corrupt row, never shown.
+    /// Validates a row: a kind, reason, status, key or fingerprint that
+    /// does not read is a corrupt row, never shown.
     pub(crate) fn item(self, votes: Vec<Vote>) -> Result<ReviewItem, StoreError> {
         let bad = |field: &'static str, why: String| corrupt(CorruptRecord::new(field, why));
+        let kind = Outcome::parse(&self.kind)
+            .ok_or_else(|| bad("kind", format!("names no outcome: {:?}", self.kind)))?;
+        let reason = self
+            .reason
+            .map(|r| {
+                Reason::parse(&r).ok_or_else(|| bad("reason", format!("names no reason: {r:?}")))
+            })
+            .transpose()?;
         let status = ItemStatus::parse(&self.status)
             .ok_or_else(|| bad("status", format!("unknown status {:?}", self.status)))?;
         let key = self
@@ -78,8 +87,8 @@ impl ItemRow {
         Ok(ReviewItem {
             id: self.id,
             created_at: UnixMillis(self.created_at),
-            kind: self.kind,
-            reason: self.reason,
+            kind,
+            reason,
             tool: self.tool,
             proposer: self.proposer,
             proposer_via: self.proposer_via,
@@ -261,8 +270,8 @@ pub(crate) fn insert_of(item: NewItem, grant: Option<[u8; 32]>, dedup: Option<[u
     let summary = item.summary();
     Insert {
         created_at: item.at.0,
-        kind: item.kind,
-        reason: item.reason,
+        kind: item.kind.as_str().to_owned(),
+        reason: item.reason.map(|r| r.as_str().to_owned()),
         tool: item.tool,
         proposer: item.proposer,
         proposer_via: item.proposer_via,

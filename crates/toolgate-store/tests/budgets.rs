@@ -221,8 +221,8 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
 
     let ask = NewItem {
         at: conformance::T0,
-        kind: "pending_approval".into(),
-        reason: Some("budget_exceeded".into()),
+        kind: toolgate::pipeline::Outcome::PendingApproval,
+        reason: Some(toolgate::pipeline::Reason::BudgetExceeded),
         tool: Some(over.proposal().tool().to_owned()),
         proposer: "agent:1".into(),
         proposer_via: None,

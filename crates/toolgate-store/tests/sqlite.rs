@@ -441,3 +441,42 @@ async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed()
     })
     .await;
 }
+
+/// A review item whose kind or reason names no code is a corrupt row:
+/// reading it alone or in a listing is an error, never an item.
+#[tokio::test]
+async fn a_review_item_with_an_unknown_kind_or_reason_is_corrupt() {
+    use toolgate::claim::{StoreErrorKind, UnixMillis};
+    use toolgate::review::{ListQuery, ReviewStore};
+    const ITEM: &str = "INSERT INTO toolgate_review_items (created_at, kind, reason, proposer, \
+        decision, status) VALUES (1, ?, ?, 'agent:1', '{}', 'open') RETURNING id";
+    let db = TempDb::new();
+    let s = db.store().await;
+    for (kind, reason) in [("bogus", None), ("conflict", Some("no_such_reason"))] {
+        let id: i64 = sqlx::query_scalar(ITEM)
+            .bind(kind)
+            .bind(reason)
+            .fetch_one(s.pool())
+            .await
+            .expect("raw insert");
+        let err = s
+            .item(id, UnixMillis(2))
+            .await
+            .expect_err("corrupt item was returned");
+        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+        let query = ListQuery {
+            limit: 10,
+            ..ListQuery::default()
+        };
+        let err = s
+            .list_items(&query, UnixMillis(2))
+            .await
+            .expect_err("corrupt item was listed");
+        assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+        sqlx::query("DELETE FROM toolgate_review_items WHERE id = ?")
+            .bind(id)
+            .execute(s.pool())
+            .await
+            .expect("raw delete");
+    }
+}

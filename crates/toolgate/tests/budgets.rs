@@ -458,7 +458,7 @@ mod pipeline {
         let (key, fingerprint) = (d.key().unwrap(), d.fingerprint().unwrap());
         let digest = desk.policy.tool("credit").unwrap().digest().to_owned();
         let ask = NewItem {
-            reason: Some("budget_exceeded".into()),
+            reason: Some(toolgate::pipeline::Reason::BudgetExceeded),
             ..approval_request(
                 "credit",
                 key,

@@ -1022,7 +1022,7 @@ fn approval_is_bound_to_key_fingerprint_and_version() {
     // the grant is bound to the tool contract's digest.
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
     let ask = NewItem {
-        reason: Some("approval_required".into()),
+        reason: Some(toolgate::pipeline::Reason::ApprovalRequired),
         ..approval_request(
             "refund_order",
             key,
@@ -1144,7 +1144,7 @@ fn a_grant_serves_only_its_proposer() {
     let (key, fp) = (d.key().unwrap(), d.fingerprint().unwrap());
     let digest = w.policy.tool("refund_order").unwrap().digest().to_owned();
     let ask = |proposer: &str, via: Option<&str>| NewItem {
-        reason: Some("approval_required".into()),
+        reason: Some(toolgate::pipeline::Reason::ApprovalRequired),
         proposer: proposer.into(),
         proposer_via: via.map(str::to_owned),
         ..approval_request(
@@ -1447,7 +1447,6 @@ fn front_call(
         pipeline: &gate,
         store: &w.store.inner,
         queue: QueueLimits::default(),
-        present: Decision::to_json,
     };
     let call = Call {
         principal: who,

@@ -14,10 +14,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use toolgate::claim::{ClaimRecord, CorruptRow, ExecutorKind, HolderToken, Lease, OperationKey};
-use toolgate::contract;
 use toolgate::contract::EnvelopeMode;
-use toolgate::pipeline::{BudgetReport, Decision, Outcome, PriorProposal, Reason};
-use toolgate::provider::{Provider, Stop};
+use toolgate::pipeline::{Decision, DecisionView, Outcome};
+use toolgate::provider::Provider;
 use utoipa::openapi::path::{Parameter, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{
     AdditionalProperties, ObjectBuilder, OneOfBuilder, Schema, SchemaType, Type,
@@ -84,31 +83,6 @@ pub struct DecisionRequest {
     pub entities: Map<String, Value>,
 }
 
-/// The stateless stages' detail, when they ended the decision.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Stateless {
-    /// JSON pointer to the offending value, where known.
-    pub pointer: Option<String>,
-    /// The provider's stop, where the body was read that far.
-    pub stop: Option<Stop>,
-    /// Whether the one bounded re-ask is still allowed.
-    pub repairable: bool,
-    /// Which model attempt this was.
-    pub attempt: u32,
-}
-
-impl Stateless {
-    fn new(d: &contract::Checked) -> Self {
-        Self {
-            pointer: d.pointer.clone(),
-            stop: d.stop.clone(),
-            repairable: d.repairable,
-            attempt: d.attempt,
-        }
-    }
-}
-
 /// A permit for a client-executed write (outcome `permitted`).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -158,40 +132,18 @@ impl Permit {
 
 /// A decision as sent: the pipeline's fixed keys, the permit for
 /// `permitted`, and the reviewer item for decisions a person acts on.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(deny_unknown_fields)]
+///
+/// Serialised by hand, not with `#[serde(flatten)]`: flattening would move
+/// `permit` and `review_item` off their places among the view's members,
+/// and clients have had this order since the first release.
+#[derive(Debug, Clone)]
 pub struct DecisionResponse {
-    /// The outcome code (`docs/design.md` §2).
-    pub outcome: Outcome,
-    /// The reason code, where one applies.
-    pub reason: Option<Reason>,
-    /// Human-readable detail.
-    pub message: Option<String>,
-    /// The tool.
-    pub tool: Option<String>,
-    /// The reply to deliver.
-    pub reply: Option<String>,
-    /// The operation key (hex).
-    pub operation_key: Option<String>,
-    /// The proposal's fingerprint (hex).
-    pub fingerprint: Option<String>,
-    /// The version the model read.
-    pub version_seen: Option<String>,
-    /// The current version (`state_changed`).
-    pub current_version: Option<String>,
-    /// The recorded result (`executed`, `replayed`, a completed `conflict`).
-    pub result: Option<Value>,
-    /// The prior proposal (`conflict`, `in_flight`, `needs_reconciliation`).
-    pub prior: Option<PriorProposal>,
+    /// The pipeline's flat view of the decision.
+    pub view: DecisionView,
     /// The permit (`permitted` only).
     pub permit: Option<Permit>,
-    /// The stateless stages' detail (pointer, stop class, repairable) when
-    /// they ended the decision.
-    pub stateless: Option<Stateless>,
     /// The reviewer queue item, for decisions a person acts on.
     pub review_item: Option<u64>,
-    /// The budget that refused the reservation (`budget_exceeded`).
-    pub budget: Option<BudgetReport>,
 }
 
 impl DecisionResponse {
@@ -200,22 +152,75 @@ impl DecisionResponse {
     /// item a person acts on, where there is one.
     pub fn from_decision(d: &Decision, permit: Option<Permit>, review_item: Option<u64>) -> Self {
         Self {
-            outcome: d.outcome(),
-            reason: d.reason(),
-            message: d.message().map(str::to_owned),
-            tool: d.tool().map(str::to_owned),
-            reply: d.reply().map(str::to_owned),
-            operation_key: d.key().map(|k| k.to_hex()),
-            fingerprint: d.fingerprint().map(|f| f.to_hex()),
-            version_seen: d.version_seen().map(|v| v.as_str().to_owned()),
-            current_version: d.current_version().map(|v| v.as_str().to_owned()),
-            result: d.result().cloned(),
-            prior: d.prior().map(PriorProposal::new),
+            view: d.view(),
             permit,
-            stateless: d.stateless().map(Stateless::new),
             review_item,
-            budget: d.budget().cloned(),
         }
+    }
+}
+
+impl Serialize for DecisionResponse {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let v = &self.view;
+        let mut o = s.serialize_struct("DecisionResponse", 15)?;
+        o.serialize_field("outcome", &v.outcome)?;
+        o.serialize_field("reason", &v.reason)?;
+        o.serialize_field("message", &v.message)?;
+        o.serialize_field("tool", &v.tool)?;
+        o.serialize_field("reply", &v.reply)?;
+        o.serialize_field("operation_key", &v.operation_key)?;
+        o.serialize_field("fingerprint", &v.fingerprint)?;
+        o.serialize_field("version_seen", &v.version_seen)?;
+        o.serialize_field("current_version", &v.current_version)?;
+        o.serialize_field("result", &v.result)?;
+        o.serialize_field("prior", &v.prior)?;
+        o.serialize_field("permit", &self.permit)?;
+        o.serialize_field("stateless", &v.stateless)?;
+        o.serialize_field("review_item", &self.review_item)?;
+        o.serialize_field("budget", &v.budget)?;
+        o.end()
+    }
+}
+
+/// What a response adds to the view, for its schema alone.
+#[derive(ToSchema)]
+#[allow(dead_code, reason = "never built: only its schema is read")]
+struct ResponseExtras {
+    /// The permit (`permitted` only).
+    permit: Option<Permit>,
+    /// The reviewer queue item, for decisions a person acts on.
+    review_item: Option<u64>,
+}
+
+impl utoipa::PartialSchema for DecisionResponse {
+    /// The view's schema with the two members a response adds: one closed
+    /// object, as the hand-written `Serialize` sends it.
+    fn schema() -> RefOr<Schema> {
+        let mut schema = <DecisionView as utoipa::PartialSchema>::schema();
+        if let (RefOr::T(Schema::Object(o)), RefOr::T(Schema::Object(extras))) = (
+            &mut schema,
+            <ResponseExtras as utoipa::PartialSchema>::schema(),
+        ) {
+            o.properties.extend(extras.properties);
+            o.description = Some(
+                "A decision as sent: the pipeline's fixed keys, the permit for\n\
+                 `permitted`, and the reviewer item for decisions a person acts on."
+                    .to_owned(),
+            );
+        }
+        schema
+    }
+}
+
+impl ToSchema for DecisionResponse {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "DecisionResponse".into()
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        <DecisionView as ToSchema>::schemas(schemas);
+        <ResponseExtras as ToSchema>::schemas(schemas);
     }
 }
 
@@ -259,4 +264,104 @@ pub enum ProbeStatus {
 pub struct Probe {
     /// `ok` (liveness) or `ready` (readiness).
     pub status: ProbeStatus,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate::claim::{Fingerprint, ProposalRecord};
+    use toolgate::pipeline::{BudgetReport, Operation, Reason, StateVersion};
+    use toolgate::review::reviewer_copy;
+
+    fn operation() -> Operation {
+        Operation {
+            tool: "refund_order".into(),
+            key: OperationKey::from_bytes([0xab; 32]),
+            fingerprint: Fingerprint::from_bytes([0xcd; 32]),
+            version_seen: StateVersion::new("3").expect("a version"),
+        }
+    }
+
+    fn decisions() -> Vec<Decision> {
+        let prior = ProposalRecord::new(
+            "refund_order".into(),
+            r#"{"amount_minor":500}"#.into(),
+            r#"{"order_id":1001}"#.into(),
+            "3".into(),
+            "agent-ana".into(),
+        )
+        .expect("a record");
+        vec![
+            Decision::Conflict {
+                operation: operation(),
+                message: "already proposed".into(),
+                result: Some(serde_json::json!({"refund_id": "r-1"})),
+                prior,
+            },
+            Decision::PendingApproval {
+                operation: operation(),
+                reason: Reason::BudgetExceeded,
+                message: "over budget".into(),
+                budget: Some(BudgetReport {
+                    name: "daily".into(),
+                    limit: 100,
+                    used: 90,
+                    remaining: 10,
+                    amount: 20,
+                }),
+            },
+        ]
+    }
+
+    /// Review items keep the text the response form gave before the core
+    /// knew the view: the same bytes, so old rows need no migration.
+    #[test]
+    fn a_reviewer_copy_is_the_response_form_byte_for_byte() {
+        let arguments = serde_json::json!({"amount_minor": 500});
+        for d in decisions() {
+            let mut response =
+                serde_json::to_value(DecisionResponse::from_decision(&d, None, None))
+                    .expect("serialises");
+            if let Value::Object(m) = &mut response {
+                m.insert("arguments".into(), arguments.clone());
+            }
+            assert_eq!(
+                reviewer_copy(&d.view(), Some(&arguments)).to_string(),
+                response.to_string()
+            );
+        }
+    }
+
+    /// A response's members, in the order clients have had since the first
+    /// release.
+    #[test]
+    fn a_response_keeps_its_member_order() {
+        let d = &decisions()[0];
+        // Objects keep their insertion order (serde_json's preserve_order).
+        let order: Vec<String> =
+            match serde_json::to_value(DecisionResponse::from_decision(d, None, Some(7))) {
+                Ok(Value::Object(m)) => m.keys().cloned().collect(),
+                _ => Vec::new(),
+            };
+        assert_eq!(
+            order,
+            [
+                "outcome",
+                "reason",
+                "message",
+                "tool",
+                "reply",
+                "operation_key",
+                "fingerprint",
+                "version_seen",
+                "current_version",
+                "result",
+                "prior",
+                "permit",
+                "stateless",
+                "review_item",
+                "budget"
+            ]
+        );
+    }
 }

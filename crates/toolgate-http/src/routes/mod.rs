@@ -8,7 +8,6 @@
 mod claims;
 pub(crate) mod decisions;
 
-pub use decisions::present_decision;
 mod item_id;
 mod review_api;
 mod review_page;

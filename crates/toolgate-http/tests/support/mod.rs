@@ -30,13 +30,9 @@ use toolgate::review::{
 use toolgate_http::{AppState, Settings};
 use toolgate_service::{ApiKey, Components, ExecutionMode, KeyRing, Parts, Service};
 
-/// The service's settings as the HTTP tests run it: a reviewer sees a
-/// decision as the HTTP door answers it, as `toolgate serve` sets it.
+/// The service's settings as the HTTP tests run it.
 pub fn service_settings() -> toolgate_service::Settings {
-    toolgate_service::Settings {
-        present: toolgate_http::present_decision,
-        ..toolgate_service::Settings::default()
-    }
+    toolgate_service::Settings::default()
 }
 
 /// The HTTP door's settings and the service's, as a test sets them: either

@@ -8,6 +8,7 @@ use super::codes::{Outcome, Reason};
 use super::state::StateVersion;
 use crate::claim::{Fingerprint, Lease, OperationKey, ProposalRecord};
 use crate::contract;
+use crate::provider::Stop;
 
 /// What a decision about a bound proposal names: the tool, the operation
 /// key, the fingerprint and the version the model read. Every outcome past
@@ -28,8 +29,8 @@ pub struct Operation {
 /// error: only infrastructure failures are [`super::GateError`]s. Each
 /// variant carries exactly what its outcome has; the accessors
 /// ([`Decision::outcome`], [`Decision::reason`], …) and
-/// [`Decision::to_json`] give the flat view the HTTP API and the audit log
-/// use.
+/// [`Decision::view`] give the flat view the front doors and the review
+/// queue use.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
     /// `answer`: the contract stage's decision, with the model's reply.
@@ -502,21 +503,97 @@ impl Decision {
         }
     }
 
-    /// The decision as one JSON object with a fixed set of keys.
+    /// The decision's flat view ([`DecisionView::of`]).
+    pub fn view(&self) -> DecisionView {
+        DecisionView::of(self)
+    }
+
+    /// The flat view as JSON: its serde form.
     pub fn to_json(&self) -> Value {
-        json!({
-            "outcome": self.outcome(),
-            "reason": self.reason(),
-            "message": self.message(),
-            "tool": self.tool(),
-            "reply": self.reply(),
-            "operation_key": self.key().map(|k| k.to_hex()),
-            "fingerprint": self.fingerprint().map(|f| f.to_hex()),
-            "version_seen": self.version_seen().map(StateVersion::as_str),
-            "current_version": self.current_version().map(StateVersion::as_str),
-            "result": self.result(),
-            "prior": self.prior().map(PriorProposal::new),
-            "budget": self.budget(),
-        })
+        serde_json::to_value(self.view()).unwrap_or(Value::Null)
+    }
+}
+
+/// The stateless stages' detail, when they ended the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Stateless {
+    /// JSON pointer to the offending value, where known.
+    pub pointer: Option<String>,
+    /// The provider's stop, where the body was read that far.
+    pub stop: Option<Stop>,
+    /// Whether the one bounded re-ask is still allowed.
+    pub repairable: bool,
+    /// Which model attempt this was.
+    pub attempt: u32,
+}
+
+impl Stateless {
+    /// The contract stage's decision `d`, as a decision it ended reports it.
+    pub fn new(d: &contract::Checked) -> Self {
+        Self {
+            pointer: d.pointer.clone(),
+            stop: d.stop.clone(),
+            repairable: d.repairable,
+            attempt: d.attempt,
+        }
+    }
+}
+
+/// A decision as one flat object with a fixed set of keys: the one view
+/// every front door starts from (HTTP adds the permit and the review item,
+/// MCP keeps what a host may see) and the one a review item keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct DecisionView {
+    /// The outcome code (`docs/design.md` §2).
+    pub outcome: Outcome,
+    /// The reason code, where one applies.
+    pub reason: Option<Reason>,
+    /// Human-readable detail.
+    pub message: Option<String>,
+    /// The tool.
+    pub tool: Option<String>,
+    /// The reply to deliver.
+    pub reply: Option<String>,
+    /// The operation key (hex).
+    pub operation_key: Option<String>,
+    /// The proposal's fingerprint (hex).
+    pub fingerprint: Option<String>,
+    /// The version the model read.
+    pub version_seen: Option<String>,
+    /// The current version (`state_changed`).
+    pub current_version: Option<String>,
+    /// The recorded result (`executed`, `replayed`, a completed `conflict`).
+    pub result: Option<Value>,
+    /// The prior proposal (`conflict`, `in_flight`, `needs_reconciliation`).
+    pub prior: Option<PriorProposal>,
+    /// The stateless stages' detail (pointer, stop class, repairable) when
+    /// they ended the decision.
+    pub stateless: Option<Stateless>,
+    /// The budget that refused the reservation (`budget_exceeded`).
+    pub budget: Option<BudgetReport>,
+}
+
+impl DecisionView {
+    /// The flat view of `d`.
+    pub fn of(d: &Decision) -> Self {
+        Self {
+            outcome: d.outcome(),
+            reason: d.reason(),
+            message: d.message().map(str::to_owned),
+            tool: d.tool().map(str::to_owned),
+            reply: d.reply().map(str::to_owned),
+            operation_key: d.key().map(|k| k.to_hex()),
+            fingerprint: d.fingerprint().map(|f| f.to_hex()),
+            version_seen: d.version_seen().map(|v| v.as_str().to_owned()),
+            current_version: d.current_version().map(|v| v.as_str().to_owned()),
+            result: d.result().cloned(),
+            prior: d.prior().map(PriorProposal::new),
+            stateless: d.stateless().map(Stateless::new),
+            budget: d.budget().cloned(),
+        }
     }
 }

@@ -39,7 +39,7 @@ use crate::claim::{ClaimStore, HolderToken, StoreError, UnixMillis, audit_label}
 use crate::contract::{Checked, Policy, ToolContract};
 use crate::review::{
     ApprovalTerms, NewItem, Opened, Opening, QueueLimits, Requested, ReviewStore, bounded_decision,
-    opening,
+    opening, reviewer_copy,
 };
 
 /// What a caller is told when the authoriser says no, whatever it said.
@@ -132,8 +132,6 @@ pub struct Front<'a, P, S> {
     pub store: &'a S,
     /// The review queue's caps.
     pub queue: QueueLimits,
-    /// How a reviewer sees a decision (the front door's wire form of it).
-    pub present: fn(&Decision) -> Value,
 }
 
 /// A decision, with what the front door needs beside it.
@@ -427,8 +425,8 @@ where
         };
         let item = NewItem {
             at: call.now,
-            kind: Outcome::PendingApproval.as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            kind: Outcome::PendingApproval,
+            reason: decision.reason(),
             tool: decision.tool().map(str::to_owned),
             proposer: call.principal.id().to_owned(),
             proposer_via: call.principal.via().map(str::to_owned),
@@ -436,7 +434,7 @@ where
             fingerprint: Some(fingerprint),
             version_seen: Some(version.as_str().to_owned()),
             scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown(front, &decision, arguments.as_ref()),
+            decision: shown(&decision, arguments.as_ref()),
             approval: Some(ApprovalTerms {
                 policy_digest: contract.digest().to_owned(),
                 approvers: contract.approvers(),
@@ -494,8 +492,8 @@ where
     if let (None, Some(opens)) = (review_item, opens) {
         let item = NewItem {
             at: call.now,
-            kind: decision.outcome().as_str().to_owned(),
-            reason: decision.reason().map(|r| r.as_str().to_owned()),
+            kind: decision.outcome(),
+            reason: decision.reason(),
             // A rejection's tool is the model's own text: a bounded label.
             tool: decision.tool().map(audit_label),
             proposer: call.principal.id().to_owned(),
@@ -504,7 +502,7 @@ where
             fingerprint: decision.fingerprint(),
             version_seen: version.as_ref().map(|v| v.as_str().to_owned()),
             scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown(front, &decision, arguments.as_ref()),
+            decision: shown(&decision, arguments.as_ref()),
             approval: None,
             once_per_window: opens == Opening::OncePerWindow,
         };
@@ -544,13 +542,9 @@ fn with_queue_full(mut decision: Decision) -> Decision {
     decision
 }
 
-/// The decision as a reviewer sees it: the front door's form with the
-/// proposal's arguments beside it (the decision carries only their
-/// fingerprint), capped in size ([`bounded_decision`]).
-fn shown<P, S>(front: &Front<'_, P, S>, decision: &Decision, arguments: Option<&Value>) -> String {
-    let mut shown = (front.present)(decision);
-    if let (Some(arguments), Value::Object(m)) = (arguments, &mut shown) {
-        m.insert("arguments".to_owned(), arguments.clone());
-    }
-    bounded_decision(&shown)
+/// The decision as a reviewer sees it: its flat view with the proposal's
+/// arguments beside it (the decision carries only their fingerprint),
+/// capped in size ([`bounded_decision`]).
+fn shown(decision: &Decision, arguments: Option<&Value>) -> String {
+    bounded_decision(&reviewer_copy(&decision.view(), arguments))
 }

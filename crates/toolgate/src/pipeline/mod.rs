@@ -41,7 +41,9 @@ pub use authz::{
     PrincipalError,
 };
 pub use codes::{Outcome, Reason, decision_pairs};
-pub use decision::{BudgetReport, Decision, Operation, PriorProposal, Rejection};
+pub use decision::{
+    BudgetReport, Decision, DecisionView, Operation, PriorProposal, Rejection, Stateless,
+};
 pub use driver::{Approval, Gate, Request, decide};
 pub use error::GateError;
 pub use exec::{

@@ -432,7 +432,7 @@ impl ReviewStore for MemoryClaimStore {
             .rev()
             .filter(|i| query.before.is_none_or(|b| i.id < b))
             .filter(|i| query.status.is_none_or(|s| i.status == s))
-            .filter(|i| query.kind.as_ref().is_none_or(|k| &i.kind == k))
+            .filter(|i| query.kind.as_ref().is_none_or(|k| i.kind.as_str() == k))
             .take(limit)
             .map(|i| ReviewItem {
                 decision: summary_of(&i.decision),

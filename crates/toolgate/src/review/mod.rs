@@ -49,6 +49,7 @@ use crate::claim::{
     AuditEntry, CorruptRecord, Fingerprint, GrantUse, MAX_LABEL_BYTES, OperationKey, StoreError,
     UnixMillis,
 };
+use crate::pipeline::{Outcome, Reason};
 
 /// Largest decision JSON an item keeps, in bytes. A larger decision is
 /// stored as a short summary instead (its outcome, reason, tool and
@@ -276,10 +277,11 @@ pub struct ApprovalTerms {
 pub struct NewItem {
     /// When the decision was made.
     pub at: UnixMillis,
-    /// The decision's outcome code (`conflict`, `pending_approval`, …).
-    pub kind: String,
-    /// Its reason code, if any.
-    pub reason: Option<String>,
+    /// The decision's outcome (`conflict`, `pending_approval`, …); stored
+    /// as its code.
+    pub kind: Outcome,
+    /// Its reason, if any; stored as its code.
+    pub reason: Option<Reason>,
     /// The tool, if the decision named one.
     pub tool: Option<String>,
     /// The principal the proposal was made as.
@@ -326,8 +328,8 @@ impl NewItem {
         let mut h = Sha256::new();
         for part in [
             self.queue_principal(),
-            &self.kind,
-            self.reason.as_deref().unwrap_or(""),
+            self.kind.as_str(),
+            self.reason.map_or("", Reason::as_str),
         ] {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part.as_bytes());
@@ -435,10 +437,10 @@ pub struct ReviewItem {
     pub id: i64,
     /// When it was opened.
     pub created_at: UnixMillis,
-    /// The decision's outcome code.
-    pub kind: String,
-    /// Its reason code.
-    pub reason: Option<String>,
+    /// The decision's outcome (a row whose code names none is corrupt).
+    pub kind: Outcome,
+    /// Its reason (a row whose code names none is corrupt).
+    pub reason: Option<Reason>,
     /// The tool.
     pub tool: Option<String>,
     /// The principal the proposal was made as.
@@ -609,6 +611,37 @@ pub fn check_reviewer(reviewer: &str, note: Option<&str>) -> Result<(), CorruptR
         ));
     }
     Ok(())
+}
+
+/// The decision as an item keeps it (before [`bounded_decision`]): its
+/// flat view, then the proposal's `arguments` when given. `permit` and
+/// `review_item` stay in it as null where the HTTP door's response has
+/// them: items were first stored in that form, and one text for old and
+/// new rows needs no migration.
+pub fn reviewer_copy(
+    view: &crate::pipeline::DecisionView,
+    arguments: Option<&serde_json::Value>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let Ok(Value::Object(members)) = serde_json::to_value(view) else {
+        return Value::Null;
+    };
+    let mut copy = serde_json::Map::new();
+    for (name, value) in members {
+        let null_after = match name.as_str() {
+            "prior" => Some("permit"),
+            "stateless" => Some("review_item"),
+            _ => None,
+        };
+        copy.insert(name, value);
+        if let Some(n) = null_after {
+            copy.insert(n.to_owned(), Value::Null);
+        }
+    }
+    if let Some(a) = arguments {
+        copy.insert("arguments".to_owned(), a.clone());
+    }
+    Value::Object(copy)
 }
 
 /// `decision` if it fits [`MAX_DECISION_BYTES`], or else a summary of it

@@ -38,7 +38,7 @@ pub fn approval_request(
 ) -> NewItem {
     NewItem {
         at,
-        kind: "pending_approval".into(),
+        kind: toolgate::pipeline::Outcome::PendingApproval,
         reason: None,
         tool: Some(tool.into()),
         proposer: "agent-1".into(),

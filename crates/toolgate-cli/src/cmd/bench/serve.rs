@@ -136,10 +136,7 @@ pub fn run(args: Args) -> ExitCode {
             policy,
             toolgate_support_desk::cedar::POLICIES,
             keys,
-            toolgate_service::Settings {
-                present: toolgate_http::present_decision,
-                ..toolgate_service::Settings::default()
-            },
+            toolgate_service::Settings::default(),
             Some(&tickets),
         )
         .await?;

@@ -395,8 +395,6 @@ impl Deployment {
                 .unwrap_or(service_defaults.max_result_bytes),
             review_queue,
             public_url: file.public_url.clone(),
-            // A reviewer sees a decision as the HTTP door answers it.
-            present: toolgate_http::present_decision,
         };
         let settings = Settings {
             request_timeout: timeout_ms.map_or(defaults.request_timeout, Duration::from_millis),

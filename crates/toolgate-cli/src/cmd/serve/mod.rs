@@ -317,7 +317,6 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                 // TLS itself): its reviewer cookie cannot be `Secure`.
                 toolgate_service::Settings {
                     public_url: Some(format!("http://{listen}")),
-                    present: toolgate_http::present_decision,
                     ..toolgate_service::Settings::default()
                 },
             ),

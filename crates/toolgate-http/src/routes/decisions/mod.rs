@@ -12,7 +12,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 use toolgate::contract;
 use toolgate::pipeline::{
     CallError, Decision, GateError, Outcome, Principal, Refusal, VERSION_SEEN, VersionSeen,
@@ -273,14 +272,6 @@ async fn run(
         settled.review_item.and_then(|i| u64::try_from(i).ok()),
     );
     Ok((decision, response))
-}
-
-/// How a reviewer sees a decision: its response form (the service's
-/// [`present`](toolgate_service::Settings::present) for a deployment the
-/// HTTP door serves).
-pub fn present_decision(decision: &Decision) -> Value {
-    serde_json::to_value(DecisionResponse::from_decision(decision, None, None))
-        .unwrap_or(Value::Null)
 }
 
 /// A refusal as its problem; an infrastructure failure as 5xx (or the

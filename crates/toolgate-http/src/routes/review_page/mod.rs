@@ -373,10 +373,7 @@ pub async fn reconcile(
         Err(e) => return store_error(e).into_response(),
     };
     let key = match item.key {
-        Some(k)
-            if Outcome::parse(&item.kind) == Some(Outcome::NeedsReconciliation)
-                && item.status == ItemStatus::Open =>
-        {
+        Some(k) if item.kind == Outcome::NeedsReconciliation && item.status == ItemStatus::Open => {
             k
         }
         _ => {
