@@ -33,6 +33,7 @@ mod http;
 mod load;
 mod params;
 mod sources;
+pub mod upstreams;
 mod webhook;
 
 use std::collections::HashMap;
