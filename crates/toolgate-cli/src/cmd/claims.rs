@@ -278,7 +278,7 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         // (its file, or --support-desk); with none named, nobody answers.
         let file = args.db.config();
         let deployment = file
-            .map(|p| config::load(p))
+            .map(config::load)
             .transpose()
             .map_err(|e| e.to_string())?;
         let owner = match (&deployment, file) {
