@@ -44,7 +44,7 @@ use toolgate::pipeline::{
     reconcile,
 };
 use toolgate::provider::Provider;
-use toolgate_deploy::{DeploySection, Deployment};
+use toolgate_deploy::{DeploySection, Prepared};
 use toolgate_store::{AnyClaimStore, fresh_holder};
 
 const POLICY: &str = include_str!("../../../fixtures/policies/refund_order.toml");
@@ -204,7 +204,7 @@ async fn start_receiver() -> (String, Arc<Receiver>) {
     (format!("http://{addr}"), receiver)
 }
 
-async fn deployment(base: &str) -> (Deployment, Policy) {
+async fn deployment(base: &str) -> (Prepared, Policy) {
     let dir = std::env::temp_dir().join(format!("toolgate-late-{}", support::random_hex()));
     std::fs::create_dir_all(&dir).expect("dir");
     let secret = dir.join("secret");
@@ -224,7 +224,7 @@ async fn deployment(base: &str) -> (Deployment, Policy) {
         .check_lease(u64::try_from(LEASE.as_millis()).expect("ms"))
         .expect("the test's lease outlasts the call");
     let policy = Policy::load(POLICY).expect("policy");
-    let d = Deployment::load(
+    let d = Prepared::load(
         &section,
         &dir,
         &policy,
@@ -235,7 +235,7 @@ async fn deployment(base: &str) -> (Deployment, Policy) {
     (d, policy)
 }
 
-async fn propose(d: &Deployment, policy: &Policy, store: &AnyClaimStore, order: i64) -> Decision {
+async fn propose(d: &Prepared, policy: &Policy, store: &AnyClaimStore, order: i64) -> Decision {
     let body = json!({"outcome": "action", "reply": "Refunded.",
         "proposed_action": {"tool": "refund_order", "arguments": {"amount_minor": 700}}});
     let proposal = contract::check(
@@ -312,7 +312,7 @@ async fn first_attempt(run: &Run, order: i64) -> OperationKey {
 /// One run's parts: the deployment and its policy, the claim store and
 /// the receiver holding the writes.
 struct Run {
-    d: Deployment,
+    d: Prepared,
     policy: Policy,
     store: AnyClaimStore,
     receiver: Arc<Receiver>,

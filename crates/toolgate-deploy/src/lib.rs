@@ -1,12 +1,17 @@
 //! # toolgate-deploy
 //!
-//! The per-tool wiring of a deployment file (docs/design.md §13): for each
+//! The deployment file, whole: [`Deployment::load`] reads it once and
+//! checks it in named steps (listen, keys, review, the settings, the
+//! policy and Cedar files, the application, `[[upstreams]]`), connecting
+//! to nothing. The serving programs only parse their arguments.
+//!
+//! Then the per-tool wiring (docs/design.md §13): for each
 //! policy tool, where Cedar's entities come from, where the resource's
 //! current version is read, and who performs the write. No application
 //! code: an application is described by its `[app_db]` and `[[tools]]`
 //! sections.
 //!
-//! [`Deployment::load`] checks the sections against the policy, connects
+//! [`Prepared::load`] checks the sections against the policy, connects
 //! to the application's database and prepares every query there, so a
 //! mistake is a start-time [`ConfigError`] naming the tool and field, never
 //! a failed decision later. The result holds the three parts the pipeline
@@ -29,10 +34,12 @@ mod authorizer;
 mod checks;
 mod config;
 mod db;
+mod file;
 mod http;
 mod load;
 mod params;
 mod sources;
+pub mod upstreams;
 mod webhook;
 
 use std::collections::HashMap;
@@ -48,6 +55,7 @@ pub use config::{
     StateConfig, ToolConfig,
 };
 pub use db::{AppDb, MAX_ROWS};
+pub use file::{Application, Deployment, HttpLimits, LoadedKey, SUPPORT_DESK, SupportDeskCedar};
 pub use http::MAX_BODY_BYTES;
 pub use http::request_target;
 pub use params::{Dialect, Rewritten, rewrite};
@@ -85,8 +93,9 @@ const _: () = {
     shareable::<DeployExecutor>();
 };
 
-/// A loaded deployment: the three parts the pipeline takes.
-pub struct Deployment {
+/// A deployment's `[[tools]]`, connected and prepared: the three parts the
+/// pipeline takes. [`Deployment`] is the file they are read from.
+pub struct Prepared {
     /// Cedar, per tool, over the tool's entity sources.
     pub authorizer: DeployAuthorizer,
     /// The state source, per tool.
@@ -95,9 +104,9 @@ pub struct Deployment {
     pub executor: DeployExecutor,
 }
 
-impl std::fmt::Debug for Deployment {
+impl std::fmt::Debug for Prepared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Deployment")
+        f.debug_struct("Prepared")
             .field("tools", &self.executor.tools.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }

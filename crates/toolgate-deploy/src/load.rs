@@ -1,4 +1,4 @@
-//! Loading a deployment: [`Deployment::load`] as its named steps. Read the
+//! Loading a deployment: [`Prepared::load`] as its named steps. Read the
 //! file, pair each `[[tools]]` entry with its policy tool, open the
 //! application's database if a query needs it, then, per tool, its
 //! executor, its state source, its entities and its Cedar authoriser. Each
@@ -25,13 +25,13 @@ use crate::sources::{self, EntityQuery, StateReader};
 use crate::webhook::WebhookExecutor;
 use crate::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_STATE_TIMEOUT_MS, DEFAULT_STATEMENT_TIMEOUT_MS,
-    DEFAULT_WEBHOOK_TIMEOUT_MS, DeployExecutor, DeployState, Deployment, MIN_SECRET_BYTES,
+    DEFAULT_WEBHOOK_TIMEOUT_MS, DeployExecutor, DeployState, MIN_SECRET_BYTES, Prepared,
     ToolExecutor, http,
 };
 
-impl Deployment {
+impl Prepared {
     /// Reads `[app_db]` and `[[tools]]` from the deployment file at `path`
-    /// and loads them (see [`Deployment::load`]). Relative paths in the
+    /// and loads them (see [`Prepared::load`]). Relative paths in the
     /// sections are relative to the file's directory.
     pub async fn from_file(
         path: &Path,

@@ -6,13 +6,13 @@ mod support;
 use std::path::Path;
 
 use support::*;
-use toolgate_deploy::{ConfigError, DeploySection, Deployment};
+use toolgate_deploy::{ConfigError, DeploySection, Prepared};
 
 const GOOD_EXECUTOR: &str = "{ kind = \"client\" }";
 
-async fn load(text: &str) -> Result<Deployment, ConfigError> {
+async fn load(text: &str) -> Result<Prepared, ConfigError> {
     let section = DeploySection::from_toml(text)?;
-    Deployment::load(&section, Path::new("."), &policy(), CEDAR).await
+    Prepared::load(&section, Path::new("."), &policy(), CEDAR).await
 }
 
 fn with_db(db: &str, tools: &str) -> String {
@@ -24,7 +24,7 @@ fn webhook(url: &str, status_url: &str, secret: &str) -> String {
 }
 
 #[track_caller]
-fn assert_err(r: Result<Deployment, ConfigError>, field: &str, message: &str) {
+fn assert_err(r: Result<Prepared, ConfigError>, field: &str, message: &str) {
     match r {
         Ok(_) => panic!("loaded; expected {field}: {message}"),
         Err(e) => {
@@ -334,7 +334,7 @@ async fn errors_from_a_file_name_the_file() {
         format!("listen = \"127.0.0.1:0\"\n{}", with_db(&db, &t)),
     )
     .unwrap();
-    let e = Deployment::from_file(&path, &policy(), CEDAR)
+    let e = Prepared::from_file(&path, &policy(), CEDAR)
         .await
         .unwrap_err();
     assert_eq!(

@@ -12,7 +12,7 @@ use serde_json::json;
 use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::Outcome;
-use toolgate_deploy::{ConfigError, DeploySection, Deployment};
+use toolgate_deploy::{ConfigError, DeploySection, Prepared};
 
 /// Runs `statements` on the database at `url` with a writable connection
 /// of the test's own.
@@ -68,18 +68,13 @@ async fn order_count(url: &str, prefix: &str) -> i64 {
     }
 }
 
-async fn load(
-    url: &str,
-    prefix: &str,
-    state: &str,
-    extra: &str,
-) -> Result<Deployment, ConfigError> {
+async fn load(url: &str, prefix: &str, state: &str, extra: &str) -> Result<Prepared, ConfigError> {
     let text = format!(
         "[app_db]\nurl = \"{url}\"\n{extra}\n{}",
         tool_toml(prefix, "{ kind = \"client\" }", state)
     );
     let section = DeploySection::from_toml(&text).unwrap();
-    Deployment::load(&section, Path::new("."), &policy(), CEDAR).await
+    Prepared::load(&section, Path::new("."), &policy(), CEDAR).await
 }
 
 /// A query that sleeps past the limit on this backend, if it has a way to.
@@ -251,7 +246,7 @@ async fn exercise(url: &str, backend: &str) {
     assert_ne!(with_odd, tools, "{backend}: the replacement must apply");
     let section =
         DeploySection::from_toml(&format!("[app_db]\nurl = \"{url}\"\n{with_odd}")).unwrap();
-    let e = Deployment::load(&section, Path::new("."), &policy(), CEDAR)
+    let e = Prepared::load(&section, Path::new("."), &policy(), CEDAR)
         .await
         .unwrap_err();
     assert_eq!(
@@ -274,7 +269,7 @@ async fn exercise(url: &str, backend: &str) {
     let with_cast = with_odd.replace("x.odd FROM", &format!("CAST(x.odd AS {cast}) AS odd FROM"));
     let section =
         DeploySection::from_toml(&format!("[app_db]\nurl = \"{url}\"\n{with_cast}")).unwrap();
-    Deployment::load(&section, Path::new("."), &policy(), CEDAR)
+    Prepared::load(&section, Path::new("."), &policy(), CEDAR)
         .await
         .unwrap_or_else(|e| panic!("{backend}: {e}"));
     // A state query whose column is not a version.

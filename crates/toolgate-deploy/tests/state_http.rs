@@ -19,7 +19,7 @@ use support::*;
 use toolgate::claim::MemoryClaimStore;
 use toolgate::pipeline::Outcome;
 use toolgate::sign;
-use toolgate_deploy::{ConfigError, DeploySection, Deployment};
+use toolgate_deploy::{ConfigError, DeploySection, Prepared};
 
 /// One GET: its request target and whether its signature verified.
 type Asked = (String, Result<(), sign::Refusal>);
@@ -66,13 +66,13 @@ async fn start(secret: &[u8]) -> (String, Seen) {
     (serve(app).await, seen)
 }
 
-async fn load(db: &str, executor: &str, state: &str) -> Result<Deployment, ConfigError> {
+async fn load(db: &str, executor: &str, state: &str) -> Result<Prepared, ConfigError> {
     let text = format!(
         "[app_db]\nurl = \"{db}\"\n{}",
         tool_toml("", executor, state)
     );
     let section = DeploySection::from_toml(&text)?;
-    Deployment::load(&section, Path::new("."), &policy(), CEDAR).await
+    Prepared::load(&section, Path::new("."), &policy(), CEDAR).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,11 +11,11 @@ use support::*;
 use toolgate::claim::{ClaimStore, ExecutorKind, MemoryClaimStore, ReconcileOutcome};
 use toolgate::pipeline::StateSource;
 use toolgate::pipeline::{Outcome, Reason, ReconcileReport, reconcile};
-use toolgate_deploy::{DeploySection, Deployment};
+use toolgate_deploy::{DeploySection, Prepared};
 
 /// A deployment of `refund_order` whose webhook is `/w/{mode}` on `base`,
 /// with the SQLite application database at `db_url`.
-async fn deployment(db_url: &str, base: &str, mode: &str, timeout_ms: u64) -> Deployment {
+async fn deployment(db_url: &str, base: &str, mode: &str, timeout_ms: u64) -> Prepared {
     let secret = secret_file(mode);
     let executor = format!(
         r#"{{ kind = "webhook", url = "{base}/w/{mode}", status_url = "{base}/status", secret_file = "{}", timeout_ms = {timeout_ms} }}"#,
@@ -26,12 +26,12 @@ async fn deployment(db_url: &str, base: &str, mode: &str, timeout_ms: u64) -> De
         tool_toml("", &executor, &sql_state(""))
     );
     let section = DeploySection::from_toml(&text).unwrap();
-    Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+    Prepared::load(&section, std::path::Path::new("."), &policy(), CEDAR)
         .await
         .unwrap()
 }
 
-async fn one(mode: &str, timeout_ms: u64) -> (Deployment, Shop, MemoryClaimStore) {
+async fn one(mode: &str, timeout_ms: u64) -> (Prepared, Shop, MemoryClaimStore) {
     let db = sqlite_app_db(&format!("wh{mode}")).await;
     let (base, shop) = start_shop().await;
     let d = deployment(&db, &base, mode, timeout_ms).await;
@@ -344,7 +344,7 @@ async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
         )
     );
     let section = DeploySection::from_toml(&text).unwrap();
-    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+    let d = Prepared::load(&section, std::path::Path::new("."), &policy(), CEDAR)
         .await
         .unwrap();
     let store = MemoryClaimStore::new();
@@ -377,7 +377,7 @@ async fn the_http_state_source_reads_the_version_by_percent_encoded_scope() {
 
 /// A deployment of `refund_order` with no state read: the webhook's
 /// version precondition alone decides.
-async fn stateless(mode: &str) -> (Deployment, Shop, MemoryClaimStore) {
+async fn stateless(mode: &str) -> (Prepared, Shop, MemoryClaimStore) {
     let db = sqlite_app_db(&format!("none{mode}")).await;
     let (base, shop) = start_shop().await;
     let secret = secret_file(&format!("none{mode}"));
@@ -390,7 +390,7 @@ async fn stateless(mode: &str) -> (Deployment, Shop, MemoryClaimStore) {
         tool_toml("", &executor, r#"{ source = "none" }"#)
     );
     let section = DeploySection::from_toml(&text).unwrap();
-    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), CEDAR)
+    let d = Prepared::load(&section, std::path::Path::new("."), &policy(), CEDAR)
         .await
         .unwrap();
     (d, shop, MemoryClaimStore::new())
@@ -458,7 +458,7 @@ when { principal.team == resource.team && principal.tier == "senior" &&
        context.arguments.amount_minor <= principal.limits.max_refund };
 "#;
     let section = DeploySection::from_toml(&text).unwrap();
-    let d = Deployment::load(&section, std::path::Path::new("."), &policy(), cedar)
+    let d = Prepared::load(&section, std::path::Path::new("."), &policy(), cedar)
         .await
         .unwrap();
     let store = MemoryClaimStore::new();

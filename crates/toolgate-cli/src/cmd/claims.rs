@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use toolgate::claim::{ClaimRecord, ClaimStore, CorruptRow, UnixMillis};
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
-use crate::cmd::config::{Application, DbArgs, Deployment};
+use crate::cmd::config::{self, Application, DbArgs};
 use crate::io::{io_failure, print_line};
 
 /// Inspect the claim store.
@@ -278,7 +278,7 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         // (its file, or --support-desk); with none named, nobody answers.
         let file = args.db.config();
         let deployment = file
-            .map(Deployment::load)
+            .map(config::load)
             .transpose()
             .map_err(|e| e.to_string())?;
         let owner = match (&deployment, file) {
@@ -292,7 +292,7 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         let reconciled = match owner {
             Owner::Tools(section, d, file) => {
                 let base = file.parent().unwrap_or(std::path::Path::new("."));
-                let wired = toolgate_deploy::Deployment::load(section, base, &d.policy, &d.cedar)
+                let wired = toolgate_deploy::Prepared::load(section, base, &d.policy, &d.cedar)
                     .await
                     .map_err(|e| e.in_file(file).to_string())?;
                 toolgate::pipeline::reconcile(&store, &wired.executor, &key, &args.actor, now).await
@@ -370,7 +370,7 @@ enum Owner<'a> {
     /// The deployment file's [[tools]] (webhook status URLs).
     Tools(
         &'a toolgate_deploy::DeploySection,
-        &'a Deployment,
+        &'a config::Deployment,
         &'a std::path::Path,
     ),
     /// The built-in support-desk example.

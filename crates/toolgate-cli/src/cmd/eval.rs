@@ -19,7 +19,7 @@ use toolgate_eval::{GateUnderTest, RefuseAll, ServiceGate, render};
 use toolgate_service::{KeyRing, Service};
 use toolgate_store::AnyClaimStore;
 
-use crate::cmd::config::{Application, Deployment};
+use crate::cmd::config::{self, Application};
 use crate::io::print_line;
 use crate::scratch::Scratch;
 use toolgate_support_desk as desk;
@@ -220,7 +220,7 @@ enum App {
 /// loaded as `serve --config` loads them but without connecting to
 /// anything or reading a secret.
 fn deployment(path: &Path) -> Result<(Policy, App), String> {
-    let file = Deployment::load(path).map_err(|e| e.to_string())?;
+    let file = config::load(path).map_err(|e| e.to_string())?;
     let section = match file.application {
         Application::SupportDesk => return Ok((file.policy, App::Desk)),
         Application::Tools(section) => section,

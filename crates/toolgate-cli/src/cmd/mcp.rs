@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use toolgate::contract::Policy;
-use toolgate_mcp::config::{McpSection, Upstream, argument_scopes};
+// Only `[[upstreams]]`: `import` runs on a file still being written, before
+// its pins exist or its policy loads, so not the whole `Deployment`.
+use toolgate_deploy::upstreams::{McpSection, Upstream, argument_scopes};
 use toolgate_mcp::import::{import, policy_skeleton};
 
 use crate::io::print_line;

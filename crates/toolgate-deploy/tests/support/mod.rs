@@ -23,7 +23,7 @@ use toolgate::claim::{HolderToken, MemoryClaimStore, UnixMillis};
 use toolgate::contract::{self, CheckOptions, Policy};
 use toolgate::pipeline::{Decision, Gate, GateError, Principal, Request, StateVersion, decide};
 use toolgate::provider::Provider;
-use toolgate_deploy::Deployment;
+use toolgate_deploy::Prepared;
 
 pub const REQUIRE: &str = "TOOLGATE_REQUIRE_DATABASES";
 
@@ -389,7 +389,7 @@ pub const LEASE: Duration = Duration::from_secs(10);
 /// One proposal to refund `amount` on `order`, the model having seen
 /// `version_seen`, through the real pipeline with the deployment's parts.
 pub async fn propose(
-    d: &Deployment,
+    d: &Prepared,
     store: &MemoryClaimStore,
     actor: &Principal,
     order: Value,
@@ -411,7 +411,7 @@ pub async fn propose(
 
 /// What [`propose`] takes: one proposal's every fixed fact.
 pub struct Facts<'a> {
-    pub d: &'a Deployment,
+    pub d: &'a Prepared,
     pub store: &'a MemoryClaimStore,
     pub actor: &'a Principal,
     pub order: Value,

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use toolgate_store::{Backend, redact_url};
 
 use super::db::{DB_URL_ENV, DbSource, check_db_url, resolve_db};
-use super::{Application, Deployment, SUPPORT_DESK};
+use super::{Application, SUPPORT_DESK};
 use crate::io::{io_failure, print_line};
 
 /// Check a deployment's configuration.
@@ -69,7 +69,7 @@ pub fn check_file(file: &Path) -> ExitCode {
 }
 
 fn check(args: &CheckArgs) -> ExitCode {
-    let d = match Deployment::load(&args.file) {
+    let d = match super::load(&args.file) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("toolgate config check: {e}");
@@ -133,7 +133,7 @@ fn check(args: &CheckArgs) -> ExitCode {
             let loaded = crate::io::runtime()
                 .map_err(|e| e.to_string())
                 .and_then(|rt| {
-                    rt.block_on(toolgate_deploy::Deployment::load(
+                    rt.block_on(toolgate_deploy::Prepared::load(
                         section, base, &d.policy, &d.cedar,
                     ))
                     .map_err(|e| e.in_file(&args.file).to_string())
@@ -173,7 +173,7 @@ fn check(args: &CheckArgs) -> ExitCode {
             }
         ));
     }
-    let (s, service) = (&d.settings, &d.service);
+    let (s, service) = (&d.http, &d.service);
     out.push(format!(
         "lease {} ms, request timeout {} ms, body limit {} bytes",
         service.lease.as_millis(),

@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 
 use toolgate_store::{AnyClaimStore, Backend, redact_url};
 
-use super::Deployment;
-
 /// The environment variable that names the database when `--db` does not:
 /// unlike an argument, it does not show in `ps` to every user of the host.
 pub const DB_URL_ENV: &str = "TOOLGATE_DB_URL";
@@ -101,7 +99,7 @@ impl DbArgs {
                 "no database: give --db URL, set {DB_URL_ENV}, or --config FILE"
             ));
         };
-        Deployment::load(path)
+        super::load(path)
             .map_err(|e| e.to_string())?
             .db
             .ok_or_else(|| {

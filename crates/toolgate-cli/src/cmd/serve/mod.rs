@@ -30,7 +30,7 @@ use toolgate_support_desk::cedar as desk_cedar;
 
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
-use crate::cmd::config::{Application, DB_URL_ENV, Deployment, resolve_db};
+use crate::cmd::config::{self, Application, DB_URL_ENV, http_settings, resolve_db};
 
 mod desk;
 pub use desk::desk_state;
@@ -259,76 +259,94 @@ const DEMO_KEYS: [DemoKey; 6] = [
     },
 ];
 
+/// What `serve` runs on besides its database's state: the policy, the Cedar
+/// policies, the database URL, the keys, the door's and the service's
+/// settings, and the listening address.
+type ServeParts = (
+    Policy,
+    String,
+    String,
+    Vec<ApiKey>,
+    (Settings, toolgate_service::Settings),
+    SocketAddr,
+);
+
+/// `--demo`'s parts: a fresh database unless `--db` names one, the support
+/// desk's policies and one new key per demo principal (printed: the demo's
+/// user has no other way to learn them).
+fn demo_parts(args: &Args, default_listen: SocketAddr) -> Result<ServeParts, ExitCode> {
+    let db = match &args.db {
+        Some(d) => d.clone(),
+        None => {
+            // A fresh file per run: the demo always starts from its seed.
+            let dir = std::env::temp_dir().join(format!(
+                "toolgate-demo-{}-{}",
+                std::process::id(),
+                toolgate_store::now_millis()
+            ));
+            std::fs::create_dir_all(&dir).map_err(|e| fail("creating the demo directory", e))?;
+            format!("sqlite://{}", dir.join("toolgate.sqlite").display())
+        }
+    };
+    let policy = Policy::load(toolgate_support_desk::POLICY)
+        .map_err(|e| fail("the support-desk policy", e))?;
+    let mut keys = Vec::new();
+    println!(
+        "toolgate serve --demo: support desk on {}",
+        toolgate_store::redact_url(&db)
+    );
+    for k in &DEMO_KEYS {
+        let secret = format!(
+            "tg_demo_{}",
+            toolgate_store::fresh_holder()
+                .map_err(|e| fail("generating keys", e))?
+                .to_hex()
+        );
+        println!(
+            "demo key {} {} capabilities={} execution={}",
+            k.principal,
+            secret,
+            k.capabilities.join(","),
+            k.mode.as_str()
+        );
+        keys.push(ApiKey {
+            sha256: ApiKey::digest(&secret),
+            principal: Principal::new(k.principal, k.capabilities.iter().copied())
+                .map_err(|e| fail("a demo principal", e))?,
+            mode: k.mode,
+            act_for_users: false,
+        });
+    }
+    let listen = args.listen.unwrap_or(default_listen);
+    Ok((
+        policy,
+        desk_cedar::POLICIES.to_owned(),
+        db,
+        keys,
+        (
+            Settings::default(),
+            // The demo is served over plain HTTP (toolgate never speaks
+            // TLS itself): its reviewer cookie cannot be `Secure`.
+            toolgate_service::Settings {
+                public_url: Some(format!("http://{listen}")),
+                ..toolgate_service::Settings::default()
+            },
+        ),
+        listen,
+    ))
+}
+
 async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
     let default_listen: SocketAddr = ([127, 0, 0, 1], 8080).into();
     let (policy, cedar, db, keys, (settings, service), listen) = if args.demo {
-        let db = match &args.db {
-            Some(d) => d.clone(),
-            None => {
-                // A fresh file per run: the demo always starts from its seed.
-                let dir = std::env::temp_dir().join(format!(
-                    "toolgate-demo-{}-{}",
-                    std::process::id(),
-                    toolgate_store::now_millis()
-                ));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| fail("creating the demo directory", e))?;
-                format!("sqlite://{}", dir.join("toolgate.sqlite").display())
-            }
-        };
-        let policy = Policy::load(toolgate_support_desk::POLICY)
-            .map_err(|e| fail("the support-desk policy", e))?;
-        let mut keys = Vec::new();
-        println!(
-            "toolgate serve --demo: support desk on {}",
-            toolgate_store::redact_url(&db)
-        );
-        for k in &DEMO_KEYS {
-            let secret = format!(
-                "tg_demo_{}",
-                toolgate_store::fresh_holder()
-                    .map_err(|e| fail("generating keys", e))?
-                    .to_hex()
-            );
-            println!(
-                "demo key {} {} capabilities={} execution={}",
-                k.principal,
-                secret,
-                k.capabilities.join(","),
-                k.mode.as_str()
-            );
-            keys.push(ApiKey {
-                sha256: ApiKey::digest(&secret),
-                principal: Principal::new(k.principal, k.capabilities.iter().copied())
-                    .map_err(|e| fail("a demo principal", e))?,
-                mode: k.mode,
-                act_for_users: false,
-            });
-        }
-        let listen = args.listen.unwrap_or(default_listen);
-        (
-            policy,
-            desk_cedar::POLICIES.to_owned(),
-            db,
-            keys,
-            (
-                Settings::default(),
-                // The demo is served over plain HTTP (toolgate never speaks
-                // TLS itself): its reviewer cookie cannot be `Secure`.
-                toolgate_service::Settings {
-                    public_url: Some(format!("http://{listen}")),
-                    ..toolgate_service::Settings::default()
-                },
-            ),
-            listen,
-        )
+        demo_parts(args, default_listen)?
     } else {
         let Some(path) = &args.config else {
             return Err(fail("usage", "--config FILE or --demo"));
         };
         // One loader for `serve` and `config check`: what the check accepts
         // is what starts.
-        let d = Deployment::load(path).map_err(|e| {
+        let d = config::load(path).map_err(|e| {
             eprintln!("toolgate serve: {e}");
             ExitCode::from(2)
         })?;
@@ -359,7 +377,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                     upstreams,
                 )
                 .await?;
-                let mcp = gateway.router(&service, d.settings.body_limit, keys);
+                let mcp = gateway.router(&service, d.http.body_limit, keys);
                 Ok::<_, String>((service, mcp))
             };
             let (service, mcp) = started.await.map_err(|e| {
@@ -367,13 +385,20 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                 ExitCode::from(2)
             })?;
             let ready = Ready {
-                http: AppState::new(service, d.settings),
+                http: AppState::new(service, http_settings(&d.http)),
                 mcp,
             };
             return Ok((ready, listen));
         }
         let keys = d.keys.into_iter().map(|k| k.key).collect();
-        (d.policy, d.cedar, db, keys, (d.settings, d.service), listen)
+        (
+            d.policy,
+            d.cedar,
+            db,
+            keys,
+            (http_settings(&d.http), d.service),
+            listen,
+        )
     };
     let keys = KeyRing::new(keys).map_err(|e| fail("configuration", e))?;
     let seed = args.demo.then(toolgate_support_desk::demo_tickets);
@@ -429,7 +454,7 @@ async fn tools_state(
     upstreams: UpstreamExecutor,
 ) -> Result<Service, String> {
     let base = file.parent().unwrap_or(std::path::Path::new("."));
-    let deployment = toolgate_deploy::Deployment::load(section, base, &policy, cedar)
+    let deployment = toolgate_deploy::Prepared::load(section, base, &policy, cedar)
         .await
         .map_err(|e| e.in_file(file).to_string())?;
     // A new SQLite claim store is created on first start, and said so
@@ -572,7 +597,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             &format!("{key_env} is not set (an API key of the file's [[keys]])"),
         );
     };
-    let d = match Deployment::load(config) {
+    let d = match config::load(config) {
         Ok(d) => d,
         Err(e) => return fail("configuration", &e),
     };
@@ -626,7 +651,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
         let Some(watch) = watch else {
             return fail("configuration", &"no [[upstreams]]: nothing to serve");
         };
-        let limit = d.settings.body_limit;
+        let limit = d.http.body_limit;
         let gateway = Gateway::new(
             Arc::clone(watch.policy()),
             catalog,
