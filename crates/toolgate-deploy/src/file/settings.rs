@@ -79,7 +79,6 @@ impl Ctx<'_> {
             max_result_bytes: file.max_result_bytes.unwrap_or(defaults.max_result_bytes),
             review_queue,
             public_url: file.public_url.clone(),
-            ..defaults
         };
         Ok((http_limits(file), service))
     }
