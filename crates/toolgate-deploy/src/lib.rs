@@ -55,7 +55,7 @@ pub use config::{
     StateConfig, ToolConfig,
 };
 pub use db::{AppDb, MAX_ROWS};
-pub use file::{Application, Deployment, HttpLimits, LoadedKey, SUPPORT_DESK, SupportDeskCedar};
+pub use file::{Application, BuiltIn, Deployment, HttpLimits, LoadedKey};
 pub use http::MAX_BODY_BYTES;
 pub use http::request_target;
 pub use params::{Dialect, Rewritten, rewrite};

@@ -15,7 +15,7 @@
 //! [`Components`] is what a deployment hands the service: the four parts,
 //! and how one proposal is decided over them. [`Parts`] is the plain one;
 //! an application whose authoriser and state source share a read, or whose
-//! write runs on the connection the decision claimed on (the support desk),
+//! write runs on the connection the decision claimed on,
 //! implements [`Components`] itself with its concrete types inside.
 
 use std::future::Future;

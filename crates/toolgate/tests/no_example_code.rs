@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 /// The library crates, relative to the workspace's `crates/` directory:
 /// every crate but the binary (`toolgate-cli`, which runs the example for
 /// `demo`, `serve --demo` and `eval`).
-const LIBRARY_CRATES: [&str; 6] = [
+const LIBRARY_CRATES: [&str; 8] = [
     "toolgate",
     "toolgate-store",
     "toolgate-cedar",
+    "toolgate-service",
     "toolgate-http",
+    "toolgate-mcp",
     "toolgate-eval",
     "toolgate-deploy",
 ];

@@ -284,7 +284,7 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
         let owner = match (&deployment, file) {
             (Some(d), Some(file)) => match &d.application {
                 Application::Tools(section) => Owner::Tools(section, d, file),
-                Application::SupportDesk => Owner::SupportDesk,
+                Application::BuiltIn => Owner::SupportDesk,
             },
             _ if args.support_desk => Owner::SupportDesk,
             _ => Owner::Nobody,

@@ -283,6 +283,54 @@ fn row(case: &str, expected: Outcome, d: &Decision) -> Row {
     }
 }
 
+/// Twelve proposals at once on one ticket version, from the four
+/// providers: one claim wins, one credit is written. `base` is the main
+/// agent's credit; each racer sends it in one provider's shape.
+async fn race_row(desk: &Desk, policy: &Policy, base: Proposal<'_>) -> Result<Row, String> {
+    let bodies = [
+        (Provider::Anthropic, body::ACTION_ANTHROPIC),
+        (Provider::OpenAiChat, body::ACTION_OPENAI_CHAT),
+        (Provider::OpenAiResponses, body::ACTION_OPENAI_RESPONSES),
+        (Provider::Gemini, body::ACTION_GEMINI),
+    ];
+    let racers: Vec<Proposal<'_>> = (0..12)
+        .map(|i| {
+            let (provider, body) = bodies[i % bodies.len()];
+            Proposal {
+                ticket: RACE_TICKET,
+                provider,
+                body,
+                ..base
+            }
+        })
+        .collect();
+    let decided = join_all(racers.iter().map(|p| desk.decide(policy, p))).await;
+    let mut executed = 0;
+    let mut others = std::collections::BTreeMap::<&str, u32>::new();
+    for d in decided {
+        let d = d?;
+        if d.outcome() == Outcome::Executed {
+            executed += 1;
+        } else {
+            *others.entry(d.outcome().as_str()).or_default() += 1;
+        }
+    }
+    let rest: Vec<String> = others.iter().map(|(o, n)| format!("{o}×{n}")).collect();
+    Ok(Row {
+        case: "12 parallel proposals, one ticket".to_owned(),
+        expected: "executed×1".to_owned(),
+        got: format!("executed×{executed}"),
+        detail: format!(
+            "the others: {}",
+            if rest.is_empty() {
+                "none".to_owned()
+            } else {
+                rest.join(", ")
+            }
+        ),
+    })
+}
+
 async fn scenario(
     url: &str,
     policy: &Policy,
@@ -389,48 +437,14 @@ async fn scenario(
         &d,
     ));
 
-    // Twelve proposals at once on one ticket version, from the four
-    // providers: one claim wins, one credit is written.
-    let bodies = [
-        (Provider::Anthropic, body::ACTION_ANTHROPIC),
-        (Provider::OpenAiChat, body::ACTION_OPENAI_CHAT),
-        (Provider::OpenAiResponses, body::ACTION_OPENAI_RESPONSES),
-        (Provider::Gemini, body::ACTION_GEMINI),
-    ];
-    let racers: Vec<Proposal<'_>> = (0..12)
-        .map(|i| {
-            let (provider, body) = bodies[i % bodies.len()];
-            Proposal {
-                ticket: RACE_TICKET,
-                ..main(provider, body)
-            }
-        })
-        .collect();
-    let decided = join_all(racers.iter().map(|p| desk.decide(policy, p))).await;
-    let mut executed = 0;
-    let mut others = std::collections::BTreeMap::<&str, u32>::new();
-    for d in decided {
-        let d = d?;
-        if d.outcome() == Outcome::Executed {
-            executed += 1;
-        } else {
-            *others.entry(d.outcome().as_str()).or_default() += 1;
-        }
-    }
-    let rest: Vec<String> = others.iter().map(|(o, n)| format!("{o}×{n}")).collect();
-    rows.push(Row {
-        case: "12 parallel proposals, one ticket".to_owned(),
-        expected: "executed×1".to_owned(),
-        got: format!("executed×{executed}"),
-        detail: format!(
-            "the others: {}",
-            if rest.is_empty() {
-                "none".to_owned()
-            } else {
-                rest.join(", ")
-            }
-        ),
-    });
+    rows.push(
+        race_row(
+            &desk,
+            policy,
+            main(Provider::Anthropic, body::ACTION_ANTHROPIC),
+        )
+        .await?,
+    );
 
     // The customer now holds 15.00 from each of the two tickets above; a
     // 20.00 credit on a third ticket would pass the policy's 40.00 a day

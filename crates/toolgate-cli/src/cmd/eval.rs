@@ -222,7 +222,7 @@ enum App {
 fn deployment(path: &Path) -> Result<(Policy, App), String> {
     let file = config::load(path).map_err(|e| e.to_string())?;
     let section = match file.application {
-        Application::SupportDesk => return Ok((file.policy, App::Desk)),
+        Application::BuiltIn => return Ok((file.policy, App::Desk)),
         Application::Tools(section) => section,
     };
     let err = |field: String, m: String| format!("{}: {field}: {m}", path.display());

@@ -1,6 +1,6 @@
 //! The whole deployment file, read once and checked in named steps
-//! ([`Deployment::load`]): the TOML, the application (the built-in
-//! support desk, or `[app_db]` and `[[tools]]`), `[[upstreams]]` and how
+//! ([`Deployment::load`]): the TOML, the application (a built-in one the
+//! program brings, or `[app_db]` and `[[tools]]`), `[[upstreams]]` and how
 //! they agree with `[[tools]]`, the policy, the Cedar policies, the keys,
 //! the settings and `[review]`, and the leases against every bounded call.
 //! It connects to nothing: [`crate::Prepared::load`] is the step that does,
@@ -25,25 +25,25 @@ use crate::{ConfigError, DeploySection, upstreams::Upstream};
 
 pub use settings::HttpLimits;
 
-/// The one built-in application a file may name.
-pub const SUPPORT_DESK: &str = "support-desk";
-
 /// What performs the tools' reads and writes.
 pub enum Application {
-    /// The support-desk example built into the binary (the demo's
-    /// application, for replicas of it).
-    SupportDesk,
+    /// The application built into the program that serves the file
+    /// ([`BuiltIn`]), with its own wiring.
+    BuiltIn,
     /// The file's own `[app_db]` and `[[tools]]`: any application, no Rust.
     Tools(DeploySection),
 }
 
-/// The support desk's Cedar policies and mapping: this crate does not link
-/// the example, the program that runs it does and hands them in, so that a
-/// `cedar` file written for the desk is checked against the desk's entities.
-pub struct SupportDeskCedar {
-    /// The desk's own policies, used when the file names no `cedar`.
+/// The application a program has built in, which a file may name as its
+/// `application`: this crate links no application, so the program hands
+/// in its name, Cedar policies and mapping, and a `cedar` file written for
+/// it is checked against its entities.
+pub struct BuiltIn {
+    /// The name a file's `application` gives it.
+    pub name: &'static str,
+    /// Its own policies, used when the file names no `cedar`.
     pub policies: String,
-    /// How the desk names its principals and resources.
+    /// How it names its principals and resources.
     pub mapping: Mapping,
 }
 
@@ -67,7 +67,7 @@ pub struct Deployment {
     pub policy_path: PathBuf,
     /// The policy, loaded with its schema audit.
     pub policy: Policy,
-    /// `None`: the support desk's policies.
+    /// `None`: the built-in application's policies.
     pub cedar_path: Option<PathBuf>,
     /// The Cedar policy text.
     pub cedar: String,
@@ -88,6 +88,7 @@ pub struct Deployment {
 struct Ctx<'a> {
     path: &'a Path,
     base: &'a Path,
+    builtin: &'a BuiltIn,
 }
 
 impl Ctx<'_> {
@@ -112,16 +113,17 @@ impl Deployment {
     /// relative to its directory), and checks each part: the TOML, the
     /// policy (with its schema audit), the Cedar policies, the keys and
     /// the settings. Connects to nothing.
-    pub fn load(path: &Path, desk: &SupportDeskCedar) -> Result<Self, ConfigError> {
+    pub fn load(path: &Path, builtin: &BuiltIn) -> Result<Self, ConfigError> {
         let ctx = Ctx {
             path,
             base: path.parent().unwrap_or(Path::new(".")),
+            builtin,
         };
         let (text, file) = ctx.read()?;
         let application = ctx.application(&file, &text)?;
         let upstreams = ctx.upstreams(&text, &application)?;
         let (policy_path, policy) = ctx.policy(&file, &upstreams)?;
-        let (cedar_path, cedar) = ctx.cedar(&file, &application, desk)?;
+        let (cedar_path, cedar) = ctx.cedar(&file, &application)?;
         let keys = ctx.keys(&file, &application)?;
         let (http, service) = ctx.settings(&file)?;
         ctx.leases(&application, &upstreams, service.lease)?;

@@ -10,26 +10,28 @@ use toolgate_cedar::{CedarAuthorizer, EntityError, EntityRecord, EntitySource};
 use toolgate_service::{ExecutionMode, KeyRing};
 
 use super::raw::File;
-use super::{Application, Ctx, LoadedKey, SUPPORT_DESK, SupportDeskCedar};
+use super::{Application, Ctx, LoadedKey};
 use crate::upstreams::{McpSection, Upstream, VersionSource, argument_scopes};
 use crate::{DeploySection, ExecutorConfig};
 
 impl Ctx<'_> {
-    /// The built-in support desk, or the file's `[app_db]` and `[[tools]]`.
+    /// The program's built-in application, or the file's `[app_db]` and
+    /// `[[tools]]`.
     pub(super) fn application(
         &self,
         file: &File,
         text: &str,
     ) -> Result<Application, crate::ConfigError> {
+        let builtin = self.builtin.name;
         match (file.application.as_deref(), file.tools.is_some()) {
-            (Some(SUPPORT_DESK), false) => Ok(Application::SupportDesk),
-            (Some(SUPPORT_DESK), true) => Err(self.err(
+            (Some(name), false) if name == builtin => Ok(Application::BuiltIn),
+            (Some(name), true) if name == builtin => Err(self.err(
                 "application",
-                format!("\"{SUPPORT_DESK}\" brings its own wiring: remove [[tools]] or it"),
+                format!("\"{builtin}\" brings its own wiring: remove [[tools]] or it"),
             )),
             (Some(other), _) => Err(self.err(
                 "application",
-                format!("{other:?}: the only built-in application is \"{SUPPORT_DESK}\""),
+                format!("{other:?}: the only built-in application is \"{builtin}\""),
             )),
             (None, _) => {
                 let section =
@@ -40,7 +42,7 @@ impl Ctx<'_> {
                         format!(
                             "no [[tools]]: each policy tool needs an entry saying where its \
                              entities and version are read and who writes (docs/deploy.md); \
-                             application = \"{SUPPORT_DESK}\" runs the built-in example instead"
+                             application = \"{builtin}\" runs the built-in example instead"
                         ),
                     ));
                 }
@@ -58,7 +60,8 @@ impl Ctx<'_> {
         let upstreams = McpSection::from_toml(text)
             .and_then(|section| section.check(self.base))
             .map_err(|e| self.section_err("upstreams", &e))?;
-        check_upstream_tools(&upstreams, application).map_err(|(f, m)| self.err(&f, m))?;
+        check_upstream_tools(&upstreams, application, self.builtin.name)
+            .map_err(|(f, m)| self.err(&f, m))?;
         Ok(upstreams)
     }
 
@@ -79,12 +82,12 @@ impl Ctx<'_> {
         Ok((policy_path, policy))
     }
 
-    /// The Cedar policies: the file's `cedar`, or the desk's own.
+    /// The Cedar policies: the file's `cedar`, or the built-in
+    /// application's own.
     pub(super) fn cedar(
         &self,
         file: &File,
         application: &Application,
-        desk: &SupportDeskCedar,
     ) -> Result<(Option<PathBuf>, String), crate::ConfigError> {
         let (cedar_path, cedar) = match &file.cedar {
             Some(p) => {
@@ -93,8 +96,8 @@ impl Ctx<'_> {
                     .map_err(|e| self.err("cedar", format!("reading {}: {e}", p.display())))?;
                 (Some(p), text)
             }
-            None if matches!(application, Application::SupportDesk) => {
-                (None, desk.policies.clone())
+            None if matches!(application, Application::BuiltIn) => {
+                (None, self.builtin.policies.clone())
             }
             None => {
                 return Err(self.err(
@@ -103,10 +106,10 @@ impl Ctx<'_> {
                 ));
             }
         };
-        if matches!(application, Application::SupportDesk) {
+        if matches!(application, Application::BuiltIn) {
             // Parsed as serving parses them, with no entities to read. With
             // [[tools]], each tool's mapping parses them when it loads.
-            CedarAuthorizer::new(&cedar, &desk.mapping, NoEntities)
+            CedarAuthorizer::new(&cedar, &self.builtin.mapping, NoEntities)
                 .map_err(|e| self.err("cedar", e.to_string()))?;
         }
         Ok((cedar_path, cedar))
@@ -165,16 +168,15 @@ impl Ctx<'_> {
 fn check_upstream_tools(
     upstreams: &[Upstream],
     application: &Application,
+    builtin: &str,
 ) -> Result<(), (String, String)> {
     let section = match application {
         Application::Tools(section) => section,
-        Application::SupportDesk if upstreams.is_empty() => return Ok(()),
-        Application::SupportDesk => {
+        Application::BuiltIn if upstreams.is_empty() => return Ok(()),
+        Application::BuiltIn => {
             return Err((
                 "upstreams".to_owned(),
-                format!(
-                    "the MCP gateway needs [[tools]]: \"{SUPPORT_DESK}\" wires its own tools only"
-                ),
+                format!("the MCP gateway needs [[tools]]: \"{builtin}\" wires its own tools only"),
             ));
         }
     };

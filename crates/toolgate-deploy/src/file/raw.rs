@@ -35,8 +35,8 @@ pub(super) struct File {
     pub review: Option<ReviewFile>,
     #[serde(default)]
     pub keys: Vec<KeyEntry>,
-    /// `"support-desk"`: the built-in example application (its state
-    /// source, executor and Cedar entities), instead of [[tools]].
+    /// The name of the program's built-in application (its state source,
+    /// executor and Cedar entities), instead of [[tools]].
     pub application: Option<String>,
     /// Read as [`crate::DeploySection`] from the same text, so that its
     /// errors keep their own fields and lines; declared here so that the

@@ -251,30 +251,7 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
     }
 
     if args.hold_after_claim {
-        let w = &workers[0];
-        let ticket = &tickets[0];
-        let state = MeetingState {
-            desk: w.desk.clone(),
-            after_read: None,
-        };
-        let gate = Gate {
-            policy: &policy,
-            authorizer: &w.authz,
-            state: &state,
-            claims: &w.store,
-            executor: &Hold(String::new()),
-        };
-        let (amount, reply) = worker_credit(0);
-        let d = propose_credit(
-            &gate,
-            &policy,
-            ticket,
-            amount,
-            &reply,
-            args.key_includes_arguments,
-        )
-        .await;
-        return Err(format!("the hold executor returned: {d:?}"));
+        return Err(hold_after_claim(&policy, &workers[0], &tickets[0], args).await);
     }
 
     let tickets = Arc::new(tickets);
@@ -341,10 +318,57 @@ async fn race(args: &Args) -> Result<ExitCode, String> {
     }
     let elapsed = started.elapsed().as_secs_f64();
 
+    report(&desk, &tickets, &per_ticket, failover, elapsed, args).await
+}
+
+/// `--hold-after-claim`: one worker claims the first ticket and its
+/// executor never returns (a process to kill mid-write); what it returns
+/// if it does is the error.
+async fn hold_after_claim(
+    policy: &Arc<Policy>,
+    w: &Worker,
+    ticket: &SeedTicket,
+    args: &Args,
+) -> String {
+    let state = MeetingState {
+        desk: w.desk.clone(),
+        after_read: None,
+    };
+    let gate = Gate {
+        policy,
+        authorizer: &w.authz,
+        state: &state,
+        claims: &w.store,
+        executor: &Hold(String::new()),
+    };
+    let (amount, reply) = worker_credit(0);
+    let d = propose_credit(
+        &gate,
+        policy,
+        ticket,
+        amount,
+        &reply,
+        args.key_includes_arguments,
+    )
+    .await;
+    format!("the hold executor returned: {d:?}")
+}
+
+/// Counts the credits each ticket got and prints the run's line: exit 1
+/// unless every ticket has exactly one credit (and, but for the
+/// anti-pattern, one winner) and no worker failed.
+async fn report(
+    desk: &SupportDesk,
+    tickets: &[SeedTicket],
+    per_ticket: &[Tally],
+    failover: Option<toolgate_store::mysql::FailoverCounts>,
+    elapsed: f64,
+    args: &Args,
+) -> Result<ExitCode, String> {
     let mut credits_total = 0i64;
     let mut duplicates = 0u32;
     let mut bad = 0u32;
-    for (ticket, tally) in tickets.iter().zip(&per_ticket) {
+    for (ticket, tally) in tickets.iter().zip(per_ticket) {
         let credits = desk
             .credit_count(&ticket.id)
             .await

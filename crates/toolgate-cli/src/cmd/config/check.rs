@@ -123,7 +123,7 @@ fn check(args: &CheckArgs) -> ExitCode {
         None => "cedar: the support desk's policies (built in)".to_owned(),
     });
     match &d.application {
-        Application::SupportDesk => {
+        Application::BuiltIn => {
             out.push(format!("application {SUPPORT_DESK}: built in"));
         }
         Application::Tools(section) => {

@@ -12,7 +12,7 @@ mod db;
 
 use std::path::Path;
 
-use toolgate_deploy::{HttpLimits, SupportDeskCedar};
+use toolgate_deploy::{BuiltIn, HttpLimits};
 use toolgate_http::Settings;
 use toolgate_support_desk::cedar as desk_cedar;
 
@@ -21,11 +21,16 @@ use db::check_db_url;
 pub use db::{DB_URL_ENV, DbArgs, resolve_db};
 /// What is wrong with a deployment file, and where; the file is always
 /// named and the field never empty (`line 3` for a TOML error).
-pub use toolgate_deploy::{Application, ConfigError, Deployment, SUPPORT_DESK};
+pub use toolgate_deploy::{Application, ConfigError, Deployment};
+
+/// The one built-in application a file may name: the support-desk
+/// example, its wiring compiled into this binary.
+pub const SUPPORT_DESK: &str = "support-desk";
 
 /// The deployment file at `path`, loaded and checked; connects to nothing.
 pub fn load(path: &Path) -> Result<Deployment, ConfigError> {
-    let desk = SupportDeskCedar {
+    let desk = BuiltIn {
+        name: SUPPORT_DESK,
         policies: desk_cedar::POLICIES.to_owned(),
         mapping: desk_cedar::mapping(),
     };
