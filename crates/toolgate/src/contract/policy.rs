@@ -431,6 +431,98 @@ impl Policy {
     }
 }
 
+/// A tool's name, capability and operation key, each checked, and the
+/// types its key fields declare.
+fn key_fields(t: &ToolFile) -> Result<BTreeMap<String, ScopeType>, (&'static str, String)> {
+    if !is_identifier(&t.name) {
+        return Err((
+            "name",
+            "a tool name is 1-64 characters of [A-Za-z0-9_-]".to_owned(),
+        ));
+    }
+    if t.capability.trim().is_empty() {
+        return Err(("capability", "must not be empty".to_owned()));
+    }
+    if t.operation_key.is_empty() {
+        return Err((
+            "operation_key",
+            "name at least one server-fixed scope field".to_owned(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for f in &t.operation_key {
+        if !is_identifier(f) || !seen.insert(f.as_str()) {
+            return Err((
+                "operation_key",
+                format!("`{f}` is not a distinct identifier"),
+            ));
+        }
+    }
+    let mut scope_types = BTreeMap::new();
+    for (field, name) in &t.scope_types {
+        if !t.operation_key.contains(field) {
+            return Err((
+                "scope_types",
+                format!("`{field}` is not a field of this tool's operation_key"),
+            ));
+        }
+        let ty = ScopeType::from_name(name).ok_or_else(|| {
+            (
+                "scope_types",
+                format!(
+                    "`{field}` has the unknown type {name:?} (expected one of {})",
+                    ScopeType::ALL.map(ScopeType::as_str).join(", ")
+                ),
+            )
+        })?;
+        scope_types.insert(field.clone(), ty);
+    }
+    Ok(scope_types)
+}
+
+/// How many reviewers a tool needs and how long an approval lasts.
+fn approval_terms(t: &ToolFile) -> Result<(u32, i64), (&'static str, String)> {
+    if !t.needs_approval && (t.approvers.is_some() || t.approval_ttl.is_some()) {
+        return Err((
+            "approvers",
+            "approvers and approval_ttl apply only with needs_approval = true".to_owned(),
+        ));
+    }
+    let approvers = t.approvers.unwrap_or(1);
+    if !(1..=10).contains(&approvers) {
+        return Err(("approvers", "must be 1 to 10 distinct reviewers".to_owned()));
+    }
+    let approval_ttl_ms = match t.approval_ttl.as_deref() {
+        None => DEFAULT_APPROVAL_TTL_MS,
+        Some(text) => approval_ttl(text).ok_or_else(|| {
+            (
+                "approval_ttl",
+                "a whole number and s, m, h or d (\"24h\"), from a minute to 366 days".to_owned(),
+            )
+        })?,
+    };
+    Ok((approvers, approval_ttl_ms))
+}
+
+/// The contract as written, in a fixed order: the digest an approval is
+/// bound to (docs/design.md §14).
+fn contract_digest(t: &ToolFile, approvers: u32, approval_ttl_ms: i64) -> String {
+    use sha2::{Digest, Sha256};
+    let written = serde_json::json!({
+        "name": t.name,
+        "capability": t.capability,
+        "operation_key": t.operation_key,
+        "scope_types": t.scope_types,
+        "approvers": approvers,
+        "approval_ttl_ms": approval_ttl_ms,
+        "max_argument_bytes": t.max_argument_bytes,
+        "schema": t.schema,
+        "budgets": t.budgets,
+    });
+    let hash = Sha256::digest(written.to_string().as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
+}
+
 fn load_tool(
     i: usize,
     t: ToolFile,
@@ -445,64 +537,7 @@ fn load_tool(
             message,
         }
     };
-    if !is_identifier(&t.name) {
-        return Err(err(
-            "name",
-            None,
-            None,
-            "a tool name is 1-64 characters of [A-Za-z0-9_-]".to_owned(),
-        ));
-    }
-    if t.capability.trim().is_empty() {
-        return Err(err(
-            "capability",
-            None,
-            None,
-            "must not be empty".to_owned(),
-        ));
-    }
-    if t.operation_key.is_empty() {
-        return Err(err(
-            "operation_key",
-            None,
-            None,
-            "name at least one server-fixed scope field".to_owned(),
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    for f in &t.operation_key {
-        if !is_identifier(f) || !seen.insert(f.as_str()) {
-            return Err(err(
-                "operation_key",
-                None,
-                None,
-                format!("`{f}` is not a distinct identifier"),
-            ));
-        }
-    }
-    let mut scope_types = BTreeMap::new();
-    for (field, name) in &t.scope_types {
-        if !t.operation_key.contains(field) {
-            return Err(err(
-                "scope_types",
-                None,
-                None,
-                format!("`{field}` is not a field of this tool's operation_key"),
-            ));
-        }
-        let ty = ScopeType::from_name(name).ok_or_else(|| {
-            err(
-                "scope_types",
-                None,
-                None,
-                format!(
-                    "`{field}` has the unknown type {name:?} (expected one of {})",
-                    ScopeType::ALL.map(ScopeType::as_str).join(", ")
-                ),
-            )
-        })?;
-        scope_types.insert(field.clone(), ty);
-    }
+    let scope_types = key_fields(&t).map_err(|(field, message)| err(field, None, None, message))?;
     // The schema is JSON inside TOML; it goes through the strict decoder like
     // everything else, so a duplicated keyword is an error, not a silent
     // last-one-wins.
@@ -564,52 +599,9 @@ fn load_tool(
     }
     let budgets = load_budgets(t.budgets.clone(), &source, &t.operation_key)
         .map_err(|(field, message)| err(&field, None, None, message))?;
-    if !t.needs_approval && (t.approvers.is_some() || t.approval_ttl.is_some()) {
-        return Err(err(
-            "approvers",
-            None,
-            None,
-            "approvers and approval_ttl apply only with needs_approval = true".to_owned(),
-        ));
-    }
-    let approvers = t.approvers.unwrap_or(1);
-    if !(1..=10).contains(&approvers) {
-        return Err(err(
-            "approvers",
-            None,
-            None,
-            "must be 1 to 10 distinct reviewers".to_owned(),
-        ));
-    }
-    let approval_ttl_ms = match t.approval_ttl.as_deref() {
-        None => DEFAULT_APPROVAL_TTL_MS,
-        Some(text) => approval_ttl(text).ok_or_else(|| {
-            err(
-                "approval_ttl",
-                None,
-                None,
-                "a whole number and s, m, h or d (\"24h\"), from a minute to 366 days".to_owned(),
-            )
-        })?,
-    };
-    // The contract as written, in a fixed order: the digest an approval is
-    // bound to (docs/design.md §14).
-    let digest = {
-        use sha2::{Digest, Sha256};
-        let written = serde_json::json!({
-            "name": t.name,
-            "capability": t.capability,
-            "operation_key": t.operation_key,
-            "scope_types": t.scope_types,
-            "approvers": approvers,
-            "approval_ttl_ms": approval_ttl_ms,
-            "max_argument_bytes": t.max_argument_bytes,
-            "schema": t.schema,
-            "budgets": t.budgets,
-        });
-        let hash = Sha256::digest(written.to_string().as_bytes());
-        hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    };
+    let (approvers, approval_ttl_ms) =
+        approval_terms(&t).map_err(|(field, message)| err(field, None, None, message))?;
+    let digest = contract_digest(&t, approvers, approval_ttl_ms);
     let argument_scopes = arguments
         .of(&t.name)
         .map(|(f, p)| (f.to_owned(), p.to_owned()))

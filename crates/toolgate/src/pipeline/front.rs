@@ -407,13 +407,7 @@ where
             }
             Err(e) => return Err(e),
         };
-        // A budget over its limit asks a person too (docs/policy.md,
-        // "Budgets"): the approval lets the retry reserve beyond it.
-        let asks = decision.outcome() == Outcome::PendingApproval
-            && matches!(
-                decision.reason(),
-                Some(Reason::ApprovalRequired | Reason::BudgetExceeded)
-            );
+        let asks = asks_a_person(&decision);
         let (Some(key), Some(fingerprint), Some(contract), Some(version), true) = (
             decision.key(),
             decision.fingerprint(),
@@ -423,25 +417,12 @@ where
         ) else {
             break decision;
         };
-        let item = NewItem {
-            at: call.now,
-            kind: Outcome::PendingApproval,
-            reason: decision.reason(),
-            tool: decision.tool().map(str::to_owned),
-            proposer: call.principal.id().to_owned(),
-            proposer_via: call.principal.via().map(str::to_owned),
-            key: Some(key),
-            fingerprint: Some(fingerprint),
-            version_seen: Some(version.as_str().to_owned()),
-            scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown(&decision, arguments.as_ref()),
-            approval: Some(ApprovalTerms {
-                policy_digest: contract.digest().to_owned(),
-                approvers: contract.approvers(),
-                expires_at: call.now.plus_millis(contract.approval_ttl_ms()),
-            }),
-            once_per_window: false,
+        let shown_with = Shown {
+            scope: &scope,
+            version: Some(version),
+            arguments: arguments.as_ref(),
         };
+        let item = approval_item(call.principal, call.now, &decision, contract, &shown_with);
         match front
             .store
             .request_approval(item, call.now, &front.queue)
@@ -471,11 +452,7 @@ where
             }
             Requested::Denied { item, by } => {
                 review_item = Some(item);
-                break decision.denied(format!(
-                    "review item {item}: a reviewer{} denied this proposal; it will not run \
-                     (other arguments or a new version ask again)",
-                    by.map(|b| format!(" ({b})")).unwrap_or_default()
-                ));
+                break decision.denied(denied_message(item, by.as_deref()));
             }
             Requested::QueueFull => {
                 notes.push(Note::QueueFull);
@@ -488,35 +465,28 @@ where
     // Other decisions a person acts on open an item (as `opening` says); a
     // failure to record one is the operator's, not the caller's (the claim
     // store keeps the facts of a conflict or a stuck claim anyway).
-    let opens = opening(&decision, call.principal, front.policy).filter(|_| !queue_full);
-    if let (None, Some(opens)) = (review_item, opens) {
-        let item = NewItem {
-            at: call.now,
-            kind: decision.outcome(),
-            reason: decision.reason(),
-            // A rejection's tool is the model's own text: a bounded label.
-            tool: decision.tool().map(audit_label),
-            proposer: call.principal.id().to_owned(),
-            proposer_via: call.principal.via().map(str::to_owned),
-            key: decision.key(),
-            fingerprint: decision.fingerprint(),
-            version_seen: version.as_ref().map(|v| v.as_str().to_owned()),
-            scope: Some(Value::Object(scope.clone()).to_string()),
-            decision: shown(&decision, arguments.as_ref()),
-            approval: None,
-            once_per_window: opens == Opening::OncePerWindow,
-        };
-        match front.store.open_item(item, &front.queue).await {
-            Ok(Opened::Created(id)) => {
-                review_item = Some(id);
-                new_item = true;
-            }
-            // The same rejection by the same principal in this window: its
-            // item stands for this one too.
-            Ok(Opened::Existing(id)) => review_item = Some(id),
-            Ok(Opened::Full) => notes.push(Note::QueueFull),
-            Err(e) => notes.push(Note::ItemNotRecorded(e)),
+    let opened = match (review_item, queue_full) {
+        (None, false) => {
+            let shown = Shown {
+                scope: &scope,
+                version: version.as_ref(),
+                arguments: arguments.as_ref(),
+            };
+            open_other(front, call.principal, call.now, &decision, &shown).await
         }
+        _ => None,
+    };
+    match opened {
+        None => {}
+        Some(Ok(Opened::Created(id))) => {
+            review_item = Some(id);
+            new_item = true;
+        }
+        // The same rejection by the same principal in this window: its
+        // item stands for this one too.
+        Some(Ok(Opened::Existing(id))) => review_item = Some(id),
+        Some(Ok(Opened::Full)) => notes.push(Note::QueueFull),
+        Some(Err(e)) => notes.push(Note::ItemNotRecorded(e)),
     }
     Ok(Settled {
         decision,
@@ -526,6 +496,92 @@ where
         scope,
         notes,
     })
+}
+
+/// Whether a decision waits for a person: a tool that needs approval, or
+/// a budget over its limit (docs/policy.md, "Budgets": the approval lets
+/// the retry reserve beyond it).
+fn asks_a_person(decision: &Decision) -> bool {
+    decision.outcome() == Outcome::PendingApproval
+        && matches!(
+            decision.reason(),
+            Some(Reason::ApprovalRequired | Reason::BudgetExceeded)
+        )
+}
+
+/// What a proposal a reviewer denied is told.
+fn denied_message(item: i64, by: Option<&str>) -> String {
+    format!(
+        "review item {item}: a reviewer{} denied this proposal; it will not run \
+         (other arguments or a new version ask again)",
+        by.map(|b| format!(" ({b})")).unwrap_or_default()
+    )
+}
+
+/// The item a proposal that needs a person asks for: its terms are the
+/// tool's (the policy digest, how many reviewers, how long it lasts).
+fn approval_item(
+    principal: &Principal,
+    now: UnixMillis,
+    decision: &Decision,
+    contract: &ToolContract,
+    shown_with: &Shown<'_>,
+) -> NewItem {
+    NewItem {
+        at: now,
+        kind: Outcome::PendingApproval,
+        reason: decision.reason(),
+        tool: decision.tool().map(str::to_owned),
+        proposer: principal.id().to_owned(),
+        proposer_via: principal.via().map(str::to_owned),
+        key: decision.key(),
+        fingerprint: decision.fingerprint(),
+        version_seen: shown_with.version.map(|v| v.as_str().to_owned()),
+        scope: Some(Value::Object(shown_with.scope.clone()).to_string()),
+        decision: shown(decision, shown_with.arguments),
+        approval: Some(ApprovalTerms {
+            policy_digest: contract.digest().to_owned(),
+            approvers: contract.approvers(),
+            expires_at: now.plus_millis(contract.approval_ttl_ms()),
+        }),
+        once_per_window: false,
+    }
+}
+
+/// What a review item shows of a proposal beside its decision.
+struct Shown<'a> {
+    scope: &'a Map<String, Value>,
+    version: Option<&'a StateVersion>,
+    arguments: Option<&'a Value>,
+}
+
+/// The item a decision other than a request for approval opens, if
+/// [`opening`] says it opens one.
+async fn open_other<P, S: ReviewStore>(
+    front: &Front<'_, P, S>,
+    principal: &Principal,
+    now: UnixMillis,
+    decision: &Decision,
+    shown_with: &Shown<'_>,
+) -> Option<Result<Opened, StoreError>> {
+    let opens = opening(decision, principal, front.policy)?;
+    let item = NewItem {
+        at: now,
+        kind: decision.outcome(),
+        reason: decision.reason(),
+        // A rejection's tool is the model's own text: a bounded label.
+        tool: decision.tool().map(audit_label),
+        proposer: principal.id().to_owned(),
+        proposer_via: principal.via().map(str::to_owned),
+        key: decision.key(),
+        fingerprint: decision.fingerprint(),
+        version_seen: shown_with.version.map(|v| v.as_str().to_owned()),
+        scope: Some(Value::Object(shown_with.scope.clone()).to_string()),
+        decision: shown(decision, shown_with.arguments),
+        approval: None,
+        once_per_window: opens == Opening::OncePerWindow,
+    };
+    Some(front.store.open_item(item, &front.queue).await)
 }
 
 /// A `pending_approval` whose item the full queue could not take: the
