@@ -340,7 +340,11 @@ pub fn parse_case(bytes: &[u8], at: &str) -> Result<Case, LoadError> {
             "context.scope is empty: name the request's scope fields",
         ));
     }
-    if file.context.scope.contains_key("version_seen") {
+    if file
+        .context
+        .scope
+        .contains_key(toolgate::pipeline::VERSION_SEEN)
+    {
         return Err(err(
             at,
             "context.scope.version_seen: the version the model was shown goes in \

@@ -10,8 +10,8 @@
 use axum::body::Bytes;
 use serde_json::{Value, json};
 use toolgate::decode::Limits;
-use toolgate::op::ScopeType;
 use toolgate::op::scope::MAX_SCOPE_STRING_BYTES;
+use toolgate::op::{ScopeType, VERSION_SEEN};
 use toolgate::provider::Provider;
 use utoipa::openapi::path::Operation;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -198,7 +198,7 @@ pub(crate) fn name_scope_fields(
             let mut types = policy
                 .tools()
                 .iter()
-                .filter(|t| f == "version_seen" || t.operation_key().iter().any(|k| k == f))
+                .filter(|t| f == VERSION_SEEN || t.operation_key().iter().any(|k| k == f))
                 .map(|t| t.scope_type(f));
             let first = types.next();
             let agreed = first.filter(|t| types.all(|u| u == *t));

@@ -73,7 +73,7 @@ pub fn policy_skeleton(file: &PinFile, upstream: &Upstream, policy: Option<&Poli
                 .cloned()
                 .chain(
                     (!matches!(m.version_seen, VersionSource::None { .. }))
-                        .then(|| "version_seen".to_owned()),
+                        .then(|| toolgate::op::VERSION_SEEN.to_owned()),
                 )
                 .collect(),
             None => Vec::new(),

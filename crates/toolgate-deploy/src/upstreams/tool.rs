@@ -147,7 +147,7 @@ pub(super) fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigEr
                 "a scope field is 1-64 characters of [A-Za-z0-9_-]",
             ));
         }
-        if f == "version_seen" {
+        if f == toolgate::op::VERSION_SEEN {
             return Err(ConfigError::new(
                 here,
                 "`version_seen` has its own setting: `version_seen = { from = … }`",

@@ -191,7 +191,7 @@ impl ToolContract {
         scope: &serde_json::Map<String, Value>,
     ) -> Result<serde_json::Map<String, Value>, ScopeError> {
         canonical_scope(scope, |f| {
-            (f == "version_seen" || self.operation_key.iter().any(|k| k == f))
+            (f == crate::op::VERSION_SEEN || self.operation_key.iter().any(|k| k == f))
                 .then(|| self.scope_type(f))
         })
     }

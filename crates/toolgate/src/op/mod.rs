@@ -9,6 +9,6 @@ pub mod key;
 pub mod scope;
 
 pub use key::{KeyError, operation_key};
-pub use scope::{ScopeError, ScopeType, canonical_scope};
+pub use scope::{ScopeError, ScopeType, VERSION_SEEN, canonical_scope};
 
 pub use fingerprint::{FingerprintError, canonical_json, canonical_json_jcs, fingerprint};

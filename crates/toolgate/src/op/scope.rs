@@ -14,6 +14,11 @@ use serde_json::{Map, Value};
 
 use crate::decode::Limits;
 
+/// The scope field that names the version the model read, where a wire, a
+/// column or a policy file spells it; every other place reads it typed
+/// (`toolgate::pipeline::Scope`).
+pub const VERSION_SEEN: &str = "version_seen";
+
 /// Longest `string` scope value, in UTF-8 bytes.
 pub const MAX_SCOPE_STRING_BYTES: usize = 256;
 /// Longest `version` scope value, in UTF-8 bytes.
@@ -53,7 +58,7 @@ impl ScopeType {
     /// The type a field has when the policy does not declare one:
     /// `version_seen` is a `version`, every other field a `string`.
     pub fn default_for(field: &str) -> Self {
-        if field == "version_seen" {
+        if field == VERSION_SEEN {
             Self::Version
         } else {
             Self::String

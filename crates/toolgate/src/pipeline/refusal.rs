@@ -96,7 +96,7 @@ pub fn request_scope_fields(policy: &Policy) -> BTreeSet<String> {
         .iter()
         .flat_map(|t| t.operation_key().iter().cloned())
         .collect();
-    fields.insert("version_seen".to_owned());
+    fields.insert(crate::op::VERSION_SEEN.to_owned());
     fields
 }
 

@@ -17,8 +17,7 @@ use super::state::StateVersion;
 use crate::contract::ToolContract;
 use crate::op::ScopeError;
 
-/// The name of the version field, where a wire or a column spells it.
-pub const VERSION_SEEN: &str = "version_seen";
+pub use crate::op::VERSION_SEEN;
 
 /// What an action without a version is told, wherever it is caught.
 pub(crate) const VERSION_MISSING: &str =

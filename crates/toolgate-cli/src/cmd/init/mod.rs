@@ -243,7 +243,7 @@ fn plan(args: Args) -> Result<(Plan, PathBuf, bool), String> {
             "string" => "string",
             _ => return Err(format!("--scope `{s}`: the type is integer or string")),
         };
-        if !is_identifier(field) || field == "version_seen" || field == "actor" {
+        if !is_identifier(field) || field == toolgate::op::VERSION_SEEN || field == "actor" {
             return Err(format!(
                 "--scope `{s}`: a field is a name of letters, digits and _ \
                  (not version_seen or actor)"
