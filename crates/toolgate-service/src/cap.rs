@@ -54,6 +54,12 @@ impl ResultCap {
     pub fn wrap<E>(self, inner: &E) -> Capped<'_, E> {
         Capped { inner, cap: self.0 }
     }
+
+    /// `completion` for an executor that completes in its own write's
+    /// transaction: it refuses a receipt over the cap before its `COMMIT`.
+    pub fn completion(self, completion: &AppliedCompletion) -> AppliedCompletion {
+        completion.clone().with_receipt_cap(self.0)
+    }
 }
 
 /// The server's executor with the result cap: a receipt over it is an
@@ -100,7 +106,7 @@ impl<E: Executor> Executor for Capped<'_, E> {
     ) -> Result<Completed, ExecError> {
         // An executor that completes in its own write's transaction checks
         // the cap before its COMMIT; any other receipt is checked here.
-        let completion = completion.clone().with_receipt_cap(self.cap);
+        let completion = ResultCap(self.cap).completion(completion);
         let completed = self.inner.execute_and_complete(permit, &completion).await?;
         if let Completed::Outcome(ExecOutcome::Applied { receipt }) = &completed {
             self.check(receipt)?;

@@ -171,8 +171,7 @@ impl AnyClaimStore {
         completion: &AppliedCompletion,
     ) -> Result<WriteCompleted, ExecError> {
         completion.accepts(receipt)?;
-        let done =
-            delegate!(self, s => protocol::write_and_complete(s, write, receipt, completion).await);
+        let done = delegate!(self, s => protocol::write_and_complete(&mut { s }, write, receipt, completion).await);
         done.map_err(|e| ExecError::new(e.to_string()))
     }
 

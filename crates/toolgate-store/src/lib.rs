@@ -81,10 +81,11 @@
 //! other failure before `COMMIT` (nothing written).
 //!
 //! A decision that reads from the claim store's database before it claims
-//! can hold one connection for both ([`AnyClaimStore::hold`], `held.rs`):
-//! the read keeps it in the decision's [`Held`], and the claim made through
-//! the `Held` receives it by value for its first transaction. One pool use
-//! (and one ping) fewer per decision.
+//! can hold one connection for both ([`AnyClaimStore::session`],
+//! `session.rs`): the read keeps it in the decision's [`Session`], passed
+//! by `&mut`, and the claim made through the session receives it by value
+//! for its first transaction. One pool use (and one ping) fewer per
+//! decision.
 //!
 //! ## Where a backend does what
 //!
@@ -116,8 +117,6 @@ mod any;
 mod common;
 mod dialect;
 pub mod floor;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod held;
 mod idempotency;
 #[cfg(feature = "mysql")]
 pub mod mysql;
@@ -129,6 +128,8 @@ mod protocol;
 mod redact;
 mod review;
 mod rows;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod session;
 mod sql;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
@@ -141,10 +142,10 @@ use std::time::SystemTime;
 
 pub use any::{AnyClaimStore, Backend};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
-pub use held::{Borrowed, Held, HeldConnection};
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub use pooled::PooledStore;
 pub use redact::{REDACTED, redact_url};
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub use session::{Borrowed, Session, SessionConnection};
 pub use toolgate::claim::ClaimStore;
 use toolgate::claim::{HolderToken, StoreError, StoreErrorKind, UnixMillis};
 pub use write::{StoreWrite, WriteCompleted, WriteFuture};

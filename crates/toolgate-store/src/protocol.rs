@@ -276,10 +276,10 @@ fn not_applied(result: &JsonText) -> bool {
 }
 
 /// A backend: runs units as transactions and reads outside them.
-pub(crate) trait ClaimBackend: Sync {
+pub(crate) trait ClaimBackend: Send {
     /// Runs `unit` in one transaction, ends it as [`run_unit`] says, and
     /// answers once that end is durable.
-    fn transaction(&self, unit: Unit) -> impl Future<Output = Result<Answer, TxFail>> + Send;
+    fn transaction(&mut self, unit: Unit) -> impl Future<Output = Result<Answer, TxFail>> + Send;
 
     /// Reads one claim outside any transaction (after a failed `COMMIT`, on
     /// a connection other than the one that failed).
@@ -479,7 +479,7 @@ enum AttemptOutcome {
 /// Claims `request.key()`: attempts until an answer, each with its own
 /// time and lease, retrying lost races and read-backs that found no row.
 pub(crate) async fn claim<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     request: ClaimRequest,
 ) -> Result<RawClaim, StoreError> {
     for n in 1..=MAX_CLAIM_ATTEMPTS {
@@ -495,8 +495,8 @@ pub(crate) async fn claim<B: ClaimBackend>(
                 Verdict::Ours(lease) => {
                     if backend.fault_after_commit().await {
                         let lost = "injected: commit acknowledgement lost";
-                        after_failed_commit(backend, &request, read_time(backend, &attempt), lost)
-                            .await
+                        let at = read_time(backend, &attempt);
+                        after_failed_commit(backend, &request, at, lost).await
                     } else {
                         // Our token read back AND the commit succeeded.
                         AttemptOutcome::Done(RawClaim::Acquired(lease))
@@ -520,7 +520,8 @@ pub(crate) async fn claim<B: ClaimBackend>(
             Err(TxFail::LostRace) => AttemptOutcome::Retry,
             Err(TxFail::Failed(e)) => AttemptOutcome::Fail(e),
             Err(TxFail::Unknown(e)) => {
-                after_failed_commit(backend, &request, read_time(backend, &attempt), e).await
+                let at = read_time(backend, &attempt);
+                after_failed_commit(backend, &request, at, e).await
             }
         };
         match outcome {
@@ -544,7 +545,7 @@ fn read_time<B: ClaimBackend>(backend: &B, attempt: &Attempt) -> UnixMillis {
 /// unknown. Read the row back on another connection with the same holder
 /// token before deciding.
 async fn after_failed_commit<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     request: &ClaimRequest,
     now: UnixMillis,
     commit_error: impl std::fmt::Display,
@@ -584,7 +585,7 @@ async fn after_failed_commit<B: ClaimBackend>(
 /// caller's `now`: a caller passing the time its decision started cannot
 /// complete a claim whose lease has ended since (invariant 8).
 pub(crate) async fn complete<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     mut done: CompleteRequest,
 ) -> Result<Completion, StoreError> {
     done.now = done.now.max((backend.clock())());
@@ -622,7 +623,7 @@ pub(crate) async fn complete<B: ClaimBackend>(
 /// unknown `COMMIT` is never run again; the claim read back on another
 /// connection says whether it took effect.
 pub(crate) async fn write_and_complete<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     write: Arc<dyn StoreWrite>,
     receipt: &JsonText,
     completion: &AppliedCompletion,
@@ -659,7 +660,7 @@ pub(crate) async fn write_and_complete<B: ClaimBackend>(
 /// outcome: the claim, read back on another connection, says whether both
 /// took effect (they commit together).
 async fn read_back_write<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     receipt: &JsonText,
     completion: &AppliedCompletion,
     commit_error: impl std::fmt::Display,
@@ -689,7 +690,7 @@ async fn read_back_write<B: ClaimBackend>(
 
 /// Closes a stuck claim with what the downstream system reported.
 pub(crate) async fn reconcile<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     key: &OperationKey,
     outcome: &ReconcileOutcome,
     now: UnixMillis,
@@ -717,7 +718,7 @@ pub(crate) async fn reconcile<B: ClaimBackend>(
 
 /// Appends one audit entry.
 pub(crate) async fn append_audit<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     entry: &AuditEntry,
 ) -> Result<(), StoreError> {
     match retry_lost_races(
@@ -735,7 +736,7 @@ pub(crate) async fn append_audit<B: ClaimBackend>(
 /// Runs a unit that must not run twice once it may have taken effect:
 /// lost races are retried, an unknown outcome is an error.
 async fn retry_lost_races<B: ClaimBackend>(
-    backend: &B,
+    backend: &mut B,
     unit: Unit,
     what: &str,
 ) -> Result<Answer, StoreError> {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use toolgate::pipeline::AuthzRequest;
 use toolgate_cedar::{Attr, EntityError, EntityRecord, EntitySource, Mapping};
-use toolgate_store::Held;
+use toolgate_store::Session;
 
 use crate::directory::Directory;
 use crate::store::SupportDesk;
@@ -67,11 +67,11 @@ impl EntitySource for DeskEntities {
 }
 
 /// The ticket a request names, and the directory's answer for it and the
-/// acting agent (one statement), on the decision's connection when it holds
+/// acting agent (one statement), on the decision's session when it has
 /// one.
 pub(crate) async fn read_directory(
     desk: &SupportDesk,
-    held: Option<&Held<'_>>,
+    session: Option<&mut Session<'_>>,
     r: &AuthzRequest<'_>,
 ) -> Result<(String, Directory), EntityError> {
     let ticket = match r.scope().get("ticket_id") {
@@ -85,8 +85,8 @@ pub(crate) async fn read_directory(
     };
     // A failed read is the database not answering, not a "no".
     let agent = r.principal().id();
-    let found = match held {
-        Some(held) => desk.directory_held(held, agent, &ticket).await,
+    let found = match session {
+        Some(session) => desk.directory_in(session, agent, &ticket).await,
         None => desk.directory(agent, &ticket).await,
     }
     .map_err(|e| EntityError::Unavailable(e.to_string()))?;

@@ -5,7 +5,7 @@
 
 use sqlx::Row;
 use toolgate::claim::StoreError;
-use toolgate_store::{Held, HeldConnection};
+use toolgate_store::{Session, SessionConnection};
 
 use crate::store::{DeskPool, Sql, SupportDesk, db, on_pool};
 
@@ -153,33 +153,33 @@ impl SupportDesk {
         })
     }
 
-    /// [`SupportDesk::directory`] on one decision's connection (`held`),
-    /// which that decision's claim then begins on: one pool use fewer. A
-    /// `held` of another store, or SQLite (which holds nothing), reads as
-    /// usual.
-    pub async fn directory_held(
+    /// [`SupportDesk::directory`] on one decision's connection (its
+    /// `session`), which that decision's claim then begins on: one pool use
+    /// fewer. A session of another store, or SQLite (which holds nothing),
+    /// reads as usual.
+    pub async fn directory_in(
         &self,
-        held: &Held<'_>,
+        session: &mut Session<'_>,
         agent: &str,
         ticket: &str,
     ) -> Result<Directory, StoreError> {
-        if !held.is_of(&self.claims) {
+        if !session.is_of(&self.claims) {
             return self.directory(agent, ticket).await;
         }
-        match held.connection().await? {
-            HeldConnection::Postgres(mut conn) => {
+        match session.connection().await? {
+            SessionConnection::Postgres(mut conn) => {
                 let found =
                     directory_on::<sqlx::Postgres>(&mut conn, DIRECTORY.pg, agent, ticket).await?;
                 conn.keep();
                 Ok(found)
             }
-            HeldConnection::MySql(mut conn) => {
+            SessionConnection::MySql(mut conn) => {
                 let found =
                     directory_on::<sqlx::MySql>(&mut conn, DIRECTORY.qm, agent, ticket).await?;
                 conn.keep();
                 Ok(found)
             }
-            HeldConnection::Sqlite => self.directory(agent, ticket).await,
+            SessionConnection::Sqlite => self.directory(agent, ticket).await,
         }
     }
 

@@ -30,7 +30,7 @@ pub mod store;
 pub use app::{Desk, Proposal, SystemClockAndTokens, TicketCredits};
 pub use cedar::DeskEntities;
 pub use directory::{Directory, TicketFacts, TicketOwner};
-pub use reads::{decide_reading_once, decide_reading_once_on};
+pub use reads::{DeskSession, ReadingOnce, decide_reading_once};
 pub use store::{SeedTicket, SupportDesk};
 
 /// The desk's tool policy (`examples/support-desk/policy.toml`).

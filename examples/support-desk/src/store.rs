@@ -34,7 +34,7 @@ use sqlx::Row;
 use sqlx::SqlSafeStr;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
 use toolgate::claim::{
-    ClaimRecord, ExecutorKind, JsonText, OperationKey, ReconcileOutcome, StoreError, StoreErrorKind,
+    ClaimRecord, JsonText, OperationKey, ReconcileOutcome, StoreError, StoreErrorKind,
 };
 use toolgate::pipeline::{
     AppliedCompletion, Completed, ExecError, ExecOutcome, ExecPermit, Executor, StateError,
@@ -42,7 +42,7 @@ use toolgate::pipeline::{
 };
 
 use toolgate_store::sqlite::{WriteError, Writer, rusqlite};
-use toolgate_store::{AnyClaimStore, Held, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
+use toolgate_store::{AnyClaimStore, Session, StoreWrite, WriteCompleted, WriteFuture, sqlx_error};
 
 /// The example's database: the same pool as the claim store.
 #[derive(Clone)]
@@ -358,21 +358,23 @@ impl SupportDesk {
         &self,
         c: Credit,
         completion: &AppliedCompletion,
-        held: Option<&Held<'_>>,
+        session: Option<&mut Session<'_>>,
     ) -> Result<Completed, ExecError> {
         let failed = |e: StoreError| ExecError::new(e.to_string());
         let receipt = c.receipt().map_err(failed)?;
         let ticket = c.ticket_id.clone();
         let write = Arc::new(CreditWrite(c));
-        let written = match held {
-            Some(held) if held.is_of(&self.claims) => {
-                held.write_and_complete(write, &receipt, completion).await?
+        let written = match session {
+            Some(session) if session.is_of(&self.claims) => {
+                session
+                    .write_and_complete(write, &receipt, completion)
+                    .await?
             }
             other => {
                 // Not this store's connection: never wait on the pool
                 // while holding one.
-                if let Some(held) = other {
-                    held.give_back();
+                if let Some(session) = other {
+                    session.give_back();
                 }
                 self.claims
                     .write_and_complete(write, &receipt, completion)
@@ -651,47 +653,18 @@ impl Executor for SupportDesk {
 }
 
 impl SupportDesk {
-    /// The desk's executor for one decision that holds `held`
-    /// ([`AnyClaimStore::hold_through_completion`] on this desk's claim
-    /// store): the credit and the completion run on the connection the
-    /// decision's claim committed on, so the decision uses the pool once.
-    pub fn on_held<'h>(&'h self, held: &'h Held<'h>) -> DeskOnHeld<'h> {
-        DeskOnHeld { desk: self, held }
-    }
-}
-
-/// [`SupportDesk`]'s executor on one decision's connection
-/// ([`SupportDesk::on_held`]). Whatever else it does gives the connection
-/// back first.
-pub struct DeskOnHeld<'h> {
-    desk: &'h SupportDesk,
-    held: &'h Held<'h>,
-}
-
-impl Executor for DeskOnHeld<'_> {
-    async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
-        self.held.give_back();
-        self.desk.execute(permit).await
-    }
-
-    async fn execute_and_complete(
+    /// The credit `permit` asks for and `completion`, in one transaction on
+    /// the connection `session` kept (the decision's claim committed on
+    /// it), or on the pool if it kept none.
+    pub(crate) async fn credit_on(
         &self,
+        session: &mut Session<'_>,
         permit: ExecPermit<'_>,
         completion: &AppliedCompletion,
     ) -> Result<Completed, ExecError> {
         let credit = credit_from(&permit)?;
-        self.desk
-            .credit_completing(credit, completion, Some(self.held))
+        self.credit_completing(credit, completion, Some(session))
             .await
-    }
-
-    fn kind(&self, tool: &str) -> ExecutorKind {
-        self.desk.kind(tool)
-    }
-
-    async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
-        self.held.give_back();
-        self.desk.reconcile(claim).await
     }
 }
 

@@ -12,12 +12,16 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use toolgate::claim::{
-    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, OperationKey,
-    RawClaim, ReconcileRequest, Reconciled, StoreError, StuckEntry, UnixMillis,
+    AuditEntry, ClaimRecord, ClaimRequest, ClaimStore, CompleteRequest, Completion, ExecutorKind,
+    OperationKey, RawClaim, StoreError,
 };
-use toolgate::pipeline::{Decision, Outcome, Reason, StateVersion};
-use toolgate_store::Held;
-use toolgate_support_desk::SeedTicket;
+use toolgate::contract::Policy;
+use toolgate::pipeline::{
+    AppliedCompletion, AuthzDecision, AuthzRequest, Completed, Decision, DecisionParts, ExecError,
+    ExecPermit, Gate, Outcome, Reason, StateError, StateScope, StateVersion,
+};
+use toolgate_support_desk::cedar::DeskEntities;
+use toolgate_support_desk::{DeskSession, ReadingOnce, SeedTicket, SupportDesk};
 
 const AGENT: &str = "one-read-agent";
 
@@ -68,17 +72,17 @@ async fn credit_as(
         reason: "late_delivery",
         reply,
     };
-    let held = d.store.hold();
-    let claims = Between::new(&held, hook);
-    let decided = d
-        .decide(
-            support::Decide::ReadingOnce(&held),
-            &claims,
-            &d.desk,
-            &proposal,
-        )
-        .await;
-    assert!(claims.ran(), "the hook did not run before the claim");
+    let gate = Gate {
+        policy: &d.policy,
+        authorizer: &d.authorizer,
+        state: &d.desk,
+        claims: &d.store,
+        executor: &d.desk,
+    };
+    let parts = Between::new(ReadingOnce::new(&gate), hook);
+    let mut session = parts.inner.session();
+    let decided = d.decide_on(&parts, &mut session, &proposal).await;
+    assert!(parts.ran(), "the hook did not run before the claim");
     decided
 }
 
@@ -136,16 +140,16 @@ async fn each_decision_reads_its_own_version(url: &str) {
 
 type Hook<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// The decision's claim store, with `hook` run once, just before the
-/// first claim: another decision, between this decision's read of the
-/// entities and the version (which its state read uses) and its claim.
+/// The desk's parts, with `hook` run once, just before the first claim:
+/// another decision, between this decision's read of the entities and the
+/// version (which its state read uses) and its claim.
 struct Between<'a> {
-    inner: &'a Held<'a>,
+    inner: ReadingOnce<'a, DeskEntities, SupportDesk>,
     hook: Mutex<Option<Hook<'a>>>,
 }
 
 impl<'a> Between<'a> {
-    fn new(inner: &'a Held<'a>, hook: Option<Hook<'a>>) -> Self {
+    fn new(inner: ReadingOnce<'a, DeskEntities, SupportDesk>, hook: Option<Hook<'a>>) -> Self {
         Self {
             inner,
             hook: Mutex::new(hook),
@@ -157,57 +161,80 @@ impl<'a> Between<'a> {
     }
 }
 
-impl ClaimStore for Between<'_> {
-    async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
+impl<'a> DecisionParts for Between<'a> {
+    type Session = DeskSession<'a>;
+
+    fn policy(&self) -> &Policy {
+        self.inner.policy()
+    }
+
+    fn authorize(
+        &self,
+        s: &mut DeskSession<'a>,
+        r: &AuthzRequest<'_>,
+    ) -> impl Future<Output = AuthzDecision> + Send {
+        self.inner.authorize(s, r)
+    }
+
+    fn reads_state(&self, tool: &str) -> bool {
+        self.inner.reads_state(tool)
+    }
+
+    fn current_version(
+        &self,
+        s: &mut DeskSession<'a>,
+        scope: StateScope<'_>,
+    ) -> impl Future<Output = Result<StateVersion, StateError>> + Send {
+        self.inner.current_version(s, scope)
+    }
+
+    fn executor_kind(&self, tool: &str) -> ExecutorKind {
+        self.inner.executor_kind(tool)
+    }
+
+    async fn claim(
+        &self,
+        s: &mut DeskSession<'a>,
+        request: ClaimRequest,
+    ) -> Result<RawClaim, StoreError> {
         let hook = self.hook.lock().unwrap().take();
         if let Some(hook) = hook {
             hook.await;
         }
-        self.inner.claim(request).await
-    }
-
-    fn complete(
-        &self,
-        request: CompleteRequest,
-    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
-        self.inner.complete(request)
+        self.inner.claim(s, request).await
     }
 
     fn fetch(
         &self,
+        s: &mut DeskSession<'a>,
         key: &OperationKey,
     ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
-        self.inner.fetch(key)
+        self.inner.fetch(s, key)
     }
 
-    fn list_stuck(
+    fn execute_and_complete(
         &self,
-        now: UnixMillis,
-        limit: u32,
-    ) -> impl Future<Output = Result<Vec<StuckEntry>, StoreError>> + Send {
-        self.inner.list_stuck(now, limit)
+        s: &mut DeskSession<'a>,
+        permit: ExecPermit<'_>,
+        completion: &AppliedCompletion,
+    ) -> impl Future<Output = Result<Completed, ExecError>> + Send {
+        self.inner.execute_and_complete(s, permit, completion)
     }
 
-    fn record_reconciliation(
+    fn complete(
         &self,
-        request: ReconcileRequest<'_>,
-    ) -> impl Future<Output = Result<Reconciled, StoreError>> + Send {
-        self.inner.record_reconciliation(request)
+        s: &mut DeskSession<'a>,
+        request: CompleteRequest,
+    ) -> impl Future<Output = Result<Completion, StoreError>> + Send {
+        self.inner.complete(s, request)
     }
 
     fn append_audit(
         &self,
+        s: &mut DeskSession<'a>,
         entry: &AuditEntry,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        self.inner.append_audit(entry)
-    }
-
-    fn audit_trail(
-        &self,
-        key: &OperationKey,
-        limit: u32,
-    ) -> impl Future<Output = Result<Vec<AuditEntry>, StoreError>> + Send {
-        self.inner.audit_trail(key, limit)
+        self.inner.append_audit(s, entry)
     }
 }
 

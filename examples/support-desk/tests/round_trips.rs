@@ -105,8 +105,8 @@ const PG: Expected = Expected {
 /// Pings: the store's pool pings a connection only as it takes it back
 /// (`test_before_acquire(false)`), and a fresh credit uses the pool once:
 /// its read, its claim, and its credit with the completion all run on the
-/// connection the decision holds (`toolgate_store::Held`, made by
-/// `hold_through_completion`). One ping; two if the credit took a
+/// connection the decision holds (`toolgate_store::Session`, made by
+/// `session_through_completion`). One ping; two if the credit took a
 /// connection of its own, three if the read did too, so a decision that
 /// stops holding its connection fails here.
 const MYSQL: Expected = Expected {
@@ -125,12 +125,11 @@ async fn credit(d: &support::Desk, customer: &str, ticket: &str, reply: &str) ->
         reason: "damaged_item",
         reply,
     };
-    // As `toolgate serve` decides: the decision holds a connection, claims
-    // through it, and the desk credits on it.
-    let held = d.store.hold_through_completion();
-    let desk = d.desk.on_held(&held);
-    d.decide(support::Decide::ReadingOnce(&held), &held, &desk, &proposal)
-        .await
+    // As `toolgate serve` decides: the decision's session holds a
+    // connection, the claim begins on it, and the desk credits on it.
+    let parts = d.crediting();
+    let mut session = parts.session();
+    d.decide_on(&parts, &mut session, &proposal).await
 }
 
 async fn count_on(url: &str, expected: &Expected) {

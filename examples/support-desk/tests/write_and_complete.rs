@@ -116,9 +116,7 @@ async fn credit(d: &support::Desk, before: Before) -> (Decision, String) {
         reason: "late_delivery",
         reply: "Done.",
     };
-    let decision = d
-        .decide(support::Decide::Plain, &d.store, &executor, &proposal)
-        .await;
+    let decision = d.decide(&d.store, &executor, &proposal).await;
     (decision, t.id)
 }
 

@@ -332,33 +332,30 @@ with_pooled_bounds! {
 /// ([`claim_on`], [`write_and_complete_on`]); the rest is the store's.
 struct FirstOn<'a, DB: sqlx::Database> {
     store: &'a PooledStore<DB>,
-    conn: std::sync::Mutex<Option<Kept<DB>>>,
+    conn: Option<Kept<DB>>,
     /// Whether a transaction that commits leaves its connection in `conn`
     /// for the decision's next one, instead of giving it back to the pool.
     keep: bool,
 }
 
-impl<DB: sqlx::Database> FirstOn<'_, DB> {
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Kept<DB>>> {
-        // Taking and putting back cannot panic halfway: a poisoned slot is whole.
-        self.conn
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
 with_pooled_bounds! {
 [impl<DB> ClaimBackend for FirstOn<'_, DB>]
 {
-    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
-        let first = self.slot().take();
+    async fn transaction(&mut self, unit: Unit) -> Result<Answer, TxFail> {
+        let first = self.conn.take();
         let (answer, kept) = transaction_on(self.store, first, self.keep, &unit).await?;
-        *self.slot() = kept;
+        self.conn = kept;
         Ok(answer)
     }
 
-    async fn read_claim(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        ClaimBackend::read_claim(self.store, key).await
+    // Not an `async fn`: its future would hold `&self`, and a kept
+    // connection is not `Sync`.
+    fn read_claim(
+        &self,
+        key: &OperationKey,
+    ) -> impl Future<Output = Result<Option<ClaimRecord>, StoreError>> + Send {
+        let store = self.store;
+        async move { ClaimBackend::read_claim(&store, key).await }
     }
 
     fn clock(&self) -> Clock {
@@ -366,11 +363,12 @@ with_pooled_bounds! {
     }
 
     fn read_back_settled(&self, settled: bool) {
-        ClaimBackend::read_back_settled(self.store, settled);
+        ClaimBackend::read_back_settled(&self.store, settled);
     }
 
-    async fn fault_after_commit(&self) -> bool {
-        ClaimBackend::fault_after_commit(self.store).await
+    fn fault_after_commit(&self) -> impl Future<Output = bool> + Send {
+        let store = self.store;
+        async move { ClaimBackend::fault_after_commit(&store).await }
     }
 }
 }
@@ -379,7 +377,7 @@ with_pooled_bounds! {
 [
 /// Claims `request` as [`ClaimStore::claim`] does, its first transaction
 /// on `conn` when given: a connection of `store`'s that a decision kept
-/// since its read (`crate::held`). With `keep`, the connection whose
+/// since its read (`crate::session`). With `keep`, the connection whose
 /// transaction committed (the claim was won) is answered with the claim,
 /// in the transaction its `COMMIT AND CHAIN` began, for the decision's
 /// write and completion; any other goes back to the pool when its
@@ -392,15 +390,11 @@ pub(crate) async fn claim_on<DB>(
 ) -> (Result<RawClaim, StoreError>, Option<Kept<DB>>)
 ]
 {
-    let first = FirstOn {
-        store,
-        conn: std::sync::Mutex::new(conn),
-        keep,
-    };
-    let claimed = protocol::claim(&first, request).await;
+    let mut first = FirstOn { store, conn, keep };
+    let claimed = protocol::claim(&mut first, request).await;
     // A transaction that rolled back left nothing; one that committed left
     // its connection only with `keep`.
-    let kept = first.slot().take();
+    let kept = first.conn.take();
     (claimed, kept)
 }
 }
@@ -410,7 +404,7 @@ with_pooled_bounds! {
 /// Runs `write` and the completion as [`crate::AnyClaimStore::write_and_complete`]
 /// does, its first transaction on `conn`: the connection the decision's
 /// claim committed on, in the transaction the claim chained
-/// (`crate::held`). It goes back to the pool when that transaction ends.
+/// (`crate::session`). It goes back to the pool when that transaction ends.
 pub(crate) async fn write_and_complete_on<DB>(
     store: &PooledStore<DB>,
     conn: Kept<DB>,
@@ -420,12 +414,12 @@ pub(crate) async fn write_and_complete_on<DB>(
 ) -> Result<WriteCompleted, StoreError>
 ]
 {
-    let first = FirstOn {
+    let mut first = FirstOn {
         store,
-        conn: std::sync::Mutex::new(Some(conn)),
+        conn: Some(conn),
         keep: false,
     };
-    protocol::write_and_complete(&first, write, receipt, completion).await
+    protocol::write_and_complete(&mut first, write, receipt, completion).await
 }
 }
 
@@ -476,9 +470,9 @@ async fn transaction_on<DB>(
 }
 
 with_pooled_bounds! {
-[impl<DB> ClaimBackend for PooledStore<DB>]
+[impl<DB> ClaimBackend for &PooledStore<DB>]
 {
-    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+    async fn transaction(&mut self, unit: Unit) -> Result<Answer, TxFail> {
         Ok(transaction_on(self, None, false, &unit).await?.0)
     }
 
@@ -515,15 +509,15 @@ with_pooled_bounds! {
 [impl<DB> ClaimStore for PooledStore<DB>]
 {
     async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
-        protocol::claim(self, request).await
+        protocol::claim(&mut { self }, request).await
     }
 
     async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
-        protocol::complete(self, request).await
+        protocol::complete(&mut { self }, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        ClaimBackend::read_claim(self, key).await
+        ClaimBackend::read_claim(&self, key).await
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
@@ -542,11 +536,11 @@ with_pooled_bounds! {
         &self,
         request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, request.key, request.outcome, request.now).await
+        protocol::reconcile(&mut { self }, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        protocol::append_audit(self, entry).await
+        protocol::append_audit(&mut { self }, entry).await
     }
 
     /// The claim lookup's connections, and a connection for the claim's

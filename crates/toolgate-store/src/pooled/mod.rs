@@ -180,7 +180,7 @@ impl<DB: sqlx::Database> PooledStore<DB> {
 }
 
 /// A connection of one node's transaction pool, kept by one decision
-/// (`crate::held`): idle between its read and its claim, or in the
+/// (`crate::session`): idle between its read and its claim, or in the
 /// transaction its won claim chained for its write.
 pub(crate) struct Kept<DB: sqlx::Database> {
     /// The node whose pool it came from: after a failover it serves no
@@ -229,7 +229,7 @@ impl<DB: sqlx::Database> std::ops::DerefMut for Kept<DB> {
 
 impl<DB: sqlx::Database> PooledStore<DB> {
     /// A connection from the transaction pool of the node a claim would
-    /// use now, for a decision to keep (`crate::held`).
+    /// use now, for a decision to keep (`crate::session`).
     pub(crate) async fn acquire(&self) -> Result<Kept<DB>, StoreError> {
         let i = self.nodes.pick();
         let node = &self.nodes.list[i];

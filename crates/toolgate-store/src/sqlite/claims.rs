@@ -304,12 +304,14 @@ fn run_now<F: Future>(work: F) -> F::Output {
     }
 }
 
-impl ClaimBackend for SqliteClaimStore {
+// For a shared reference: the protocol takes its backend by `&mut`, which
+// only a decision's own connection (`pooled::claim_on`) makes use of.
+impl ClaimBackend for &SqliteClaimStore {
     /// The unit runs on the writer's thread as one unit of a group commit,
     /// inside a savepoint of its own, so that a unit ending in a rollback
     /// (a grant no longer usable) undoes only itself. Its answer comes
     /// after the batch's `COMMIT`.
-    async fn transaction(&self, unit: Unit) -> Result<Answer, TxFail> {
+    async fn transaction(&mut self, unit: Unit) -> Result<Answer, TxFail> {
         let what = unit_what(&unit);
         let written = self
             .writer
@@ -368,15 +370,15 @@ impl ClaimBackend for SqliteClaimStore {
 
 impl ClaimStore for SqliteClaimStore {
     async fn claim(&self, request: ClaimRequest) -> Result<RawClaim, StoreError> {
-        protocol::claim(self, request).await
+        protocol::claim(&mut { self }, request).await
     }
 
     async fn complete(&self, request: CompleteRequest) -> Result<Completion, StoreError> {
-        protocol::complete(self, request).await
+        protocol::complete(&mut { self }, request).await
     }
 
     async fn fetch(&self, key: &OperationKey) -> Result<Option<ClaimRecord>, StoreError> {
-        ClaimBackend::read_claim(self, key).await
+        ClaimBackend::read_claim(&self, key).await
     }
 
     async fn list_stuck(&self, now: UnixMillis, limit: u32) -> Result<Vec<StuckEntry>, StoreError> {
@@ -391,11 +393,11 @@ impl ClaimStore for SqliteClaimStore {
         &self,
         request: ReconcileRequest<'_>,
     ) -> Result<Reconciled, StoreError> {
-        protocol::reconcile(self, request.key, request.outcome, request.now).await
+        protocol::reconcile(&mut { self }, request.key, request.outcome, request.now).await
     }
 
     async fn append_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
-        protocol::append_audit(self, entry).await
+        protocol::append_audit(&mut { self }, entry).await
     }
 
     async fn audit_trail(
@@ -410,7 +412,7 @@ impl ClaimStore for SqliteClaimStore {
     /// exist), the writer thread every write goes through, and the pool
     /// the listings and the audit trail use.
     async fn ready(&self) -> Result<(), StoreError> {
-        ClaimBackend::read_claim(self, &OperationKey::from_bytes([0; OperationKey::LEN])).await?;
+        ClaimBackend::read_claim(&self, &OperationKey::from_bytes([0; OperationKey::LEN])).await?;
         if !self.writer.is_running() {
             return Err(StoreError::new(
                 StoreErrorKind::Unavailable,

@@ -532,12 +532,12 @@ pub fn record_claim_connections() -> (
     (hook, ids)
 }
 
-/// The server's id of the connection `held` lends, read on it and kept
+/// The server's id of the connection `session` lends, read on it and kept
 /// there for the claim.
-async fn held_connection_id(held: &toolgate_store::Held<'_>) -> i64 {
-    use toolgate_store::HeldConnection;
-    match held.connection().await.expect("a connection to hold") {
-        HeldConnection::Postgres(mut conn) => {
+async fn held_connection_id(session: &mut toolgate_store::Session<'_>) -> i64 {
+    use toolgate_store::SessionConnection;
+    match session.connection().await.expect("a connection to hold") {
+        SessionConnection::Postgres(mut conn) => {
             let id: i64 = sqlx::query_scalar("SELECT CAST(pg_backend_pid() AS BIGINT)")
                 .fetch_one(&mut *conn)
                 .await
@@ -545,7 +545,7 @@ async fn held_connection_id(held: &toolgate_store::Held<'_>) -> i64 {
             conn.keep();
             id
         }
-        HeldConnection::MySql(mut conn) => {
+        SessionConnection::MySql(mut conn) => {
             let id: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
                 .fetch_one(&mut *conn)
                 .await
@@ -553,15 +553,15 @@ async fn held_connection_id(held: &toolgate_store::Held<'_>) -> i64 {
             conn.keep();
             id
         }
-        HeldConnection::Sqlite => panic!("SQLite holds nothing"),
+        SessionConnection::Sqlite => panic!("SQLite holds nothing"),
     }
 }
 
 /// `store` has two connections in its transaction pool and
 /// [`record_claim_connections`]'s hook installed. A decision's claim
-/// begins on the connection its read held (`AnyClaimStore::hold`), never
+/// begins on the connection its read held (`AnyClaimStore::session`), never
 /// on another decision's; a held connection goes back to the pool with the
-/// claim's transaction or with the `Held`; and a decision that holds one
+/// claim's transaction or with the `Session`; and a decision that holds one
 /// never waits on the pool for another.
 pub async fn a_decision_claims_on_the_connection_it_read_on(
     store: &toolgate_store::AnyClaimStore,
@@ -572,9 +572,9 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
 
     // The read's connection is its decision's claim's.
     let (_, req) = request_for(&ns, 1);
-    let held = store.hold();
+    let mut held = store.session();
     assert!(held.is_of(store));
-    let read_on = held_connection_id(&held).await;
+    let read_on = held_connection_id(&mut held).await;
     expect_acquired(held.claim(req).await.expect("claim"));
     assert_eq!(
         last_claim_id(),
@@ -583,8 +583,11 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     );
     // The claim gave it back: both connections are free again.
     let (_, again) = request_for(&ns, 5);
-    let (a, b) = (store.hold(), store.hold());
-    assert_ne!(held_connection_id(&a).await, held_connection_id(&b).await);
+    let (mut a, mut b) = (store.session(), store.session());
+    assert_ne!(
+        held_connection_id(&mut a).await,
+        held_connection_id(&mut b).await
+    );
     drop((a, b));
     expect_acquired(store.claim(again).await.expect("claim after"));
     drop(held);
@@ -592,8 +595,8 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     // Another decision's claim never takes it: the pool hands that claim
     // the other connection.
     let (_, other) = request_for(&ns, 2);
-    let held = store.hold();
-    let kept = held_connection_id(&held).await;
+    let mut held = store.session();
+    let kept = held_connection_id(&mut held).await;
     expect_acquired(store.claim(other).await.expect("claim"));
     assert_ne!(
         last_claim_id(),
@@ -603,9 +606,9 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     drop(held);
 
     // Decisions that read and never claimed give their connections back.
-    let (first, second) = (store.hold(), store.hold());
-    let a = held_connection_id(&first).await;
-    let b = held_connection_id(&second).await;
+    let (mut first, mut second) = (store.session(), store.session());
+    let a = held_connection_id(&mut first).await;
+    let b = held_connection_id(&mut second).await;
     assert_ne!(a, b, "two decisions read on one connection at once");
     drop((first, second));
     let (_, after) = request_for(&ns, 3);
@@ -620,9 +623,9 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     // another: with both connections held, each decision's audit entry
     // (a transaction of its own) runs, because the call gives the
     // decision's own connection back first. Waiting instead would time out.
-    let (first, second) = (store.hold(), store.hold());
-    held_connection_id(&first).await;
-    held_connection_id(&second).await;
+    let (mut first, mut second) = (store.session(), store.session());
+    held_connection_id(&mut first).await;
+    held_connection_id(&mut second).await;
     let (key, _) = request_for(&ns, 4);
     let entry = toolgate::claim::AuditEntry::new(
         UnixMillis(conformance::T0.0 + 1),
@@ -635,10 +638,12 @@ pub async fn a_decision_claims_on_the_connection_it_read_on(
     )
     .expect("entry");
     first
+        .store()
         .append_audit(&entry)
         .await
         .expect("the first decision's audit entry");
     second
+        .store()
         .append_audit(&entry)
         .await
         .expect("the second decision's audit entry");
@@ -709,7 +714,7 @@ async fn within<T>(what: &str, work: impl std::future::Future<Output = T>) -> T 
 }
 
 /// `store`'s transaction pool has ONE connection. A decision made with
-/// `AnyClaimStore::hold_through_completion` reads, claims, writes and
+/// `AnyClaimStore::session_through_completion` reads, claims, writes and
 /// completes on one connection, never waiting on the pool while it holds
 /// it: the write runs on the connection the read and the claim ran on; a
 /// claim that is not won keeps nothing; a won claim's connection goes back
@@ -745,7 +750,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     };
     let receipt = toolgate::claim::JsonText::result(r#"{"applied":true}"#.into()).expect("receipt");
     // The decision's write and completion of its won claim on `key`.
-    let write_on = async |held: &toolgate_store::Held<'_>,
+    let write_on = async |held: &mut toolgate_store::Session<'_>,
                           key: OperationKey,
                           holder: toolgate::claim::HolderToken,
                           write: Arc<RecordsConnection>,
@@ -777,8 +782,8 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
 
     // Read, claim, write and complete: one connection throughout.
     let (key, req) = request_for(&ns, 1);
-    let held = store.hold_through_completion();
-    let read_on = within("the read", held_connection_id(&held)).await;
+    let mut held = store.session_through_completion();
+    let read_on = within("the read", held_connection_id(&mut held)).await;
     let lease = expect_acquired(within("the claim", held.claim(req)).await.expect("claim"));
     // The won claim is committed while its decision holds the chained
     // transaction.
@@ -788,7 +793,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
         (toolgate::claim::ClaimStatus::InFlight, lease.holder)
     );
     let write = Arc::new(RecordsConnection::applying());
-    let done = write_on(&held, key, lease.holder, write.clone(), "the write").await;
+    let done = write_on(&mut held, key, lease.holder, write.clone(), "the write").await;
     assert_eq!(done, WriteCompleted::Recorded);
     assert_eq!(
         write.seen(),
@@ -803,7 +808,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
 
     // A claim that finds another's completed row keeps nothing.
     let (_, again) = request_for(&ns, 1);
-    let replay = store.hold_through_completion();
+    let mut replay = store.session_through_completion();
     let theirs = within("the replay's claim", replay.claim(again))
         .await
         .expect("claim");
@@ -814,11 +819,12 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     // A won claim's connection goes back with any other call of the
     // decision's (here its audit entry, a transaction of its own).
     let (key, req) = request_for(&ns, 4);
-    let won = store.hold_through_completion();
+    let mut won = store.session_through_completion();
     expect_acquired(within("the claim", won.claim(req)).await.expect("claim"));
     within(
         "the audit entry",
-        won.append_audit(&entry(key, "needs_reconciliation")),
+        won.store()
+            .append_audit(&entry(key, "needs_reconciliation")),
     )
     .await
     .expect("audit entry");
@@ -828,7 +834,7 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     // And when the decision ends without a write: its chained transaction
     // is rolled back, its claim stays, and the next claim commits.
     let (key6, req) = request_for(&ns, 6);
-    let ended = store.hold_through_completion();
+    let mut ended = store.session_through_completion();
     let lease6 = expect_acquired(within("the claim", ended.claim(req)).await.expect("claim"));
     drop(ended);
     claim_next(7, "after the decision ended").await;
@@ -838,10 +844,10 @@ pub async fn a_decision_completes_on_the_connection_it_claimed_on(
     // A write whose precondition fails rolls back itself, not the claim
     // its transaction was chained from.
     let (key8, req) = request_for(&ns, 8);
-    let failed = store.hold_through_completion();
+    let mut failed = store.session_through_completion();
     let lease8 = expect_acquired(within("the claim", failed.claim(req)).await.expect("claim"));
     let write = Arc::new(RecordsConnection::failing_precondition());
-    let done = write_on(&failed, key8, lease8.holder, write, "the failed write").await;
+    let done = write_on(&mut failed, key8, lease8.holder, write, "the failed write").await;
     assert_eq!(done, WriteCompleted::PreconditionFailed);
     let row = outside_row(8, key8).await;
     assert_eq!(

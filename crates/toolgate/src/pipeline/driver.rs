@@ -14,6 +14,7 @@ use super::error::GateError;
 use super::exec::{AppliedCompletion, Completed, ExecOutcome, Executor};
 use super::existing::{existing_decided, json_value};
 use super::not_applied::NotApplied;
+use super::parts::DecisionParts;
 use super::scope::{Scope, VERSION_MISSING};
 use super::stage::{Authorized, Bound, Claimed, Validated};
 use super::state::{StateError, StateSource, StateVersion};
@@ -128,11 +129,23 @@ where
     C: ClaimStore,
     E: Executor,
 {
+    decide_in(gate, &mut (), proposal, request).await
+}
+
+/// [`decide`] on components that share a session between the calls of one
+/// decision ([`DecisionParts`]): `session` is this decision's alone, made
+/// by the caller before and dropped after.
+pub async fn decide_in<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
+    proposal: contract::Checked,
+    request: &Request<'_>,
+) -> Result<Decision, GateError> {
     let Decided {
         decision,
         audited,
         attempt,
-    } = match stages(gate, proposal, request).await {
+    } = match stages(parts, session, proposal, request).await {
         Ok(decided) => decided,
         Err(Stop::Decided(decided)) => *decided,
         Err(Stop::Failed(e)) => return Err(e),
@@ -141,7 +154,11 @@ where
         return Ok(decision);
     }
     let appended = match audit_entry(&decision, request.principal, request.now) {
-        Ok(entry) => gate.claims.append_audit(&entry.with_attempt(attempt)).await,
+        Ok(entry) => {
+            parts
+                .append_audit(session, &entry.with_attempt(attempt))
+                .await
+        }
         Err(e) => Err(StoreError::corrupt(&e)),
     };
     match appended {
@@ -294,21 +311,16 @@ macro_rules! stop_on {
 stop_on!(StoreError, StateError, CorruptRecord, AuthorizerUnavailable);
 
 /// The stages in docs/design.md §1's order, one call each.
-async fn stages<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn stages<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     proposal: contract::Checked,
     request: &Request<'_>,
-) -> Step<Decided>
-where
-    A: Authorizer,
-    S: StateSource,
-    C: ClaimStore,
-    E: Executor,
-{
-    let (validated, contract) = validate(gate.policy, proposal)?;
+) -> Step<Decided> {
+    let (validated, contract) = validate(parts.policy(), proposal)?;
     capability(&validated, request.principal)?;
     let (scope, version) = canonical_scope(contract, &validated, request)?;
-    let authorized = authorize(gate.authorizer, validated, scope, version, request).await?;
+    let authorized = authorize(parts, session, validated, scope, version, request).await?;
     let bound = bind(authorized)?;
     // No separate claim lookup on the way to a write: the claim reads its
     // row back and resolves an existing operation to it (replay, in
@@ -316,10 +328,10 @@ where
     // answer that would end the decision before the claim (a stale
     // version, a missing approval) resolves the operation first instead
     // (invariant 4).
-    current_version(gate, &bound, request).await?;
-    let grant = approval(gate, contract, &bound, request).await?;
-    let (claimed, budget_approved) = claim(gate, contract, bound, grant, request).await?;
-    Ok(execute(gate, &claimed, request, budget_approved).await?)
+    current_version(parts, session, &bound, request).await?;
+    let grant = approval(parts, session, contract, &bound, request).await?;
+    let (claimed, budget_approved) = claim(parts, session, contract, bound, grant, request).await?;
+    Ok(execute(parts, session, &claimed, request, budget_approved).await?)
 }
 
 /// The stateless stages' verdict: anything but an action of a policy tool
@@ -380,20 +392,19 @@ fn canonical_scope(
 
 /// Live authorisation, on every path (before the lookup that would tell
 /// fresh from replay from conflict).
-async fn authorize<A: Authorizer>(
-    authorizer: &A,
+async fn authorize<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     validated: Validated,
     scope: Map<String, Value>,
     version_seen: StateVersion,
     request: &Request<'_>,
 ) -> Step<Authorized> {
-    let verdict = authorizer
-        .authorize(&validated.authz_request(
-            request.principal,
-            &scope,
-            request.attributes,
-            request.now,
-        ))
+    let verdict = parts
+        .authorize(
+            session,
+            &validated.authz_request(request.principal, &scope, request.attributes, request.now),
+        )
         .await;
     match verdict {
         AuthzDecision::Allow => Ok(Authorized::new(
@@ -428,20 +439,19 @@ fn bind(authorized: Authorized) -> Step<Bound> {
 /// Is the version the model read still current? A filter, not a lock: the
 /// executor applies it again as a precondition. A tool whose state source
 /// reads nothing leaves it to that precondition.
-async fn current_version<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn current_version<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     bound: &Bound,
     request: &Request<'_>,
-) -> Step<()>
-where
-    S: StateSource,
-    C: ClaimStore,
-{
+) -> Step<()> {
     let authorized = bound.authorized();
-    if !gate.state.reads_state(authorized.validated().tool()) {
+    if !parts.reads_state(authorized.validated().tool()) {
         return Ok(());
     }
-    let current = gate.state.current_version(authorized.state_scope()).await?;
+    let current = parts
+        .current_version(session, authorized.state_scope())
+        .await?;
     if current == *authorized.version_seen() {
         return Ok(());
     }
@@ -451,7 +461,7 @@ where
     // flight), never `state_changed` (invariant 4). An attempt reconciled
     // as not applied wrote nothing: the version moved for another reason,
     // and the model must read again.
-    held_operation(gate, bound, request.now).await?;
+    held_operation(parts, session, bound, request.now).await?;
     Err(Decision::StateChanged {
         operation: operation(bound),
         reason: Reason::VersionMismatch,
@@ -469,15 +479,13 @@ where
 /// Approval, bound to (key, fingerprint, version), and consumed by the
 /// claim. An approval for other arguments or another version is not this
 /// proposal's. The grant the claim uses, if any.
-async fn approval<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn approval<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     contract: &ToolContract,
     bound: &Bound,
     request: &Request<'_>,
-) -> Step<Option<GrantUse>>
-where
-    C: ClaimStore,
-{
+) -> Step<Option<GrantUse>> {
     let approval = request
         .approval
         .filter(|a| {
@@ -491,7 +499,7 @@ where
         // A retry of an approved operation that was written replays it
         // without asking a person again (invariant 4). A new attempt after
         // one reconciled as not applied needs its own approval.
-        held_operation(gate, bound, request.now).await?;
+        held_operation(parts, session, bound, request.now).await?;
         return Err(pending_approval(
             bound,
             "this tool needs a person's approval for this operation key, fingerprint and version",
@@ -507,17 +515,15 @@ where
 /// missing approval): the operation's own answer if someone holds it. A
 /// claim reconciled as not applied holds nothing; the next attempt takes
 /// it over.
-async fn held_operation<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn held_operation<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     bound: &Bound,
     now: UnixMillis,
-) -> Step<()>
-where
-    C: ClaimStore,
-{
-    match gate.claims.fetch(bound.key()).await? {
+) -> Step<()> {
+    match parts.fetch(session, bound.key()).await? {
         Some(record) if !record.reopenable() => {
-            Err(existing_decided(gate.policy, bound, record, now)?.into())
+            Err(existing_decided(parts.policy(), bound, record, now)?.into())
         }
         _ => Ok(()),
     }
@@ -526,20 +532,17 @@ where
 /// The claim: wins the operation (with its budgets and the approval's
 /// grant, in one transaction), or answers from whoever holds it. Also
 /// whether the write is one a person approved over a budget.
-async fn claim<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn claim<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     contract: &ToolContract,
     bound: Bound,
     grant: Option<GrantUse>,
     request: &Request<'_>,
-) -> Step<(Claimed, bool)>
-where
-    C: ClaimStore,
-    E: Executor,
-{
+) -> Step<(Claimed, bool)> {
     // The claim records who owns the write, so reconciliation can ask that
     // executor and no other (invariant 13).
-    let executor_kind = gate.executor.kind(bound.authorized().validated().tool());
+    let executor_kind = parts.executor_kind(bound.authorized().validated().tool());
     let claim_request = bound
         .claim_request(request.holder, request.now, request.lease)?
         .with_executor(executor_kind);
@@ -556,12 +559,12 @@ where
     // by this claim as the operation's next attempt: authorised, read and
     // budgeted again above, on the same operation key, with a new holder
     // token (docs/design.md invariant 8).
-    match gate.claims.claim(claim_request).await? {
+    match parts.claim(session, claim_request).await? {
         RawClaim::Acquired(lease) => Ok((Claimed::new(bound, lease), budget_approved)),
         RawClaim::InFlight(r)
         | RawClaim::Completed(r)
         | RawClaim::Mismatch(r)
-        | RawClaim::Expired(r) => Err(existing_decided(gate.policy, &bound, r, request.now)?.into()),
+        | RawClaim::Expired(r) => Err(existing_decided(parts.policy(), &bound, r, request.now)?.into()),
         RawClaim::OverBudget {
             budget,
             limit,
@@ -597,16 +600,13 @@ where
     }
 }
 
-async fn execute<A, S, C, E>(
-    gate: &Gate<'_, A, S, C, E>,
+async fn execute<P: DecisionParts>(
+    parts: &P,
+    session: &mut P::Session,
     claimed: &Claimed,
     request: &Request<'_>,
     budget_approved: bool,
-) -> Result<Decided, GateError>
-where
-    C: ClaimStore,
-    E: Executor,
-{
+) -> Result<Decided, GateError> {
     let bound = claimed.bound();
     let now = request.now;
     let attempt = claimed.lease().attempt;
@@ -640,9 +640,8 @@ where
     };
     let completion =
         AppliedCompletion::new(*bound.key(), claimed.lease().holder, now, executed_entry);
-    let outcome = match gate
-        .executor
-        .execute_and_complete(claimed.permit(), &completion)
+    let outcome = match parts
+        .execute_and_complete(session, claimed.permit(), &completion)
         .await
     {
         Ok(Completed::Recorded { receipt }) => {
@@ -720,7 +719,7 @@ where
         now,
         audit: entry,
     };
-    let recorded = gate.claims.complete(done).await?;
+    let recorded = parts.complete(session, done).await?;
     match recorded {
         Completion::Recorded => Ok(Decided {
             decision,

@@ -29,6 +29,7 @@ mod exec;
 mod existing;
 mod front;
 mod not_applied;
+mod parts;
 mod reconcile;
 mod refusal;
 mod scope;
@@ -44,7 +45,7 @@ pub use codes::{Outcome, Reason, decision_pairs};
 pub use decision::{
     BudgetReport, Decision, DecisionView, Operation, PriorProposal, Rejection, Stateless,
 };
-pub use driver::{Approval, Gate, Request, decide};
+pub use driver::{Approval, Gate, Request, decide, decide_in};
 pub use error::GateError;
 pub use exec::{
     AppliedCompletion, ClientExecutor, Completed, ExecError, ExecOutcome, ExecPermit, Executor,
@@ -53,6 +54,7 @@ pub use front::{
     Call, CallError, FORBIDDEN_DETAIL, Front, Note, Pipeline, Settled, VersionSeen, conceal,
     decide_call, sent_reason,
 };
+pub use parts::DecisionParts;
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,

@@ -10,12 +10,14 @@ use std::time::Duration;
 use serde_json::{Map, json};
 use toolgate::claim::ClaimStore;
 use toolgate::contract::{self, CheckOptions, Policy};
-use toolgate::pipeline::{Decision, Executor, Gate, Principal, Request, StateVersion, decide};
+use toolgate::pipeline::{
+    Decision, DecisionParts, Executor, Gate, Principal, Request, StateVersion, decide_in,
+};
 use toolgate::provider::Provider;
 use toolgate_cedar::CedarAuthorizer;
 use toolgate_store::{AnyClaimStore, fresh_holder};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{POLICY, SupportDesk, decide_reading_once_on};
+use toolgate_support_desk::{POLICY, ReadingOnce, SupportDesk};
 
 /// Set to `1` (CI does) to turn a missing database into a failure instead
 /// of a skip.
@@ -93,24 +95,44 @@ pub struct Proposal<'a> {
     pub reply: &'a str,
 }
 
-/// How a test decides: the pipeline's `decide`, or the desk's
-/// `decide_reading_once` (the entities and the version in one read).
-/// `ReadingOnce` reads on the held connection; the claim begins on it
-/// when `claims` is that `Held`.
-#[derive(Clone, Copy)]
-pub enum Decide<'h> {
-    Plain,
-    ReadingOnce(&'h toolgate_store::Held<'h>),
-}
-
 impl Desk {
-    /// Decides `p` through the desk's authoriser and state source, `claims`
-    /// and `executor`, now, with a fresh holder and a 30-second lease.
+    /// Decides `p` with the pipeline's `decide`, through the desk's
+    /// authoriser and state source, `claims` and `executor`.
     pub async fn decide<C: ClaimStore, E: Executor>(
         &self,
-        how: Decide<'_>,
         claims: &C,
         executor: &E,
+        p: &Proposal<'_>,
+    ) -> Decision {
+        let gate = Gate {
+            policy: &self.policy,
+            authorizer: &self.authorizer,
+            state: &self.desk,
+            claims,
+            executor,
+        };
+        self.decide_on(&gate, &mut (), p).await
+    }
+
+    /// The desk's parts that read the entities and the version once, as
+    /// `toolgate serve` decides: its credit and completion on the
+    /// connection the read kept and the claim committed on.
+    pub fn crediting(&self) -> ReadingOnce<'_, DeskEntities, SupportDesk> {
+        ReadingOnce::crediting(
+            &self.policy,
+            &self.authorizer,
+            &self.desk,
+            &self.store,
+            toolgate_service::ResultCap::new(usize::MAX),
+        )
+    }
+
+    /// Decides `p` on `parts` with `session`, now, with a fresh holder and
+    /// a 30-second lease.
+    pub async fn decide_on<P: DecisionParts>(
+        &self,
+        parts: &P,
+        session: &mut P::Session,
         p: &Proposal<'_>,
     ) -> Decision {
         let body = json!({"outcome":"action","reply":p.reply,"proposed_action":{
@@ -122,13 +144,6 @@ impl Desk {
             body.to_string().as_bytes(),
             &CheckOptions::default(),
         );
-        let gate = Gate {
-            policy: &self.policy,
-            authorizer: &self.authorizer,
-            state: &self.desk,
-            claims,
-            executor,
-        };
         let principal = Principal::new(p.agent, ["credit:issue"]).unwrap();
         let mut scope = Map::new();
         scope.insert("customer_id".into(), json!(p.customer));
@@ -143,13 +158,7 @@ impl Desk {
             holder: fresh_holder().unwrap(),
             lease: Duration::from_secs(30),
         };
-        let decided = match how {
-            Decide::Plain => decide(&gate, proposal, &request).await,
-            Decide::ReadingOnce(held) => {
-                decide_reading_once_on(&gate, held, proposal, &request).await
-            }
-        };
-        decided.unwrap()
+        decide_in(parts, session, proposal, &request).await.unwrap()
     }
 }
 

@@ -14,7 +14,7 @@ use toolgate_service::{
 };
 use toolgate_store::{AnyClaimStore, StoreOptions};
 use toolgate_support_desk::cedar::{self as desk_cedar, DeskEntities};
-use toolgate_support_desk::{SeedTicket, SupportDesk, decide_reading_once, decide_reading_once_on};
+use toolgate_support_desk::{ReadingOnce, SeedTicket, SupportDesk, decide_reading_once};
 
 /// The service's components for the support desk. Each decision reads the
 /// Cedar entities and the ticket's version in one statement, with sources
@@ -94,17 +94,9 @@ impl Components for DeskComponents {
         request: &'a Request<'a>,
     ) -> BoxFuture<'a, Result<Decision, GateError>> {
         Box::pin(async move {
-            let held = self.store.hold_through_completion();
-            let desk = self.desk.on_held(&held);
-            let executor = cap.wrap(&desk);
-            let gate = Gate {
-                policy,
-                authorizer: &*self.authorizer,
-                state: &*self.desk,
-                claims: &held,
-                executor: &executor,
-            };
-            decide_reading_once_on(&gate, &held, proposal, request).await
+            let parts =
+                ReadingOnce::crediting(policy, &self.authorizer, &self.desk, &self.store, cap);
+            parts.decide(proposal, request).await
         })
     }
 }
