@@ -498,11 +498,15 @@ fn seed_open_items(db: &str, n: usize) {
             total: n as u64 * 2,
             rejection_window_ms: 3_600_000,
         };
-        let decision = toolgate::review::bounded_decision(&json!({
-            "outcome": "conflict",
-            "message": "this operation was already proposed with different arguments",
-            "arguments": {"note": "n".repeat(15_000)},
-        }));
+        let conflict =
+            toolgate::pipeline::Decision::Rejected(toolgate::pipeline::Rejection::UnknownTool {
+                tool: "no_such_tool".into(),
+                message: "this operation was already proposed with different arguments".into(),
+            });
+        let decision = toolgate::review::ItemDecision::of(
+            &conflict,
+            Some(&json!({"note": "n".repeat(15_000)})),
+        );
         let scope = json!({
             "customer_id": "c".repeat(256),
             "ticket_id": "t".repeat(256),

@@ -23,8 +23,8 @@ use toolgate::claim::{
 };
 use toolgate::pipeline::{Outcome, Reason};
 use toolgate::review::{
-    ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem, Verdict, Vote, Voted,
-    reviewer_audit,
+    ItemDecision, ItemStatus, ListQuery, MAX_PAGE, NewItem, Requested, ReviewItem, Verdict, Vote,
+    Voted, reviewer_audit,
 };
 
 /// How many times a request for approval re-reads after losing a race.
@@ -97,7 +97,7 @@ impl ItemRow {
             version_seen: self.version_seen,
             policy_digest: self.policy_digest,
             scope: self.scope,
-            decision: self.decision,
+            decision: ItemDecision::decode(&self.decision).map_err(corrupt)?,
             status,
             approvals_needed: u32::try_from(self.approvals_needed)
                 .map_err(|_| bad("approvals_needed", "out of range".into()))?,
@@ -280,7 +280,7 @@ pub(crate) fn insert_of(item: NewItem, grant: Option<[u8; 32]>, dedup: Option<[u
         version_seen: item.version_seen,
         policy_digest,
         scope: item.scope,
-        decision: item.decision,
+        decision: item.decision.to_text(),
         approvals_needed,
         expires_at,
         open_grant: grant.map(|g| g.to_vec()),

@@ -230,7 +230,20 @@ async fn approved_beyond_the_limit<S: ClaimStore + ReviewStore>(store: &S) {
         fingerprint: Some(*over.fingerprint()),
         version_seen: Some(over.proposal().version_seen().to_owned()),
         scope: None,
-        decision: "{}".into(),
+        decision: toolgate::review::ItemDecision::of(
+            &toolgate::pipeline::Decision::PendingApproval {
+                operation: toolgate::pipeline::Operation {
+                    tool: over.proposal().tool().to_owned(),
+                    key: *over.key(),
+                    fingerprint: *over.fingerprint(),
+                    version_seen: toolgate::pipeline::StateVersion::from(1),
+                },
+                reason: toolgate::pipeline::Reason::BudgetExceeded,
+                message: "over the budget".into(),
+                budget: None,
+            },
+            None,
+        ),
         approval: Some(ApprovalTerms {
             policy_digest: "policy-1".into(),
             approvers: 1,

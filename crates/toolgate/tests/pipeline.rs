@@ -1480,13 +1480,11 @@ fn the_core_decides_with_approvals_on_the_memory_review_store() {
     let shown = block_on(w.store.inner.item(item, UnixMillis(T0)))
         .unwrap()
         .unwrap();
-    let shown = toolgate::decode::decode_strict(
-        shown.decision.as_bytes(),
-        &toolgate::decode::Limits::provider_body(),
-    )
-    .unwrap();
-    assert_eq!(shown["outcome"], "pending_approval");
-    assert_eq!(shown["arguments"], json!({"amount_minor": 5000}));
+    let toolgate::review::ItemDecision::Whole { view, arguments } = shown.decision else {
+        panic!("a small decision is kept whole: {:?}", shown.decision);
+    };
+    assert_eq!(view.outcome, Outcome::PendingApproval);
+    assert_eq!(arguments, Some(json!({"amount_minor": 5000})));
 
     let again = front_call(&w, &ana, p(), Some(json!("7")), T0 + 1).unwrap();
     assert_eq!(again.decision.outcome(), Outcome::PendingApproval);

@@ -271,7 +271,7 @@ mod tests {
     use super::*;
     use toolgate::claim::{Fingerprint, ProposalRecord};
     use toolgate::pipeline::{BudgetReport, Operation, Reason, StateVersion};
-    use toolgate::review::reviewer_copy;
+    use toolgate::review::ItemDecision;
 
     fn operation() -> Operation {
         Operation {
@@ -325,10 +325,10 @@ mod tests {
             if let Value::Object(m) = &mut response {
                 m.insert("arguments".into(), arguments.clone());
             }
-            assert_eq!(
-                reviewer_copy(&d.view(), Some(&arguments)).to_string(),
-                response.to_string()
-            );
+            let kept = ItemDecision::of(&d, Some(&arguments));
+            assert_eq!(kept.to_text(), response.to_string());
+            // And a row's text reads back as the decision it was.
+            assert_eq!(ItemDecision::decode(&kept.to_text()), Ok(kept));
         }
     }
 

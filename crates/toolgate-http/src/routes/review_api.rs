@@ -8,7 +8,6 @@ use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use serde::Deserialize;
-use serde_json::Value;
 use toolgate::pipeline::Outcome;
 use toolgate::review::{
     Closed, Closing, ItemStatus, ListQuery, ReviewItem, ReviewStore, ReviewerAct, Verdict, Voted,
@@ -34,11 +33,7 @@ pub const DEFAULT_PAGE: u32 = 50;
 /// refuses a row whose kind names none, as corrupt).
 pub fn item_view(i: &ReviewItem) -> Result<ReviewItemView, ApiError> {
     let kind = i.kind;
-    let decision = toolgate::decode::decode_strict(
-        i.decision.as_bytes(),
-        &toolgate::decode::Limits::provider_body(),
-    )
-    .unwrap_or(Value::Null);
+    let decision = i.decision.to_value();
     Ok(ReviewItemView {
         id: u64::try_from(i.id).unwrap_or(0),
         at: i.created_at.0,

@@ -38,8 +38,8 @@ use super::state::{StateSource, StateVersion};
 use crate::claim::{ClaimStore, HolderToken, StoreError, UnixMillis, audit_label};
 use crate::contract::{Checked, Policy, ToolContract};
 use crate::review::{
-    ApprovalTerms, NewItem, Opened, Opening, QueueLimits, Requested, ReviewStore, bounded_decision,
-    opening, reviewer_copy,
+    ApprovalTerms, ItemDecision, NewItem, Opened, Opening, QueueLimits, Requested, ReviewStore,
+    opening,
 };
 
 /// What a caller is told when the authoriser says no, whatever it said.
@@ -599,8 +599,7 @@ fn with_queue_full(mut decision: Decision) -> Decision {
 }
 
 /// The decision as a reviewer sees it: its flat view with the proposal's
-/// arguments beside it (the decision carries only their fingerprint),
-/// capped in size ([`bounded_decision`]).
-fn shown(decision: &Decision, arguments: Option<&Value>) -> String {
-    bounded_decision(&reviewer_copy(&decision.view(), arguments))
+/// arguments beside it (the decision carries only their fingerprint).
+fn shown(decision: &Decision, arguments: Option<&Value>) -> ItemDecision {
+    ItemDecision::of(decision, arguments)
 }

@@ -8,7 +8,7 @@ use std::sync::{Mutex, MutexGuard};
 use super::{
     Closed, Closing, ItemStatus, ListQuery, MAX_LISTED_SCOPE_BYTES, NewItem, Opened, QueueLimits,
     Requested, ReviewItem, ReviewSession, ReviewStore, ReviewerAct, Verdict, Vote, Voted,
-    open_grant, reviewer_audit, summary_of,
+    open_grant, reviewer_audit,
 };
 use crate::claim::{
     ClaimRequest, ClaimStore, GrantUse, MemoryClaimStore, StoreError, StoreErrorKind, UnixMillis,
@@ -435,7 +435,7 @@ impl ReviewStore for MemoryClaimStore {
             .filter(|i| query.kind.as_ref().is_none_or(|k| i.kind.as_str() == k))
             .take(limit)
             .map(|i| ReviewItem {
-                decision: summary_of(&i.decision),
+                decision: i.decision.listed(),
                 scope: i
                     .scope
                     .clone()

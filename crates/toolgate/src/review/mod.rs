@@ -36,9 +36,11 @@
 //!
 //! Time is passed in; nothing here reads a clock.
 
+mod kept;
 mod memory;
 mod opening;
 
+pub use kept::{ItemDecision, Summary};
 pub use memory::MemoryReviewStore;
 pub use opening::{Opening, opening};
 
@@ -60,7 +62,7 @@ pub const MAX_NOTE_BYTES: usize = 2000;
 /// Most items one listing returns.
 pub const MAX_PAGE: u32 = 200;
 /// Largest decision JSON a listing carries per item, in bytes: the whole
-/// decision when it fits, a summary otherwise ([`summary_of`]). One item
+/// decision when it fits, a summary otherwise ([`ItemDecision::listed`]). One item
 /// ([`ReviewStore::item`]) carries the whole decision.
 pub const MAX_SUMMARY_BYTES: usize = 2 * 1024;
 /// Largest scope text a listing carries per item, in bytes (a scope over
@@ -273,7 +275,7 @@ pub struct ApprovalTerms {
 }
 
 /// A decision to put in front of a person.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NewItem {
     /// When the decision was made.
     pub at: UnixMillis,
@@ -296,9 +298,9 @@ pub struct NewItem {
     pub version_seen: Option<String>,
     /// The canonical scope, as JSON text.
     pub scope: Option<String>,
-    /// The decision as the reviewer sees it, JSON text (capped with
-    /// [`bounded_decision`]).
-    pub decision: String,
+    /// The decision as the reviewer sees it (kept whole when its text fits
+    /// [`MAX_DECISION_BYTES`], else as its summary).
+    pub decision: ItemDecision,
     /// Set for approval items only.
     pub approval: Option<ApprovalTerms>,
     /// A rejection of a proposal that names no tool of the policy (an
@@ -338,9 +340,10 @@ impl NewItem {
         Some(h.finalize().into())
     }
 
-    /// The listing's summary of [`NewItem::decision`] ([`summary_of`]).
+    /// The listing's text of [`NewItem::decision`]
+    /// ([`ItemDecision::listed`]).
     pub fn summary(&self) -> String {
-        summary_of(&self.decision)
+        self.decision.listed().to_text()
     }
 
     /// The digest of the approval tuple and its proposer ([`open_grant`]),
@@ -401,22 +404,6 @@ pub fn open_grant(
     h.finalize().into()
 }
 
-/// What a listing shows of a decision: the decision JSON itself when it is
-/// at most [`MAX_SUMMARY_BYTES`], else a summary of it (outcome, reason,
-/// tool, operation key, the start of its message, `"truncated": true`).
-/// `decision` is an item's stored decision (JSON text); text that is not
-/// JSON is summarised as `{"truncated": true}`.
-pub fn summary_of(decision: &str) -> String {
-    if decision.len() <= MAX_SUMMARY_BYTES {
-        return decision.to_owned();
-    }
-    let limits = crate::decode::Limits::provider_body().with_max_bytes(MAX_DECISION_BYTES * 4);
-    match crate::decode::decode_strict(decision.as_bytes(), &limits) {
-        Ok(value) => bounded_to(&value, MAX_SUMMARY_BYTES, 512),
-        Err(_) => serde_json::json!({"truncated": true}).to_string(),
-    }
-}
-
 /// One reviewer's vote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Vote {
@@ -431,7 +418,7 @@ pub struct Vote {
 }
 
 /// A stored item.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReviewItem {
     /// Never reused.
     pub id: i64,
@@ -457,8 +444,8 @@ pub struct ReviewItem {
     pub policy_digest: Option<String>,
     /// The canonical scope, JSON text.
     pub scope: Option<String>,
-    /// The decision, JSON text.
-    pub decision: String,
+    /// The decision (in a listing, [`ItemDecision::listed`]).
+    pub decision: ItemDecision,
     /// Where it stands (expiry already applied at the time it was read).
     pub status: ItemStatus,
     /// Distinct approvers needed (0 for a non-approval item).
@@ -613,81 +600,6 @@ pub fn check_reviewer(reviewer: &str, note: Option<&str>) -> Result<(), CorruptR
     Ok(())
 }
 
-/// The decision as an item keeps it (before [`bounded_decision`]): its
-/// flat view, then the proposal's `arguments` when given. `permit` and
-/// `review_item` stay in it as null where the HTTP door's response has
-/// them: items were first stored in that form, and one text for old and
-/// new rows needs no migration.
-pub fn reviewer_copy(
-    view: &crate::pipeline::DecisionView,
-    arguments: Option<&serde_json::Value>,
-) -> serde_json::Value {
-    use serde_json::Value;
-    let Ok(Value::Object(members)) = serde_json::to_value(view) else {
-        return Value::Null;
-    };
-    let mut copy = serde_json::Map::new();
-    for (name, value) in members {
-        let null_after = match name.as_str() {
-            "prior" => Some("permit"),
-            "stateless" => Some("review_item"),
-            _ => None,
-        };
-        copy.insert(name, value);
-        if let Some(n) = null_after {
-            copy.insert(n.to_owned(), Value::Null);
-        }
-    }
-    if let Some(a) = arguments {
-        copy.insert("arguments".to_owned(), a.clone());
-    }
-    Value::Object(copy)
-}
-
-/// `decision` if it fits [`MAX_DECISION_BYTES`], or else a summary of it
-/// (`{"outcome","reason","tool","message","truncated":true}`).
-pub fn bounded_decision(decision: &serde_json::Value) -> String {
-    bounded_to(decision, MAX_DECISION_BYTES, 1024)
-}
-
-/// `decision` as text if it fits `max` bytes, or else its summary with
-/// the message cut to `message_max` bytes and the tool to a label.
-fn bounded_to(decision: &serde_json::Value, max: usize, message_max: usize) -> String {
-    let text = decision.to_string();
-    if text.len() <= max {
-        return text;
-    }
-    let pick = |k: &str| decision.get(k).cloned().unwrap_or(serde_json::Value::Null);
-    let cut = |v: serde_json::Value, at: usize| match v.as_str() {
-        Some(m) if m.len() > at => {
-            let mut end = at;
-            while !m.is_char_boundary(end) {
-                end -= 1;
-            }
-            serde_json::Value::String(m[..end].to_owned())
-        }
-        _ => v,
-    };
-    // Every member is bounded: a code, a 64-digit key, a label of at most
-    // 256 bytes (a model's tool name may be anything), a cut message.
-    let code = |v: serde_json::Value| {
-        if v.is_string() {
-            cut(v, 64)
-        } else {
-            serde_json::Value::Null
-        }
-    };
-    serde_json::json!({
-        "outcome": code(pick("outcome")),
-        "reason": code(pick("reason")),
-        "tool": pick("tool").as_str().map(crate::claim::audit_label),
-        "operation_key": code(pick("operation_key")),
-        "message": cut(pick("message"), message_max),
-        "truncated": true,
-    })
-    .to_string()
-}
-
 /// A reviewer page login (docs/http-api.md): stored under the SHA-256 of
 /// its token ([`session_digest`]), never the token itself, so a copy of the
 /// database signs nobody in.
@@ -764,7 +676,7 @@ pub trait ReviewStore: Send + Sync {
     ) -> impl Future<Output = Result<Option<ReviewItem>, StoreError>> + Send;
 
     /// A page of items, newest first, expiry applied at `now`. Each
-    /// item's `decision` is its summary ([`summary_of`]: at most
+    /// item's `decision` is its summary ([`ItemDecision::listed`]: at most
     /// [`MAX_SUMMARY_BYTES`]), its `scope` left out when over
     /// [`MAX_LISTED_SCOPE_BYTES`]: a page never holds whole texts.
     fn list_items(

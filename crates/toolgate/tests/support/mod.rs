@@ -47,10 +47,30 @@ pub fn approval_request(
         fingerprint: Some(fingerprint),
         version_seen: Some("7".into()),
         scope: None,
-        decision: "{}".into(),
+        decision: pending(tool, key, fingerprint),
         approval: Some(terms),
         once_per_window: false,
     }
+}
+
+/// The `pending_approval` decision an approval item keeps.
+pub fn pending(
+    tool: &str,
+    key: OperationKey,
+    fingerprint: Fingerprint,
+) -> toolgate::review::ItemDecision {
+    let decision = toolgate::pipeline::Decision::PendingApproval {
+        operation: toolgate::pipeline::Operation {
+            tool: tool.into(),
+            key,
+            fingerprint,
+            version_seen: toolgate::pipeline::StateVersion::from(7),
+        },
+        reason: toolgate::pipeline::Reason::ApprovalRequired,
+        message: "this tool needs a person's approval".into(),
+        budget: None,
+    };
+    toolgate::review::ItemDecision::of(&decision, None)
 }
 
 /// `reviewer`'s approval of `item` at `at`, on a store that answers at once.
