@@ -29,6 +29,7 @@ pub mod cap;
 pub mod clock;
 pub mod components;
 pub mod identity;
+pub mod limits;
 pub mod metrics;
 mod service;
 pub mod webhook;
@@ -42,6 +43,7 @@ pub use identity::{
     ApiKey, ExecutionMode, KeyError, KeyRing, METRICS_CAPABILITY, OPERATE_CAPABILITY,
     REVIEW_CAPABILITY, bearer_token,
 };
+pub use limits::HttpLimits;
 pub use metrics::Metrics;
 pub use service::{DecideError, Proposal, Service, Settings};
 pub use webhook::ReviewWebhook;

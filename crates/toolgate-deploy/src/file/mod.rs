@@ -23,7 +23,7 @@ use toolgate_service::ApiKey;
 
 use crate::{ConfigError, DeploySection, upstreams::Upstream};
 
-pub use settings::HttpLimits;
+pub use toolgate_service::HttpLimits;
 
 /// What performs the tools' reads and writes.
 pub enum Application {

@@ -4,57 +4,11 @@
 use std::time::Duration;
 
 use toolgate::review::QueueLimits;
-use toolgate_service::{ReviewWebhook, Settings};
+use toolgate_service::{HttpLimits, ReviewWebhook, Settings};
 
 use super::Ctx;
 use super::raw::{File, ReviewFile};
 use crate::ConfigError;
-
-/// The HTTP door's limits as the file sets them, defaults filled in. Plain
-/// data, so that this crate need not link the door: the serving program
-/// turns it into the door's settings, field for field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpLimits {
-    /// `body_limit_bytes`.
-    pub body_limit: usize,
-    /// `request_timeout_ms`.
-    pub request_timeout: Duration,
-    /// `idempotency_capacity`.
-    pub idempotency_capacity: usize,
-    /// `idempotency_max_bytes`.
-    pub idempotency_max_bytes: usize,
-    /// `header_read_timeout_ms`.
-    pub header_read_timeout: Duration,
-    /// `connection_limit`.
-    pub max_connections: usize,
-    /// `connection_limit_per_peer`.
-    pub max_connections_per_peer: usize,
-    /// `probe_headroom`.
-    pub probe_headroom: usize,
-    /// `max_requests_per_connection`.
-    pub max_requests_per_connection: u64,
-    /// `max_connection_age_ms`.
-    pub max_connection_age: Duration,
-}
-
-impl Default for HttpLimits {
-    /// The HTTP door's own defaults (its `Settings::default()`; the CLI's
-    /// tests hold the two equal).
-    fn default() -> Self {
-        Self {
-            body_limit: 2 * 1024 * 1024,
-            request_timeout: Duration::from_secs(10),
-            idempotency_capacity: 1_000,
-            idempotency_max_bytes: 8 * 1024 * 1024,
-            header_read_timeout: Duration::from_secs(10),
-            max_connections: 1024,
-            max_connections_per_peer: 512,
-            probe_headroom: 32,
-            max_requests_per_connection: 10_000,
-            max_connection_age: Duration::from_secs(600),
-        }
-    }
-}
 
 /// Milliseconds as written, or the default.
 fn millis(v: Option<u64>, default: Duration) -> Duration {

@@ -12,8 +12,7 @@ mod db;
 
 use std::path::Path;
 
-use toolgate_deploy::{BuiltIn, HttpLimits};
-use toolgate_http::Settings;
+use toolgate_deploy::BuiltIn;
 use toolgate_support_desk::cedar as desk_cedar;
 
 pub use check::{Command, check_file, run};
@@ -39,42 +38,4 @@ pub fn load(path: &Path) -> Result<Deployment, ConfigError> {
         check_db_url(db).map_err(|m| ConfigError::new("db", m).in_file(path))?;
     }
     Ok(d)
-}
-
-/// The HTTP door's settings from the file's limits. Here rather than in
-/// the door, so that the door links no deployment file reader.
-pub fn http_settings(limits: &HttpLimits) -> Settings {
-    Settings {
-        body_limit: limits.body_limit,
-        request_timeout: limits.request_timeout,
-        idempotency_capacity: limits.idempotency_capacity,
-        idempotency_max_bytes: limits.idempotency_max_bytes,
-        header_read_timeout: limits.header_read_timeout,
-        max_connections: limits.max_connections,
-        max_connections_per_peer: limits.max_connections_per_peer,
-        probe_headroom: limits.probe_headroom,
-        max_requests_per_connection: limits.max_requests_per_connection,
-        max_connection_age: limits.max_connection_age,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A file that sets no limit serves with the door's own defaults.
-    #[test]
-    fn the_file_defaults_are_the_doors() {
-        let (s, d) = (http_settings(&HttpLimits::default()), Settings::default());
-        assert_eq!(s.body_limit, d.body_limit);
-        assert_eq!(s.request_timeout, d.request_timeout);
-        assert_eq!(s.idempotency_capacity, d.idempotency_capacity);
-        assert_eq!(s.idempotency_max_bytes, d.idempotency_max_bytes);
-        assert_eq!(s.header_read_timeout, d.header_read_timeout);
-        assert_eq!(s.max_connections, d.max_connections);
-        assert_eq!(s.max_connections_per_peer, d.max_connections_per_peer);
-        assert_eq!(s.probe_headroom, d.probe_headroom);
-        assert_eq!(s.max_requests_per_connection, d.max_requests_per_connection);
-        assert_eq!(s.max_connection_age, d.max_connection_age);
-    }
 }

@@ -30,7 +30,7 @@ use toolgate_support_desk::cedar as desk_cedar;
 
 use toolgate_store::{AnyClaimStore, StoreOptions};
 
-use crate::cmd::config::{self, Application, DB_URL_ENV, http_settings, resolve_db};
+use crate::cmd::config::{self, Application, DB_URL_ENV, resolve_db};
 
 mod desk;
 pub use desk::desk_state;
@@ -385,7 +385,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                 ExitCode::from(2)
             })?;
             let ready = Ready {
-                http: AppState::new(service, http_settings(&d.http)),
+                http: AppState::new(service, d.http.clone()),
                 mcp,
             };
             return Ok((ready, listen));
@@ -396,7 +396,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
             d.cedar,
             db,
             keys,
-            (http_settings(&d.http), d.service),
+            (d.http.clone(), d.service),
             listen,
         )
     };
