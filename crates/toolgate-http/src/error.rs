@@ -112,6 +112,9 @@ pub enum ProblemCode {
     /// 422: decision `entities` of a type the proposed tool's authoriser
     /// does not read from the request.
     UnexpectedEntities,
+    /// 422: a scope field the deployment takes from the caller's identity,
+    /// sent by the caller.
+    IdentityScopeField,
     /// 413: the body is over the limit.
     BodyTooLarge,
     /// 413: a result (a completion's, a reconciliation answer) over the
@@ -139,7 +142,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 39] = [
+    pub const ALL: [Self; 40] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::InvalidBody,
@@ -170,6 +173,7 @@ impl ProblemCode {
         Self::ExplicitAnswerRequired,
         Self::ActorNotAllowed,
         Self::UnexpectedEntities,
+        Self::IdentityScopeField,
         Self::BodyTooLarge,
         Self::ResultTooLarge,
         Self::UnsupportedMediaType,
@@ -214,6 +218,7 @@ impl ProblemCode {
             Self::ExplicitAnswerRequired => "explicit_answer_required",
             Self::ActorNotAllowed => "actor_not_allowed",
             Self::UnexpectedEntities => "unexpected_entities",
+            Self::IdentityScopeField => "identity_scope_field",
             Self::BodyTooLarge => "body_too_large",
             Self::ResultTooLarge => "result_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
@@ -256,6 +261,7 @@ impl ProblemCode {
             | Self::InvalidScope
             | Self::MissingScope
             | Self::UnexpectedEntities
+            | Self::IdentityScopeField
             | Self::IdempotencyKeyReused
             | Self::InvalidHolder
             | Self::InvalidResult => StatusCode::UNPROCESSABLE_ENTITY,
@@ -302,6 +308,7 @@ impl ProblemCode {
             Self::ExplicitAnswerRequired => "Explicit answer required",
             Self::ActorNotAllowed => "Actor not allowed",
             Self::UnexpectedEntities => "Unexpected entities",
+            Self::IdentityScopeField => "Scope field from the identity",
             Self::BodyTooLarge => "Request body too large",
             Self::ResultTooLarge => "Result too large",
             Self::UnsupportedMediaType => "Unsupported media type",

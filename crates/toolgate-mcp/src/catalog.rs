@@ -162,7 +162,9 @@ impl Catalog {
         for (field, source) in &served.mapping.scope {
             let value = match source {
                 ScopeSource::Argument(pointer) => args_value.pointer(pointer).cloned(),
-                ScopeSource::Principal => Some(Value::String(principal.id().to_owned())),
+                // The gate fills it in from the identity, on every door
+                // (`ArgumentScopes::insert_identity`).
+                ScopeSource::Principal => None,
                 ScopeSource::Meta(key) => meta_value(key),
             };
             if let Some(v) = value {

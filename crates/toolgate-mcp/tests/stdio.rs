@@ -125,11 +125,15 @@ async fn send(
 
 #[tokio::test]
 async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
-    let policy = Arc::new(Policy::load(POLICY).unwrap());
-    let upstream = &McpSection::from_toml(DEPLOYMENT)
+    let upstreams = McpSection::from_toml(DEPLOYMENT)
         .unwrap()
         .check(Path::new("."))
-        .unwrap()[0];
+        .unwrap();
+    let upstream = &upstreams[0];
+    // As the gateway loads it: the deployment says which scope fields come
+    // from arguments and which from the identity.
+    let scopes = toolgate_mcp::config::argument_scopes(&upstreams);
+    let policy = Arc::new(Policy::load_with(POLICY, &scopes).unwrap());
     let live = [offered("refund_order"), offered("cancel_order")];
     let (pins, refused) = PinFile::pin_all("shop", &live);
     assert_eq!(refused, []);
@@ -213,9 +217,11 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
     let r = &answers[4]["result"];
     assert_eq!(r["isError"], json!(true));
     assert_eq!(r["_meta"][DECISION_META]["outcome"], json!("state_changed"));
+    // `agent` comes from the identity: the gate fills it in on every door
+    // (`ArgumentScopes::insert_identity`), so the door sends only the rest.
     assert_eq!(
         r["_meta"][DECISION_META]["message"],
-        json!(r#"scope seen: {"agent":"agent-ana","order":1001}"#)
+        json!(r#"scope seen: {"order":1001}"#)
     );
     // An argument the contract does not know: rejected by the core's
     // contract stage, never decided on.

@@ -121,16 +121,21 @@ pub enum VersionSource {
     },
 }
 
-/// The scope fields the deployment takes from each tool's arguments, for
-/// the policy loader ([`toolgate::contract::Policy::load_with`]): a field
-/// mapped from the argument of its own name may then be an argument too,
-/// and every other collision is still refused.
+/// The scope fields the deployment takes from each tool's arguments and
+/// from the caller's identity, for the policy loader
+/// ([`toolgate::contract::Policy::load_with`]): a field mapped from the
+/// argument of its own name may then be an argument too, and every other
+/// collision is still refused; a field from the identity is filled in by
+/// the gate and refused when a caller sends it, through either door.
 pub fn argument_scopes(upstreams: &[Upstream]) -> toolgate::contract::ArgumentScopes {
     let mut scopes = toolgate::contract::ArgumentScopes::new();
     for t in upstreams.iter().flat_map(|u| &u.tools) {
         for (field, source) in &t.scope {
-            if let ScopeSource::Argument(pointer) = source {
-                scopes.insert(&t.name, field, pointer);
+            match source {
+                ScopeSource::Argument(pointer) => scopes.insert(&t.name, field, pointer),
+                // Filled in by the gate on every door, never sent.
+                ScopeSource::Principal => scopes.insert_identity(&t.name, field),
+                ScopeSource::Meta(_) => {}
             }
         }
     }

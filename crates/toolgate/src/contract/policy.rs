@@ -142,6 +142,7 @@ pub struct ToolContract {
     approval_ttl_ms: i64,
     digest: Arc<str>,
     argument_scopes: BTreeMap<String, String>,
+    identity_scopes: BTreeSet<String>,
     max_argument_bytes: usize,
     properties: BTreeSet<String>,
     schema: Schema,
@@ -201,6 +202,12 @@ impl ToolContract {
         self.argument_scopes
             .iter()
             .map(|(f, p)| (f.as_str(), p.as_str()))
+    }
+    /// The scope fields the deployment takes from the caller's identity
+    /// (its principal id), as given to [`Policy::load_with`]: no caller may
+    /// send them, through any door.
+    pub fn identity_scopes(&self) -> impl Iterator<Item = &str> {
+        self.identity_scopes.iter().map(String::as_str)
     }
     /// Checks that each scope field taken from an argument holds, in its
     /// canonical form, exactly that argument's value: the resource a
@@ -276,6 +283,7 @@ impl ToolContract {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ArgumentScopes {
     tools: BTreeMap<String, BTreeMap<String, String>>,
+    identity: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl ArgumentScopes {
@@ -290,6 +298,16 @@ impl ArgumentScopes {
             .entry(tool.to_owned())
             .or_default()
             .insert(field.to_owned(), pointer.to_owned());
+    }
+
+    /// Says that `tool`'s scope field `field` is the caller's principal id,
+    /// filled in by the gate: a caller that sends it is refused
+    /// (`identity_scope_field`), whichever door the call came through.
+    pub fn insert_identity(&mut self, tool: &str, field: &str) {
+        self.identity
+            .entry(tool.to_owned())
+            .or_default()
+            .insert(field.to_owned());
     }
 
     /// The pointer `tool`'s `field` is taken from, if it is mapped.
@@ -606,6 +624,7 @@ fn load_tool(
         .of(&t.name)
         .map(|(f, p)| (f.to_owned(), p.to_owned()))
         .collect();
+    let identity_scopes = arguments.identity.get(&t.name).cloned().unwrap_or_default();
     Ok(ToolContract {
         name: t.name.into(),
         description: t.description,
@@ -617,6 +636,7 @@ fn load_tool(
         approval_ttl_ms,
         digest: digest.into(),
         argument_scopes,
+        identity_scopes,
         max_argument_bytes: t.max_argument_bytes.unwrap_or(DEFAULT_ARGUMENT_MAX_BYTES),
         properties,
         schema,

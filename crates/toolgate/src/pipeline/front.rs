@@ -307,10 +307,14 @@ fn prepare<'p, P: Pipeline, S>(
         VersionSeen::Absent => None,
     };
     let scope = match contract {
-        Some(c) => Scope::canonical(c, call.scope, version_seen).map_err(|e| match e {
-            ScopeRefusal::Field(e) => refused(Refusal::InvalidScope, e.to_string(), Some(c.name())),
-            ScopeRefusal::Version => refused(Refusal::InvalidScope, e.to_string(), named),
-        })?,
+        Some(c) => {
+            Scope::canonical(c, &with_identity(c, call)?, version_seen).map_err(|e| match e {
+                ScopeRefusal::Field(e) => {
+                    refused(Refusal::InvalidScope, e.to_string(), Some(c.name()))
+                }
+                ScopeRefusal::Version => refused(Refusal::InvalidScope, e.to_string(), named),
+            })?
+        }
         // No tool of the policy: nothing reads the scope but the review
         // item, and no version is needed (the rejection says why).
         None => Scope::new(
@@ -350,6 +354,29 @@ fn prepare<'p, P: Pipeline, S>(
         ));
     }
     Ok(Prepared { contract, scope })
+}
+
+/// The call's scope with the fields the deployment takes from the caller's
+/// identity filled in: its principal id. A caller that sent one is refused:
+/// no door may set what another door derives.
+fn with_identity(c: &ToolContract, call: &Call<'_>) -> Result<Map<String, Value>, Refusing> {
+    let mut scope = call.scope.clone();
+    for field in c.identity_scopes() {
+        if scope.contains_key(field) {
+            return Err(refused(
+                Refusal::IdentityScopeField,
+                format!(
+                    "scope.{field}: the tool `{}` takes this field from the caller's identity; \
+                     do not send it",
+                    c.name()
+                ),
+                Some(c.name()),
+            ));
+        }
+        let id = Value::String(call.principal.id().to_owned());
+        scope.insert(field.to_owned(), id);
+    }
+    Ok(scope)
 }
 
 async fn settle<P, S>(

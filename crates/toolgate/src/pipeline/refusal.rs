@@ -40,11 +40,14 @@ pub enum Refusal {
     ActorNotAllowed,
     /// Request entities of a type the proposed tool does not read.
     UnexpectedEntities,
+    /// A scope field the deployment takes from the caller's identity, sent
+    /// by the caller.
+    IdentityScopeField,
 }
 
 impl Refusal {
     /// Every refusal.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::InvalidBody,
         Self::UnknownProvider,
         Self::UnknownScopeField,
@@ -52,6 +55,7 @@ impl Refusal {
         Self::MissingScope,
         Self::ActorNotAllowed,
         Self::UnexpectedEntities,
+        Self::IdentityScopeField,
     ];
 
     /// The stable snake_case code (the audit entry's reason).
@@ -64,6 +68,7 @@ impl Refusal {
             Self::MissingScope => "missing_scope",
             Self::ActorNotAllowed => "actor_not_allowed",
             Self::UnexpectedEntities => "unexpected_entities",
+            Self::IdentityScopeField => "identity_scope_field",
         }
     }
 }

@@ -175,6 +175,7 @@ fn refusal_of(code: ProblemCode) -> Option<Refusal> {
         ProblemCode::MissingScope => Refusal::MissingScope,
         ProblemCode::ActorNotAllowed => Refusal::ActorNotAllowed,
         ProblemCode::UnexpectedEntities => Refusal::UnexpectedEntities,
+        ProblemCode::IdentityScopeField => Refusal::IdentityScopeField,
         _ => return None,
     })
 }
@@ -189,6 +190,7 @@ pub(super) fn problem_of(refusal: Refusal) -> ProblemCode {
         Refusal::MissingScope => ProblemCode::MissingScope,
         Refusal::ActorNotAllowed => ProblemCode::ActorNotAllowed,
         Refusal::UnexpectedEntities => ProblemCode::UnexpectedEntities,
+        Refusal::IdentityScopeField => ProblemCode::IdentityScopeField,
     }
 }
 
