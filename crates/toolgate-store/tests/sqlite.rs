@@ -443,19 +443,60 @@ async fn ready_answers_while_the_store_works_and_fails_once_its_pool_is_closed()
 }
 
 /// A review item whose kind or reason names no code is a corrupt row:
-/// reading it alone or in a listing is an error, never an item.
+/// reading it alone or in a listing is an error, never an item. So is one
+/// whose decision does not read as a kept decision (its own read; a
+/// listing reads the summary column).
 #[tokio::test]
 async fn a_review_item_with_an_unknown_kind_or_reason_is_corrupt() {
     use toolgate::claim::{StoreErrorKind, UnixMillis};
-    use toolgate::review::{ListQuery, ReviewStore};
+    use toolgate::review::{ItemDecision, ListQuery, ReviewStore};
     const ITEM: &str = "INSERT INTO toolgate_review_items (created_at, kind, reason, proposer, \
-        decision, status) VALUES (1, ?, ?, 'agent:1', '{}', 'open') RETURNING id";
+        decision, status) VALUES (1, ?, ?, 'agent:1', ?, 'open') RETURNING id";
+    const KEPT: &str = r#"{"outcome":"conflict","reason":null,"tool":null,"operation_key":null,"message":null,"truncated":true}"#;
     let db = TempDb::new();
     let s = db.store().await;
+    // The decision text every case but the last keeps is a good one.
+    let good: i64 = sqlx::query_scalar(ITEM)
+        .bind("conflict")
+        .bind(None::<&str>)
+        .bind(KEPT)
+        .fetch_one(s.pool())
+        .await
+        .expect("raw insert");
+    let item = s
+        .item(good, UnixMillis(2))
+        .await
+        .expect("reads")
+        .expect("there");
+    assert!(
+        matches!(item.decision, ItemDecision::Summary(_)),
+        "{item:?}"
+    );
+    let bad_decision = r#"{"outcome":"conflict","permit":{"holder":"x"}}"#;
+    let id: i64 = sqlx::query_scalar(ITEM)
+        .bind("conflict")
+        .bind(None::<&str>)
+        .bind(bad_decision)
+        .fetch_one(s.pool())
+        .await
+        .expect("raw insert");
+    let err = s
+        .item(id, UnixMillis(2))
+        .await
+        .expect_err("an item with a corrupt decision was returned");
+    assert_eq!(err.kind(), StoreErrorKind::Corrupt, "{err}");
+    for id in [good, id] {
+        sqlx::query("DELETE FROM toolgate_review_items WHERE id = ?")
+            .bind(id)
+            .execute(s.pool())
+            .await
+            .expect("raw delete");
+    }
     for (kind, reason) in [("bogus", None), ("conflict", Some("no_such_reason"))] {
         let id: i64 = sqlx::query_scalar(ITEM)
             .bind(kind)
             .bind(reason)
+            .bind(KEPT)
             .fetch_one(s.pool())
             .await
             .expect("raw insert");
