@@ -32,6 +32,7 @@ pub mod identity;
 pub mod limits;
 pub mod metrics;
 mod service;
+pub mod tokens;
 pub mod webhook;
 
 pub use cap::{Capped, ResultCap};
@@ -46,4 +47,5 @@ pub use identity::{
 pub use limits::HttpLimits;
 pub use metrics::Metrics;
 pub use service::{DecideError, Proposal, Service, Settings};
+pub use tokens::{IssuerSettings, Issuers, TokenError};
 pub use webhook::ReviewWebhook;

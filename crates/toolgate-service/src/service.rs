@@ -46,6 +46,9 @@ pub struct Settings {
     /// Where new review items are announced (a signed POST, fire and
     /// forget); none by default.
     pub review_webhook: Option<ReviewWebhook>,
+    /// The token issuers whose signed tokens authenticate callers beside
+    /// the API keys (`[[issuers]]`); none by default.
+    pub issuers: crate::Issuers,
 }
 
 impl Default for Settings {
@@ -55,6 +58,7 @@ impl Default for Settings {
             max_result_bytes: 64 * 1024,
             review_queue: QueueLimits::default(),
             public_url: None,
+            issuers: crate::Issuers::default(),
             review_webhook: None,
         }
     }
@@ -178,6 +182,20 @@ impl Service {
     /// The configured key `token` is, if any.
     pub fn authenticate(&self, token: &str) -> Option<&ApiKey> {
         self.inner.keys.lookup(token)
+    }
+
+    /// The principal a signed token of one of the deployment's issuers
+    /// authenticates ([`crate::tokens`]): the person, acting through the
+    /// client the token names, with the capabilities its scopes and groups
+    /// grant. A door asks only for a bearer that is not a key and has a
+    /// token's shape.
+    pub async fn verify_token(&self, token: &str) -> Result<Principal, crate::TokenError> {
+        self.inner.settings.issuers.verify(token).await
+    }
+
+    /// The deployment's token issuers.
+    pub fn issuers(&self) -> &crate::Issuers {
+        &self.inner.settings.issuers
     }
 
     /// The configured keys.

@@ -35,6 +35,10 @@ pub(super) struct File {
     pub review: Option<ReviewFile>,
     #[serde(default)]
     pub keys: Vec<KeyEntry>,
+    /// `[[issuers]]`: token issuers whose signed tokens authenticate
+    /// callers beside the keys.
+    #[serde(default)]
+    pub issuers: Vec<IssuerEntry>,
     /// The name of the program's built-in application (its state source,
     /// executor and Cedar entities), instead of [[tools]].
     pub application: Option<String>,
@@ -102,4 +106,23 @@ impl KeyEntry {
             act_for_users: self.act_for_users,
         })
     }
+}
+
+/// One `[[issuers]]` entry, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct IssuerEntry {
+    pub issuer: String,
+    pub audience: String,
+    pub jwks_url: Option<String>,
+    pub algorithms: Option<Vec<String>>,
+    pub clock_skew_secs: Option<u64>,
+    pub principal_claim: Option<String>,
+    pub client_claims: Option<Vec<String>>,
+    #[serde(default)]
+    pub scopes: std::collections::BTreeMap<String, Vec<String>>,
+    pub groups_claim: Option<String>,
+    #[serde(default)]
+    pub groups: std::collections::BTreeMap<String, Vec<String>>,
+    pub refetch_secs: Option<u64>,
 }

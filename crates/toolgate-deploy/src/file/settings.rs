@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use toolgate::review::QueueLimits;
-use toolgate_service::{HttpLimits, ReviewWebhook, Settings};
+use toolgate_service::{HttpLimits, IssuerSettings, Issuers, ReviewWebhook, Settings};
 
 use super::Ctx;
-use super::raw::{File, ReviewFile};
+use super::raw::{File, IssuerEntry, ReviewFile};
 use crate::ConfigError;
 
 /// Milliseconds as written, or the default.
@@ -26,6 +26,7 @@ impl Ctx<'_> {
             None => None,
         };
         let review_queue = self.review_queue(file.review.as_ref())?;
+        let issuers = self.issuers(&file.issuers)?;
         let defaults = Settings::default();
         let service = Settings {
             review_webhook,
@@ -33,8 +34,58 @@ impl Ctx<'_> {
             max_result_bytes: file.max_result_bytes.unwrap_or(defaults.max_result_bytes),
             review_queue,
             public_url: file.public_url.clone(),
+            issuers,
         };
         Ok((http_limits(file), service))
+    }
+
+    /// `[[issuers]]`, each checked: HTTPS URLs (plain HTTP on loopback
+    /// only), asymmetric algorithms, a skew of at most five minutes.
+    fn issuers(&self, entries: &[IssuerEntry]) -> Result<Issuers, ConfigError> {
+        let mut list = Vec::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            let at = |f: &str| format!("issuers[{i}].{f}");
+            for (field, url) in [
+                ("issuer", Some(&e.issuer)),
+                ("jwks_url", e.jwks_url.as_ref()),
+            ] {
+                if let Some(u) = url
+                    && !secure_url(u)
+                {
+                    return Err(self.err(
+                        &at(field),
+                        "must be an https:// URL (http:// only on 127.0.0.1 or localhost)",
+                    ));
+                }
+            }
+            if e.audience.is_empty() {
+                return Err(self.err(&at("audience"), "must name this resource's public URL"));
+            }
+            let skew = e.clock_skew_secs.unwrap_or(60);
+            if skew > 300 {
+                return Err(self.err(&at("clock_skew_secs"), "must be at most 300"));
+            }
+            list.push(IssuerSettings {
+                issuer: e.issuer.clone(),
+                audience: e.audience.clone(),
+                jwks_url: e.jwks_url.clone(),
+                algorithms: e
+                    .algorithms
+                    .clone()
+                    .unwrap_or_else(|| vec!["RS256".into(), "ES256".into()]),
+                clock_skew: Duration::from_secs(skew),
+                principal_claim: e.principal_claim.clone().unwrap_or_else(|| "sub".into()),
+                client_claims: e
+                    .client_claims
+                    .clone()
+                    .unwrap_or_else(|| vec!["azp".into(), "client_id".into()]),
+                scope_capabilities: e.scopes.clone(),
+                groups_claim: e.groups_claim.clone(),
+                group_capabilities: e.groups.clone(),
+                refetch_interval: Duration::from_secs(e.refetch_secs.unwrap_or(30).max(1)),
+            });
+        }
+        Issuers::new(list).map_err(|e| self.err("issuers", e.to_string()))
     }
 
     fn positive(&self, field: &str, v: Option<u64>) -> Result<(), ConfigError> {
@@ -183,4 +234,17 @@ fn http_limits(file: &File) -> HttpLimits {
         max_connection_age: millis(file.max_connection_age_ms, d.max_connection_age),
         idempotency_capacity: file.idempotency_capacity.unwrap_or(d.idempotency_capacity),
     }
+}
+
+/// `https://…`, or `http://` to a loopback host (a test provider, a local
+/// development one).
+fn secure_url(u: &str) -> bool {
+    if u.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = u.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', ':']).next().unwrap_or("");
+    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
 }
