@@ -1,12 +1,14 @@
 //! The caller of a request: its bearer API key, looked up by the service
-//! ([`toolgate_service::identity`]), as the extractors every protected
-//! handler takes. Only the `Authorization` header is read, never the body.
+//! ([`toolgate_service::identity`]), or a signed token of one of the
+//! deployment's issuers ([`toolgate_service::tokens`]), as the extractors
+//! every protected handler takes. Only the `Authorization` header is read,
+//! never the body.
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts as RequestParts;
 use axum::http::{HeaderMap, header};
 use toolgate::pipeline::Principal;
-use toolgate_service::{ExecutionMode, REVIEW_CAPABILITY};
+use toolgate_service::{ExecutionMode, Issuers, REVIEW_CAPABILITY};
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -46,14 +48,27 @@ impl FromRequestParts<AppState> for Caller {
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
         let token = bearer(&parts.headers).ok_or_else(ApiError::unauthorized)?;
-        let key = state
-            .service()
-            .authenticate(token)
-            .ok_or_else(ApiError::unauthorized)?;
+        let service = state.service();
+        if let Some(key) = service.authenticate(token) {
+            return Ok(Self {
+                principal: key.principal.clone(),
+                mode: key.mode,
+                act_for_users: key.act_for_users,
+            });
+        }
+        if service.issuers().is_empty() || !Issuers::looks_like_token(token) {
+            return Err(ApiError::unauthorized());
+        }
+        // A person's token: the server's executor writes, and the token
+        // names the person itself, so it never names another actor.
+        let principal = service
+            .verify_token(token)
+            .await
+            .map_err(|e| ApiError::invalid_token(&e))?;
         Ok(Self {
-            principal: key.principal.clone(),
-            mode: key.mode,
-            act_for_users: key.act_for_users,
+            principal,
+            mode: ExecutionMode::InProcess,
+            act_for_users: false,
         })
     }
 }

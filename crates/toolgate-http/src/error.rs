@@ -422,6 +422,15 @@ impl ApiError {
         )
     }
 
+    /// A bearer token of the token's shape that no issuer of the
+    /// deployment verifies (`401 unauthorized`, the reason in the detail).
+    pub fn invalid_token(e: &toolgate_service::TokenError) -> Self {
+        Self::new(
+            ProblemCode::Unauthorized,
+            format!("the bearer token is refused: {e}"),
+        )
+    }
+
     pub(crate) fn missing_capability(capability: &str) -> Self {
         Self::new(
             ProblemCode::MissingCapability,

@@ -98,9 +98,19 @@ impl<D: Decide> Gateway<D> {
             Identity::Keys(ring) => context
                 .extensions
                 .get::<axum::http::request::Parts>()
-                .and_then(|parts| crate::http::bearer(&parts.headers))
-                .and_then(|token| ring.lookup(token))
-                .map(|key| key.principal.clone())
+                .and_then(|parts| {
+                    let key = crate::http::bearer(&parts.headers)
+                        .and_then(|token| ring.lookup(token))
+                        .map(|key| key.principal.clone());
+                    // Or the person a signed token named, verified by the
+                    // HTTP layer before rmcp read the request.
+                    key.or_else(|| {
+                        parts
+                            .extensions
+                            .get::<crate::http::TokenCaller>()
+                            .map(|t| t.0.clone())
+                    })
+                })
                 // The HTTP layer refuses a request without a valid key with
                 // 401 before rmcp reads it; this is the same check again,
                 // so the handler never serves an anonymous caller.

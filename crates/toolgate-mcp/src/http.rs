@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use toolgate::decode::{Limits, decode_strict};
-use toolgate_service::KeyRing;
+use toolgate_service::{Issuers, KeyRing};
 
 use crate::gateway::Gateway;
 use crate::wire::Decide;
@@ -53,7 +53,12 @@ impl Default for HttpSettings {
 }
 
 /// `/mcp` for `gateway`, with `keys` checked before rmcp sees a request.
-pub fn router<D: Decide>(gateway: Gateway<D>, keys: KeyRing, settings: &HttpSettings) -> Router {
+pub fn router<D: Decide>(
+    gateway: Gateway<D>,
+    keys: KeyRing,
+    issuers: Issuers,
+    settings: &HttpSettings,
+) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     // Sessions for clients below 2026-07-28 (the TypeScript SDK 1.32);
     // 2026-07-28 requests are served statelessly whatever this says.
@@ -71,8 +76,14 @@ pub fn router<D: Decide>(gateway: Gateway<D>, keys: KeyRing, settings: &HttpSett
         .layer(from_fn(move |req: Request, next: Next| {
             strict_body(limit, req, next)
         }))
-        .layer(from_fn_with_state(Arc::new(keys), authenticate))
+        .layer(from_fn_with_state(Arc::new((keys, issuers)), authenticate))
 }
+
+/// The principal a signed token authenticated, put on the request by
+/// [`authenticate`] for the handler ([`crate::Gateway`]) to read: rmcp hands
+/// the handler the request's parts, extensions included.
+#[derive(Debug, Clone)]
+pub struct TokenCaller(pub toolgate::pipeline::Principal);
 
 /// The token of the request's `Authorization: Bearer` header, read as
 /// every door reads it ([`toolgate_service::bearer_token`]).
@@ -80,12 +91,30 @@ pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     toolgate_service::bearer_token(headers.get(header::AUTHORIZATION)?.to_str().ok()?)
 }
 
-async fn authenticate(State(keys): State<Arc<KeyRing>>, req: Request, next: Next) -> Response {
-    let known = bearer(req.headers()).is_some_and(|t| keys.lookup(t).is_some());
-    if known {
-        next.run(req).await
-    } else {
-        unauthorized()
+async fn authenticate(
+    State(callers): State<Arc<(KeyRing, Issuers)>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let (keys, issuers) = &*callers;
+    let Some(token) = bearer(req.headers()) else {
+        return unauthorized();
+    };
+    if keys.lookup(token).is_some() {
+        return next.run(req).await;
+    }
+    if issuers.is_empty() || !Issuers::looks_like_token(token) {
+        return unauthorized();
+    }
+    match issuers.verify(token).await {
+        Ok(principal) => {
+            req.extensions_mut().insert(TokenCaller(principal));
+            next.run(req).await
+        }
+        Err(e) => {
+            tracing::info!(reason = e.code(), "a bearer token refused on /mcp");
+            unauthorized()
+        }
     }
 }
 

@@ -36,7 +36,7 @@ use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_mcp::wire::{
     DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, OUTCOME_META,
 };
-use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
+use toolgate_service::{ApiKey, ExecutionMode, Issuers, KeyRing};
 
 mod support;
 use support::{counts, example_dir, python_and_node, shop};
@@ -271,7 +271,7 @@ async fn both_official_clients_through_the_gateway() {
             done: Mutex::new(HashMap::new()),
         },
     );
-    let app = router(gateway, keys, &HttpSettings::default());
+    let app = router(gateway, keys, Issuers::default(), &HttpSettings::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });

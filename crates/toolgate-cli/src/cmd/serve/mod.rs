@@ -575,7 +575,7 @@ impl McpGateway {
             Served::new(service.clone()),
         );
         watch.spawn(gateway.clone());
-        toolgate_mcp::http::router(gateway, keys, &settings)
+        toolgate_mcp::http::router(gateway, keys, service.issuers().clone(), &settings)
     }
 }
 
