@@ -41,6 +41,10 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// The deployment's public URL (`https://gate.example`), behind any
+    /// TLS-terminating proxy: with token issuers, `/mcp` is an OAuth
+    /// protected resource named from it, never from a request's `Host`.
+    pub public_url: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -48,8 +52,38 @@ impl Default for HttpSettings {
         Self {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             body_limit: 1 << 20,
+            public_url: None,
         }
     }
+}
+
+/// Where RFC 9728 puts the metadata of a resource at `/mcp`: the
+/// well-known path with the resource's path appended (§3.1), and the bare
+/// one, which clients of the 2025-06-18 revision ask first.
+pub const RESOURCE_METADATA_PATHS: [&str; 2] = [
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-protected-resource",
+];
+
+/// `/mcp` as an OAuth 2.0 protected resource (RFC 9728): its identifier,
+/// the authorization servers whose tokens it takes, and the scopes they
+/// map to capabilities. Only for a deployment with issuers and a public
+/// URL.
+fn protected_resource(issuers: &Issuers, public_url: Option<&str>) -> Option<(String, String)> {
+    let base = public_url?.trim_end_matches('/');
+    if issuers.is_empty() {
+        return None;
+    }
+    let metadata = serde_json::json!({
+        "resource": format!("{base}{MCP_PATH}"),
+        "authorization_servers": issuers.identifiers().collect::<Vec<_>>(),
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": issuers.scopes(),
+    });
+    Some((
+        metadata.to_string(),
+        format!("{base}{}", RESOURCE_METADATA_PATHS[0]),
+    ))
 }
 
 /// `/mcp` for `gateway`, with `keys` checked before rmcp sees a request.
@@ -71,12 +105,46 @@ pub fn router<D: Decide>(
         config,
     );
     let limit = settings.body_limit;
-    Router::new()
+    let resource = protected_resource(&issuers, settings.public_url.as_deref());
+    let metadata_url = resource.as_ref().map(|(_, url)| url.clone());
+    let router = Router::new()
         .nest_service(MCP_PATH, service)
         .layer(from_fn(move |req: Request, next: Next| {
             strict_body(limit, req, next)
         }))
-        .layer(from_fn_with_state(Arc::new((keys, issuers)), authenticate))
+        .layer(from_fn_with_state(
+            Arc::new(Callers {
+                keys,
+                issuers,
+                metadata_url,
+            }),
+            authenticate,
+        ));
+    // Added after the layers: the metadata is public, as RFC 9728 means.
+    match resource {
+        Some((document, _)) => RESOURCE_METADATA_PATHS.iter().fold(router, |r, path| {
+            let document = document.clone();
+            r.route(
+                path,
+                axum::routing::get(move || async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.clone(),
+                    )
+                }),
+            )
+        }),
+        None => router,
+    }
+}
+
+/// Who may call `/mcp`, and where a caller without a credential learns how
+/// to get one.
+struct Callers {
+    keys: KeyRing,
+    issuers: Issuers,
+    /// The resource metadata's URL, for the `401`'s `WWW-Authenticate`.
+    metadata_url: Option<String>,
 }
 
 /// The principal a signed token authenticated, put on the request by
@@ -92,35 +160,41 @@ pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 async fn authenticate(
-    State(callers): State<Arc<(KeyRing, Issuers)>>,
+    State(callers): State<Arc<Callers>>,
     mut req: Request,
     next: Next,
 ) -> Response {
-    let (keys, issuers) = &*callers;
+    let refuse = || unauthorized(callers.metadata_url.as_deref());
     let Some(token) = bearer(req.headers()) else {
-        return unauthorized();
+        return refuse();
     };
-    if keys.lookup(token).is_some() {
+    if callers.keys.lookup(token).is_some() {
         return next.run(req).await;
     }
-    if issuers.is_empty() || !Issuers::looks_like_token(token) {
-        return unauthorized();
+    if callers.issuers.is_empty() || !Issuers::looks_like_token(token) {
+        return refuse();
     }
-    match issuers.verify(token).await {
+    match callers.issuers.verify(token).await {
         Ok(principal) => {
             req.extensions_mut().insert(TokenCaller(principal));
             next.run(req).await
         }
         Err(e) => {
             tracing::info!(reason = e.code(), "a bearer token refused on /mcp");
-            unauthorized()
+            refuse()
         }
     }
 }
 
 /// The HTTP door's `401` problem (docs/error-codes.md, `unauthorized`), so
-/// a missing key reads the same on `/mcp` as on `/v1`.
-fn unauthorized() -> Response {
+/// a missing key reads the same on `/mcp` as on `/v1`; with token issuers,
+/// `WWW-Authenticate` points at the resource metadata (RFC 9728 §5.1),
+/// where an MCP host starts its OAuth discovery.
+fn unauthorized(metadata_url: Option<&str>) -> Response {
+    let challenge = metadata_url.map_or_else(
+        || "Bearer".to_owned(),
+        |url| format!("Bearer resource_metadata=\"{url}\""),
+    );
     let problem = serde_json::json!({
         "type": "https://toolgate.dev/problems/unauthorized",
         "title": "Unauthorized",
@@ -132,7 +206,7 @@ fn unauthorized() -> Response {
         StatusCode::UNAUTHORIZED,
         [
             (header::CONTENT_TYPE, "application/problem+json"),
-            (header::WWW_AUTHENTICATE, "Bearer"),
+            (header::WWW_AUTHENTICATE, challenge.as_str()),
         ],
         problem.to_string(),
     )

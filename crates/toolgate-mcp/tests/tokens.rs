@@ -63,6 +63,22 @@ fn post(
     (status, id, raw)
 }
 
+/// A GET without a credential: the status and the body.
+fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let body = raw.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_token_opens_mcp_and_a_bad_one_is_401() {
     let p = Provider::start(&["a"]).await;
@@ -87,12 +103,11 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
         Identity::Keys(keys.clone()),
         Nothing,
     );
-    let app = router(
-        gateway,
-        keys,
-        p.issuers(Duration::from_secs(60)),
-        &HttpSettings::default(),
-    );
+    let settings = HttpSettings {
+        public_url: Some("https://gate.example/".into()),
+        ..HttpSettings::default()
+    };
+    let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -108,6 +123,27 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
             let (status, _, raw) = post(addr, bad, None, init);
             assert_eq!(status, 401, "{raw}");
             assert!(raw.contains("\"code\":\"unauthorized\""), "{raw}");
+            // Where a host starts its OAuth discovery (RFC 9728 §5.1),
+            // named from the configured public URL.
+            assert!(
+                raw.to_ascii_lowercase().contains(
+                    "www-authenticate: bearer resource_metadata=\"https://gate.example/.well-known/oauth-protected-resource/mcp\""
+                ),
+                "{raw}"
+            );
+        }
+        // The metadata itself, without a credential, at both paths.
+        for path in [
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-protected-resource",
+        ] {
+            let (status, body) = get(addr, path);
+            assert_eq!(status, 200, "{path}: {body}");
+            let doc = toolgate::decode::decode_strict(body.as_bytes(), &toolgate::decode::Limits::provider_body()).unwrap();
+            assert_eq!(doc["resource"], "https://gate.example/mcp", "{doc}");
+            assert_eq!(doc["authorization_servers"], json!([issuer]), "{doc}");
+            assert_eq!(doc["scopes_supported"], json!(["refunds"]), "{doc}");
+            assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
         }
         let (status, session, raw) = post(addr, &good, None, init);
         assert_eq!(status, 200, "{raw}");

@@ -225,6 +225,19 @@ impl Issuers {
         self.list.iter().map(|i| i.settings.issuer.as_str())
     }
 
+    /// The OAuth scopes the issuers map to capabilities, for a protected
+    /// resource's metadata (`scopes_supported`).
+    pub fn scopes(&self) -> Vec<&str> {
+        let mut all: Vec<&str> = self
+            .list
+            .iter()
+            .flat_map(|i| i.settings.scope_capabilities.keys().map(String::as_str))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
     /// Whether `token` has a JWT's shape (three base64url parts): the
     /// doors ask an issuer only then, and a key's lookup otherwise.
     pub fn looks_like_token(token: &str) -> bool {

@@ -567,6 +567,7 @@ impl McpGateway {
         let settings = HttpSettings {
             allowed_hosts,
             body_limit,
+            public_url: service.settings().public_url.clone(),
         };
         let gateway = Gateway::new(
             Arc::clone(watch.policy()),
