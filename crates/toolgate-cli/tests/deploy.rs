@@ -324,6 +324,23 @@ fn http(addr: &str, path: &str, body: &str) -> (u16, String) {
     (status, body)
 }
 
+/// `config check` names the token issuers a file trusts (their keys are
+/// fetched on first use: a check connects to no issuer).
+#[test]
+fn config_check_names_the_token_issuers() {
+    let tools = format!(
+        "{GOOD_TOOLS}\n[[issuers]]\nissuer = \"https://id.example\"\naudience = \"https://gate.example/mcp\"\n"
+    );
+    let (_dir, file) = deployment("issuers", APP_DB, &tools);
+    let check = toolgate(&["config", "check", &file.display().to_string()]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check.stdout.contains("issuers: https://id.example"),
+        "{}",
+        check.stdout
+    );
+}
+
 #[test]
 #[expect(
     clippy::disallowed_methods,

@@ -278,6 +278,8 @@ impl Service {
         let d = &settled.decision;
         tracing::info!(
             principal = principal.id(),
+            // The key or client a person acted through, as the audit has it.
+            via = principal.via(),
             outcome = d.outcome().as_str(),
             reason = d.reason().map(|r| r.as_str()),
             tool = d.tool(),
@@ -384,6 +386,7 @@ fn log_note(principal: &Principal, decision: &Decision, note: &Note) {
         Note::ItemNotRecorded(error) => tracing::error!(%error, "review item not recorded"),
         Note::Concealed { reason, detail } => tracing::info!(
             principal = principal.id(),
+            via = principal.via(),
             tool = decision.tool(),
             reason = reason.as_str(),
             detail = detail.as_str(),

@@ -173,6 +173,12 @@ fn check(args: &CheckArgs) -> ExitCode {
             }
         ));
     }
+    let issuers: Vec<&str> = d.service.issuers.identifiers().collect();
+    if !issuers.is_empty() {
+        // What a token may name as its `iss`; its keys are fetched on
+        // first use, not here (a check connects to nothing).
+        out.push(format!("issuers: {}", issuers.join(", ")));
+    }
     let (s, service) = (&d.http, &d.service);
     out.push(format!(
         "lease {} ms, request timeout {} ms, body limit {} bytes",
