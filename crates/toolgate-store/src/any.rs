@@ -23,8 +23,8 @@ use crate::write::{StoreWrite, WriteCompleted};
 /// Declares [`Backend`], [`AnyClaimStore`] and what dispatches between
 /// them from one line per backend. `$d` is a `$`, for the `delegate!`
 /// macro it defines.
-// An enum rather than a boxed trait object: a decision's `Session`, the
-// support desk's SQL and the floor reach each backend's own pool and
+// An enum rather than a boxed trait object: a decision's `Session`, an
+// application's own SQL and the floor reach each backend's own pool and
 // connection type, which a `Box<dyn …>` would hide. The macro writes the
 // one match per call that the enum then needs, for the backends compiled
 // in.
