@@ -228,6 +228,49 @@ impl<S: EntitySource> CedarAuthorizer<S> {
         Request::new(principal, action, resource, context, None).map_err(|e| e.to_string())
     }
 
+    /// The source's entities with the attributes the principal's
+    /// authentication vouched for ([`Principal::attributes`]: a token's
+    /// claims) added to the principal's entity, made if the source has
+    /// none. An attribute both give is an error, which denies: which of two
+    /// values a policy read must never be a guess.
+    ///
+    /// [`Principal::attributes`]: toolgate::pipeline::Principal::attributes
+    fn with_principal_attributes(
+        &self,
+        mut entities: Vec<EntityRecord>,
+        r: &AuthzRequest<'_>,
+    ) -> Result<Vec<EntityRecord>, String> {
+        let attributes = r.principal().attributes();
+        if attributes.is_empty() {
+            return Ok(entities);
+        }
+        let type_name = self.principal_type.to_string();
+        let id = r.principal().id();
+        let at = match entities
+            .iter()
+            .position(|e| e.type_name == type_name && e.id == id)
+        {
+            Some(i) => i,
+            None => {
+                entities.push(EntityRecord::new(type_name.clone(), id));
+                entities.len() - 1
+            }
+        };
+        let record = &mut entities[at];
+        for (name, value) in attributes {
+            if record.attrs.iter().any(|(n, _)| n == name) {
+                return Err(format!(
+                    "the principal's attribute `{name}` comes both from its token and from the \
+                     entity source"
+                ));
+            }
+            record
+                .attrs
+                .push((name.clone(), Attr::Value(value.clone())));
+        }
+        Ok(entities)
+    }
+
     async fn decide<T: EntitySource>(&self, source: &T, r: &AuthzRequest<'_>) -> AuthzDecision {
         let request = match self.request(r) {
             Ok(q) => q,
@@ -245,6 +288,10 @@ impl<S: EntitySource> CedarAuthorizer<S> {
                     message: format!("loading entities: {message}"),
                 };
             }
+        };
+        let entities = match self.with_principal_attributes(entities, r) {
+            Ok(v) => v,
+            Err(message) => return AuthzDecision::Error { message },
         };
         let entities = entities
             .iter()

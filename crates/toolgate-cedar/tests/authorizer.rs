@@ -59,6 +59,9 @@ struct Shop {
     asked_for: Mutex<Option<String>>,
     /// The directory's database is down.
     down: Mutex<bool>,
+    /// The directory knows the agent (a token's person may be unknown to
+    /// it, with the token's attributes as the only ones).
+    agent_known: Mutex<bool>,
 }
 
 impl EntitySource for Shop {
@@ -78,10 +81,13 @@ impl EntitySource for Shop {
         } else {
             "us"
         };
-        let mut list = vec![
-            EntityRecord::new("Agent", r.principal().id())
-                .attr("team", Attr::Value(json!(agent_team))),
-        ];
+        let mut list = Vec::new();
+        if *self.agent_known.lock().unwrap() {
+            list.push(
+                EntityRecord::new("Agent", r.principal().id())
+                    .attr("team", Attr::Value(json!(agent_team))),
+            );
+        }
         if *self.order_exists.lock().unwrap() {
             list.push(
                 EntityRecord::new("Order", order_id.unwrap_or_default())
@@ -105,6 +111,7 @@ impl Shop {
             order_exists: Mutex::new(true),
             asked_for: Mutex::new(None),
             down: Mutex::new(false),
+            agent_known: Mutex::new(true),
         }
     }
 }
@@ -179,6 +186,18 @@ fn try_run_with<A: Authorizer>(
     amount: i64,
     n: u8,
 ) -> Result<Decision, GateError> {
+    let principal = Principal::new(who, ["refund:issue"]).unwrap();
+    try_run_as(w, authz, &principal, order, amount, n)
+}
+
+fn try_run_as<A: Authorizer>(
+    w: &RefundPipeline,
+    authz: &A,
+    principal: &Principal,
+    order: Value,
+    amount: i64,
+    n: u8,
+) -> Result<Decision, GateError> {
     let body = json!({"outcome":"action","reply":"Refunded.","proposed_action":{
         "tool":"refund_order","arguments":{"amount_minor":amount}}});
     let proposal = contract::check(
@@ -194,13 +213,12 @@ fn try_run_with<A: Authorizer>(
         claims: &w.store,
         executor: &w.refunds,
     };
-    let principal = Principal::new(who, ["refund:issue"]).unwrap();
     let mut scope = Map::new();
     scope.insert("order_id".into(), order);
     let seen = StateVersion::from(1);
     let scope = toolgate::pipeline::Scope::new(scope.clone(), Some(seen.clone()));
     let request = Request::plain(
-        &principal,
+        principal,
         &scope,
         UnixMillis(1_000 + i64::from(n)),
         HolderToken::from_bytes([n; 16]),
@@ -311,6 +329,48 @@ fn a_borrowed_entity_source_replaces_the_own_one() {
     .unwrap();
     assert_forbidden(&d, Reason::NotAuthorized);
     assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+}
+
+#[test]
+fn attributes_the_principals_token_vouched_for_are_its_own() {
+    let w = refund_pipeline();
+    *w.authz.entity_source().agent_known.lock().unwrap() = false;
+    let person = |team: Value| {
+        let mut attrs = Map::new();
+        attrs.insert("team".into(), team);
+        Principal::new("claude-desktop", ["refund:issue"])
+            .unwrap()
+            .acting_for("alice")
+            .unwrap()
+            .with_attributes(attrs)
+    };
+    // The directory does not know alice: the token's team is the only one,
+    // on a principal entity made for it.
+    let d = try_run_as(&w, &w.authz, &person(json!("eu")), json!(50), 100, 1).unwrap();
+    assert_eq!(d.outcome(), Outcome::Executed, "{d:?}");
+    let d = try_run_as(&w, &w.authz, &person(json!("us")), json!(51), 100, 2).unwrap();
+    assert_forbidden(&d, Reason::NotAuthorized);
+    // Without the attribute, the policy cannot read it: denied.
+    let bare = Principal::new("claude-desktop", ["refund:issue"])
+        .unwrap()
+        .acting_for("alice")
+        .unwrap();
+    let d = try_run_as(&w, &w.authz, &bare, json!(52), 100, 3).unwrap();
+    assert_forbidden(&d, Reason::AuthorizationError);
+    // The directory knows her too and says `us`: two sources for one
+    // attribute is an error, which denies, whichever says `eu`.
+    *w.authz.entity_source().agent_known.lock().unwrap() = true;
+    let d = try_run_as(&w, &w.authz, &person(json!("eu")), json!(53), 100, 4).unwrap();
+    assert_forbidden(&d, Reason::AuthorizationError);
+    assert_eq!(*w.refunds.0.lock().unwrap(), 1);
+    // A key's actor carries none of the key's attributes.
+    assert!(
+        person(json!("eu"))
+            .acting_for("bob")
+            .unwrap()
+            .attributes()
+            .is_empty()
+    );
 }
 
 #[test]

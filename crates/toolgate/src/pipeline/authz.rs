@@ -19,6 +19,7 @@ pub struct Principal {
     id: String,
     capabilities: BTreeSet<String>,
     via: Option<String>,
+    attributes: Map<String, Value>,
 }
 
 /// Why a principal could not be built.
@@ -99,6 +100,7 @@ impl Principal {
             id,
             capabilities: set,
             via: None,
+            attributes: Map::new(),
         })
     }
 
@@ -120,11 +122,30 @@ impl Principal {
     pub fn acting_for(&self, actor: impl Into<String>) -> Result<Self, PrincipalError> {
         let actor = actor.into();
         actor_label(&actor)?;
+        // The attributes were the authenticated principal's; the actor a
+        // key names has none until the authoriser's sources give it some.
         Ok(Self {
             id: actor,
             capabilities: self.capabilities.clone(),
             via: Some(self.id.clone()),
+            attributes: Map::new(),
         })
+    }
+
+    /// This principal with `attributes`, vouched for by whoever
+    /// authenticated it (a signed token's claims, mapped by the
+    /// deployment): the authoriser sees them as the principal's own
+    /// (Cedar's `principal.team`). Never from a request body.
+    #[must_use]
+    pub fn with_attributes(mut self, attributes: Map<String, Value>) -> Self {
+        self.attributes = attributes;
+        self
+    }
+
+    /// The attributes its authentication vouched for
+    /// ([`Principal::with_attributes`]); empty for a key.
+    pub fn attributes(&self) -> &Map<String, Value> {
+        &self.attributes
     }
 
     /// The authenticated principal that named this actor, when it was
