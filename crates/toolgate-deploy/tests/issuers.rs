@@ -37,6 +37,7 @@ audience = "https://gate.example/mcp"
 scopes = { refunds = ["refund:issue"] }
 groups_claim = "groups"
 groups = { support = ["credit:issue"] }
+attributes = { team = "team", mail = "email" }
 "#;
 
 #[test]
@@ -83,6 +84,16 @@ fn each_issuer_mistake_names_its_field() {
             "https://",
         ),
         (format!("{GOOD}{GOOD}"), "issuers", "named twice"),
+        (
+            GOOD.replace("mail = \"email\"", "mail = \"\""),
+            "issuers[0].attributes",
+            "both named",
+        ),
+        (
+            GOOD.replace("refunds = [", "\"refunds now\" = ["),
+            "issuers",
+            "not an OAuth scope token",
+        ),
     ];
     for (text, field, message) in cases {
         let Err(e) = load(&text) else {

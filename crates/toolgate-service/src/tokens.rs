@@ -26,7 +26,9 @@
 //! The principal is the person (the claim's value), acting through the
 //! client: [`Principal::via`] is the client id, as for a key that acts for
 //! users. Capabilities come from the token's scopes (`scope`, `scp`) and
-//! groups, through the issuer's tables; nothing else grants one.
+//! groups, through the issuer's tables; nothing else grants one. The
+//! claims the issuer's `attributes` table names become the principal's
+//! attributes for the authoriser (a team, groups, an email).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -74,6 +76,11 @@ pub struct IssuerSettings {
     pub group_capabilities: BTreeMap<String, Vec<String>>,
     /// Least time between two fetches of the JWKS for an unknown `kid`.
     pub refetch_interval: Duration,
+    /// Principal attribute → the claim it is read from: the person's
+    /// attributes as the authoriser sees them (Cedar's `principal.team`).
+    /// A claim the token lacks, or holds as `null`, leaves the attribute
+    /// out.
+    pub attributes: BTreeMap<String, String>,
 }
 
 /// The `alg` values an issuer may accept: asymmetric signatures only.
@@ -162,13 +169,23 @@ struct Issuer {
     settings: IssuerSettings,
     algorithms: Vec<Algorithm>,
     http: reqwest::Client,
-    keys: tokio::sync::Mutex<KeyCache>,
+    // Held only to read or replace, never across a fetch: a slow JWKS must
+    // not hold up tokens whose key is cached.
+    keys: std::sync::Mutex<KeyCache>,
+    // One fetch at a time; a caller that waited for one looks again before
+    // starting its own.
+    fetching: tokio::sync::Mutex<()>,
 }
+
+type Key = (DecodingKey, Option<Algorithm>);
 
 #[derive(Default)]
 struct KeyCache {
-    keys: HashMap<String, (DecodingKey, Option<Algorithm>)>,
+    keys: HashMap<String, Key>,
     fetched_at: Option<Instant>,
+    /// Why the last fetch failed, until one succeeds: an unknown `kid`
+    /// meanwhile is `keys_unavailable`, not `unknown_key`.
+    failed: Option<String>,
 }
 
 impl Issuers {
@@ -205,11 +222,20 @@ impl Issuers {
             if algorithms.is_empty() {
                 return Err(IssuerError("an issuer needs at least one algorithm".into()));
             }
+            // A scope is written into a `WWW-Authenticate` challenge: only
+            // RFC 6749's scope-token characters, so no quote can end it.
+            if let Some(bad) = s.scope_capabilities.keys().find(|k| !is_scope_token(k)) {
+                return Err(IssuerError(format!(
+                    "scope {bad:?} is not an OAuth scope token (printable ASCII, no space, \
+                     quote or backslash)"
+                )));
+            }
             list.push(Issuer {
                 settings: s,
                 algorithms,
                 http: http.clone(),
-                keys: tokio::sync::Mutex::new(KeyCache::default()),
+                keys: std::sync::Mutex::new(KeyCache::default()),
+                fetching: tokio::sync::Mutex::new(()),
             });
         }
         Ok(Self { list: list.into() })
@@ -232,6 +258,25 @@ impl Issuers {
             .list
             .iter()
             .flat_map(|i| i.settings.scope_capabilities.keys().map(String::as_str))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+
+    /// The OAuth scopes that grant `capability` at some issuer, for a
+    /// step-up answer (`insufficient_scope`).
+    pub fn scopes_granting(&self, capability: &str) -> Vec<&str> {
+        let mut all: Vec<&str> = self
+            .list
+            .iter()
+            .flat_map(|i| {
+                i.settings
+                    .scope_capabilities
+                    .iter()
+                    .filter(|(_, caps)| caps.iter().any(|c| c == capability))
+                    .map(|(scope, _)| scope.as_str())
+            })
             .collect();
         all.sort_unstable();
         all.dedup();
@@ -313,28 +358,53 @@ fn unverified_issuer(token: &str) -> Result<String, TokenError> {
 }
 
 impl Issuer {
+    fn cache(&self) -> std::sync::MutexGuard<'_, KeyCache> {
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The key `kid`, from the cache or a fetch the rate limit allows.
-    async fn key(&self, kid: &str) -> Result<(DecodingKey, Option<Algorithm>), TokenError> {
-        let mut cache = self.keys.lock().await;
-        if let Some(found) = cache.keys.get(kid) {
+    async fn key(&self, kid: &str) -> Result<Key, TokenError> {
+        if let Some(found) = self.cache().keys.get(kid) {
             return Ok(found.clone());
         }
-        let due = cache
-            .fetched_at
-            .is_none_or(|at| at.elapsed() >= self.settings.refetch_interval);
-        if !due {
-            return Err(TokenError::UnknownKey(format!(
-                "no key {kid:?} in the issuer's keys (fetched again at most every {} s)",
-                self.settings.refetch_interval.as_secs()
-            )));
+        let _one_fetch = self.fetching.lock().await;
+        {
+            let mut cache = self.cache();
+            if let Some(found) = cache.keys.get(kid) {
+                return Ok(found.clone());
+            }
+            let due = cache
+                .fetched_at
+                .is_none_or(|at| at.elapsed() >= self.settings.refetch_interval);
+            if !due {
+                let every = self.settings.refetch_interval.as_secs();
+                return Err(match &cache.failed {
+                    Some(e) => TokenError::KeysUnavailable(format!(
+                        "{e} (fetched again at most every {every} s)"
+                    )),
+                    None => TokenError::UnknownKey(format!(
+                        "no key {kid:?} in the issuer's keys (fetched again at most every \
+                         {every} s)"
+                    )),
+                });
+            }
+            cache.fetched_at = Some(Instant::now());
         }
-        cache.fetched_at = Some(Instant::now());
-        match self.fetch_keys().await {
+        let fetched = self.fetch_keys().await;
+        let mut cache = self.cache();
+        match fetched {
             // Keys no longer published are dropped: a rotated-out key stops
             // verifying once the JWKS is read again.
-            Ok(keys) => cache.keys = keys,
+            Ok(keys) => {
+                cache.keys = keys;
+                cache.failed = None;
+            }
+            // The cached keys stay: they still verify while it is down.
             Err(e) => {
                 tracing::warn!(issuer = %self.settings.issuer, error = %e, "fetching the issuer's keys");
+                cache.failed = Some(e.clone());
                 return Err(TokenError::KeysUnavailable(e));
             }
         }
@@ -345,9 +415,7 @@ impl Issuer {
             .ok_or_else(|| TokenError::UnknownKey(format!("no key {kid:?} in the issuer's keys")))
     }
 
-    async fn fetch_keys(
-        &self,
-    ) -> Result<HashMap<String, (DecodingKey, Option<Algorithm>)>, String> {
+    async fn fetch_keys(&self) -> Result<HashMap<String, Key>, String> {
         let url = match &self.settings.jwks_url {
             Some(u) => u.clone(),
             None => self.discover_jwks_url().await?,
@@ -460,14 +528,31 @@ impl Issuer {
             _ => None,
         });
         let bad = |e: toolgate::pipeline::PrincipalError| TokenError::NoPrincipal(e.to_string());
-        match client {
+        let principal = match client {
             Some(client) => Principal::new(client, capabilities)
                 .map_err(bad)?
                 .acting_for(person)
-                .map_err(bad),
-            None => Principal::new(person, capabilities).map_err(bad),
-        }
+                .map_err(bad)?,
+            None => Principal::new(person, capabilities).map_err(bad)?,
+        };
+        let attributes = s
+            .attributes
+            .iter()
+            .filter_map(|(name, claim)| match claims.get(claim) {
+                None | Some(Value::Null) => None,
+                Some(v) => Some((name.clone(), v.clone())),
+            })
+            .collect();
+        Ok(principal.with_attributes(attributes))
     }
+}
+
+/// RFC 6749 §3.3's `scope-token`: `%x21 / %x23-5B / %x5D-7E`, at least one.
+fn is_scope_token(scope: &str) -> bool {
+    !scope.is_empty()
+        && scope
+            .bytes()
+            .all(|b| b == 0x21 || (0x23..=0x5B).contains(&b) || (0x5D..=0x7E).contains(&b))
 }
 
 /// A claim's strings: a space-separated string (`scope`) or an array.

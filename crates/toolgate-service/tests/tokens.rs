@@ -38,6 +38,16 @@ async fn a_good_token_names_the_person_the_client_and_what_they_may_do() {
     // `openid` maps to nothing; nothing else is granted.
     assert!(!principal.has_capability("openid"));
     assert!(!principal.has_capability("toolgate:review"));
+    // The claims the issuer's `attributes` names, and only those, are the
+    // person's attributes for the authoriser.
+    assert_eq!(
+        serde_json::Value::Object(principal.attributes().clone()),
+        json!({"team": "eu"})
+    );
+    let mut no_team = claims(&p.issuer);
+    no_team["team"] = Value::Null;
+    let bare = issuers.verify(&sign("a", &no_team)).await.unwrap();
+    assert!(bare.attributes().is_empty(), "{bare:?}");
 
     // Metadata discovery finds the same keys.
     let discovered = Issuers::new(vec![p.settings(None, Duration::from_secs(60))]).unwrap();
@@ -141,6 +151,9 @@ async fn keys_are_cached_refetched_for_a_new_kid_and_fail_closed() {
     // With no cached key, nothing verifies.
     let cold = p.issuers(Duration::from_secs(3600));
     assert_eq!(code(cold.verify(&token_a).await), "keys_unavailable");
+    // Within the interval it is not fetched again, and still says why:
+    // the keys are unavailable, not the kid unknown.
+    assert_eq!(code(cold.verify(&token_a).await), "keys_unavailable");
     p.up.store(true, Ordering::SeqCst);
 
     // Rotation: the issuer now publishes b only. A verifier that may fetch
@@ -150,6 +163,33 @@ async fn keys_are_cached_refetched_for_a_new_kid_and_fail_closed() {
     p.serve_keys(&["b"]);
     assert_eq!(rotating.verify(&token_b).await.unwrap().id(), "alice");
     assert_eq!(code(rotating.verify(&token_a).await), "unknown_key");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_jwks_holds_up_no_token_whose_key_is_cached() {
+    let p = Provider::start(&["a"]).await;
+    let issuers = p.issuers(Duration::ZERO);
+    let token_a = sign("a", &claims(&p.issuer));
+    issuers.verify(&token_a).await.unwrap();
+    // A made-up kid starts a fetch the issuer does not answer yet.
+    p.hold.store(true, Ordering::SeqCst);
+    let pending = {
+        let (issuers, token) = (issuers.clone(), sign("b", &claims(&p.issuer)));
+        tokio::spawn(async move { code(issuers.verify(&token).await) })
+    };
+    while p.fetches.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Meanwhile the cached key verifies: the fetch holds no lock it needs.
+    // (The timeout only turns a hang into a failure.)
+    let verified = tokio::time::timeout(Duration::from_secs(60), issuers.verify(&token_a)).await;
+    assert_eq!(
+        verified.expect("held up by the fetch").unwrap().id(),
+        "alice"
+    );
+    assert!(!pending.is_finished());
+    p.hold.store(false, Ordering::SeqCst);
+    assert_eq!(pending.await.unwrap(), "unknown_key");
 }
 
 #[test]
@@ -166,6 +206,7 @@ fn an_issuer_takes_asymmetric_algorithms_only() {
         groups_claim: None,
         group_capabilities: BTreeMap::new(),
         refetch_interval: Duration::from_secs(30),
+        attributes: BTreeMap::new(),
     };
     for bad in ["HS256", "none", "rs256"] {
         let s = IssuerSettings {

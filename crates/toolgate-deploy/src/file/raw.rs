@@ -125,4 +125,6 @@ pub(super) struct IssuerEntry {
     #[serde(default)]
     pub groups: std::collections::BTreeMap<String, Vec<String>>,
     pub refetch_secs: Option<u64>,
+    #[serde(default)]
+    pub attributes: std::collections::BTreeMap<String, String>,
 }

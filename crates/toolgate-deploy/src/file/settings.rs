@@ -61,6 +61,16 @@ impl Ctx<'_> {
             if e.audience.is_empty() {
                 return Err(self.err(&at("audience"), "must name this resource's public URL"));
             }
+            if let Some((name, claim)) = e
+                .attributes
+                .iter()
+                .find(|(n, c)| n.is_empty() || c.is_empty())
+            {
+                return Err(self.err(
+                    &at("attributes"),
+                    format!("{name:?} = {claim:?}: an attribute and its claim are both named"),
+                ));
+            }
             let skew = e.clock_skew_secs.unwrap_or(60);
             if skew > 300 {
                 return Err(self.err(&at("clock_skew_secs"), "must be at most 300"));
@@ -83,6 +93,7 @@ impl Ctx<'_> {
                 groups_claim: e.groups_claim.clone(),
                 group_capabilities: e.groups.clone(),
                 refetch_interval: Duration::from_secs(e.refetch_secs.unwrap_or(30).max(1)),
+                attributes: e.attributes.clone(),
             });
         }
         Issuers::new(list).map_err(|e| self.err("issuers", e.to_string()))

@@ -30,6 +30,9 @@ pub struct Provider {
     jwks: Arc<Mutex<Value>>,
     pub up: Arc<AtomicBool>,
     pub fetches: Arc<AtomicUsize>,
+    /// While set, a JWKS request is counted and then not answered: a slow
+    /// issuer, for as long as the test wants.
+    pub hold: Arc<AtomicBool>,
 }
 
 impl Provider {
@@ -41,8 +44,14 @@ impl Provider {
             jwks: Arc::new(Mutex::new(jwks(keys))),
             up: Arc::new(AtomicBool::new(true)),
             fetches: Arc::new(AtomicUsize::new(0)),
+            hold: Arc::new(AtomicBool::new(false)),
         };
-        let (jwks, up, fetches) = (p.jwks.clone(), p.up.clone(), p.fetches.clone());
+        let (jwks, up, fetches, hold) = (
+            p.jwks.clone(),
+            p.up.clone(),
+            p.fetches.clone(),
+            p.hold.clone(),
+        );
         tokio::spawn(async move {
             loop {
                 let (mut conn, _) = listener.accept().await.unwrap();
@@ -54,6 +63,9 @@ impl Provider {
                     ("503 Service Unavailable", "{}".to_owned())
                 } else if path == "/jwks" {
                     fetches.fetch_add(1, Ordering::SeqCst);
+                    while hold.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     ("200 OK", jwks.lock().unwrap().to_string())
                 } else if path == "/.well-known/openid-configuration" {
                     let meta = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")});
@@ -94,6 +106,7 @@ impl Provider {
                 vec!["credit:issue".to_owned()],
             )]),
             refetch_interval: refetch,
+            attributes: BTreeMap::from([("team".to_owned(), "team".to_owned())]),
         }
     }
 
@@ -135,6 +148,8 @@ pub fn claims(issuer: &str) -> Value {
         "azp": "claude-desktop",
         "scope": "openid refunds",
         "groups": ["support"],
+        "team": "eu",
+        "email": "alice@example.com",
         "iat": now(),
         "exp": now() + 300,
     })
