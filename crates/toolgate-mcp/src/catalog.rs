@@ -117,6 +117,11 @@ impl Catalog {
             .filter(|t| principal.has_capability(&t.capability))
     }
 
+    /// The capability the served tool `name` needs.
+    pub fn capability_of(&self, name: &str) -> Option<&str> {
+        self.tools.get(name).map(|t| t.capability.as_str())
+    }
+
     /// What `principal` may see, in name order.
     pub fn list(&self, principal: &Principal) -> Vec<Tool> {
         self.tools

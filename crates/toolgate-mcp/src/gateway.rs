@@ -92,6 +92,12 @@ impl<D: Decide> Gateway<D> {
         )
     }
 
+    /// The capability a caller needs for the served tool `name`, whoever
+    /// asks: for the HTTP layer's step-up answer to a signed token.
+    pub(crate) fn capability_of(&self, name: &str) -> Option<String> {
+        self.catalog().capability_of(name).map(str::to_owned)
+    }
+
     fn principal(&self, context: &RequestContext<RoleServer>) -> Result<Principal, ErrorData> {
         match &self.inner.identity {
             Identity::Fixed(p) => Ok(p.clone()),

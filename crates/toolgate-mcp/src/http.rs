@@ -10,6 +10,13 @@
 //!    decoder; a body it refuses is answered with a JSON-RPC parse error
 //!    (`-32700`, HTTP 400) and never reaches rmcp, so no model-written
 //!    argument can mean two things.
+//! 3. **Step-up.** A signed token's `tools/call` of a served tool whose
+//!    capability the token does not carry is `403` with
+//!    `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`
+//!    naming the scopes that grant it (the MCP authorization spec's
+//!    step-up): the host can ask its user for more. A key without the
+//!    capability is answered as before, the tool unknown, since a key
+//!    cannot be stepped up.
 //!
 //! The router is mountable: `Router::new().merge(toolgate_mcp::http::router(…))`
 //! next to the sidecar's routes.
@@ -20,7 +27,7 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::{Next, from_fn, from_fn_with_state};
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -99,6 +106,7 @@ pub fn router<D: Decide>(
     config.legacy_session_mode = true;
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.body_limit;
+    let catalog_of = gateway.clone();
     let service = StreamableHttpService::new(
         move || Ok(gateway.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -107,11 +115,15 @@ pub fn router<D: Decide>(
     let limit = settings.body_limit;
     let resource = protected_resource(&issuers, settings.public_url.as_deref());
     let metadata_url = resource.as_ref().map(|(_, url)| url.clone());
+    let body = Arc::new(BodyCheck {
+        limit,
+        capability_of: Box::new(move |tool| gateway_capability(&catalog_of, tool)),
+        issuers: issuers.clone(),
+        metadata_url: metadata_url.clone(),
+    });
     let router = Router::new()
         .nest_service(MCP_PATH, service)
-        .layer(from_fn(move |req: Request, next: Next| {
-            strict_body(limit, req, next)
-        }))
+        .layer(from_fn_with_state(body, strict_body))
         .layer(from_fn_with_state(
             Arc::new(Callers {
                 keys,
@@ -181,9 +193,14 @@ async fn authenticate(
         }
         Err(e) => {
             tracing::info!(reason = e.code(), "a bearer token refused on /mcp");
-            refuse()
+            unauthorized_token(callers.metadata_url.as_deref(), &e)
         }
     }
+}
+
+/// A served tool's capability, whoever asks.
+fn gateway_capability<D: Decide>(gateway: &Gateway<D>, tool: &str) -> Option<String> {
+    gateway.capability_of(tool)
 }
 
 /// The HTTP door's `401` problem (docs/error-codes.md, `unauthorized`), so
@@ -191,29 +208,122 @@ async fn authenticate(
 /// `WWW-Authenticate` points at the resource metadata (RFC 9728 §5.1),
 /// where an MCP host starts its OAuth discovery.
 fn unauthorized(metadata_url: Option<&str>) -> Response {
-    let challenge = metadata_url.map_or_else(
-        || "Bearer".to_owned(),
-        |url| format!("Bearer resource_metadata=\"{url}\""),
-    );
-    let problem = serde_json::json!({
-        "type": "https://toolgate.dev/problems/unauthorized",
-        "title": "Unauthorized",
-        "status": 401,
-        "detail": "a valid API key is required: Authorization: Bearer <key>",
-        "code": "unauthorized",
+    problem(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        "a valid API key is required: Authorization: Bearer <key>",
+        &challenge(&[], metadata_url),
+    )
+}
+
+/// A signed token refused: the `401` of [`unauthorized`], with RFC 6750's
+/// `error="invalid_token"` and the reason's stable code
+/// ([`toolgate_service::TokenError::code`]) as its description and in the
+/// detail, so a host's log says which check failed.
+fn unauthorized_token(metadata_url: Option<&str>, e: &toolgate_service::TokenError) -> Response {
+    problem(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        &format!("the bearer token is refused: {e}"),
+        &challenge(
+            &[("error", "invalid_token"), ("error_description", e.code())],
+            metadata_url,
+        ),
+    )
+}
+
+/// `403 insufficient_scope`: the token is valid, but no scope it carries
+/// grants `capability`; `scopes` are the ones that would (RFC 6750 §3.1).
+fn insufficient_scope(metadata_url: Option<&str>, capability: &str, scopes: &[&str]) -> Response {
+    let scope = scopes.join(" ");
+    let mut params = vec![("error", "insufficient_scope")];
+    if !scope.is_empty() {
+        params.push(("scope", scope.as_str()));
+    }
+    let detail = if scope.is_empty() {
+        format!("the token lacks the capability {capability}, which no scope grants")
+    } else {
+        format!("the token lacks the capability {capability}: it needs the scope {scope}")
+    };
+    problem(
+        StatusCode::FORBIDDEN,
+        "insufficient_scope",
+        &detail,
+        &challenge(&params, metadata_url),
+    )
+}
+
+/// A `Bearer` challenge: `params` in order, then the resource metadata's
+/// URL. Every value here is the server's own (a code, a configured scope or
+/// URL), never a caller's text.
+fn challenge(params: &[(&str, &str)], metadata_url: Option<&str>) -> String {
+    let mut parts: Vec<String> = params.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    if let Some(url) = metadata_url {
+        parts.push(format!("resource_metadata=\"{url}\""));
+    }
+    if parts.is_empty() {
+        "Bearer".to_owned()
+    } else {
+        format!("Bearer {}", parts.join(", "))
+    }
+}
+
+/// A problem document (docs/error-codes.md) with its challenge.
+fn problem(status: StatusCode, code: &str, detail: &str, challenge: &str) -> Response {
+    let title = status.canonical_reason().unwrap_or("Error");
+    let body = serde_json::json!({
+        "type": format!("https://toolgate.dev/problems/{code}"),
+        "title": title,
+        "status": status.as_u16(),
+        "detail": detail,
+        "code": code,
     });
     (
-        StatusCode::UNAUTHORIZED,
+        status,
         [
             (header::CONTENT_TYPE, "application/problem+json"),
-            (header::WWW_AUTHENTICATE, challenge.as_str()),
+            (header::WWW_AUTHENTICATE, challenge),
         ],
-        problem.to_string(),
+        body.to_string(),
     )
         .into_response()
 }
 
-async fn strict_body(limit: usize, req: Request, next: Next) -> Response {
+/// A served tool's capability, by name (the gateway's current catalog).
+type CapabilityOf = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// What the body layer needs: the limit, and for step-up the served tools'
+/// capabilities and the scopes that grant them.
+struct BodyCheck {
+    limit: usize,
+    capability_of: CapabilityOf,
+    issuers: Issuers,
+    metadata_url: Option<String>,
+}
+
+impl BodyCheck {
+    /// The `403` for a token's `tools/call` of a served tool it lacks the
+    /// capability for, if this body is one.
+    fn step_up(&self, caller: &TokenCaller, body: &serde_json::Value) -> Option<Response> {
+        if body.get("method")?.as_str()? != "tools/call" {
+            return None;
+        }
+        let tool = body.get("params")?.get("name")?.as_str()?;
+        let capability = (self.capability_of)(tool)?;
+        if caller.0.has_capability(&capability) {
+            return None;
+        }
+        let scopes = self.issuers.scopes_granting(&capability);
+        Some(insufficient_scope(
+            self.metadata_url.as_deref(),
+            &capability,
+            &scopes,
+        ))
+    }
+}
+
+async fn strict_body(State(check): State<Arc<BodyCheck>>, req: Request, next: Next) -> Response {
+    let limit = check.limit;
     if req.method() != Method::POST {
         return next.run(req).await;
     }
@@ -228,7 +338,14 @@ async fn strict_body(limit: usize, req: Request, next: Next) -> Response {
                 .into_response();
         }
     };
-    if let Err(r) = decode_strict(&bytes, &Limits::provider_body().with_max_bytes(limit)) {
+    let decoded = decode_strict(&bytes, &Limits::provider_body().with_max_bytes(limit));
+    if let Ok(body) = &decoded
+        && let Some(caller) = parts.extensions.get::<TokenCaller>()
+        && let Some(refused) = check.step_up(caller, body)
+    {
+        return refused;
+    }
+    if let Err(r) = decoded {
         let error = serde_json::json!({
             "jsonrpc": "2.0",
             "id": null,

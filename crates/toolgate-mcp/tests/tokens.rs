@@ -14,11 +14,14 @@ use std::time::Duration;
 use provider::{Provider, claims, sign};
 use serde_json::json;
 use toolgate::contract::Policy;
+use toolgate::pipeline::Principal;
 use toolgate_mcp::catalog::Catalog;
+use toolgate_mcp::config::McpSection;
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::http::{HttpSettings, router};
+use toolgate_mcp::pin::{Offered, PinFile, compare};
 use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall};
-use toolgate_service::KeyRing;
+use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
 
 /// No tool is served, so nothing is decided.
 struct Nothing;
@@ -125,12 +128,27 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
             assert!(raw.contains("\"code\":\"unauthorized\""), "{raw}");
             // Where a host starts its OAuth discovery (RFC 9728 §5.1),
             // named from the configured public URL.
+            let challenge = raw
+                .lines()
+                .find(|l| l.to_ascii_lowercase().starts_with("www-authenticate:"))
+                .unwrap_or_else(|| panic!("no challenge: {raw}"));
             assert!(
-                raw.to_ascii_lowercase().contains(
-                    "www-authenticate: bearer resource_metadata=\"https://gate.example/.well-known/oauth-protected-resource/mcp\""
+                challenge.ends_with(
+                    "resource_metadata=\"https://gate.example/.well-known/oauth-protected-resource/mcp\""
                 ),
                 "{raw}"
             );
+            // A token that fails a check says which one (RFC 6750 §3).
+            if bad == expired {
+                assert!(
+                    challenge.contains(r#"error="invalid_token", error_description="invalid_token""#),
+                    "{raw}"
+                );
+            } else if bad == "a.b.c" {
+                assert!(challenge.contains(r#"error_description="malformed_token""#), "{raw}");
+            } else {
+                assert!(!challenge.contains("error="), "a non-token is no token error: {raw}");
+            }
         }
         // The metadata itself, without a credential, at both paths.
         for path in [
@@ -170,6 +188,133 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
         other["iss"] = json!("https://evil.example");
         let (status, _, raw) = post(addr, &sign("a", &other), Some(&session), r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#);
         assert_eq!(status, 401, "{raw}");
+        assert!(raw.contains(r#"error_description="unknown_issuer""#), "{raw}");
+    })
+    .await
+    .unwrap();
+}
+
+const POLICY: &str = r#"version = 1
+abstain_message = "no"
+[[tools]]
+name = "refund_order"
+description = "Refund an order."
+capability = "refund:issue"
+operation_key = ["order"]
+schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"integer"}},"required":["order_id"],"type":"object"}'
+"#;
+
+/// A catalog serving one pinned `refund_order` (capability
+/// `refund:issue`) of an upstream that is never called.
+fn one_tool(policy: &Policy) -> Catalog {
+    let section = McpSection::from_toml(
+        r#"[[upstreams]]
+name = "shop"
+url = "http://127.0.0.1:9/mcp"
+pins = "shop.pins.toml"
+[[upstreams.tools]]
+name = "refund_order"
+scope.order = { from = "argument", pointer = "/order_id" }
+version_seen = { from = "none", replay_window = "1m" }
+"#,
+    )
+    .unwrap();
+    let upstreams = section.check(std::path::Path::new(".")).unwrap();
+    let offered = Offered {
+        name: "refund_order".into(),
+        description: Some("Refund an order.".into()),
+        input_schema: json!({"type": "object", "additionalProperties": false,
+            "properties": {"order_id": {"type": "integer"}}, "required": ["order_id"]}),
+        output_schema: None,
+    };
+    let (pins, refused) = PinFile::pin_all("shop", [&offered]);
+    assert!(refused.is_empty(), "{refused:?}");
+    let refresh = compare(&pins, std::slice::from_ref(&offered));
+    let mut catalog = Catalog::default();
+    let notes = catalog.add_upstream(policy, &upstreams[0], &pins, &refresh);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(catalog.len(), 1);
+    catalog
+}
+
+/// An initialised 2025-11-25 session for `token`.
+fn session(addr: SocketAddr, token: &str) -> String {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (status, id, raw) = post(addr, token, None, init);
+    assert_eq!(status, 200, "{raw}");
+    let id = id.unwrap_or_else(|| panic!("no session id: {raw}"));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(post(addr, token, Some(&id), note).0, 202);
+    id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_the_scope_is_told_which_one_it_needs() {
+    let p = Provider::start(&["a"]).await;
+    let policy = Arc::new(Policy::load(POLICY).unwrap());
+    let catalog = one_tool(&policy);
+    let keys = KeyRing::new(vec![ApiKey {
+        sha256: ApiKey::digest("key-reader"),
+        principal: Principal::new("reader", Vec::<String>::new()).unwrap(),
+        mode: ExecutionMode::InProcess,
+        act_for_users: false,
+    }])
+    .unwrap();
+    let gateway = Gateway::new(policy, catalog, Identity::Keys(keys.clone()), Nothing);
+    let settings = HttpSettings {
+        public_url: Some("https://gate.example".into()),
+        ..HttpSettings::default()
+    };
+    let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let with_scope = sign("a", &claims(&p.issuer));
+    let mut narrow = claims(&p.issuer);
+    narrow["scope"] = json!("openid");
+    narrow["groups"] = json!([]);
+    let narrow = sign("a", &narrow);
+    tokio::task::spawn_blocking(move || {
+        let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"refund_order","arguments":{"order_id":7}}}"#;
+
+        // tools/list follows the capabilities the token's scopes map to.
+        let s = session(addr, &with_scope);
+        let (status, _, raw) = post(addr, &with_scope, Some(&s), list);
+        assert_eq!(status, 200, "{raw}");
+        assert!(raw.contains(r#""name":"refund_order""#), "{raw}");
+        let s = session(addr, &narrow);
+        let (status, _, raw) = post(addr, &narrow, Some(&s), list);
+        assert_eq!(status, 200, "{raw}");
+        assert!(raw.contains(r#""tools":[]"#), "{raw}");
+
+        // Calling it anyway: 403, naming the scope that grants it, so the
+        // host can ask its user for more (step-up).
+        let (status, _, raw) = post(addr, &narrow, Some(&s), call);
+        assert_eq!(status, 403, "{raw}");
+        assert!(raw.contains(r#""code":"insufficient_scope""#), "{raw}");
+        assert!(
+            raw.contains(r#"Bearer error="insufficient_scope", scope="refunds", resource_metadata="https://gate.example/.well-known/oauth-protected-resource/mcp""#),
+            "{raw}"
+        );
+        // A tool nobody serves is not a scope question: the handler's own
+        // answer, as for a key.
+        let unknown = call.replace("refund_order", "drop_tables");
+        let (status, _, raw) = post(addr, &narrow, Some(&s), &unknown);
+        assert_eq!(status, 200, "{raw}");
+        assert!(!raw.contains("insufficient_scope"), "{raw}");
+        // With the scope, the call reaches the decision (none here).
+        let s = session(addr, &with_scope);
+        let (status, _, raw) = post(addr, &with_scope, Some(&s), call);
+        assert_eq!(status, 200, "{raw}");
+        assert!(!raw.contains("insufficient_scope"), "{raw}");
+        // A key cannot be stepped up: its answer is the unknown tool, as
+        // before.
+        let s = session(addr, "key-reader");
+        let (status, _, raw) = post(addr, "key-reader", Some(&s), call);
+        assert_eq!(status, 200, "{raw}");
+        assert!(!raw.contains("insufficient_scope"), "{raw}");
     })
     .await
     .unwrap();
