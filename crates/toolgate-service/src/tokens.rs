@@ -333,7 +333,11 @@ impl Issuers {
         validation.leeway = issuer.settings.clock_skew.as_secs();
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key, &validation)
             .map_err(|e| TokenError::Invalid(e.to_string()))?;
-        issuer.principal(&data.claims)
+        // Kept for an upstream that acts as the person (token exchange);
+        // never printed or sent on as it is.
+        Ok(issuer
+            .principal(&data.claims)?
+            .with_credential(toolgate::pipeline::Credential::new(token)))
     }
 }
 

@@ -222,3 +222,18 @@ fn a_delegated_actor_is_who_the_pipeline_sees_and_the_key_is_kept_as_via() {
     assert!(service().acting_for("").is_err());
     assert!(service().acting_for("a\nb").is_err());
 }
+
+#[test]
+fn a_principals_credential_is_never_printed_and_stays_with_whom_it_authenticated() {
+    let secret = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.c2ln";
+    let alice = Principal::new("alice", ["refund:issue"])
+        .unwrap()
+        .with_credential(toolgate::pipeline::Credential::new(secret));
+    assert_eq!(alice.credential().map(|c| c.expose()), Some(secret));
+    // Debug output reaches logs: the token is not in it.
+    let printed = format!("{alice:?} {:?}", alice.credential());
+    assert!(!printed.contains(secret), "{printed}");
+    assert!(printed.contains("<redacted>"), "{printed}");
+    // An actor a key names never carries the key's credential.
+    assert!(alice.acting_for("bob").unwrap().credential().is_none());
+}

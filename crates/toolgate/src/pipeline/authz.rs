@@ -20,6 +20,32 @@ pub struct Principal {
     capabilities: BTreeSet<String>,
     via: Option<String>,
     attributes: Map<String, Value>,
+    credential: Option<Credential>,
+}
+
+/// The credential a principal authenticated with, kept only for an
+/// executor that acts as the person (exchanging it for an upstream's
+/// token, RFC 8693): never printed, logged or stored, and never sent on as
+/// it is.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Credential(std::sync::Arc<str>);
+
+impl Credential {
+    /// `secret` as a credential.
+    pub fn new(secret: &str) -> Self {
+        Self(secret.into())
+    }
+
+    /// The secret itself, for the one place that presents it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Credential(<redacted>)")
+    }
 }
 
 /// Why a principal could not be built.
@@ -101,6 +127,7 @@ impl Principal {
             capabilities: set,
             via: None,
             attributes: Map::new(),
+            credential: None,
         })
     }
 
@@ -129,6 +156,7 @@ impl Principal {
             capabilities: self.capabilities.clone(),
             via: Some(self.id.clone()),
             attributes: Map::new(),
+            credential: None,
         })
     }
 
@@ -140,6 +168,19 @@ impl Principal {
     pub fn with_attributes(mut self, attributes: Map<String, Value>) -> Self {
         self.attributes = attributes;
         self
+    }
+
+    /// This principal with the credential it authenticated with (a
+    /// person's signed token), for an executor that acts as the person.
+    #[must_use]
+    pub fn with_credential(mut self, credential: Credential) -> Self {
+        self.credential = Some(credential);
+        self
+    }
+
+    /// The credential it authenticated with, if it is a person's token.
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential.as_ref()
     }
 
     /// The attributes its authentication vouched for

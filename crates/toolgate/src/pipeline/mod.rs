@@ -38,8 +38,8 @@ mod state;
 
 pub use crate::claim::ExecutorKind;
 pub use authz::{
-    Authorizer, AuthorizerUnavailable, AuthzDecision, AuthzRequest, MAX_ACTOR_BYTES, Principal,
-    PrincipalError,
+    Authorizer, AuthorizerUnavailable, AuthzDecision, AuthzRequest, Credential, MAX_ACTOR_BYTES,
+    Principal, PrincipalError,
 };
 pub use codes::{Outcome, Reason, decision_pairs};
 pub use decision::{
