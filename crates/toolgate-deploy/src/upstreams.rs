@@ -9,6 +9,8 @@
 //! url = "http://127.0.0.1:8931/mcp"         # Streamable HTTP, or:
 //! # command = "python3"  args = ["shop_mcp.py", "serve-stdio"]
 //! bearer_env = "SHOP_MCP_TOKEN"              # the gateway's own credential
+//! # token_exchange = { token_url = "https://id.example/token", client_id = "toolgate",
+//! #                    client_secret_env = "TOOLGATE_EXCHANGE_SECRET" }   # calls as the person
 //! pins = "shop.pins.toml"                    # written by `toolgate mcp import`
 //! connect_timeout_ms = 5000
 //! call_timeout_ms = 30000
@@ -99,6 +101,49 @@ pub struct UpstreamFile {
     /// The tools served from this upstream.
     #[serde(default)]
     pub tools: Vec<ToolFile>,
+    /// Call its tools as the person (HTTP only): the caller's token
+    /// exchanged for one of this upstream's (RFC 8693).
+    #[serde(default)]
+    pub token_exchange: Option<TokenExchangeFile>,
+}
+
+/// `[upstreams.token_exchange]`, as written.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TokenExchangeFile {
+    /// The issuer's token endpoint.
+    pub token_url: String,
+    /// The gateway's client id at the issuer.
+    pub client_id: String,
+    /// The environment variable holding its client secret (HTTP Basic).
+    pub client_secret_env: String,
+    /// The `resource` asked for; by default the upstream's URL.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// The `audience` asked for, if the issuer wants one.
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The `scope` asked for.
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// A checked token exchange: how the gateway gets a person's token for an
+/// upstream (RFC 8693), with the caller's token as the subject token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenExchange {
+    /// The token endpoint (https, or http on loopback).
+    pub token_url: String,
+    /// The gateway's client id.
+    pub client_id: String,
+    /// The environment variable holding its secret.
+    pub client_secret_env: String,
+    /// The `resource` parameter: the upstream's URL unless set.
+    pub resource: String,
+    /// The `audience` parameter, if any.
+    pub audience: Option<String>,
+    /// The `scope` parameter, if any.
+    pub scope: Option<String>,
 }
 
 /// Where an upstream is reached.
@@ -140,6 +185,8 @@ pub struct Upstream {
     pub refresh: Option<Duration>,
     /// The tools served from it.
     pub tools: Vec<ToolMapping>,
+    /// Whether its tools are called as the person, and how.
+    pub token_exchange: Option<TokenExchange>,
 }
 
 use crate::ConfigError;
@@ -345,6 +392,11 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         }
         tools.push(tool::check_tool(t, &at)?);
     }
+    let token_exchange = u
+        .token_exchange
+        .as_ref()
+        .map(|x| check_exchange(x, &transport, &field))
+        .transpose()?;
     Ok(Upstream {
         name: u.name.clone(),
         transport,
@@ -353,6 +405,45 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         call_timeout,
         refresh,
         tools,
+        token_exchange,
+    })
+}
+
+fn check_exchange(
+    x: &TokenExchangeFile,
+    transport: &Transport,
+    field: &dyn Fn(&str) -> String,
+) -> Result<TokenExchange, ConfigError> {
+    let at = |f: &str| field(&format!("token_exchange.{f}"));
+    let Transport::Http { url, .. } = transport else {
+        return Err(ConfigError::new(
+            field("token_exchange"),
+            "a stdio upstream has no person to call as: token exchange is for `url` upstreams",
+        ));
+    };
+    if !crate::file::settings::secure_url(&x.token_url) {
+        return Err(ConfigError::new(
+            at("token_url"),
+            "must be an https:// URL (http:// only on 127.0.0.1 or localhost): the caller's \
+             token travels in it",
+        ));
+    }
+    if x.client_id.is_empty() {
+        return Err(ConfigError::new(at("client_id"), "must not be empty"));
+    }
+    if !is_env_name(&x.client_secret_env) {
+        return Err(ConfigError::new(
+            at("client_secret_env"),
+            "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*)",
+        ));
+    }
+    Ok(TokenExchange {
+        token_url: x.token_url.clone(),
+        client_id: x.client_id.clone(),
+        client_secret_env: x.client_secret_env.clone(),
+        resource: x.resource.clone().unwrap_or_else(|| url.clone()),
+        audience: x.audience.clone(),
+        scope: x.scope.clone(),
     })
 }
 
@@ -406,6 +497,58 @@ mod tests {
 
     fn checked(text: &str) -> Result<Vec<Upstream>, ConfigError> {
         McpSection::from_toml(text)?.check(Path::new("/etc/toolgate"))
+    }
+
+    #[test]
+    fn a_token_exchange_is_for_http_upstreams_over_a_safe_url() {
+        let with = |exchange: &str| {
+            GOOD.replace(
+                "        call_timeout_ms = 2000\n",
+                &format!("        call_timeout_ms = 2000\n        token_exchange = {exchange}\n"),
+            )
+        };
+        let ups = checked(&with(
+            r#"{ token_url = "https://id.example/token", client_id = "toolgate", client_secret_env = "X_SECRET" }"#,
+        ))
+        .unwrap();
+        let x = ups[0].token_exchange.as_ref().unwrap();
+        // The resource asked for is the upstream's own URL unless set.
+        assert_eq!(x.resource, "http://127.0.0.1:8931/mcp");
+        assert_eq!((x.audience.as_deref(), x.scope.as_deref()), (None, None));
+        assert!(ups[1].token_exchange.is_none());
+        for (exchange, field, says) in [
+            (
+                r#"{ token_url = "http://id.example/token", client_id = "t", client_secret_env = "X" }"#,
+                "upstreams[shop].token_exchange.token_url",
+                "https://",
+            ),
+            (
+                r#"{ token_url = "https://id.example/token", client_id = "", client_secret_env = "X" }"#,
+                "upstreams[shop].token_exchange.client_id",
+                "empty",
+            ),
+            (
+                r#"{ token_url = "https://id.example/token", client_id = "t", client_secret_env = "not a var" }"#,
+                "upstreams[shop].token_exchange.client_secret_env",
+                "environment variable",
+            ),
+        ] {
+            let e = checked(&with(exchange)).unwrap_err();
+            assert_eq!(e.field(), field, "{e}");
+            assert!(e.message().contains(says), "{e}");
+        }
+        let e = checked(&with(
+            r#"{ token_url = "https://id.example/token", client_id = "t", client_secret = "inline" }"#,
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("client_secret"), "{e}");
+        // A stdio child has no person to call as.
+        let stdio = GOOD.replace(
+            "        pins = \"local.pins.toml\"\n",
+            "        pins = \"local.pins.toml\"\n        token_exchange = { token_url = \"https://id.example/token\", client_id = \"t\", client_secret_env = \"X\" }\n",
+        );
+        let e = checked(&stdio).unwrap_err();
+        assert_eq!(e.field(), "upstreams[local].token_exchange", "{e}");
     }
 
     #[test]

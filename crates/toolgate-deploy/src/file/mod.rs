@@ -11,7 +11,7 @@
 
 mod parts;
 mod raw;
-mod settings;
+pub(crate) mod settings;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -249,7 +249,7 @@ fn http_limits(file: &File) -> HttpLimits {
 
 /// `https://…`, or `http://` to a loopback host (a test provider, a local
 /// development one).
-fn secure_url(u: &str) -> bool {
+pub(crate) fn secure_url(u: &str) -> bool {
     if u.starts_with("https://") {
         return true;
     }
