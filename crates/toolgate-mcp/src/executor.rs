@@ -18,15 +18,26 @@
 //! `io.toolgate/reconciled`), so a later replay is a valid tool result;
 //! "not applied" closes the claim for good (the status tool fenced the key).
 //! A tool without a status tool is reconciled by an operator's answer.
+//!
+//! An upstream with `token_exchange` is called as the person: each person
+//! has a connection of their own, made with the token their own exchanged
+//! for this upstream ([`crate::exchange`]), and made again when that token
+//! changes. The status tool is asked over the gateway's own connection.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{ClaimRecord, JsonText, ReconcileOutcome};
 use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind};
 
-use crate::config::StatusToolFile;
+use crate::config::{StatusToolFile, Upstream};
+use crate::exchange::Exchanger;
+
+/// Most people with a connection of their own to one upstream at once;
+/// past it one is dropped (it closes when its last call ends) and made
+/// again at that person's next call.
+pub const MAX_PERSONAL_CONNECTIONS: usize = 256;
 use crate::upstream::{Status, UpstreamClient};
 
 /// `_meta` key marking a result recorded by reconciliation.
@@ -35,6 +46,66 @@ pub const RECONCILED_META: &str = "io.toolgate/reconciled";
 struct Route {
     client: Arc<UpstreamClient>,
     status_tool: Option<StatusToolFile>,
+    as_person: Option<Arc<AsPerson>>,
+}
+
+/// The people's own connections to one upstream.
+pub struct AsPerson {
+    upstream: Upstream,
+    exchanger: Arc<Exchanger>,
+    // Each with the exchanged token it was made with.
+    connections: Mutex<HashMap<String, (String, Arc<UpstreamClient>)>>,
+}
+
+impl AsPerson {
+    /// Calls to `upstream` as the person, with tokens from `exchanger`.
+    pub fn new(upstream: Upstream, exchanger: Arc<Exchanger>) -> Self {
+        Self {
+            upstream,
+            exchanger,
+            connections: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn connections(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, Arc<UpstreamClient>)>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The person's connection, with a token exchanged for theirs.
+    async fn client(&self, permit: &ExecPermit<'_>) -> Result<Arc<UpstreamClient>, ExecError> {
+        let person = permit.principal().id();
+        let token = self
+            .exchanger
+            .token_for(person, permit.principal().credential())
+            .await
+            .map_err(|e| ExecError::new(format!("nothing was sent: {e}")))?;
+        if let Some((with, client)) = self.connections().get(person)
+            && with == token.expose()
+        {
+            return Ok(Arc::clone(client));
+        }
+        let client = Arc::new(
+            UpstreamClient::connect_as(&self.upstream, token.expose())
+                .await
+                .map_err(|e| ExecError::new(format!("nothing was sent: {e}")))?,
+        );
+        let mut connections = self.connections();
+        if connections.len() >= MAX_PERSONAL_CONNECTIONS
+            && !connections.contains_key(person)
+            && let Some(any) = connections.keys().next().cloned()
+        {
+            connections.remove(&any);
+        }
+        connections.insert(
+            person.to_owned(),
+            (token.expose().to_owned(), Arc::clone(&client)),
+        );
+        Ok(client)
+    }
 }
 
 /// Sends each tool's writes to its upstream.
@@ -69,6 +140,26 @@ impl UpstreamExecutor {
             Route {
                 client,
                 status_tool,
+                as_person: None,
+            },
+        );
+    }
+
+    /// Calls `tool` as the person through `as_person`; its status tool, if
+    /// any, over `client`, the gateway's own connection.
+    pub fn route_as_person(
+        &mut self,
+        tool: &str,
+        client: Arc<UpstreamClient>,
+        status_tool: Option<StatusToolFile>,
+        as_person: Arc<AsPerson>,
+    ) {
+        self.routes.insert(
+            tool.to_owned(),
+            Route {
+                client,
+                status_tool,
+                as_person: Some(as_person),
             },
         );
     }
@@ -98,8 +189,11 @@ impl Executor for UpstreamExecutor {
             .as_object()
             .cloned()
             .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
-        let result = route
-            .client
+        let client = match &route.as_person {
+            Some(p) => p.client(&permit).await?,
+            None => Arc::clone(&route.client),
+        };
+        let result = client
             // The attempt's key (`<operation key>`, then `<key>.<n>`): an
             // attempt the status tool fenced never blocks the next one.
             .call(permit.tool(), arguments, &permit.idempotency_key())

@@ -9,6 +9,7 @@
 //! body names the caller.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use rmcp::ErrorData;
@@ -23,6 +24,7 @@ use toolgate::pipeline::Principal;
 use toolgate_service::KeyRing;
 
 use crate::catalog::Catalog;
+use crate::exchange::Exchanger;
 use crate::wire::{Decide, to_wire, url_elicitation};
 
 /// Who the caller is.
@@ -55,17 +57,34 @@ struct Inner<D> {
     catalog: RwLock<Arc<Catalog>>,
     identity: Identity,
     decide: D,
+    /// By upstream name: those called as the person (token exchange).
+    exchangers: HashMap<String, Arc<Exchanger>>,
 }
 
 impl<D: Decide> Gateway<D> {
     /// A gateway serving `catalog` under `policy`, deciding with `decide`.
     pub fn new(policy: Arc<Policy>, catalog: Catalog, identity: Identity, decide: D) -> Self {
+        Self::calling_as_person(policy, catalog, identity, decide, HashMap::new())
+    }
+
+    /// [`Gateway::new`], with the upstreams whose tools are called as the
+    /// person: before a call to one is decided, the caller's token is
+    /// exchanged (or found in the cache), so a caller without a token, or
+    /// one the issuer will not exchange, is answered with nothing claimed.
+    pub fn calling_as_person(
+        policy: Arc<Policy>,
+        catalog: Catalog,
+        identity: Identity,
+        decide: D,
+        exchangers: HashMap<String, Arc<Exchanger>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 policy,
                 catalog: RwLock::new(Arc::new(catalog)),
                 identity,
                 decide,
+                exchangers,
             }),
         }
     }
@@ -170,9 +189,20 @@ impl<D: Decide> ServerHandler for Gateway<D> {
             request.arguments.as_ref(),
             meta,
         )?;
-        let has_output_schema = catalog
-            .visible(&principal, &request.name)
-            .is_some_and(|t| t.has_output_schema);
+        let served = catalog.visible(&principal, &request.name);
+        let has_output_schema = served.is_some_and(|t| t.has_output_schema);
+        if let Some(exchanger) = served.and_then(|t| self.inner.exchangers.get(&t.upstream)) {
+            exchanger
+                .token_for(principal.id(), principal.credential())
+                .await
+                .map_err(|e| {
+                    tracing::info!(tool = %request.name, code = e.code(), error = %e, "no token for the upstream");
+                    ErrorData::invalid_request(
+                        e.to_string(),
+                        Some(serde_json::json!({"code": e.code()})),
+                    )
+                })?;
+        }
         // From the request's `_meta` (2026-07-28) or the session's
         // `initialize` (2025-11-25).
         let url_mode = context

@@ -36,6 +36,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod exchange;
 pub mod executor;
 pub mod gateway;
 pub mod http;

@@ -137,13 +137,29 @@ impl UpstreamClient {
     /// `initialize`, whichever the upstream speaks) within the upstream's
     /// connect timeout.
     pub async fn connect(upstream: &Upstream) -> Result<Self, UpstreamError> {
+        Self::connect_with(upstream, None).await
+    }
+
+    /// [`Self::connect`] to an HTTP upstream with `token` as the bearer
+    /// instead of the gateway's own: a person's connection, with the token
+    /// exchanged for theirs ([`crate::exchange`]).
+    pub async fn connect_as(upstream: &Upstream, token: &str) -> Result<Self, UpstreamError> {
+        Self::connect_with(upstream, Some(token)).await
+    }
+
+    async fn connect_with(
+        upstream: &Upstream,
+        as_person: Option<&str>,
+    ) -> Result<Self, UpstreamError> {
         let handler = Handler::default();
         let list_changed = Arc::clone(&handler.list_changed);
         let connecting = async {
             match &upstream.transport {
                 Transport::Http { url, bearer_env } => {
                     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                    if let Some(var) = bearer_env {
+                    if let Some(token) = as_person {
+                        config = config.auth_header(token.to_owned());
+                    } else if let Some(var) = bearer_env {
                         let token = std::env::var(var).map_err(|_| {
                             UpstreamError::Config(format!(
                                 "upstream `{}`: the environment variable {var} (bearer_env) is not set",

@@ -195,6 +195,7 @@ async fn calls_a_stdio_child_with_a_minimal_environment() {
         call_timeout: Duration::from_secs(30),
         refresh: None,
         tools: Vec::new(),
+        token_exchange: None,
     };
     let client = UpstreamClient::connect(&upstream).await.unwrap();
     assert_eq!(client.offered().await.unwrap().len(), 3);

@@ -129,5 +129,6 @@ pub fn http_upstream(port: u16, call_timeout: Duration) -> Upstream {
         call_timeout,
         refresh: None,
         tools: Vec::new(),
+        token_exchange: None,
     }
 }

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -18,7 +19,8 @@ use toolgate_deploy::{DeployExecutor, ToolExecutor};
 use toolgate_http::{AppState, Settings};
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::config::Upstream;
-use toolgate_mcp::executor::UpstreamExecutor;
+use toolgate_mcp::exchange::Exchanger;
+use toolgate_mcp::executor::{AsPerson, UpstreamExecutor};
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::http::HttpSettings;
 use toolgate_mcp::pin::PinFile;
@@ -495,6 +497,8 @@ struct McpGateway {
     watch: Option<Watch>,
     catalog: Catalog,
     allowed_hosts: Vec<String>,
+    /// The upstreams called as the person, by name.
+    exchangers: HashMap<String, Arc<Exchanger>>,
 }
 
 impl McpGateway {
@@ -508,6 +512,7 @@ impl McpGateway {
             watch: None,
             catalog: Catalog::default(),
             allowed_hosts: HttpSettings::default().allowed_hosts,
+            exchangers: HashMap::new(),
         };
         let mut executor = UpstreamExecutor::new();
         if upstreams.is_empty() {
@@ -531,8 +536,29 @@ impl McpGateway {
                 .await
                 .map_err(|e| format!("upstreams[{}]: tools/list: {e}", u.name))?;
             let client = Arc::new(client);
+            let as_person = match &u.token_exchange {
+                Some(x) => {
+                    let exchanger = Arc::new(Exchanger::new(&u.name, x.clone())?);
+                    gateway
+                        .exchangers
+                        .insert(u.name.clone(), Arc::clone(&exchanger));
+                    Some(Arc::new(AsPerson::new(u.clone(), exchanger)))
+                }
+                None => None,
+            };
             for t in &u.tools {
-                executor.route(&t.name, Arc::clone(&client), t.status_tool.clone());
+                let status = t.status_tool.clone();
+                match &as_person {
+                    Some(p) => {
+                        executor.route_as_person(
+                            &t.name,
+                            Arc::clone(&client),
+                            status,
+                            Arc::clone(p),
+                        );
+                    }
+                    None => executor.route(&t.name, Arc::clone(&client), status),
+                }
             }
             watch.add(u, pins, client, &offered);
         }
@@ -569,11 +595,12 @@ impl McpGateway {
             body_limit,
             public_url: service.settings().public_url.clone(),
         };
-        let gateway = Gateway::new(
+        let gateway = Gateway::calling_as_person(
             Arc::clone(watch.policy()),
             self.catalog,
             Identity::Keys(keys.clone()),
             Served::new(service.clone()),
+            self.exchangers,
         );
         watch.spawn(gateway.clone());
         toolgate_mcp::http::router(gateway, keys, service.issuers().clone(), &settings)
@@ -640,7 +667,12 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Ok(g) => g,
             Err(e) => return fail("starting", &e),
         };
-        let McpGateway { watch, catalog, .. } = gateway;
+        let McpGateway {
+            watch,
+            catalog,
+            exchangers,
+            ..
+        } = gateway;
         let service = match tools_state(
             &db, config, section, d.policy, &d.cedar, keys, d.service, executor,
         )
@@ -653,11 +685,14 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             return fail("configuration", &"no [[upstreams]]: nothing to serve");
         };
         let limit = d.http.body_limit;
-        let gateway = Gateway::new(
+        // A key has no person's token: a tool called as the person is
+        // refused before its decision, as on /mcp.
+        let gateway = Gateway::calling_as_person(
             Arc::clone(watch.policy()),
             catalog,
             Identity::Fixed(principal),
             Served::new(service.clone()),
+            exchangers,
         );
         watch.spawn(gateway.clone());
         let served = toolgate_mcp::stdio::serve_lines(
