@@ -101,3 +101,78 @@ async fn a_bad_token_is_401_with_its_reason() {
     let (s, j) = decide(&plain, &sign("a", &claims(&p.issuer)), &credit_on_t1(500)).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{j}");
 }
+
+/// The provider's issuer, with a `review` scope granting
+/// `toolgate:review`: people review through their own tokens.
+fn with_review_scope(p: &Provider) -> toolgate_service::Issuers {
+    let mut settings = p.settings(Some(format!("{}/jwks", p.issuer)), Duration::from_secs(60));
+    settings
+        .scope_capabilities
+        .insert("review".into(), vec!["toolgate:review".into()]);
+    toolgate_service::Issuers::new(vec![settings]).unwrap()
+}
+
+#[tokio::test]
+async fn the_review_queue_names_the_person_and_four_eyes_compares_persons() {
+    let p = Provider::start(&["a"]).await;
+    let (app, _) = gate(with_review_scope(&p));
+    let person = |sub: &str, client: &str, scope: &str| {
+        let mut c = claims(&p.issuer);
+        c["sub"] = json!(sub);
+        c["azp"] = json!(client);
+        c["scope"] = json!(scope);
+        sign("a", &c)
+    };
+    // alice, through her assistant, proposes a refund a person approves.
+    let proposer = person("alice", "claude-desktop", "refunds");
+    let (s, j) = decide(
+        &app,
+        &proposer,
+        &support::decision_body(support::refund(900), "t-1", "7"),
+    )
+    .await;
+    assert_outcome(s, &j, StatusCode::ACCEPTED, "pending_approval");
+    let item = j["review_item"].as_u64().unwrap();
+
+    // The queue names the person and the client she acted through.
+    let reviewer = person("bob", "review-console", "review");
+    let (s, list) = support::http::send(
+        &app,
+        support::http::get("/v1/review/items?kind=pending_approval", &reviewer),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{list}");
+    let listed = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"].as_u64() == Some(item))
+        .unwrap_or_else(|| panic!("item {item} not listed: {list}"));
+    assert_eq!(
+        (&listed["proposer"], &listed["proposer_via"]),
+        (&json!("alice"), &json!("claude-desktop")),
+        "{listed}"
+    );
+
+    // alice again, through another client that may review: still alice,
+    // so still her own proposal.
+    let approve = format!("/v1/review/items/{item}/approve");
+    let herself = person("alice", "review-console", "review");
+    let (s, j) = support::http::send_post(&app, &approve, &herself, &json!({})).await;
+    assert_eq!(
+        (s, &j["code"]),
+        (StatusCode::CONFLICT, &json!("self_approval")),
+        "{j}"
+    );
+    // Her assistant's token cannot review at all.
+    let (s, j) = support::http::send_post(&app, &approve, &proposer, &json!({})).await;
+    assert_eq!(
+        (s, &j["code"]),
+        (StatusCode::FORBIDDEN, &json!("missing_capability")),
+        "{j}"
+    );
+    // bob is another person: his vote counts, and names him.
+    let (s, j) = support::http::send_post(&app, &approve, &reviewer, &json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{j}");
+    assert_eq!(j["item"]["votes"][0]["reviewer"], "bob", "{j}");
+}
