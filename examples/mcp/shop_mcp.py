@@ -38,9 +38,16 @@ inside its transaction before committing, so a test can kill a caller mid-call.
 `--max-refund N` (tests only; default 20000) changes refund_order's published
 schema, as an upstream's new release would; `--max-refund-file PATH` reads N
 from PATH again on every tools/list, so the schema changes while it serves.
+`serve-http --log-bearer FILE` (tests only) appends one JSON line per tools/call
+to FILE saying what its Authorization header carried: {"tool": …, "bearer":
+null} without one, else the bearer's sha256 and, for a JWT, its claims read
+UNVERIFIED (sub, aud, act, scope, client_id, exp): what a test needs to see
+which token reached the shop. The shop authorises nothing with it.
 """
 
 import argparse
+import base64
+import hashlib
 import json
 import sqlite3
 import sys
@@ -293,6 +300,51 @@ def refund_once(conn, key, order_id, expected_version, amount_minor, reason, hol
         raise
 
 
+def jwt_claims(token):
+    """A JWT's payload, UNVERIFIED (only to log what arrived), or None."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except ValueError:
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def bearer_of(headers):
+    """What an Authorization header carried, as the --log-bearer line says it."""
+    value = headers.get("authorization") if headers is not None else None
+    if value is None:
+        return None
+    scheme, _, credential = value.partition(" ")
+    credential = credential.strip()
+    seen = {"scheme": scheme, "sha256": hashlib.sha256(credential.encode()).hexdigest()}
+    claims = jwt_claims(credential) if scheme.lower() == "bearer" else None
+    seen["jwt"] = claims is not None
+    if claims is not None:
+        for name in ("sub", "aud", "act", "scope", "client_id", "iss", "exp"):
+            if name in claims:
+                seen[name] = claims[name]
+    return seen
+
+
+def log_bearers(server, path):
+    """Log each tools/call's bearer to PATH, one JSON line each, before the tool runs."""
+    call_tool = server.call_tool
+
+    async def call_tool_logged(name, arguments, context=None):
+        headers = context.headers if context is not None else None
+        line = json.dumps({"tool": name, "at": time.time(), "bearer": bearer_of(headers)}, sort_keys=True)
+        with open(path, "a") as f:
+            f.write(line + "\n")
+        return await call_tool(name, arguments, context)
+
+    # MCPServer's tools/call handler calls self.call_tool(name, arguments,
+    # Context): an attribute of the instance replaces it for this server.
+    server.call_tool = call_tool_logged
+
+
 def count(path):
     conn = connect(path)
     try:
@@ -315,6 +367,7 @@ def main(argv):
     http = sub.add_parser("serve-http", help="serve Streamable HTTP at /mcp")
     http.add_argument("--host", default="127.0.0.1")
     http.add_argument("--port", type=int, default=8931)
+    http.add_argument("--log-bearer", metavar="FILE", help="(tests) log each tools/call's Authorization to FILE")
     sub.add_parser("serve-stdio", help="serve on stdin/stdout")
     sub.add_parser("count", help="print how many refund_order calls and refunds the database holds")
     args = p.parse_args(argv)
@@ -329,6 +382,8 @@ def main(argv):
         if args.command == "serve-stdio":
             server.run("stdio")
         else:
+            if args.log_bearer:
+                log_bearers(server, args.log_bearer)
             server.run("streamable-http", host=args.host, port=args.port)
 
 

@@ -9,6 +9,14 @@
 //   node forge.mjs step-up GATE TOKEN_FILE TOOL ARGS_JSON
 //       initialize, then tools/call TOOL over raw HTTP: the status and the
 //       WWW-Authenticate challenge a host would see
+//   node forge.mjs subjects ISSUER RESOURCE PRIVATE_JWKS_FILE OUT_DIR
+//       subject tokens for the provider's token exchange, each with one
+//       thing wrong (and a control with nothing wrong), written to
+//       OUT_DIR/<case>.token; prints the case names
+//   node forge.mjs verify ISSUER TOKEN_FILE
+//       verify a token with the provider's published JWKS (jose's
+//       createRemoteJWKSet): {"verified": true, "header": …, "claims": …}
+//       or {"verified": false, "error": …}
 //
 // Each probe prints one JSON line per door:
 //   {"case": …, "door": "mcp"|"v1", "status": 401, "code": "invalid_token",
@@ -21,11 +29,11 @@
 // The forged tokens use jose (the copy oidc-provider depends on) and, where
 // the point is that only one thing is wrong, the provider's own private key
 // from PRIVATE_JWKS_FILE (provider.mjs writes it), so the signature is real.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createPublicKey } from "node:crypto";
 import { jose } from "./deps.mjs";
 
-const { SignJWT, importJWK, generateKeyPair } = await jose();
+const { SignJWT, importJWK, generateKeyPair, jwtVerify, createRemoteJWKSet, decodeProtectedHeader } = await jose();
 
 function b64url(x) {
   return Buffer.from(typeof x === "string" ? x : JSON.stringify(x)).toString("base64url");
@@ -124,6 +132,59 @@ async function bad(gate, issuer, resource, jwksFile) {
   for (const [label, token] of cases) await probe(gate, token, label);
 }
 
+// Subject tokens for RFC 8693 token exchange at the provider: the provider
+// must exchange only its own access tokens for the gate (RS256, one of its
+// current keys, typ at+jwt, aud = RESOURCE, not expired, a known account).
+async function subjects(issuer, resource, jwksFile, outDir) {
+  const { keys } = JSON.parse(readFileSync(jwksFile, "utf8"));
+  const rsa = keys.find((k) => k.alg === "RS256");
+  const ec = keys.find((k) => k.alg === "ES256");
+  const providerRsa = await importJWK(rsa, "RS256");
+  const providerEc = await importJWK(ec, "ES256");
+  const { privateKey: ours } = await generateKeyPair("RS256");
+  const now = Math.floor(Date.now() / 1000);
+  const claims = { sub: "alice", client_id: "forged-client", scope: "refunds", team: "eu" };
+  const sign = (payload, key, header, { aud = resource, exp = now + 300, iat = now } = {}) =>
+    new SignJWT({ ...payload, iat, jti: `forged-${Math.random()}` })
+      .setProtectedHeader(header)
+      .setIssuer(issuer)
+      .setAudience(aud)
+      .setExpirationTime(exp)
+      .sign(key);
+  const rsHeader = { alg: "RS256", kid: rsa.kid, typ: "at+jwt" };
+  const cases = [
+    // Control: what the provider issues, signed with its own current key.
+    ["control", await sign(claims, providerRsa, rsHeader)],
+    ["other_audience", await sign(claims, providerRsa, rsHeader, { aud: "http://127.0.0.1:9/another-resource" })],
+    ["expired", await sign(claims, providerRsa, rsHeader, { exp: now - 60, iat: now - 660 })],
+    ["unknown_kid", await sign(claims, ours, { alg: "RS256", kid: "no-such-kid", typ: "at+jwt" })],
+    ["own_kid_other_key", await sign(claims, ours, rsHeader)],
+    ["es256_with_provider_key", await sign(claims, providerEc, { alg: "ES256", kid: ec.kid, typ: "at+jwt" })],
+    // An ID token's shape (typ JWT), for the right audience even.
+    ["not_an_access_token", await sign(claims, providerRsa, { alg: "RS256", kid: rsa.kid, typ: "JWT" })],
+    ["no_such_account", await sign({ ...claims, sub: "mallory" }, providerRsa, rsHeader)],
+  ];
+  for (const [label, token] of cases) {
+    writeFileSync(`${outDir}/${label}.token`, token);
+    process.stdout.write(`${label}\n`);
+  }
+}
+
+async function verify(issuer, token) {
+  try {
+    const { payload, protectedHeader } = await jwtVerify(token, createRemoteJWKSet(new URL(`${issuer}/jwks`)), { issuer });
+    process.stdout.write(JSON.stringify({ verified: true, header: protectedHeader, claims: payload }) + "\n");
+  } catch (e) {
+    let header = null;
+    try {
+      header = decodeProtectedHeader(token);
+    } catch {
+      // not even a JWS
+    }
+    process.stdout.write(JSON.stringify({ verified: false, error: `${e.code ?? e.name}: ${e.message}`, header }) + "\n");
+  }
+}
+
 async function stepUp(gate, token, tool, args) {
   const url = `${gate}/mcp`;
   const init = await post(url, token, INITIALIZE);
@@ -148,11 +209,15 @@ if (command === "bad" && rest.length === 4) await bad(...rest);
 else if (command === "probe" && (rest.length === 3 || (rest.length === 4 && ["mcp", "v1"].includes(rest[3]))))
   await probe(rest[0], readFileSync(rest[1], "utf8").trim(), rest[2], rest[3]);
 else if (command === "step-up" && rest.length === 4) await stepUp(rest[0], readFileSync(rest[1], "utf8").trim(), rest[2], rest[3]);
+else if (command === "subjects" && rest.length === 4) await subjects(...rest);
+else if (command === "verify" && rest.length === 2) await verify(rest[0], readFileSync(rest[1], "utf8").trim());
 else {
   process.stderr.write(
     "usage: node forge.mjs bad GATE ISSUER RESOURCE PRIVATE_JWKS_FILE\n" +
       "       node forge.mjs probe GATE TOKEN_FILE LABEL [mcp|v1]\n" +
-      "       node forge.mjs step-up GATE TOKEN_FILE TOOL ARGS_JSON\n",
+      "       node forge.mjs step-up GATE TOKEN_FILE TOOL ARGS_JSON\n" +
+      "       node forge.mjs subjects ISSUER RESOURCE PRIVATE_JWKS_FILE OUT_DIR\n" +
+      "       node forge.mjs verify ISSUER TOKEN_FILE\n",
   );
   process.exit(2);
 }

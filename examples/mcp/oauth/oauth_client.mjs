@@ -2,7 +2,7 @@
 // An MCP client that signs in with OAuth, on the official TypeScript SDK
 // (@modelcontextprotocol/sdk 1.32, node/package.json).
 //
-//   node oauth_client.mjs URL --login bob [--list] [--call TOOL ARGS_JSON]...
+//   node oauth_client.mjs URL --login bob [--token-out FILE] [--list] [--call TOOL ARGS_JSON]...
 //
 // The SDK drives the flow: the first request to /mcp gets 401, the transport
 // calls the SDK's auth(), which reads the protected resource metadata named
@@ -21,7 +21,9 @@
 // authorization request's resource and scope, the registration, the token
 // request's client authentication, the token's claims read unverified), then
 // {"tools": […]} for --list and {"result": …} for each --call. An error
-// prints {"error": …} and exits 1.
+// prints {"error": …} and exits 1. `--token-out FILE` writes the access
+// token there, for later raw checks.
+import { writeFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
 import { sdk } from "./deps.mjs";
 
@@ -34,7 +36,7 @@ const REDIRECT_URI = "http://127.0.0.1:8976/callback";
 
 function usage(message) {
   if (message) process.stderr.write(`oauth_client.mjs: ${message}\n`);
-  process.stderr.write("usage: node oauth_client.mjs URL --login PERSON [--list] [--call TOOL ARGS_JSON]...\n");
+  process.stderr.write("usage: node oauth_client.mjs URL --login PERSON [--token-out FILE] [--list] [--call TOOL ARGS_JSON]...\n");
   process.exit(2);
 }
 
@@ -43,6 +45,7 @@ function parse(argv) {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === "--login") o.login = argv[++i];
+    else if (a === "--token-out") o.tokenOut = argv[++i];
     else if (a === "--list") o.list = true;
     else if (a === "--call") o.calls.push([argv[++i], argv[++i]]);
     else if (a.startsWith("--")) usage(`unknown option ${a}`);
@@ -194,6 +197,7 @@ async function main() {
         protocol_version: transport.protocolVersion ?? null,
       },
     });
+    if (o.tokenOut && tokens?.access_token) writeFileSync(o.tokenOut, tokens.access_token);
     if (o.list) {
       const listed = await client.listTools();
       out({ tools: listed.tools });

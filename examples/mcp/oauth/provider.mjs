@@ -3,7 +3,7 @@
 // version node/package.json pins), configured the way an MCP deployment
 // needs it, with no human in the loop.
 //
-//   node provider.mjs PORT RESOURCE PRIVATE_JWKS_FILE
+//   node provider.mjs PORT RESOURCE PRIVATE_JWKS_FILE [EXCHANGE_RESOURCE]
 //
 // PORT      it listens on 127.0.0.1:PORT; the issuer is http://127.0.0.1:PORT
 // RESOURCE  the one resource server it issues access tokens for: the gate's
@@ -11,6 +11,10 @@
 // PRIVATE_JWKS_FILE  where the signing keys are written, private parts
 //           included, so that forge.mjs can sign tokens with the provider's
 //           own key (written again on every rotation)
+// EXCHANGE_RESOURCE  optional: the one resource token exchange issues tokens
+//           for, the shop's MCP URL (http://127.0.0.1:SHOP/mcp). With it,
+//           TOOLGATE_EXCHANGE_SECRET must be set in the environment: the
+//           secret of the static client `toolgate` (the gate).
 //
 // What it does, and why:
 // - Two accounts, alice (team eu) and bob (team us). The access token carries
@@ -32,21 +36,33 @@
 //     POST /_harness/rotate     new signing keys; the old ones leave the JWKS
 //     POST /_harness/jwks-down  the JWKS endpoint answers 503 from now on
 //     POST /_harness/jwks-up    and serves again
+//     GET  /_harness/exchanges  the token exchanges so far (below)
+// - Token exchange (RFC 8693), when EXCHANGE_RESOURCE is given: one static
+//   confidential client, `toolgate` (client_secret_basic, the secret from
+//   TOOLGATE_EXCHANGE_SECRET), allowed this grant only. It trades an access
+//   token this provider issued for the gate (the person's) for a short-lived
+//   one for EXCHANGE_RESOURCE: same `sub` and `team`, aud = the shop,
+//   `act: {sub: "toolgate"}`. The grant is the library's extension API
+//   (provider.registerGrantType); see tokenExchange below for what it checks.
 //
 // Everything is in memory; the process is the provider's whole state.
 import http from "node:http";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { writeFileSync, renameSync } from "node:fs";
 import { jose, oidcProvider } from "./deps.mjs";
 
-const [port, resource, jwksFile] = process.argv.slice(2);
-if (!port || !resource || !jwksFile) {
-  process.stderr.write("usage: node provider.mjs PORT RESOURCE PRIVATE_JWKS_FILE\n");
+const [port, resource, jwksFile, exchangeResource] = process.argv.slice(2);
+const exchangeSecret = process.env.TOOLGATE_EXCHANGE_SECRET;
+if (!port || !resource || !jwksFile || (exchangeResource && !exchangeSecret)) {
+  process.stderr.write(
+    "usage: node provider.mjs PORT RESOURCE PRIVATE_JWKS_FILE [EXCHANGE_RESOURCE]\n" +
+      "       (EXCHANGE_RESOURCE needs TOOLGATE_EXCHANGE_SECRET in the environment)\n",
+  );
   process.exit(2);
 }
 const issuer = `http://127.0.0.1:${port}`;
 const { default: Provider, errors } = await oidcProvider();
-const { generateKeyPair, exportJWK } = await jose();
+const { generateKeyPair, exportJWK, importJWK, createLocalJWKSet, jwtVerify, SignJWT } = await jose();
 
 // The people who can log in, and the attribute the gate's policy reads.
 const ACCOUNTS = {
@@ -74,6 +90,10 @@ async function newKeys() {
   renameSync(`${jwksFile}.tmp`, jwksFile);
   return keys;
 }
+
+// The keys the provider signs with now (private parts included): token
+// exchange verifies subject tokens against them and signs with the RSA one.
+let currentKeys = [];
 
 // Cookie signing keys outlive a rotation: an interaction in flight keeps
 // working across one.
@@ -125,7 +145,201 @@ function configuration(keys) {
       return { accountId: sub, claims: async () => ({ sub, team: account.team }) };
     },
     ttl: { AccessToken: 600, AuthorizationCode: 60, Interaction: 300, Session: 3600, Grant: 3600 },
+    ...(exchangeResource ? exchangeClientConfiguration() : {}),
   };
+}
+
+// --- Token exchange (RFC 8693) ---------------------------------------------
+const TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange";
+const ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token";
+// An exchanged token's lifetime: short, and never past the subject token's.
+const EXCHANGE_TTL = Number(process.env.HARNESS_EXCHANGE_TTL ?? 120);
+// What the exchange endpoint did, for run.sh: GET /_harness/exchanges.
+const exchanges = { count: 0, by_sub: {}, refused: 0, last: null, log: [] };
+
+// The static client and the one piece of client metadata the grant needs.
+// `exchange_resources` (extra client metadata) lists the resources a client
+// may exchange tokens for. registerGrantType puts the grant into the
+// provider's grant_types, so any client could name it, dynamically
+// registered ones included: the validator refuses the grant (and the
+// property) in a registration request, the one time it is called with a
+// ctx, which leaves both to the statically configured client.
+function exchangeClientConfiguration() {
+  return {
+    clients: [
+      {
+        client_id: "toolgate",
+        client_secret: exchangeSecret,
+        client_name: "toolgate (the gate, exchanging a person's token per upstream)",
+        grant_types: [TOKEN_EXCHANGE],
+        // No authorization endpoint for this client: no response types, so
+        // no redirect_uris either.
+        response_types: [],
+        redirect_uris: [],
+        token_endpoint_auth_method: "client_secret_basic",
+        exchange_resources: [exchangeResource],
+      },
+    ],
+    extraClientMetadata: {
+      properties: ["exchange_resources"],
+      validator(ctx, key, value, metadata) {
+        if (key !== "exchange_resources") return;
+        const exchanging = (metadata.grant_types ?? []).includes(TOKEN_EXCHANGE);
+        // ctx is set only while a Client Registration (or Update) Request
+        // is being read.
+        if (ctx && (exchanging || value !== undefined)) {
+          throw new errors.InvalidClientMetadata(
+            `${TOKEN_EXCHANGE} (and exchange_resources) is for statically configured clients only`,
+          );
+        }
+        if (exchanging && !(Array.isArray(value) && value.length && value.every((v) => typeof v === "string"))) {
+          throw new errors.InvalidClientMetadata("a token exchange client needs exchange_resources");
+        }
+      },
+    },
+  };
+}
+
+// invalid_grant with the reason in error_description: the library's
+// InvalidGrant always says "grant request is invalid" and keeps the reason
+// in error_detail, which it logs but never sends.
+class ExchangeRefused extends errors.InvalidGrant {
+  constructor(reason) {
+    super(reason);
+    this.error_description = reason;
+  }
+}
+
+function publicJwk(jwk) {
+  const { d, p, q, dp, dq, qi, ...rest } = jwk;
+  return rest;
+}
+
+function sha256(text) {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+// The grant, registered on every Provider (see build). The library has
+// already authenticated the client (client_secret_basic: a wrong secret is
+// 401 invalid_client) and checked that its grant_types name this grant; the
+// parameters below are the only ones ctx.oidc.params keeps for it.
+const EXCHANGE_PARAMETERS = [
+  "subject_token",
+  "subject_token_type",
+  "requested_token_type",
+  "actor_token",
+  "actor_token_type",
+  "resource",
+  "audience",
+  "scope",
+];
+
+async function tokenExchange(ctx, next) {
+  const { client, params } = ctx.oidc;
+  if (!params.subject_token) throw new errors.InvalidRequest("missing required parameter 'subject_token'");
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest(`subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  if (params.requested_token_type !== undefined && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  // Delegation here is the client's own: it is the actor.
+  if (params.actor_token !== undefined || params.actor_token_type !== undefined) {
+    throw new errors.InvalidRequest("actor_token is not supported: the authenticated client is the actor");
+  }
+  // The target: exactly one resource, one this client may exchange for.
+  const allowed = client.exchange_resources ?? [];
+  if (params.resource === undefined) throw new errors.InvalidTarget("resource is required (the upstream's URL)");
+  if (!allowed.includes(params.resource)) throw new errors.InvalidTarget(`unknown resource ${params.resource}`);
+  if (params.audience !== undefined && params.audience !== params.resource) {
+    throw new errors.InvalidTarget(`audience ${params.audience} is not the resource ${params.resource}`);
+  }
+
+  // The subject: an access token this provider issued for the gate, signed
+  // with one of its current keys (RS256, as it signs them), not expired.
+  let subject;
+  try {
+    const keys = createLocalJWKSet({ keys: currentKeys.map(publicJwk) });
+    ({ payload: subject } = await jwtVerify(params.subject_token, keys, {
+      issuer,
+      audience: resource,
+      algorithms: ["RS256"],
+      typ: "at+jwt",
+      requiredClaims: ["sub", "exp"],
+    }));
+  } catch (e) {
+    throw new ExchangeRefused(`subject_token refused: ${e.code ?? e.name}: ${e.message}`);
+  }
+  if (!ACCOUNTS[subject.sub]) throw new ExchangeRefused(`subject_token names no account: ${subject.sub}`);
+
+  // Scope: what was asked for, within what the subject token carries;
+  // else the subject token's own.
+  const had = String(subject.scope ?? "").split(" ").filter(Boolean);
+  const scope = params.scope !== undefined ? [...new Set(params.scope.split(" ").filter(Boolean))] : had;
+  const extra = scope.filter((s) => !had.includes(s));
+  if (extra.length) {
+    throw new errors.InvalidScope("requested scope exceeds the subject token's", extra.join(" "));
+  }
+
+  const now = Math.floor(Date.now() / 1000);
+  const exp = Math.min(now + EXCHANGE_TTL, subject.exp);
+  // RFC 8693 4.1: the actor, nesting any actor the subject token had.
+  const act = subject.act ? { sub: client.clientId, act: subject.act } : { sub: client.clientId };
+  const rsa = currentKeys.find((k) => k.alg === "RS256");
+  const claims = { sub: subject.sub, client_id: client.clientId, act };
+  if (subject.team !== undefined) claims.team = subject.team;
+  if (scope.length) claims.scope = scope.join(" ");
+  const accessToken = await new SignJWT(claims)
+    .setProtectedHeader({ alg: "RS256", kid: rsa.kid, typ: "at+jwt" })
+    .setIssuer(issuer)
+    .setAudience(params.resource)
+    .setIssuedAt(now)
+    .setExpirationTime(exp)
+    .setJti(randomBytes(16).toString("hex"))
+    .sign(await importJWK(rsa, "RS256"));
+
+  const seen = {
+    sub: subject.sub,
+    client_id: client.clientId,
+    // The library takes a client_secret_basic client's secret in the body
+    // too (client_secret_post): run.sh checks which one the gate used.
+    client_auth: ctx.get("authorization").startsWith("Basic ")
+      ? "client_secret_basic"
+      : ctx.oidc.body?.client_secret !== undefined
+        ? "client_secret_post"
+        : "other",
+    grant_type: params.grant_type,
+    subject_token_type: params.subject_token_type,
+    requested_token_type: params.requested_token_type ?? null,
+    resource: params.resource,
+    audience: params.audience ?? null,
+    scope: params.scope ?? null,
+    subject_sha256: sha256(params.subject_token),
+    issued_sha256: sha256(accessToken),
+    expires_in: exp - now,
+  };
+  exchanges.count += 1;
+  exchanges.by_sub[subject.sub] = (exchanges.by_sub[subject.sub] ?? 0) + 1;
+  exchanges.last = seen;
+  exchanges.log.push(seen);
+
+  ctx.body = {
+    access_token: accessToken,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: "Bearer",
+    expires_in: exp - now,
+    ...(scope.length ? { scope: scope.join(" ") } : {}),
+  };
+  await next();
+}
+
+async function countedTokenExchange(ctx, next) {
+  try {
+    await tokenExchange(ctx, next);
+  } catch (e) {
+    exchanges.refused += 1;
+    throw e;
+  }
 }
 
 // A rotation builds a new Provider with the new keys. oidc-provider keeps no
@@ -135,10 +349,17 @@ let provider;
 let handler;
 async function build() {
   const keys = await newKeys();
+  currentKeys = keys;
   provider = new Provider(issuer, configuration(keys));
+  // A handler (ctx, next) with its parameters. Not in the configuration: a
+  // grant is registered on each Provider instance, after construction, so
+  // a rotation (a new Provider) registers it again.
+  if (exchangeResource) provider.registerGrantType(TOKEN_EXCHANGE, countedTokenExchange, EXCHANGE_PARAMETERS);
   for (const event of ["server_error", "authorization.error", "grant.error", "registration_create.error"]) {
     provider.on(event, (ctx, err) => {
-      process.stderr.write(`provider ${event}: ${err?.message ?? err} ${err?.error_description ?? ""}\n`);
+      process.stderr.write(
+        `provider ${event}: ${err?.message ?? err} ${err?.error_description ?? ""} ${err?.error_detail ?? ""}\n`,
+      );
     });
   }
   handler = provider.callback();
@@ -192,6 +413,10 @@ function json(res, status, doc) {
 }
 
 async function harness(req, res, path) {
+  if (path === "/_harness/exchanges") {
+    if (req.method !== "GET") return json(res, 405, { error: "GET only" });
+    return json(res, 200, exchanges);
+  }
   if (req.method !== "POST") return json(res, 405, { error: "POST only" });
   if (path === "/_harness/rotate") return json(res, 200, { kids: await build() });
   if (path === "/_harness/jwks-down") {
@@ -220,6 +445,7 @@ const server = http.createServer((req, res) => {
   return handler(req, res);
 });
 server.listen(Number(port), "127.0.0.1", () => {
-  process.stdout.write(JSON.stringify({ issuer, resource, kids: initialKids }) + "\n");
+  const started = { issuer, resource, exchange_resource: exchangeResource ?? null, kids: initialKids };
+  process.stdout.write(JSON.stringify(started) + "\n");
 });
 for (const signal of ["SIGTERM", "SIGINT"]) process.on(signal, () => server.close(() => process.exit(0)));
