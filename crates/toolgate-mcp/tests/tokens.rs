@@ -284,6 +284,12 @@ async fn a_token_without_the_scope_is_told_which_one_it_needs() {
         let (status, _, raw) = post(addr, &with_scope, Some(&s), list);
         assert_eq!(status, 200, "{raw}");
         assert!(raw.contains(r#""name":"refund_order""#), "{raw}");
+        // Another caller's session lends nothing: each request is its own
+        // bearer's, so the narrow token on the wide one's session still
+        // sees no tool.
+        let (status, _, raw) = post(addr, &narrow, Some(&s), list);
+        assert_eq!(status, 200, "{raw}");
+        assert!(raw.contains(r#""tools":[]"#), "{raw}");
         let s = session(addr, &narrow);
         let (status, _, raw) = post(addr, &narrow, Some(&s), list);
         assert_eq!(status, 200, "{raw}");
