@@ -82,6 +82,27 @@ fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
+/// `/mcp` for `catalog` on a loopback port, with `p`'s issuer beside
+/// `keys` and `public_url` as the resource's.
+async fn serve(
+    p: &Provider,
+    policy: Arc<Policy>,
+    catalog: Catalog,
+    keys: KeyRing,
+    public_url: &str,
+) -> SocketAddr {
+    let gateway = Gateway::new(policy, catalog, Identity::Keys(keys.clone()), Nothing);
+    let settings = HttpSettings {
+        public_url: Some(public_url.into()),
+        ..HttpSettings::default()
+    };
+    let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_token_opens_mcp_and_a_bad_one_is_401() {
     let p = Provider::start(&["a"]).await;
@@ -99,21 +120,14 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
         )
         .unwrap(),
     );
-    let keys = KeyRing::default();
-    let gateway = Gateway::new(
+    let addr = serve(
+        &p,
         policy,
         Catalog::default(),
-        Identity::Keys(keys.clone()),
-        Nothing,
-    );
-    let settings = HttpSettings {
-        public_url: Some("https://gate.example/".into()),
-        ..HttpSettings::default()
-    };
-    let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        KeyRing::default(),
+        "https://gate.example/",
+    )
+    .await;
 
     let good = sign("a", &claims(&p.issuer));
     let mut expired = claims(&p.issuer);
@@ -260,15 +274,7 @@ async fn a_token_without_the_scope_is_told_which_one_it_needs() {
         act_for_users: false,
     }])
     .unwrap();
-    let gateway = Gateway::new(policy, catalog, Identity::Keys(keys.clone()), Nothing);
-    let settings = HttpSettings {
-        public_url: Some("https://gate.example".into()),
-        ..HttpSettings::default()
-    };
-    let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let addr = serve(&p, policy, catalog, keys, "https://gate.example").await;
 
     let with_scope = sign("a", &claims(&p.issuer));
     let mut narrow = claims(&p.issuer);
