@@ -10,7 +10,9 @@
 //!    decoder; a body it refuses is answered with a JSON-RPC parse error
 //!    (`-32700`, HTTP 400) and never reaches rmcp, so no model-written
 //!    argument can mean two things.
-//! 3. **Step-up.** A signed token's `tools/call` of a served tool whose
+//! 3. **Sessions** ([`crate::sessions`]): each bound to the caller that
+//!    opened it, capped per caller and in total, closed when idle.
+//! 4. **Step-up.** A signed token's `tools/call` of a served tool whose
 //!    capability the token does not carry is `403` with
 //!    `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`
 //!    naming the scopes that grant it (the MCP authorization spec's
@@ -35,6 +37,7 @@ use toolgate::decode::{Limits, decode_strict};
 use toolgate_service::{Issuers, KeyRing};
 
 use crate::gateway::Gateway;
+use crate::sessions::{RpcMethod, SessionLimits, SessionOwner, Sessions};
 use crate::wire::Decide;
 
 /// The path the gateway is served at.
@@ -52,6 +55,8 @@ pub struct HttpSettings {
     /// TLS-terminating proxy: with token issuers, `/mcp` is an OAuth
     /// protected resource named from it, never from a request's `Host`.
     pub public_url: Option<String>,
+    /// How many 2025-11-25 sessions, for how long.
+    pub sessions: SessionLimits,
 }
 
 impl Default for HttpSettings {
@@ -60,6 +65,7 @@ impl Default for HttpSettings {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             body_limit: 1 << 20,
             public_url: None,
+            sessions: SessionLimits::default(),
         }
     }
 }
@@ -107,11 +113,11 @@ pub fn router<D: Decide>(
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.body_limit;
     let catalog_of = gateway.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(gateway.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(settings.sessions.idle);
+    let manager = Arc::new(manager);
+    let sessions = Arc::new(Sessions::new(settings.sessions, Arc::clone(&manager)));
+    let service = StreamableHttpService::new(move || Ok(gateway.clone()), manager, config);
     let limit = settings.body_limit;
     let resource = protected_resource(&issuers, settings.public_url.as_deref());
     let metadata_url = resource.as_ref().map(|(_, url)| url.clone());
@@ -123,6 +129,7 @@ pub fn router<D: Decide>(
     });
     let router = Router::new()
         .nest_service(MCP_PATH, service)
+        .layer(from_fn_with_state(sessions, crate::sessions::guard))
         .layer(from_fn_with_state(body, strict_body))
         .layer(from_fn_with_state(
             Arc::new(Callers {
@@ -180,7 +187,9 @@ async fn authenticate(
     let Some(token) = bearer(req.headers()) else {
         return refuse();
     };
-    if callers.keys.lookup(token).is_some() {
+    if let Some(key) = callers.keys.lookup(token) {
+        let owner = SessionOwner(format!("key:{}", key.principal.id()));
+        req.extensions_mut().insert(owner);
         return next.run(req).await;
     }
     if callers.issuers.is_empty() || !Issuers::looks_like_token(token) {
@@ -188,6 +197,8 @@ async fn authenticate(
     }
     match callers.issuers.verify(token).await {
         Ok(principal) => {
+            let owner = SessionOwner(format!("person:{}", principal.id()));
+            req.extensions_mut().insert(owner);
             req.extensions_mut().insert(TokenCaller(principal));
             next.run(req).await
         }
@@ -339,6 +350,14 @@ async fn strict_body(State(check): State<Arc<BodyCheck>>, req: Request, next: Ne
         }
     };
     let decoded = decode_strict(&bytes, &Limits::provider_body().with_max_bytes(limit));
+    let mut parts = parts;
+    if let Ok(body) = &decoded {
+        let method = body
+            .get("method")
+            .and_then(|m| m.as_str())
+            .map(str::to_owned);
+        parts.extensions.insert(RpcMethod(method));
+    }
     if let Ok(body) = &decoded
         && let Some(caller) = parts.extensions.get::<TokenCaller>()
         && let Some(refused) = check.step_up(caller, body)

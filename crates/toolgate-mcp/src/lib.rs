@@ -44,6 +44,7 @@ pub mod import;
 pub mod pin;
 pub mod refresh;
 pub mod served;
+pub mod sessions;
 pub mod stdio;
 pub mod upstream;
 pub mod wire;

@@ -594,6 +594,7 @@ impl McpGateway {
             allowed_hosts,
             body_limit,
             public_url: service.settings().public_url.clone(),
+            sessions: toolgate_mcp::sessions::SessionLimits::default(),
         };
         let gateway = Gateway::calling_as_person(
             Arc::clone(watch.policy()),

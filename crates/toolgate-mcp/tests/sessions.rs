@@ -1,0 +1,192 @@
+//! 2025-11-25 sessions on `/mcp` are the opener's: another key's POST, GET
+//! or DELETE on the id is `404`, as for an id that never existed; and a
+//! caller, and all callers, hold a bounded number of them.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use toolgate::contract::Policy;
+use toolgate::pipeline::Principal;
+use toolgate_mcp::catalog::Catalog;
+use toolgate_mcp::gateway::{Gateway, Identity};
+use toolgate_mcp::http::{HttpSettings, router};
+use toolgate_mcp::sessions::SessionLimits;
+use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall};
+use toolgate_service::{ApiKey, ExecutionMode, Issuers, KeyRing};
+
+struct Nothing;
+
+impl Decide for Nothing {
+    async fn decide(&self, _: GatedCall) -> Result<DecisionForWire, DecideError> {
+        Err(DecideError::NotServed("no tool is served here"))
+    }
+}
+
+/// One request; the status, the session id it names, and the whole answer.
+fn send(
+    addr: SocketAddr,
+    method: &str,
+    key: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let session = session
+        .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    // A GET's event stream stays open: what arrived within the timeout is
+    // enough to read its status.
+    let _ = s.read_to_string(&mut raw);
+    let status = raw[9..12].parse().unwrap();
+    let id = raw.lines().find_map(|l| {
+        let lower = l.to_ascii_lowercase();
+        lower
+            .starts_with("mcp-session-id: ")
+            .then(|| l["mcp-session-id: ".len()..].trim().to_owned())
+    });
+    (status, id, raw)
+}
+
+const POLICY: &str = r#"version = 1
+abstain_message = "no"
+[[tools]]
+name = "refund_order"
+description = "Refund an order."
+capability = "refund:issue"
+operation_key = ["order"]
+schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"integer"}},"required":["order_id"],"type":"object"}'
+"#;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+const LIST: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+fn open(addr: SocketAddr, key: &str) -> String {
+    let (status, id, raw) = send(addr, "POST", key, None, INIT);
+    assert_eq!(status, 200, "{raw}");
+    let id = id.unwrap_or_else(|| panic!("no session: {raw}"));
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(send(addr, "POST", key, Some(&id), note).0, 202);
+    id
+}
+
+fn key(name: &str) -> ApiKey {
+    ApiKey {
+        sha256: ApiKey::digest(&format!("key-{name}")),
+        principal: Principal::new(name, Vec::<String>::new()).unwrap(),
+        mode: ExecutionMode::InProcess,
+        act_for_users: false,
+    }
+}
+
+async fn serve(limits: SessionLimits) -> SocketAddr {
+    let policy = Arc::new(Policy::load(POLICY).unwrap());
+    let keys = KeyRing::new(vec![key("ana"), key("bo")]).unwrap();
+    let gateway = Gateway::new(
+        policy,
+        Catalog::default(),
+        Identity::Keys(keys.clone()),
+        Nothing,
+    );
+    let settings = HttpSettings {
+        sessions: limits,
+        ..HttpSettings::default()
+    };
+    let app = router(gateway, keys, Issuers::default(), &settings);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_callers_session_is_not_found() {
+    let addr = serve(SessionLimits::default()).await;
+    tokio::task::spawn_blocking(move || {
+        let ana = open(addr, "key-ana");
+        // bo presents ana's id: to call, to read its stream, to end it.
+        for (method, body) in [("POST", LIST), ("GET", ""), ("DELETE", "")] {
+            let (status, _, raw) = send(addr, method, "key-bo", Some(&ana), body);
+            assert_eq!(status, 404, "{method}: {raw}");
+            assert!(raw.contains(r#""jsonrpc":"2.0""#), "{method}: {raw}");
+            assert!(
+                raw.to_ascii_lowercase()
+                    .contains("content-type: application/json"),
+                "{method}: {raw}"
+            );
+        }
+        // The same 404 as an id nobody opened.
+        let (status, _, _) = send(addr, "POST", "key-bo", Some("no-such-session"), LIST);
+        assert_eq!(status, 404);
+        // ana's session is untouched, and hers to end.
+        let (status, _, raw) = send(addr, "POST", "key-ana", Some(&ana), LIST);
+        assert_eq!(status, 200, "{raw}");
+        let (status, _, raw) = send(addr, "DELETE", "key-ana", Some(&ana), "");
+        assert!((200..300).contains(&status), "{raw}");
+        let (status, _, _) = send(addr, "POST", "key-ana", Some(&ana), LIST);
+        assert_eq!(status, 404, "ended");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_per_caller_and_in_total() {
+    let addr = serve(SessionLimits {
+        per_caller: 2,
+        total: 3,
+        idle: Duration::from_secs(300),
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        let first = open(addr, "key-ana");
+        open(addr, "key-ana");
+        let (status, id, raw) = send(addr, "POST", "key-ana", None, INIT);
+        assert_eq!((status, id), (429, None), "{raw}");
+        assert!(raw.contains(r#""jsonrpc":"2.0""#), "{raw}");
+        // A request that opens no session is not counted against her.
+        let (status, _, raw) = send(addr, "POST", "key-ana", Some(&first), LIST);
+        assert_eq!(status, 200, "{raw}");
+        // bo has his own allowance, up to the total.
+        open(addr, "key-bo");
+        let (status, _, raw) = send(addr, "POST", "key-bo", None, INIT);
+        assert_eq!(status, 503, "{raw}");
+        // Ending one frees its place.
+        let (status, _, _) = send(addr, "DELETE", "key-ana", Some(&first), "");
+        assert!((200..300).contains(&status));
+        open(addr, "key-bo");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_closed() {
+    let addr = serve(SessionLimits {
+        per_caller: 1,
+        total: 10,
+        idle: Duration::from_millis(300),
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        let first = open(addr, "key-ana");
+        std::thread::sleep(Duration::from_millis(600));
+        // Past its idle time it is gone, and its place with it.
+        let (status, _, _) = send(addr, "POST", "key-ana", Some(&first), LIST);
+        assert_eq!(status, 404);
+        open(addr, "key-ana");
+    })
+    .await
+    .unwrap();
+}
