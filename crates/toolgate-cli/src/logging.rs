@@ -23,6 +23,14 @@ pub fn init(level: Option<tracing::Level>) -> Result<(), String> {
             _ => EnvFilter::new(DEFAULT),
         },
     };
+    // rmcp's session layer logs each session's id, which is the key to
+    // that caller's result stream: never below warn, whatever was asked
+    // (the most specific directive wins, so this one holds).
+    let filter = filter.add_directive(
+        "rmcp::transport::streamable_http_server=warn"
+            .parse()
+            .map_err(|e| format!("the session log directive: {e}"))?,
+    );
     tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)

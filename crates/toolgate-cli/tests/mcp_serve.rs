@@ -898,3 +898,38 @@ fn two_gateways_on_one_postgres() {
     assert_eq!(counts(&s)["refund_order_calls"], json!(2));
     let _ = std::fs::remove_dir_all(&s.dir);
 }
+
+/// A session id is the key to a caller's result stream: it is never
+/// written to the log, at the default level or at `debug` (rmcp logs it
+/// when it opens one; `serve` keeps rmcp's session layer at `warn`).
+#[test]
+fn a_session_id_is_never_logged() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let gateway = serve(&s, "session-log");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-http", "version": "0"}}});
+    let (status, head, body) = mcp_post(s.port, ANA, &[], &init.to_string());
+    assert_eq!(status, 200, "{head}{body}");
+    let session = header(&head, "mcp-session-id")
+        .unwrap_or_else(|| panic!("no session: {head}"))
+        .to_owned();
+    let h = [
+        ("Mcp-Session-Id", session.as_str()),
+        ("MCP-Protocol-Version", "2025-11-25"),
+    ];
+    let (status, _, _) = mcp_post(
+        s.port,
+        ANA,
+        &h,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    );
+    assert_eq!(status, 200);
+    drop(gateway);
+    let log = std::fs::read_to_string(s.dir.join("serve-session-log.log")).unwrap();
+    assert!(
+        !log.contains(&session),
+        "the session id is in the log:\n{log}"
+    );
+}
