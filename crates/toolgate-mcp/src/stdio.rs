@@ -9,7 +9,9 @@
 //! real output: rmcp's messages and those errors, a whole line at a time,
 //! so the two never interleave inside a message.
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{
+    AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader,
+};
 use tokio::sync::mpsc;
 
 use rmcp::ServiceExt;
@@ -72,9 +74,9 @@ where
                 return Ok::<(), std::io::Error>(());
             }
             if line.last() != Some(&b'\n') && line.len() > max_line {
-                // Over the limit: drop the rest of the line, answer once.
-                let mut rest = Vec::new();
-                input.read_until(b'\n', &mut rest).await?;
+                // Over the limit: drop the rest of the line as it arrives,
+                // never holding it, and answer once.
+                skip_line(&mut input).await?;
                 let _ = lines_tx
                     .send(parse_error(&format!(
                         "the message is over {max_line} bytes"
@@ -112,6 +114,27 @@ where
     let _ = forward.await;
     let _ = writer.await;
     reading?
+}
+
+/// Consumes input up to and including the next newline (or to the end),
+/// a buffer at a time: a line of any length costs no memory.
+async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()> {
+    loop {
+        let buf = input.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                input.consume(i + 1);
+                return Ok(());
+            }
+            None => {
+                let n = buf.len();
+                input.consume(n);
+            }
+        }
+    }
 }
 
 fn parse_error(message: &str) -> Vec<u8> {

@@ -236,3 +236,84 @@ async fn each_line_is_strict_and_the_caller_is_the_fixed_key() {
             .contains("4096")
     );
 }
+
+/// An input of one endless line: `len` bytes of `x`, then a newline and
+/// `after`, produced as they are read, never held.
+struct LongLine {
+    left: usize,
+    after: Vec<u8>,
+}
+
+impl tokio::io::AsyncRead for LongLine {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        if self.left > 0 {
+            let n = self.left.min(buf.remaining()).min(64 * 1024);
+            buf.put_slice(&vec![b'x'; n]);
+            self.left -= n;
+        } else if !self.after.is_empty() {
+            let n = self.after.len().min(buf.remaining());
+            let rest = self.after.split_off(n);
+            buf.put_slice(&self.after);
+            self.after = rest;
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Peak resident memory of this process, in KiB (Linux).
+fn peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+#[tokio::test]
+async fn an_overlong_line_is_answered_without_being_held() {
+    let policy = Arc::new(Policy::load(POLICY).unwrap());
+    let principal = Principal::new("agent-ana", ["refund:issue"]).unwrap();
+    let gateway = Gateway::new(
+        policy,
+        Catalog::default(),
+        Identity::Fixed(principal),
+        Refuses,
+    );
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let input = LongLine {
+        left: 256 << 20,
+        after: format!("\n{init}\n").into_bytes(),
+    };
+    let before = peak_kib();
+    let (server_out, client_out) = tokio::io::duplex(1 << 16);
+    let server = tokio::spawn(serve_lines(gateway, input, server_out, 4096));
+    let mut out = BufReader::new(client_out).lines();
+    async fn next(out: &mut Lines<BufReader<DuplexStream>>) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(120), out.next_line());
+        parse(&line.await.unwrap().unwrap().unwrap())
+    }
+    // The 256 MiB line: one parse error; then the next line is served.
+    let first = next(&mut out).await;
+    assert_eq!(first["error"]["code"], -32700, "{first}");
+    assert!(
+        first["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over 4096 bytes")
+    );
+    let second = next(&mut out).await;
+    assert_eq!(second["id"], 1, "{second}");
+    drop(out);
+    let _ = server.await;
+    if let (Some(before), Some(after)) = (before, peak_kib()) {
+        let grew_mib = after.saturating_sub(before) / 1024;
+        assert!(
+            grew_mib < 64,
+            "reading the line took {grew_mib} MiB more at peak"
+        );
+    }
+}
