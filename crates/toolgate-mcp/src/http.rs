@@ -12,7 +12,15 @@
 //!    argument can mean two things.
 //! 3. **Sessions** ([`crate::sessions`]): each bound to the caller that
 //!    opened it, capped per caller and in total, closed when idle.
-//! 4. **Step-up.** A signed token's `tools/call` of a served tool whose
+//! 4. **Browser origins.** A request that carries an `Origin` is served
+//!    only when it is one of [`HttpSettings::allowed_origins`] (rmcp's
+//!    check, always on): a page on another site cannot drive a gateway
+//!    its visitor can reach. Clients that send no `Origin` (SDKs, hosts)
+//!    are not affected.
+//! 5. **Errors are JSON-RPC.** Whatever the transport refuses (a batch, a
+//!    media type, a body over the limit, a foreign origin) is answered
+//!    with its status and a JSON-RPC error body, never `text/plain`.
+//! 6. **Step-up.** A signed token's `tools/call` of a served tool whose
 //!    capability the token does not carry is `403` with
 //!    `WWW-Authenticate: Bearer error="insufficient_scope", scope="…"`
 //!    naming the scopes that grant it (the MCP authorization spec's
@@ -29,7 +37,7 @@ use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode, header};
-use axum::middleware::{Next, from_fn_with_state};
+use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -57,6 +65,10 @@ pub struct HttpSettings {
     pub public_url: Option<String>,
     /// How many 2025-11-25 sessions, for how long.
     pub sessions: SessionLimits,
+    /// Browser origins (`https://app.example.com`, `http://localhost:*`)
+    /// allowed to call: a request with any other `Origin` is `403`. Empty
+    /// refuses every request that carries one.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for HttpSettings {
@@ -66,6 +78,7 @@ impl Default for HttpSettings {
             body_limit: 1 << 20,
             public_url: None,
             sessions: SessionLimits::default(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -112,6 +125,9 @@ pub fn router<D: Decide>(
     config.legacy_session_mode = true;
     config.allowed_hosts.clone_from(&settings.allowed_hosts);
     config.max_request_body_bytes = settings.body_limit;
+    let config = config
+        .with_allowed_origins(settings.allowed_origins.iter().cloned())
+        .enforce_origin_validation();
     let catalog_of = gateway.clone();
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(settings.sessions.idle);
@@ -131,6 +147,7 @@ pub fn router<D: Decide>(
         .nest_service(MCP_PATH, service)
         .layer(from_fn_with_state(sessions, crate::sessions::guard))
         .layer(from_fn_with_state(body, strict_body))
+        .layer(from_fn(json_rpc_errors))
         .layer(from_fn_with_state(
             Arc::new(Callers {
                 keys,
@@ -331,6 +348,50 @@ impl BodyCheck {
             &scopes,
         ))
     }
+}
+
+/// Longest transport error text kept, in bytes.
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// A transport error that is not JSON (rmcp answers `text/plain` for a
+/// batch, a media type, a foreign origin; this crate for a body over the
+/// limit) as a JSON-RPC error with the same status: a client reads every
+/// `/mcp` error the same way.
+async fn json_rpc_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.contains("json") || t.starts_with("text/event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = match to_bytes(body, MAX_ERROR_TEXT).await {
+        Ok(b) if !b.is_empty() => String::from_utf8_lossy(&b).into_owned(),
+        _ => status.canonical_reason().unwrap_or("error").to_owned(),
+    };
+    // -32600 (invalid request) for what the client sent, -32603 for the
+    // server's own failure.
+    let code = if status.is_client_error() {
+        -32600
+    } else {
+        -32603
+    };
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": code, "message": text},
+    })
+    .to_string();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
 }
 
 async fn strict_body(State(check): State<Arc<BodyCheck>>, req: Request, next: Next) -> Response {

@@ -1,6 +1,8 @@
 //! 2025-11-25 sessions on `/mcp` are the opener's: another key's POST, GET
 //! or DELETE on the id is `404`, as for an id that never existed; and a
-//! caller, and all callers, hold a bounded number of them.
+//! caller, and all callers, hold a bounded number of them. A browser page
+//! of another origin is refused, and whatever the transport refuses is a
+//! JSON-RPC error, never `text/plain`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -32,16 +34,34 @@ fn send(
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let session = session
         .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
         .unwrap_or_default();
+    send_with(
+        addr,
+        method,
+        key,
+        &format!("Content-Type: application/json\r\n{session}"),
+        body,
+    )
+}
+
+/// [`send`] with `headers` (each ending in CRLF) instead of the content
+/// type and session.
+fn send_with(
+    addr: SocketAddr,
+    method: &str,
+    key: &str,
+    headers: &str,
+    body: &str,
+) -> (u16, Option<String>, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
         "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Accept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -101,6 +121,8 @@ async fn serve(limits: SessionLimits) -> SocketAddr {
     );
     let settings = HttpSettings {
         sessions: limits,
+        allowed_origins: vec!["https://gate.example".into()],
+        body_limit: 64 * 1024,
         ..HttpSettings::default()
     };
     let app = router(gateway, keys, Issuers::default(), &settings);
@@ -186,6 +208,54 @@ async fn an_idle_session_is_closed() {
         let (status, _, _) = send(addr, "POST", "key-ana", Some(&first), LIST);
         assert_eq!(status, 404);
         open(addr, "key-ana");
+    })
+    .await
+    .unwrap();
+}
+
+/// The answer is a JSON-RPC error with `status`.
+#[track_caller]
+fn json_rpc_error(answer: &(u16, Option<String>, String), status: u16) {
+    let (got, _, raw) = answer;
+    assert_eq!(*got, status, "{raw}");
+    assert!(
+        raw.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{raw}"
+    );
+    assert!(
+        raw.contains(r#""jsonrpc":"2.0""#) && raw.contains(r#""error""#),
+        "{raw}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_origins_and_malformed_transport_get_json_rpc_errors() {
+    let addr = serve(SessionLimits::default()).await;
+    tokio::task::spawn_blocking(move || {
+        let json = "Content-Type: application/json\r\n";
+        // A page of another site, driving a gateway its visitor can reach.
+        let evil = format!("{json}Origin: https://evil.example\r\n");
+        json_rpc_error(&send_with(addr, "POST", "key-ana", &evil, INIT), 403);
+        // The deployment's own origin, and clients that send none.
+        let own = format!("{json}Origin: https://gate.example\r\n");
+        assert_eq!(send_with(addr, "POST", "key-ana", &own, INIT).0, 200);
+        assert_eq!(send_with(addr, "POST", "key-ana", json, INIT).0, 200);
+        // A batch, a media type the transport does not read, a body over
+        // the limit: each a JSON-RPC error with its status.
+        let batch = format!("[{INIT},{LIST}]");
+        let (status, _, _) = send_with(addr, "POST", "key-ana", json, &batch);
+        assert!((400..500).contains(&status));
+        json_rpc_error(&send_with(addr, "POST", "key-ana", json, &batch), status);
+        let text = "Content-Type: text/plain\r\n";
+        let (status, _, raw) = send_with(addr, "POST", "key-ana", text, INIT);
+        assert!((400..500).contains(&status), "{raw}");
+        json_rpc_error(&send_with(addr, "POST", "key-ana", text, INIT), status);
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(70 * 1024)
+        );
+        json_rpc_error(&send_with(addr, "POST", "key-ana", json, &big), 413);
     })
     .await
     .unwrap();

@@ -595,6 +595,7 @@ impl McpGateway {
             body_limit,
             public_url: service.settings().public_url.clone(),
             sessions: toolgate_mcp::sessions::SessionLimits::default(),
+            allowed_origins: allowed_origins(service.settings().public_url.as_deref()),
         };
         let gateway = Gateway::calling_as_person(
             Arc::clone(watch.policy()),
@@ -713,6 +714,36 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
 }
 
 /// `gate.example.com` (or `gate.example.com:8443`) of a URL.
+/// The browser origins `/mcp` serves: the deployment's own (its
+/// `public_url`), and, for a gateway on loopback (no `public_url`, or one
+/// on a loopback host), pages of this machine on any port, as the `Host`
+/// check allows loopback names. A page of any other site, DNS-rebound to
+/// this machine or not, is refused.
+fn allowed_origins(public_url: Option<&str>) -> Vec<String> {
+    let own = public_url.and_then(url_origin);
+    let loopback = public_url.and_then(url_host).is_none_or(|h| {
+        let name = match h.find(']') {
+            Some(end) => &h[..=end],
+            None => h.split(':').next().unwrap_or(""),
+        };
+        matches!(name, "127.0.0.1" | "localhost" | "[::1]")
+    });
+    let mut origins: Vec<String> = own.into_iter().collect();
+    if loopback {
+        origins.extend(
+            ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"].map(String::from),
+        );
+    }
+    origins
+}
+
+/// `scheme://host[:port]` of `url`: the origin a browser sends for a page
+/// there.
+fn url_origin(url: &str) -> Option<String> {
+    let scheme = url.split_once("://")?.0;
+    url_host(url).map(|host| format!("{scheme}://{host}"))
+}
+
 fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let host = rest.split(['/', '?', '#']).next()?;
@@ -765,5 +796,34 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {},
         () = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::allowed_origins;
+
+    #[test]
+    fn a_public_gateway_serves_its_own_origin_and_a_local_one_this_machine() {
+        assert_eq!(
+            allowed_origins(Some("https://gate.example.com/base/")),
+            ["https://gate.example.com"]
+        );
+        let local = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"];
+        assert_eq!(allowed_origins(None), local);
+        for url in [
+            "http://127.0.0.1:8080",
+            "http://localhost",
+            "http://[::1]:9000/",
+        ] {
+            let origins = allowed_origins(Some(url));
+            assert_eq!(origins[1..], local, "{url}");
+            assert_eq!(origins[0], url.trim_end_matches('/'), "{url}");
+        }
+        // A name that only starts like loopback is not loopback.
+        assert_eq!(
+            allowed_origins(Some("https://localhost.evil.example")),
+            ["https://localhost.evil.example"]
+        );
     }
 }
