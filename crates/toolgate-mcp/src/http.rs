@@ -59,6 +59,9 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
     /// Largest request body, in bytes.
     pub body_limit: usize,
+    /// How long a POST body may take to arrive in full (`408` after it): a
+    /// body that never ends holds no connection for longer.
+    pub body_timeout: std::time::Duration,
     /// The deployment's public URL (`https://gate.example`), behind any
     /// TLS-terminating proxy: with token issuers, `/mcp` is an OAuth
     /// protected resource named from it, never from a request's `Host`.
@@ -76,6 +79,7 @@ impl Default for HttpSettings {
         Self {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "::1".into()],
             body_limit: 1 << 20,
+            body_timeout: std::time::Duration::from_secs(10),
             public_url: None,
             sessions: SessionLimits::default(),
             allowed_origins: Vec::new(),
@@ -139,6 +143,7 @@ pub fn router<D: Decide>(
     let metadata_url = resource.as_ref().map(|(_, url)| url.clone());
     let body = Arc::new(BodyCheck {
         limit,
+        timeout: settings.body_timeout,
         capability_of: Box::new(move |tool| gateway_capability(&catalog_of, tool)),
         issuers: issuers.clone(),
         metadata_url: metadata_url.clone(),
@@ -324,6 +329,7 @@ type CapabilityOf = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// capabilities and the scopes that grant them.
 struct BodyCheck {
     limit: usize,
+    timeout: std::time::Duration,
     capability_of: CapabilityOf,
     issuers: Issuers,
     metadata_url: Option<String>,
@@ -400,9 +406,20 @@ async fn strict_body(State(check): State<Arc<BodyCheck>>, req: Request, next: Ne
         return next.run(req).await;
     }
     let (parts, body) = req.into_parts();
-    let bytes = match to_bytes(body, limit).await {
-        Ok(b) => b,
+    let bytes = match tokio::time::timeout(check.timeout, to_bytes(body, limit)).await {
+        Ok(Ok(b)) => b,
+        // Answered as JSON-RPC by the layer around this one.
         Err(_) => {
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    check.timeout.as_millis()
+                ),
+            )
+                .into_response();
+        }
+        Ok(Err(_)) => {
             return (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("the request body is over {limit} bytes"),

@@ -111,6 +111,10 @@ fn key(name: &str) -> ApiKey {
 }
 
 async fn serve(limits: SessionLimits) -> SocketAddr {
+    serve_with(limits, Duration::from_secs(10)).await
+}
+
+async fn serve_with(limits: SessionLimits, body_timeout: Duration) -> SocketAddr {
     let policy = Arc::new(Policy::load(POLICY).unwrap());
     let keys = KeyRing::new(vec![key("ana"), key("bo")]).unwrap();
     let gateway = Gateway::new(
@@ -123,6 +127,7 @@ async fn serve(limits: SessionLimits) -> SocketAddr {
         sessions: limits,
         allowed_origins: vec!["https://gate.example".into()],
         body_limit: 64 * 1024,
+        body_timeout,
         ..HttpSettings::default()
     };
     let app = router(gateway, keys, Issuers::default(), &settings);
@@ -256,6 +261,30 @@ async fn foreign_origins_and_malformed_transport_get_json_rpc_errors() {
             "x".repeat(70 * 1024)
         );
         json_rpc_error(&send_with(addr, "POST", "key-ana", json, &big), 413);
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_ends_is_cut_off_at_its_deadline() {
+    let addr = serve_with(SessionLimits::default(), Duration::from_millis(500)).await;
+    tokio::task::spawn_blocking(move || {
+        // A key with no capability at all, promising 1,000 bytes and
+        // sending ten.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer key-bo\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: 1000\r\n\r\n{{\"jsonrpc\""
+        )
+        .unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        json_rpc_error(&(raw[9..12].parse().unwrap(), None, raw.clone()), 408);
+        assert!(raw.contains("did not arrive within 500 ms"), "{raw}");
     })
     .await
     .unwrap();

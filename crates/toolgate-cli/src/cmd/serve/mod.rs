@@ -379,7 +379,7 @@ async fn prepare(args: &Args) -> Result<(Ready, SocketAddr), ExitCode> {
                     upstreams,
                 )
                 .await?;
-                let mcp = gateway.router(&service, d.http.body_limit, keys);
+                let mcp = gateway.router(&service, &d.http, keys);
                 Ok::<_, String>((service, mcp))
             };
             let (service, mcp) = started.await.map_err(|e| {
@@ -580,7 +580,12 @@ impl McpGateway {
 
     /// `/mcp` deciding with `service`, or no route at all for a deployment
     /// without upstreams.
-    fn router(self, service: &Service, body_limit: usize, keys: KeyRing) -> Router {
+    fn router(
+        self,
+        service: &Service,
+        limits: &toolgate_service::HttpLimits,
+        keys: KeyRing,
+    ) -> Router {
         let Some(watch) = self.watch else {
             return Router::new();
         };
@@ -592,7 +597,9 @@ impl McpGateway {
         }
         let settings = HttpSettings {
             allowed_hosts,
-            body_limit,
+            body_limit: limits.body_limit,
+            // The HTTP door's deadline for a whole request, for the body.
+            body_timeout: limits.request_timeout,
             public_url: service.settings().public_url.clone(),
             sessions: toolgate_mcp::sessions::SessionLimits::default(),
             allowed_origins: allowed_origins(service.settings().public_url.as_deref()),
