@@ -5,28 +5,23 @@
 //! JSON-RPC error, never `text/plain`.
 
 use std::io::{Read, Write};
+
+#[path = "support/raw_http.rs"]
+mod raw_http;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::Duration;
 
+use raw_http::Nothing;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_mcp::catalog::Catalog;
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::http::{HttpSettings, router};
 use toolgate_mcp::sessions::SessionLimits;
-use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall};
 use toolgate_service::{ApiKey, ExecutionMode, Issuers, KeyRing};
 
-struct Nothing;
-
-impl Decide for Nothing {
-    async fn decide(&self, _: GatedCall) -> Result<DecisionForWire, DecideError> {
-        Err(DecideError::NotServed("no tool is served here"))
-    }
-}
-
-/// One request; the status, the session id it names, and the whole answer.
+/// One request, in `session` if given.
 fn send(
     addr: SocketAddr,
     method: &str,
@@ -34,50 +29,10 @@ fn send(
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let session = session
-        .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
-        .unwrap_or_default();
-    send_with(
-        addr,
-        method,
-        key,
-        &format!("Content-Type: application/json\r\n{session}"),
-        body,
-    )
+    raw_http::request(addr, method, key, &raw_http::json_in(session), body)
 }
 
-/// [`send`] with `headers` (each ending in CRLF) instead of the content
-/// type and session.
-fn send_with(
-    addr: SocketAddr,
-    method: &str,
-    key: &str,
-    headers: &str,
-    body: &str,
-) -> (u16, Option<String>, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "{method} /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
-         Accept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: 2025-11-25\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    // A GET's event stream stays open: what arrived within the timeout is
-    // enough to read its status.
-    let _ = s.read_to_string(&mut raw);
-    let status = raw[9..12].parse().unwrap();
-    let id = raw.lines().find_map(|l| {
-        let lower = l.to_ascii_lowercase();
-        lower
-            .starts_with("mcp-session-id: ")
-            .then(|| l["mcp-session-id: ".len()..].trim().to_owned())
-    });
-    (status, id, raw)
-}
+use raw_http::request as send_with;
 
 const POLICY: &str = r#"version = 1
 abstain_message = "no"

@@ -5,6 +5,8 @@
 
 #[path = "../../toolgate-service/tests/support/provider.rs"]
 mod provider;
+#[path = "support/raw_http.rs"]
+mod raw_http;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -12,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use provider::{Provider, claims, sign};
+use raw_http::Nothing;
 use serde_json::json;
 use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
@@ -20,50 +23,16 @@ use toolgate_mcp::config::McpSection;
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::http::{HttpSettings, router};
 use toolgate_mcp::pin::{Offered, PinFile, compare};
-use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall};
 use toolgate_service::{ApiKey, ExecutionMode, KeyRing};
 
-/// No tool is served, so nothing is decided.
-struct Nothing;
-
-impl Decide for Nothing {
-    async fn decide(&self, _: GatedCall) -> Result<DecisionForWire, DecideError> {
-        Err(DecideError::NotServed("no tool is served here"))
-    }
-}
-
-/// One request to `/mcp` with `token`; the status, the session id and the
-/// body.
+/// One POST to `/mcp` with `token`, in `session` if given.
 fn post(
     addr: SocketAddr,
     token: &str,
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let session = session
-        .map(|id| format!("Mcp-Session-Id: {id}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\
-         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: 2025-11-25\r\n{session}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let status = raw[9..12].parse().unwrap();
-    let id = raw
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("mcp-session-id: ")
-                .or_else(|| l.strip_prefix("Mcp-Session-Id: "))
-        })
-        .map(|v| v.trim().to_owned());
-    (status, id, raw)
+    raw_http::request(addr, "POST", token, &raw_http::json_in(session), body)
 }
 
 /// A GET without a credential: the status and the body.
