@@ -92,6 +92,16 @@ impl Conn {
     }
 }
 
+/// A request in progress on a connection; [`Conn::end`] when dropped (with
+/// the response body, once it has been sent or abandoned).
+pub(crate) struct Busy(pub Arc<Conn>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 /// Whether and how an accepted connection is served.
 pub(crate) enum Admission {
     /// Served, with its registry entry (removed with [`Registry::leave`]).

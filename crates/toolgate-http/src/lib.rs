@@ -285,7 +285,16 @@ async fn serve_connection(
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            conn.end();
+            // Busy until its body has been sent, not when its head is
+            // ready: a long-lived event stream (`GET /mcp`) is never the
+            // idle connection closed to make room.
+            let busy = conn::Busy(conn);
+            let response = response.map(move |body| {
+                axum::body::Body::new(http_body_util::BodyExt::map_frame(body, move |frame| {
+                    let _busy = &busy;
+                    frame
+                }))
+            });
             Ok::<_, std::convert::Infallible>(response)
         }
     });

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use support::*;
-use toolgate_http::AppState;
+use toolgate_http::{AppState, Settings};
 
 /// Writes `request` on a new connection and reads until the server closes
 /// it: the whole answer as text.
@@ -158,4 +158,86 @@ fn requests_hyper_cannot_parse_get_the_documented_bare_answers() {
             || doc.contains("`431 Request Header Fields Too Large`")
     );
     stop(&runtime, running);
+}
+
+/// A body of one chunk every 20 ms for as long as the client reads: an
+/// event stream, as `GET /mcp` keeps open.
+struct Ticks(tokio::time::Interval);
+
+impl http_body::Body for Ticks {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.0.poll_tick(cx).map(|_| {
+            Some(Ok(http_body::Frame::data(axum::body::Bytes::from_static(
+                b"data: tick\n\n",
+            ))))
+        })
+    }
+}
+
+#[test]
+fn a_connection_streaming_its_answer_is_never_the_idle_one_closed() {
+    let (state, _) = app_with(Settings {
+        max_connections: 1,
+        max_connections_per_peer: 1,
+        probe_headroom: 0,
+        ..Settings::default()
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let beside = axum::Router::new().route(
+        "/stream",
+        axum::routing::get(|| async {
+            axum::body::Body::new(Ticks(tokio::time::interval(Duration::from_millis(20))))
+        }),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(toolgate_http::serve_with(
+        listener,
+        state,
+        beside,
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(1),
+    ));
+    // The one slot: a stream, its head sent, its body still coming.
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+        .write_all(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 512];
+    while !String::from_utf8_lossy(&seen).contains("tick") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // A newcomer finds no idle connection to close: refused, and the
+    // stream goes on.
+    let answer = exchange(addr, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(
+        answer.is_empty() || answer.contains("503"),
+        "the newcomer took the streaming connection's slot: {answer}"
+    );
+    let before = seen.len();
+    while seen.len() == before {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream was closed for the newcomer");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(stream);
+    stop_tx.send(()).unwrap();
+    runtime.block_on(server).unwrap().unwrap();
 }
