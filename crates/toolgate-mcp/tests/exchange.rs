@@ -154,3 +154,23 @@ async fn an_issuer_that_misbehaves_gives_no_token() {
     }
     assert_eq!(x.cached(), 0, "nothing cached from a failure");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_people_keeps_the_cache_bounded() {
+    let (issuer, x) = start().await;
+    let total = toolgate_mcp::exchange::MAX_CACHED + 50;
+    for i in 0..total {
+        let person = format!("person-{i}");
+        x.token_for(&person, Some(&Credential::new(&format!("t-{i}"))))
+            .await
+            .unwrap();
+    }
+    assert_eq!(issuer.requests.lock().unwrap().len(), total);
+    assert_eq!(x.cached(), toolgate_mcp::exchange::MAX_CACHED);
+    // The newest are kept; one that went is exchanged again when it calls.
+    let last = format!("person-{}", total - 1);
+    x.token_for(&last, Some(&Credential::new(&format!("t-{}", total - 1))))
+        .await
+        .unwrap();
+    assert_eq!(issuer.requests.lock().unwrap().len(), total, "still cached");
+}
