@@ -27,6 +27,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject};
 use serde_json::{Map, Value, json};
 use toolgate::contract::{Checked, RejectReason};
+use toolgate::decode::{Limits, decode_strict};
 use toolgate::pipeline::{Decision, Outcome, Principal, Reason, Rejection};
 
 /// `_meta` key carrying the operation key to the upstream.
@@ -125,9 +126,9 @@ pub fn to_wire(
 ) -> Result<CallToolResult, ErrorData> {
     let d = &decided.decision;
     match d {
-        Decision::Executed { result, .. } => recorded(result),
+        Decision::Executed { result, .. } => recorded(result, has_output_schema),
         Decision::Replayed { result, .. } => {
-            let mut r = recorded(result)?;
+            let mut r = recorded(result, has_output_schema)?;
             let meta = r.meta.get_or_insert_with(|| MetaObject(Map::new()));
             meta.0.insert(OUTCOME_META.to_owned(), json!("replayed"));
             Ok(r)
@@ -215,14 +216,38 @@ pub fn unknown_tool(tool: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown tool: {tool:?}"), None)
 }
 
-/// The recorded `CallToolResult`, as the upstream answered it.
-fn recorded(result: &Value) -> Result<CallToolResult, ErrorData> {
-    serde_json::from_value(result.clone()).map_err(|e| {
+/// The recorded `CallToolResult`, as the upstream answered it, made
+/// readable by every client of either revision:
+/// - `resultType: "complete"` when it has none (recorded from an older
+///   upstream, or by reconciliation): 2026-07-28 clients require it, and
+///   rmcp takes it out again for older ones;
+/// - for a tool with an `outputSchema`, a result recorded by reconciliation
+///   (its text is the upstream's record, `_meta` `io.toolgate/reconciled`)
+///   carries that record as `structuredContent` too, which clients require
+///   of such a tool.
+fn recorded(result: &Value, has_output_schema: bool) -> Result<CallToolResult, ErrorData> {
+    let mut r: CallToolResult = serde_json::from_value(result.clone()).map_err(|e| {
         ErrorData::internal_error(
             format!("the recorded result is not a CallToolResult: {e}"),
             None,
         )
-    })
+    })?;
+    if r.result_type.is_none() {
+        r.result_type = Some(rmcp::model::ResultType::COMPLETE);
+    }
+    let reconciled = r
+        .meta
+        .as_ref()
+        .is_some_and(|m| m.0.get(crate::executor::RECONCILED_META) == Some(&json!(true)));
+    if has_output_schema && reconciled && r.structured_content.is_none() {
+        r.structured_content = r
+            .content
+            .first()
+            .and_then(|c| c.as_text())
+            .and_then(|t| decode_strict(t.text.as_bytes(), &Limits::provider_body()).ok())
+            .filter(Value::is_object);
+    }
+    Ok(r)
 }
 
 /// `{outcome, reason, message, …}` for the host: the decision's flat view
@@ -361,8 +386,60 @@ mod tests {
     #[test]
     fn executed_is_the_upstream_result_unchanged() {
         let v = wire(executed(upstream_result()), false);
-        // Parsed into rmcp's type and written back: the same JSON.
-        assert_eq!(v, upstream_result());
+        // Parsed into rmcp's type and written back: the same JSON, with the
+        // resultType 2026-07-28 requires (rmcp strips it for older peers).
+        let mut want = upstream_result();
+        want["resultType"] = json!("complete");
+        assert_eq!(v, want);
+        let mut with = upstream_result();
+        with["resultType"] = json!("complete");
+        assert_eq!(wire(executed(with.clone()), false), with);
+    }
+
+    /// A result recorded by reconciliation, as the executor writes it.
+    fn reconciled() -> Value {
+        json!({
+            "content": [{"type": "text", "text": "{\"refund_id\":7,\"version\":5}"}],
+            "isError": false,
+            "_meta": {crate::executor::RECONCILED_META: true},
+        })
+    }
+
+    #[test]
+    fn a_reconciled_result_is_structured_for_a_tool_with_an_output_schema() {
+        let replay = |result: Value, schema: bool| {
+            wire(
+                Decision::Replayed {
+                    operation: operation(),
+                    result,
+                    reply: String::new(),
+                    prior: prior(),
+                },
+                schema,
+            )
+        };
+        let v = replay(reconciled(), true);
+        assert_eq!(
+            v["structuredContent"],
+            json!({"refund_id": 7, "version": 5})
+        );
+        assert_eq!(v["resultType"], json!("complete"));
+        // Without an output schema the text is enough, and an upstream's
+        // own result is never rewritten.
+        assert!(
+            replay(reconciled(), false)
+                .get("structuredContent")
+                .is_none()
+        );
+        assert!(
+            replay(upstream_result(), true)
+                .get("structuredContent")
+                .is_none()
+        );
+        // A record that is not an object gives no structured content.
+        let mut text = reconciled();
+        text["content"][0]["text"] = json!("applied");
+        assert!(replay(text, true).get("structuredContent").is_none());
     }
 
     #[test]
