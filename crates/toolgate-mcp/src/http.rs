@@ -41,6 +41,7 @@ use axum::middleware::{Next, from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::Value;
 use toolgate::decode::{Limits, decode_strict};
 use toolgate_service::{Issuers, KeyRing};
 
@@ -144,7 +145,7 @@ pub fn router<D: Decide>(
     let body = Arc::new(BodyCheck {
         limit,
         timeout: settings.body_timeout,
-        capability_of: Box::new(move |tool| gateway_capability(&catalog_of, tool)),
+        capability_of: Box::new(move |tool| catalog_of.capability_of(tool)),
         issuers: issuers.clone(),
         metadata_url: metadata_url.clone(),
     });
@@ -229,11 +230,6 @@ async fn authenticate(
             unauthorized_token(callers.metadata_url.as_deref(), &e)
         }
     }
-}
-
-/// A served tool's capability, whoever asks.
-fn gateway_capability<D: Decide>(gateway: &Gateway<D>, tool: &str) -> Option<String> {
-    gateway.capability_of(tool)
 }
 
 /// The HTTP door's `401` problem (docs/error-codes.md, `unauthorized`), so
@@ -356,6 +352,31 @@ impl BodyCheck {
     }
 }
 
+/// A JSON-RPC error with no request id (the transport's own, or one for a
+/// message that could not be read), as its JSON text.
+pub(crate) fn json_rpc_error_body(code: i32, message: &str, data: Option<Value>) -> String {
+    let mut error = serde_json::json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": error}).to_string()
+}
+
+/// [`json_rpc_error_body`] as a response with `status`.
+pub(crate) fn json_rpc_error(
+    status: StatusCode,
+    code: i32,
+    message: &str,
+    data: Option<Value>,
+) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        json_rpc_error_body(code, message, data),
+    )
+        .into_response()
+}
+
 /// Longest transport error text kept, in bytes.
 const MAX_ERROR_TEXT: usize = 4096;
 
@@ -386,12 +407,7 @@ async fn json_rpc_errors(req: Request, next: Next) -> Response {
     } else {
         -32603
     };
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": text},
-    })
-    .to_string();
+    let body = json_rpc_error_body(code, &text, None);
     parts.headers.insert(
         header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/json"),
@@ -443,21 +459,13 @@ async fn strict_body(State(check): State<Arc<BodyCheck>>, req: Request, next: Ne
         return refused;
     }
     if let Err(r) = decoded {
-        let error = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": null,
-            "error": {
-                "code": -32700,
-                "message": format!("parse error: {r}"),
-                "data": {"code": r.code().as_str(), "pointer": r.pointer()},
-            },
-        });
-        return (
+        let data = serde_json::json!({"code": r.code().as_str(), "pointer": r.pointer()});
+        return json_rpc_error(
             StatusCode::BAD_REQUEST,
-            [(header::CONTENT_TYPE, "application/json")],
-            error.to_string(),
-        )
-            .into_response();
+            -32700,
+            &format!("parse error: {r}"),
+            Some(data),
+        );
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

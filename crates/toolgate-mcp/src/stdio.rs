@@ -138,13 +138,9 @@ async fn skip_line<R: AsyncBufRead + Unpin>(input: &mut R) -> std::io::Result<()
 }
 
 fn parse_error(message: &str) -> Vec<u8> {
-    let mut line = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32700, "message": format!("parse error: {message}")},
-    })
-    .to_string()
-    .into_bytes();
+    let mut line =
+        crate::http::json_rpc_error_body(-32700, &format!("parse error: {message}"), None)
+            .into_bytes();
     line.push(b'\n');
     line
 }

@@ -86,10 +86,7 @@ async fn serve_with(limits: SessionLimits, body_timeout: Duration) -> SocketAddr
         ..HttpSettings::default()
     };
     let app = router(gateway, keys, Issuers::default(), &settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
+    raw_http::listen(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -66,29 +66,13 @@ async fn serve(
         ..HttpSettings::default()
     };
     let app = router(gateway, keys, p.issuers(Duration::from_secs(60)), &settings);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
+    raw_http::listen(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_persons_token_opens_mcp_and_a_bad_one_is_401() {
     let p = Provider::start(&["a"]).await;
-    let policy = Arc::new(
-        Policy::load(
-            r#"version = 1
-abstain_message = "no"
-[[tools]]
-name = "refund_order"
-description = "Refund an order."
-capability = "refund:issue"
-operation_key = ["order"]
-schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"integer"}},"required":["order_id"],"type":"object"}'
-"#,
-        )
-        .unwrap(),
-    );
+    let policy = Arc::new(Policy::load(POLICY).unwrap());
     let addr = serve(
         &p,
         policy,
@@ -146,16 +130,7 @@ schema = '{"additionalProperties":false,"properties":{"order_id":{"type":"intege
             assert_eq!(doc["scopes_supported"], json!(["refunds"]), "{doc}");
             assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
         }
-        let (status, session, raw) = post(addr, &good, None, init);
-        assert_eq!(status, 200, "{raw}");
-        let session = session.unwrap_or_else(|| panic!("no session id: {raw}"));
-        let (status, _, _) = post(
-            addr,
-            &good,
-            Some(&session),
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        );
-        assert_eq!(status, 202);
+        let session = session(addr, &good);
         // The handler serves the token's person: a listing (empty: no tool
         // is served), not "a valid API key is required".
         let (status, _, raw) = post(

@@ -51,6 +51,14 @@ pub fn request(
     (status, id, raw)
 }
 
+/// `app` served on a loopback port until the test ends.
+pub async fn listen(app: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
 /// The headers of a JSON POST, in `session` if given.
 pub fn json_in(session: Option<&str>) -> String {
     let session = session
