@@ -254,29 +254,24 @@ impl Issuers {
     /// The OAuth scopes the issuers map to capabilities, for a protected
     /// resource's metadata (`scopes_supported`).
     pub fn scopes(&self) -> Vec<&str> {
-        let mut all: Vec<&str> = self
-            .list
-            .iter()
-            .flat_map(|i| i.settings.scope_capabilities.keys().map(String::as_str))
-            .collect();
-        all.sort_unstable();
-        all.dedup();
-        all
+        self.scopes_where(|_| true)
     }
 
     /// The OAuth scopes that grant `capability` at some issuer, for a
     /// step-up answer (`insufficient_scope`).
     pub fn scopes_granting(&self, capability: &str) -> Vec<&str> {
+        self.scopes_where(|caps| caps.iter().any(|c| c == capability))
+    }
+
+    /// The issuers' scopes whose capabilities `grants` accepts, sorted, each
+    /// once.
+    fn scopes_where(&self, grants: impl Fn(&[String]) -> bool) -> Vec<&str> {
         let mut all: Vec<&str> = self
             .list
             .iter()
-            .flat_map(|i| {
-                i.settings
-                    .scope_capabilities
-                    .iter()
-                    .filter(|(_, caps)| caps.iter().any(|c| c == capability))
-                    .map(|(scope, _)| scope.as_str())
-            })
+            .flat_map(|i| i.settings.scope_capabilities.iter())
+            .filter(|(_, caps)| grants(caps))
+            .map(|(scope, _)| scope.as_str())
             .collect();
         all.sort_unstable();
         all.dedup();
