@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{ClaimRecord, JsonText, ReconcileOutcome};
-use toolgate::pipeline::{ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind};
+use toolgate::pipeline::{Credential, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind};
 
 use crate::config::{StatusToolFile, Upstream};
 use crate::exchange::Exchanger;
@@ -54,7 +54,7 @@ pub struct AsPerson {
     upstream: Upstream,
     exchanger: Arc<Exchanger>,
     // Each with the exchanged token it was made with.
-    connections: Mutex<HashMap<String, (String, Arc<UpstreamClient>)>>,
+    connections: Mutex<HashMap<String, (Credential, Arc<UpstreamClient>)>>,
 }
 
 impl AsPerson {
@@ -69,7 +69,7 @@ impl AsPerson {
 
     fn connections(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, Arc<UpstreamClient>)>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (Credential, Arc<UpstreamClient>)>> {
         self.connections
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -84,7 +84,7 @@ impl AsPerson {
             .await
             .map_err(|e| ExecError::new(format!("nothing was sent: {e}")))?;
         if let Some((with, client)) = self.connections().get(person)
-            && with == token.expose()
+            && *with == token
         {
             return Ok(Arc::clone(client));
         }
@@ -100,10 +100,7 @@ impl AsPerson {
         {
             connections.remove(&any);
         }
-        connections.insert(
-            person.to_owned(),
-            (token.expose().to_owned(), Arc::clone(&client)),
-        );
+        connections.insert(person.to_owned(), (token, Arc::clone(&client)));
         Ok(client)
     }
 }
