@@ -39,7 +39,7 @@ mod tool;
 
 pub use tool::{
     IDENTITY_CLAIMS, ScopeSource, ScopeSourceFile, StatusToolFile, ToolFile, ToolMapping,
-    VersionSource, VersionSourceFile, argument_scopes, window,
+    VersionSource, VersionSourceFile, argument_scopes,
 };
 
 /// Default wait for an upstream to answer `initialize`/`server/discover`.
@@ -492,7 +492,7 @@ mod tests {
 
         [[upstreams.tools]]
         name = "note"
-        version_seen = { from = "none", replay_window = "10m" }
+        version_seen = { from = "meta", key = "io.local/version" }
     "#;
 
     fn checked(text: &str) -> Result<Vec<Upstream>, ConfigError> {
@@ -580,14 +580,12 @@ mod tests {
         );
         assert_eq!(
             refund.version_seen,
-            VersionSource::Argument("/expected_version".into())
+            Some(VersionSource::Argument("/expected_version".into()))
         );
         assert!(matches!(ups[1].transport, Transport::Stdio { .. }));
         assert_eq!(
             ups[1].tools[0].version_seen,
-            VersionSource::None {
-                replay_window: Duration::from_secs(600)
-            }
+            Some(VersionSource::Meta("io.local/version".into()))
         );
     }
 
@@ -660,12 +658,6 @@ mod tests {
                 "reserved",
             ),
             (
-                "replay_window = \"10m\"",
-                "replay_window = \"10 minutes\"",
-                "upstreams[local].tools[note].version_seen.replay_window",
-                "whole number",
-            ),
-            (
                 "call_timeout_ms = 2000",
                 "call_timeout_ms = 0",
                 "upstreams[shop].call_timeout_ms",
@@ -734,14 +726,5 @@ mod tests {
         assert_eq!(scopes.get("refund_order", "agent"), None);
         assert_eq!(scopes.get("refund_order", "tenant"), None);
         assert_eq!(scopes.get("note", "order_id"), None);
-    }
-
-    #[test]
-    fn windows() {
-        assert_eq!(window("90s"), Some(Duration::from_secs(90)));
-        assert_eq!(window("30d"), Some(Duration::from_secs(30 * 86_400)));
-        for bad in ["", "m", "0m", "31d", "-1m", "1.5h", "10", "+5m"] {
-            assert_eq!(window(bad), None, "{bad}");
-        }
     }
 }

@@ -23,7 +23,7 @@ use toolgate::pipeline::Principal;
 
 use crate::config::{ScopeSource, ToolMapping, Upstream, VersionSource};
 use crate::pin::{Pin, PinFile, Refresh};
-use crate::wire::{GatedCall, VersionSeen, unknown_tool};
+use crate::wire::{GatedCall, GatedRead, VersionSeen, unknown_tool};
 
 /// One served tool.
 #[derive(Debug, Clone)]
@@ -36,6 +36,8 @@ pub struct ServedTool {
     pub mapping: ToolMapping,
     /// Whether it declares an output schema.
     pub has_output_schema: bool,
+    /// Whether the policy declares it a read (`read = true`).
+    pub read: bool,
     /// The definition `tools/list` shows.
     pub listed: Tool,
 }
@@ -103,6 +105,7 @@ impl Catalog {
                     capability: contract.capability().to_owned(),
                     mapping: m.clone(),
                     has_output_schema: pin.output_schema.is_some(),
+                    read: contract.is_read(),
                     listed: listed(pin, contract.schema().source()),
                 },
             );
@@ -154,7 +157,7 @@ impl Catalog {
         name: &str,
         arguments: Option<&JsonObject>,
         meta: Option<&Map<String, Value>>,
-    ) -> Result<GatedCall, ErrorData> {
+    ) -> Result<Prepared, ErrorData> {
         let served = self
             .visible(principal, name)
             .ok_or_else(|| unknown_tool(name))?;
@@ -176,25 +179,42 @@ impl Catalog {
                 scope.insert(field.clone(), v);
             }
         }
+        if served.read {
+            return Ok(Prepared::Read(GatedRead {
+                principal: principal.clone(),
+                proposal,
+                scope,
+                per_minute: served.mapping.rate_per_minute,
+            }));
+        }
         let version_seen = match &served.mapping.version_seen {
-            VersionSource::Argument(pointer) => args_value
+            Some(VersionSource::Argument(pointer)) => args_value
                 .pointer(pointer)
                 .cloned()
                 .map_or(VersionSeen::Missing, VersionSeen::Read),
-            VersionSource::Meta(key) => {
+            Some(VersionSource::Meta(key)) => {
                 meta_value(key).map_or(VersionSeen::Missing, VersionSeen::Read)
             }
-            VersionSource::None { replay_window } => VersionSeen::Unversioned {
-                replay_window: *replay_window,
-            },
+            // The deployment refuses a write without one when it loads.
+            None => VersionSeen::Missing,
         };
-        Ok(GatedCall {
+        Ok(Prepared::Write(GatedCall {
             principal: principal.clone(),
             proposal,
             scope,
             version_seen,
-        })
+        }))
     }
+}
+
+/// A `tools/call` prepared for the gate: a write to decide, or a read to
+/// judge and forward.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// A write: one decision ([`crate::wire::Decide::decide`]).
+    Write(GatedCall),
+    /// A read ([`crate::wire::Decide::read`]).
+    Read(GatedRead),
 }
 
 /// The core's contract stage over `(tool, arguments)`: the same strict

@@ -29,7 +29,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use toolgate::claim::{ClaimRecord, JsonText, ReconcileOutcome};
-use toolgate::pipeline::{Credential, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind};
+use toolgate::pipeline::{
+    AllowedRead, Credential, ExecError, ExecOutcome, ExecPermit, Executor, ExecutorKind, Principal,
+};
 
 use crate::config::{StatusToolFile, Upstream};
 use crate::exchange::Exchanger;
@@ -76,11 +78,11 @@ impl AsPerson {
     }
 
     /// The person's connection, with a token exchanged for theirs.
-    async fn client(&self, permit: &ExecPermit<'_>) -> Result<Arc<UpstreamClient>, ExecError> {
-        let person = permit.principal().id();
+    async fn client(&self, principal: &Principal) -> Result<Arc<UpstreamClient>, ExecError> {
+        let person = principal.id();
         let token = self
             .exchanger
-            .token_for(person, permit.principal().credential())
+            .token_for(person, principal.credential())
             .await
             .map_err(|e| ExecError::new(format!("nothing was sent: {e}")))?;
         if let Some((with, client)) = self.connections().get(person)
@@ -161,6 +163,30 @@ impl UpstreamExecutor {
         );
     }
 
+    /// Forwards a read the gate allowed to its upstream, as the person
+    /// where the upstream is called so; the result comes back as given.
+    /// Nothing is recorded: a read is not claimed.
+    pub async fn read(
+        &self,
+        read: &AllowedRead,
+        principal: &Principal,
+    ) -> Result<rmcp::model::CallToolResult, ExecError> {
+        let route = self.route_of(read.tool())?;
+        let arguments: Map<String, Value> = read
+            .arguments()
+            .as_object()
+            .cloned()
+            .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
+        let client = match &route.as_person {
+            Some(p) => p.client(principal).await?,
+            None => Arc::clone(&route.client),
+        };
+        client
+            .read(read.tool(), arguments)
+            .await
+            .map_err(|e| ExecError::new(e.to_string()))
+    }
+
     fn route_of(&self, tool: &str) -> Result<&Route, ExecError> {
         // The catalog serves only mapped tools, so this is a wiring error;
         // nothing was sent, but say "unknown" rather than guess.
@@ -187,7 +213,7 @@ impl Executor for UpstreamExecutor {
             .cloned()
             .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
         let client = match &route.as_person {
-            Some(p) => p.client(&permit).await?,
+            Some(p) => p.client(permit.principal()).await?,
             None => Arc::clone(&route.client),
         };
         let result = client

@@ -23,9 +23,9 @@ use toolgate::contract::Policy;
 use toolgate::pipeline::Principal;
 use toolgate_service::KeyRing;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Prepared};
 use crate::exchange::Exchanger;
-use crate::wire::{Decide, to_wire, url_elicitation};
+use crate::wire::{Decide, ReadForWire, to_wire, url_elicitation};
 
 /// Who the caller is.
 #[derive(Debug, Clone)]
@@ -213,10 +213,22 @@ impl<D: Decide> ServerHandler for Gateway<D> {
         // client goes away, or rmcp drops this handler, a decision that has
         // started (a claim won, an upstream call sent) still runs to its end
         // and is recorded.
-        let decided = self.inner.decide.decide(call).await.map_err(|e| {
+        let failed = |e: crate::wire::DecideError| {
             tracing::error!(tool = %request.name, error = %e, "the decision failed");
             ErrorData::internal_error("the gate could not decide", None)
-        })?;
+        };
+        let call = match call {
+            Prepared::Write(call) => call,
+            Prepared::Read(read) => {
+                return match self.inner.decide.read(read).await.map_err(failed)? {
+                    ReadForWire::Forwarded(result) => Ok(CallToolResponse::Complete(result)),
+                    ReadForWire::Denied(denied) => {
+                        to_wire(&denied, has_output_schema).map(CallToolResponse::Complete)
+                    }
+                };
+            }
+        };
+        let decided = self.inner.decide.decide(call).await.map_err(failed)?;
         if url_mode && let Some(e) = url_elicitation(&decided) {
             return Err(e);
         }

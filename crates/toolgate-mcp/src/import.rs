@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use toolgate::contract::Policy;
 use toolgate::op::canonical_json;
 
-use crate::config::{ScopeSource, Upstream, VersionSource};
+use crate::config::{ScopeSource, Upstream};
 use crate::pin::{PinError, PinFile};
 use crate::upstream::{UpstreamClient, UpstreamError};
 
@@ -72,7 +72,8 @@ pub fn policy_skeleton(file: &PinFile, upstream: &Upstream, policy: Option<&Poli
                 .keys()
                 .cloned()
                 .chain(
-                    (!matches!(m.version_seen, VersionSource::None { .. }))
+                    m.version_seen
+                        .is_some()
                         .then(|| toolgate::op::VERSION_SEEN.to_owned()),
                 )
                 .collect(),

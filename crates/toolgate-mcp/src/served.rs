@@ -11,7 +11,14 @@ use std::future::Future;
 use toolgate::pipeline::{CallError, Decision, Reason, Refusal, Rejection};
 use toolgate_service::{self as service, ExecutionMode, Proposal, Service};
 
-use crate::wire::{Decide, DecideError, DecisionForWire, GatedCall, VersionSeen};
+use std::sync::Arc;
+
+use toolgate::pipeline::{ExecError, ReadVerdict};
+
+use crate::executor::UpstreamExecutor;
+use crate::wire::{
+    Decide, DecideError, DecisionForWire, GatedCall, GatedRead, ReadForWire, VersionSeen,
+};
 
 /// The path of a review item on the reviewer page, below the deployment's
 /// `public_url`.
@@ -22,12 +29,25 @@ pub fn review_url(public_url: &str, item: i64) -> String {
 /// [`Decide`] over a served deployment.
 pub struct Served {
     service: Service,
+    reads: Option<Arc<UpstreamExecutor>>,
 }
 
 impl Served {
-    /// Decides with `service`.
+    /// Decides with `service`; a read tool is not forwarded
+    /// ([`Served::forwarding_reads`]).
     pub fn new(service: Service) -> Self {
-        Self { service }
+        Self {
+            service,
+            reads: None,
+        }
+    }
+
+    /// Forwards the reads the service allows through `upstreams` (the
+    /// executor the service's writes go through, so a read reaches the
+    /// same upstream, as the same person).
+    pub fn forwarding_reads(mut self, upstreams: Arc<UpstreamExecutor>) -> Self {
+        self.reads = Some(upstreams);
+        self
     }
 }
 
@@ -41,10 +61,6 @@ impl Decide for Served {
             let version_seen = match call.version_seen {
                 VersionSeen::Read(v) => toolgate::pipeline::VersionSeen::Given(v),
                 VersionSeen::Missing => toolgate::pipeline::VersionSeen::Absent,
-                // Refused when the deployment loads; a call never gets here.
-                VersionSeen::Unversioned { .. } => {
-                    return Err(DecideError::NotServed("version_seen = { from = \"none\" }"));
-                }
             };
             let tool = call.proposal.action().map(|a| a.tool().to_owned());
             let fingerprint = call.proposal.action().map(|a| *a.fingerprint());
@@ -69,19 +85,7 @@ impl Decide for Served {
                     let (Some(tool), Some(fingerprint)) = (tool, fingerprint) else {
                         return Err(DecideError::RefusedWithoutAction(refused.message));
                     };
-                    let reason = match refused.refusal {
-                        Refusal::MissingScope => Reason::MissingScope,
-                        _ => Reason::InvalidScope,
-                    };
-                    return Ok(DecisionForWire {
-                        decision: Decision::Rejected(Rejection::Scope {
-                            reason,
-                            tool,
-                            fingerprint,
-                            message: refused.message,
-                        }),
-                        review_url: None,
-                    });
+                    return Ok(scope_rejection(refused, tool, fingerprint));
                 }
                 Err(service::DecideError::Call(CallError::Gate(e))) => {
                     return Err(DecideError::Gate(e));
@@ -97,6 +101,85 @@ impl Decide for Served {
                 review_url,
             })
         }
+    }
+
+    fn read(
+        &self,
+        call: GatedRead,
+    ) -> impl Future<Output = Result<ReadForWire, DecideError>> + Send {
+        self.judge_and_forward(call)
+    }
+}
+
+impl Served {
+    async fn judge_and_forward(&self, call: GatedRead) -> Result<ReadForWire, DecideError> {
+        let principal = call.principal.clone();
+        let tool = call.proposal.action().map(|a| a.tool().to_owned());
+        let fingerprint = call.proposal.action().map(|a| *a.fingerprint());
+        let settled = self
+            .service
+            .read(service::ReadProposal {
+                principal: call.principal,
+                proposal: call.proposal,
+                scope: call.scope,
+                per_minute: call.per_minute,
+            })
+            .await;
+        let settled = match settled {
+            Ok(s) => s,
+            Err(CallError::Refused { refused, .. }) => {
+                let (Some(tool), Some(fingerprint)) = (tool, fingerprint) else {
+                    return Err(DecideError::RefusedWithoutAction(refused.message));
+                };
+                return Ok(ReadForWire::Denied(scope_rejection(
+                    refused,
+                    tool,
+                    fingerprint,
+                )));
+            }
+            Err(CallError::Gate(e)) => return Err(DecideError::Gate(e)),
+        };
+        match settled.verdict {
+            ReadVerdict::Denied(decision) => Ok(ReadForWire::Denied(DecisionForWire {
+                decision: *decision,
+                review_url: None,
+            })),
+            ReadVerdict::Allowed(read) => {
+                let Some(upstreams) = &self.reads else {
+                    return Err(DecideError::Read(ExecError::new(
+                        "this gateway forwards no reads (Served::forwarding_reads)",
+                    )));
+                };
+                upstreams
+                    .read(&read, &principal)
+                    .await
+                    .map(ReadForWire::Forwarded)
+                    .map_err(DecideError::Read)
+            }
+        }
+    }
+}
+
+/// A scope the core refused (already audited): the model's call named no
+/// valid resource, which it can correct, so it is answered as a rejected
+/// call.
+fn scope_rejection(
+    refused: toolgate::pipeline::Refused,
+    tool: String,
+    fingerprint: toolgate::claim::Fingerprint,
+) -> DecisionForWire {
+    let reason = match refused.refusal {
+        Refusal::MissingScope => Reason::MissingScope,
+        _ => Reason::InvalidScope,
+    };
+    DecisionForWire {
+        decision: Decision::Rejected(Rejection::Scope {
+            reason,
+            tool,
+            fingerprint,
+            message: refused.message,
+        }),
+        review_url: None,
     }
 }
 

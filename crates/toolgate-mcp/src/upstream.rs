@@ -297,9 +297,29 @@ impl UpstreamClient {
     ) -> Result<CallToolResult, UpstreamError> {
         let mut meta = Map::new();
         meta.insert(OPERATION_KEY_META.to_owned(), json!(operation_key));
+        self.send(tool, arguments, Some(meta)).await
+    }
+
+    /// Calls the read tool `tool` with `arguments`, within the call
+    /// timeout: no operation key (nothing is claimed), no `_meta` of the
+    /// caller's.
+    pub async fn read(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        self.send(tool, arguments, None).await
+    }
+
+    async fn send(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        meta: Option<Map<String, Value>>,
+    ) -> Result<CallToolResult, UpstreamError> {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
-        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        params.meta = meta.map(|m| RequestMetaObject(MetaObject(m)));
         // A call abandoned at the timeout is cancelled by rmcp
         // (notifications/cancelled), but it may already have run: unknown.
         tokio::time::timeout(self.call_timeout, self.service.peer().call_tool(params))

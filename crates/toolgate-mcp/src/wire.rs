@@ -21,7 +21,6 @@
 //! fails with an internal error rather than an invented answer.
 
 use std::future::Future;
-use std::time::Duration;
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, MetaObject};
@@ -55,6 +54,29 @@ pub struct GatedCall {
     pub version_seen: VersionSeen,
 }
 
+/// One `tools/call` of a read tool (`read = true` in the policy),
+/// prepared for the service's read: no version, nothing to claim.
+#[derive(Debug, Clone)]
+pub struct GatedRead {
+    /// The authenticated caller.
+    pub principal: Principal,
+    /// The contract stage's verdict on the tool and its arguments.
+    pub proposal: Checked,
+    /// The ids the call names, as the deployment maps them.
+    pub scope: Map<String, Value>,
+    /// The tool's rate, calls a minute per principal.
+    pub per_minute: Option<u32>,
+}
+
+/// What a read came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadForWire {
+    /// Allowed and forwarded: the upstream's result, unchanged.
+    Forwarded(CallToolResult),
+    /// Not allowed (`rejected`, `forbidden`): answered as any decision.
+    Denied(DecisionForWire),
+}
+
 /// Where the version the model read came from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VersionSeen {
@@ -63,12 +85,6 @@ pub enum VersionSeen {
     /// The mapped argument or `_meta` key is absent from the call: the core
     /// answers `missing_scope` (nothing is authorised, read or claimed).
     Missing,
-    /// The tool has no version: the operation is the canonical arguments,
-    /// and a repeat within the window is the same operation.
-    Unversioned {
-        /// How long a repeat counts as the same operation.
-        replay_window: Duration,
-    },
 }
 
 /// What the core decided, and what the wire needs beside it.
@@ -103,6 +119,9 @@ pub enum DecideError {
     /// The tool's mapping is one the deployment refuses when it loads.
     #[error("not served: {0}")]
     NotServed(&'static str),
+    /// An allowed read could not be forwarded, or got no answer.
+    #[error("read: {0}")]
+    Read(#[source] toolgate::pipeline::ExecError),
 }
 
 /// The one decision function, as the gateway sees it. The implementation
@@ -115,6 +134,12 @@ pub trait Decide: Send + Sync + 'static {
         &self,
         call: GatedCall,
     ) -> impl Future<Output = Result<DecisionForWire, DecideError>> + Send;
+
+    /// Judges one read and, if it is allowed, forwards it.
+    fn read(
+        &self,
+        call: GatedRead,
+    ) -> impl Future<Output = Result<ReadForWire, DecideError>> + Send;
 }
 
 /// The answer to a `tools/call` for `decided`. `has_output_schema` says

@@ -34,7 +34,8 @@ use toolgate_mcp::import::{import, policy_skeleton};
 use toolgate_mcp::pin::compare;
 use toolgate_mcp::upstream::UpstreamClient;
 use toolgate_mcp::wire::{
-    DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, OUTCOME_META,
+    DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, GatedRead, OUTCOME_META,
+    ReadForWire,
 };
 use toolgate_service::{ApiKey, ExecutionMode, Issuers, KeyRing};
 
@@ -61,6 +62,20 @@ fn operation(call: &GatedCall, key: &str) -> Operation {
 }
 
 impl Decide for Standin {
+    /// Forwards every read as it is: what the gateway does with an
+    /// allowed read, without the service's judgement (the CLI's tests run
+    /// that on a real deployment).
+    async fn read(&self, call: GatedRead) -> Result<ReadForWire, DecideError> {
+        let action = call.proposal.action().unwrap();
+        let arguments = action.arguments().as_object().cloned().unwrap_or_default();
+        let result = self
+            .upstream
+            .read(action.tool(), arguments)
+            .await
+            .map_err(DecideError::Upstream)?;
+        Ok(ReadForWire::Forwarded(result))
+    }
+
     async fn decide(&self, call: GatedCall) -> Result<DecisionForWire, DecideError> {
         let plain = |decision| DecisionForWire {
             decision,
@@ -134,7 +149,7 @@ const DEPLOYMENT: &str = r#"
     [[upstreams.tools]]
     name = "get_order"
     scope.order = { from = "argument", pointer = "/order_id" }
-    version_seen = { from = "none", replay_window = "1m" }
+    version_seen = { from = "meta", key = "io.example/version" }
 "#;
 
 fn key(name: &str, caps: &[&str]) -> ApiKey {

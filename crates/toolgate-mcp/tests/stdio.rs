@@ -21,11 +21,17 @@ use toolgate_mcp::config::McpSection;
 use toolgate_mcp::gateway::{Gateway, Identity};
 use toolgate_mcp::pin::{Offered, PinFile, compare};
 use toolgate_mcp::stdio::serve_lines;
-use toolgate_mcp::wire::{DECISION_META, Decide, DecideError, DecisionForWire, GatedCall};
+use toolgate_mcp::wire::{
+    DECISION_META, Decide, DecideError, DecisionForWire, GatedCall, GatedRead, ReadForWire,
+};
 
 struct Refuses;
 
 impl Decide for Refuses {
+    async fn read(&self, _: GatedRead) -> Result<ReadForWire, DecideError> {
+        Err(DecideError::NotServed("no read tool is served here"))
+    }
+
     async fn decide(&self, call: GatedCall) -> Result<DecisionForWire, DecideError> {
         let decision = if call.proposal.outcome() == CheckOutcome::Action {
             Decision::StateChanged {
@@ -96,7 +102,7 @@ version_seen = { from = "meta", key = "io.shop/version" }
 [[upstreams.tools]]
 name = "cancel_order"
 scope.order = { from = "argument", pointer = "/order_id" }
-version_seen = { from = "none", replay_window = "1m" }
+version_seen = { from = "meta", key = "io.example/version" }
 "#;
 
 fn parse(line: &str) -> Value {

@@ -173,7 +173,7 @@ pins = "shop.pins.toml"
 [[upstreams.tools]]
 name = "refund_order"
 scope.order = { from = "argument", pointer = "/order_id" }
-version_seen = { from = "none", replay_window = "1m" }
+version_seen = { from = "meta", key = "io.example/version" }
 "#,
     )
     .unwrap();

@@ -31,6 +31,7 @@ pub mod components;
 pub mod identity;
 pub mod limits;
 pub mod metrics;
+pub mod reads;
 mod service;
 pub mod tokens;
 pub mod webhook;
@@ -46,6 +47,7 @@ pub use identity::{
 };
 pub use limits::HttpLimits;
 pub use metrics::Metrics;
+pub use reads::ReadProposal;
 pub use service::{DecideError, Proposal, Service, Settings};
 pub use tokens::{IssuerSettings, Issuers, TokenError};
 pub use webhook::ReviewWebhook;

@@ -109,6 +109,7 @@ struct Inner {
     /// Every decision task holds a read guard; [`Service::drain`] takes the
     /// write guard, so it returns once all of them have finished.
     tasks: Arc<tokio::sync::RwLock<()>>,
+    read_rates: crate::reads::ReadRates,
 }
 
 /// The running gate: one deployment's policy, components and identities,
@@ -144,6 +145,7 @@ impl Service {
                 metrics,
                 webhook_client: reqwest::Client::new(),
                 tasks: Arc::new(tokio::sync::RwLock::new(())),
+                read_rates: crate::reads::ReadRates::default(),
             }),
         }
     }
@@ -201,6 +203,10 @@ impl Service {
     /// The configured keys.
     pub fn keys(&self) -> &KeyRing {
         &self.inner.keys
+    }
+
+    pub(crate) fn read_rates(&self) -> &crate::reads::ReadRates {
+        &self.inner.read_rates
     }
 
     /// Decides one proposal: the core's whole decision ([`decide_call`]:
@@ -369,6 +375,21 @@ impl Pipeline for Run<'_> {
                     .await
             }
         }
+    }
+}
+
+/// The operator's line for each note of a read.
+pub(crate) fn log_read_note(principal: &Principal, note: &Note) {
+    match note {
+        Note::NotAudited(error) => tracing::error!(%error, "read not audited"),
+        Note::Concealed { reason, detail } => tracing::info!(
+            principal = principal.id(),
+            via = principal.via(),
+            reason = reason.as_str(),
+            detail = detail.as_str(),
+            "read: authorisation refused"
+        ),
+        Note::QueueFull | Note::ItemNotRecorded(_) => {}
     }
 }
 

@@ -11,7 +11,7 @@ use toolgate_service::{ExecutionMode, KeyRing};
 
 use super::raw::File;
 use super::{Application, Ctx, LoadedKey};
-use crate::upstreams::{McpSection, Upstream, VersionSource, argument_scopes};
+use crate::upstreams::{McpSection, Upstream, argument_scopes};
 use crate::{DeploySection, ExecutorConfig};
 
 impl Ctx<'_> {
@@ -79,6 +79,7 @@ impl Ctx<'_> {
         // is `Policy::load`.
         let policy = Policy::load_with(&policy_text, &argument_scopes(upstreams))
             .map_err(|e| self.err("policy", format!("{}: {e}", policy_path.display())))?;
+        check_reads(upstreams, &policy).map_err(|(f, m)| self.err(&f, m))?;
         Ok((policy_path, policy))
     }
 
@@ -160,13 +161,60 @@ impl Ctx<'_> {
     }
 }
 
+/// Each served tool's mapping fits what the policy says it is: a write
+/// (the default) says where `version_seen` comes from; a read (`read =
+/// true`) has no version, no status tool, and is the only kind with a
+/// rate.
+fn check_reads(upstreams: &[Upstream], policy: &Policy) -> Result<(), (String, String)> {
+    for u in upstreams {
+        for t in &u.tools {
+            let at = |field: &str| format!("upstreams[{}].tools[{}].{field}", u.name, t.name);
+            let read = policy.tool(&t.name).is_some_and(|c| c.is_read());
+            match (read, &t.version_seen) {
+                (false, None) => {
+                    return Err((
+                        at("version_seen"),
+                        "a write says where the version the model read comes from: \
+                         { from = \"argument\", pointer = \"/expected_version\" } or \
+                         { from = \"meta\", key = … } (or mark the tool read = true in the policy)"
+                            .to_owned(),
+                    ));
+                }
+                (true, Some(_)) => {
+                    return Err((
+                        at("version_seen"),
+                        "the policy marks this tool read = true: a read has no version; remove \
+                         the line"
+                            .to_owned(),
+                    ));
+                }
+                _ => {}
+            }
+            if read && t.status_tool.is_some() {
+                return Err((
+                    at("status_tool"),
+                    "a read is never reconciled: nothing is claimed".to_owned(),
+                ));
+            }
+            if !read && t.rate_per_minute.is_some() {
+                return Err((
+                    at("rate_per_minute"),
+                    "only a read tool has a rate: a write is bounded by its claim, budgets \
+                     and approvals"
+                        .to_owned(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The MCP gateway's tools and the `[[tools]]` wiring agree: each tool an
 /// upstream serves has a `[[tools]]` entry with `executor = { kind =
 /// "mcp_upstream" }` (its entities and state are read as any tool's), and
 /// each such entry names a tool an upstream serves, so an upstream's tool
 /// is never written by another executor and an `mcp_upstream` entry never
-/// lacks its upstream. `version_seen = { from = "none" }` is refused: the
-/// replay window it needs is not built.
+/// lacks its upstream.
 fn check_upstream_tools(
     upstreams: &[Upstream],
     application: &Application,
@@ -182,18 +230,6 @@ fn check_upstream_tools(
             ));
         }
     };
-    for u in upstreams {
-        for t in &u.tools {
-            if matches!(t.version_seen, VersionSource::None { .. }) {
-                return Err((
-                    format!("upstreams[{}].tools[{}].version_seen", u.name, t.name),
-                    "{ from = \"none\" } is not served yet: take the version from an argument \
-                     or from _meta"
-                        .to_owned(),
-                ));
-            }
-        }
-    }
     check_executors(upstreams, section)
 }
 

@@ -1,10 +1,9 @@
 //! Each served tool's mapping (`[[upstreams.tools]]`): where its
 //! operation-key fields and the version the model read come from, as
 //! written and as checked, and the checks on pointers, `_meta` keys and
-//! replay windows.
+//! the read rate.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -23,11 +22,16 @@ pub struct ToolFile {
     /// Where each operation-key field comes from.
     #[serde(default)]
     pub scope: BTreeMap<String, ScopeSourceFile>,
-    /// Where the version the model read comes from.
-    pub version_seen: VersionSourceFile,
-    /// The upstream tool asked during reconciliation, if any.
+    /// Where the version the model read comes from: required for a write,
+    /// refused for a read tool (`read = true` in the policy).
+    #[serde(default)]
+    pub version_seen: Option<VersionSourceFile>,
+    /// The upstream tool asked during reconciliation, if any (writes only).
     #[serde(default)]
     pub status_tool: Option<StatusToolFile>,
+    /// A read tool's rate: calls a minute per principal (none by default).
+    #[serde(default)]
+    pub rate_per_minute: Option<u32>,
 }
 
 /// `scope.FIELD = { from = … }`.
@@ -65,12 +69,6 @@ pub enum VersionSourceFile {
         /// `io.example/version`.
         key: String,
     },
-    /// No version: the key holds the canonical arguments, and a repeat
-    /// within the window is the same operation (the weaker mode).
-    None {
-        /// `"10m"`: a whole number and `s`, `m`, `h` or `d`.
-        replay_window: String,
-    },
 }
 
 /// `status_tool = { name = …, key_argument = … }`.
@@ -90,10 +88,12 @@ pub struct ToolMapping {
     pub name: String,
     /// Operation-key field → where its value comes from.
     pub scope: BTreeMap<String, ScopeSource>,
-    /// Where `version_seen` comes from.
-    pub version_seen: VersionSource,
+    /// Where `version_seen` comes from; `None` for a read tool.
+    pub version_seen: Option<VersionSource>,
     /// The reconciliation tool, if any.
     pub status_tool: Option<StatusToolFile>,
+    /// A read tool's rate, calls a minute per principal.
+    pub rate_per_minute: Option<u32>,
 }
 
 /// Where one scope value comes from.
@@ -114,11 +114,6 @@ pub enum VersionSource {
     Argument(String),
     /// This `_meta` key of the request.
     Meta(String),
-    /// None; a repeat within the window is the same operation.
-    None {
-        /// The replay window.
-        replay_window: Duration,
-    },
 }
 
 /// The scope fields the deployment takes from each tool's arguments and
@@ -184,23 +179,22 @@ pub(super) fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigEr
     }
     let here = format!("{at}.version_seen");
     let version_seen = match &t.version_seen {
-        VersionSourceFile::Argument { pointer } => {
+        None => None,
+        Some(VersionSourceFile::Argument { pointer }) => {
             check_pointer(pointer).map_err(|m| ConfigError::new(&here, m))?;
-            VersionSource::Argument(pointer.clone())
+            Some(VersionSource::Argument(pointer.clone()))
         }
-        VersionSourceFile::Meta { key } => {
+        Some(VersionSourceFile::Meta { key }) => {
             check_meta_key(key).map_err(|m| ConfigError::new(&here, m))?;
-            VersionSource::Meta(key.clone())
+            Some(VersionSource::Meta(key.clone()))
         }
-        VersionSourceFile::None { replay_window } => VersionSource::None {
-            replay_window: window(replay_window).ok_or_else(|| {
-                ConfigError::new(
-                    format!("{here}.replay_window"),
-                    "a whole number and s, m, h or d (\"10m\"), from a second to 30 days",
-                )
-            })?,
-        },
     };
+    if t.rate_per_minute == Some(0) {
+        return Err(ConfigError::new(
+            format!("{at}.rate_per_minute"),
+            "at least 1 call a minute (leave it out for no rate)",
+        ));
+    }
     if let Some(s) = &t.status_tool {
         if !is_name(&s.name) || s.name == t.name {
             return Err(ConfigError::new(
@@ -220,6 +214,7 @@ pub(super) fn check_tool(t: &ToolFile, at: &str) -> Result<ToolMapping, ConfigEr
         scope,
         version_seen,
         status_tool: t.status_tool.clone(),
+        rate_per_minute: t.rate_per_minute,
     })
 }
 
@@ -255,22 +250,4 @@ fn check_meta_key(key: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// `"10m"` → ten minutes; a second to thirty days.
-pub fn window(text: &str) -> Option<Duration> {
-    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u64 = digits.parse().ok().filter(|n| *n > 0)?;
-    let unit_s = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return None,
-    };
-    let secs = n.checked_mul(unit_s).filter(|s| *s <= 30 * 86_400)?;
-    Some(Duration::from_secs(secs))
 }

@@ -8,13 +8,17 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall};
+use toolgate_mcp::wire::{Decide, DecideError, DecisionForWire, GatedCall, GatedRead, ReadForWire};
 
 /// No tool is served, so nothing is decided.
 pub struct Nothing;
 
 impl Decide for Nothing {
     async fn decide(&self, _: GatedCall) -> Result<DecisionForWire, DecideError> {
+        Err(DecideError::NotServed("no tool is served here"))
+    }
+
+    async fn read(&self, _: GatedRead) -> Result<ReadForWire, DecideError> {
         Err(DecideError::NotServed("no tool is served here"))
     }
 }

@@ -72,6 +72,8 @@ struct ToolFile {
     scope_types: BTreeMap<String, String>,
     #[serde(default)]
     needs_approval: bool,
+    #[serde(default)]
+    read: bool,
     approvers: Option<u32>,
     approval_ttl: Option<String>,
     max_argument_bytes: Option<usize>,
@@ -138,6 +140,7 @@ pub struct ToolContract {
     operation_key: Vec<String>,
     scope_types: BTreeMap<String, ScopeType>,
     needs_approval: bool,
+    read: bool,
     approvers: u32,
     approval_ttl_ms: i64,
     digest: Arc<str>,
@@ -237,6 +240,13 @@ impl ToolContract {
             }
         }
         Ok(())
+    }
+    /// Whether the tool only reads (`read = true`; docs/mcp.md, "Read
+    /// tools"): the MCP gateway serves it with its capability, live
+    /// authorisation on the ids its operation key names, and its schema,
+    /// but nothing is claimed, and a proposal of it is no write to decide.
+    pub fn is_read(&self) -> bool {
+        self.read
     }
     /// Whether a person must approve each operation.
     pub fn needs_approval(&self) -> bool {
@@ -461,7 +471,8 @@ fn key_fields(t: &ToolFile) -> Result<BTreeMap<String, ScopeType>, (&'static str
     if t.capability.trim().is_empty() {
         return Err(("capability", "must not be empty".to_owned()));
     }
-    if t.operation_key.is_empty() {
+    // A read may name no resource (a search): its capability decides.
+    if t.operation_key.is_empty() && !t.read {
         return Err((
             "operation_key",
             "name at least one server-fixed scope field".to_owned(),
@@ -522,6 +533,32 @@ fn approval_terms(t: &ToolFile) -> Result<(u32, i64), (&'static str, String)> {
     Ok((approvers, approval_ttl_ms))
 }
 
+/// A read names resources, not operations: nothing is claimed, so there is
+/// no version to compare, nothing for a person to approve and no amount to
+/// reserve.
+fn read_terms(t: &ToolFile) -> Result<(), (&'static str, String)> {
+    if t.operation_key.iter().any(|f| f == crate::op::VERSION_SEEN) {
+        return Err((
+            "operation_key",
+            "a read tool's operation_key names the ids it reads; `version_seen` belongs to writes"
+                .to_owned(),
+        ));
+    }
+    if t.needs_approval {
+        return Err((
+            "needs_approval",
+            "a read tool is not approved: nothing is claimed".to_owned(),
+        ));
+    }
+    if !t.budgets.is_empty() {
+        return Err((
+            "budgets",
+            "a read tool has no budget: nothing is reserved".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 /// The contract as written, in a fixed order: the digest an approval is
 /// bound to (docs/design.md §14).
 fn contract_digest(t: &ToolFile, approvers: u32, approval_ttl_ms: i64) -> String {
@@ -537,6 +574,12 @@ fn contract_digest(t: &ToolFile, approvers: u32, approval_ttl_ms: i64) -> String
         "schema": t.schema,
         "budgets": t.budgets,
     });
+    // Only when set: the digests of every write (and the approvals bound
+    // to them) stay what they were.
+    let mut written = written;
+    if t.read {
+        written["read"] = Value::Bool(true);
+    }
     let hash = Sha256::digest(written.to_string().as_bytes());
     hash.iter().map(|b| format!("{b:02x}")).collect::<String>()
 }
@@ -615,6 +658,9 @@ fn load_tool(
             ));
         }
     }
+    if t.read {
+        read_terms(&t).map_err(|(field, message)| err(field, None, None, message))?;
+    }
     let budgets = load_budgets(t.budgets.clone(), &source, &t.operation_key)
         .map_err(|(field, message)| err(&field, None, None, message))?;
     let (approvers, approval_ttl_ms) =
@@ -632,6 +678,7 @@ fn load_tool(
         operation_key: t.operation_key,
         scope_types,
         needs_approval: t.needs_approval,
+        read: t.read,
         approvers,
         approval_ttl_ms,
         digest: digest.into(),

@@ -180,6 +180,12 @@ pub enum Reason {
     /// amount was reserved with the approval (beyond the limit if still
     /// over it); the audit entry says so.
     BudgetExceededApproved,
+    /// `rejected`: the tool only reads (`read = true`): it is served by
+    /// the MCP gateway's read path, never claimed or executed as a write.
+    ReadTool,
+    /// `rejected`: the principal called this read tool more often than its
+    /// rate allows; nothing was authorised or forwarded.
+    RateLimited,
 }
 
 impl Reason {
@@ -188,9 +194,12 @@ impl Reason {
     /// appears, and [`decision_pairs`] then lists its pairs.
     pub const fn outcomes(self) -> &'static [Outcome] {
         match self {
-            Self::Contract(_) | Self::MissingScope | Self::InvalidScope | Self::ApprovalDenied => {
-                &[Outcome::Rejected]
-            }
+            Self::Contract(_)
+            | Self::MissingScope
+            | Self::InvalidScope
+            | Self::ApprovalDenied
+            | Self::ReadTool
+            | Self::RateLimited => &[Outcome::Rejected],
             Self::MissingCapability | Self::NotAuthorized | Self::AuthorizationError => {
                 &[Outcome::Forbidden]
             }
@@ -217,7 +226,7 @@ impl Reason {
     /// [`contract::RejectReason::ALL`]), for documentation checks. The
     /// match in `own_listed` names the same variants: a new reason does
     /// not compile until it is listed there, next to this list.
-    pub const OWN: [Self; 14] = [
+    pub const OWN: [Self; 16] = [
         Self::MissingCapability,
         Self::NotAuthorized,
         Self::AuthorizationError,
@@ -232,6 +241,8 @@ impl Reason {
         Self::ApprovalDenied,
         Self::BudgetExceeded,
         Self::BudgetExceededApproved,
+        Self::ReadTool,
+        Self::RateLimited,
     ];
 
     /// The stable snake_case code.
@@ -252,6 +263,8 @@ impl Reason {
             Self::ApprovalDenied => "approval_denied",
             Self::BudgetExceeded => "budget_exceeded",
             Self::BudgetExceededApproved => "budget_exceeded_approved",
+            Self::ReadTool => "read_tool",
+            Self::RateLimited => "rate_limited",
         }
     }
 
@@ -321,7 +334,9 @@ const fn own_listed(r: Reason) -> bool {
         | Reason::ApprovalRequired
         | Reason::ApprovalDenied
         | Reason::BudgetExceeded
-        | Reason::BudgetExceededApproved => true,
+        | Reason::BudgetExceededApproved
+        | Reason::ReadTool
+        | Reason::RateLimited => true,
     }
 }
 

@@ -183,6 +183,19 @@ pub enum Rejection {
         /// Which field, and why.
         message: String,
     },
+    /// A proposal of a read tool (`read_tool`: a read is served, never
+    /// decided as a write), or a read past its rate (`rate_limited`).
+    /// Nothing was authorised, read or claimed.
+    Read {
+        /// `read_tool` or `rate_limited`.
+        reason: Reason,
+        /// The proposed tool.
+        tool: String,
+        /// The proposal's fingerprint.
+        fingerprint: Fingerprint,
+        /// What the caller is told.
+        message: String,
+    },
     /// A budget that rejects rather than asks a person
     /// (`budget_exceeded`); nothing was claimed or reserved.
     OverBudget {
@@ -301,7 +314,7 @@ impl Decision {
             Self::Rejected(Rejection::UnknownTool { .. }) => {
                 Some(Reason::Contract(contract::RejectReason::UnknownTool))
             }
-            Self::Rejected(Rejection::Scope { reason, .. })
+            Self::Rejected(Rejection::Scope { reason, .. } | Rejection::Read { reason, .. })
             | Self::Forbidden { reason, .. }
             | Self::StateChanged { reason, .. }
             | Self::NeedsReconciliation { reason, .. }
@@ -331,6 +344,7 @@ impl Decision {
             Self::Rejected(
                 Rejection::UnknownTool { message, .. }
                 | Rejection::Scope { message, .. }
+                | Rejection::Read { message, .. }
                 | Rejection::OverBudget { message, .. }
                 | Rejection::ApprovalDenied { message, .. },
             )
@@ -367,7 +381,10 @@ impl Decision {
             | Self::Truncated(_)
             | Self::ContentFiltered(_)
             | Self::Rejected(
-                Rejection::Contract(_) | Rejection::UnknownTool { .. } | Rejection::Scope { .. },
+                Rejection::Contract(_)
+                | Rejection::UnknownTool { .. }
+                | Rejection::Scope { .. }
+                | Rejection::Read { .. },
             )
             | Self::Forbidden { .. } => None,
         }
@@ -394,7 +411,11 @@ impl Decision {
             return d.tool.as_deref();
         }
         match self {
-            Self::Rejected(Rejection::UnknownTool { tool, .. } | Rejection::Scope { tool, .. })
+            Self::Rejected(
+                Rejection::UnknownTool { tool, .. }
+                | Rejection::Scope { tool, .. }
+                | Rejection::Read { tool, .. },
+            )
             | Self::Forbidden { tool, .. } => Some(tool),
             other => other.operation().map(|o| o.tool.as_str()),
         }
@@ -422,7 +443,9 @@ impl Decision {
     /// The proposal's fingerprint, once validated.
     pub fn fingerprint(&self) -> Option<Fingerprint> {
         match self {
-            Self::Rejected(Rejection::Scope { fingerprint, .. })
+            Self::Rejected(
+                Rejection::Scope { fingerprint, .. } | Rejection::Read { fingerprint, .. },
+            )
             | Self::Forbidden { fingerprint, .. } => Some(*fingerprint),
             other => other.operation().map(|o| o.fingerprint),
         }

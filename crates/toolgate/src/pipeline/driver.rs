@@ -203,7 +203,7 @@ impl Decided {
 
 /// The one audit entry of `decision`, made by `principal` at `now` (and,
 /// for a delegated actor, the key that named it as `via`).
-fn audit_entry(
+pub(super) fn audit_entry(
     decision: &Decision,
     principal: &Principal,
     now: UnixMillis,
@@ -224,7 +224,7 @@ fn audit_entry(
 }
 
 /// A decision the contract stage ended, as the pipeline's.
-fn stateless(d: contract::Checked) -> Decision {
+pub(super) fn stateless(d: contract::Checked) -> Decision {
     match d.outcome() {
         contract::CheckOutcome::Answer => Decision::Answer(d),
         contract::CheckOutcome::Abstain => Decision::Abstain(d),
@@ -240,7 +240,7 @@ fn stateless(d: contract::Checked) -> Decision {
     }
 }
 
-fn forbidden(v: &Validated, reason: Reason, message: String) -> Decision {
+pub(super) fn forbidden(v: &Validated, reason: Reason, message: String) -> Decision {
     // INVARIANT: nothing read from the claim store or the state source is
     // put in a `forbidden` decision; none has been read at this point.
     Decision::Forbidden {
@@ -346,6 +346,19 @@ fn validate(policy: &Policy, proposal: contract::Checked) -> Step<(Validated, &T
         })
         .into());
     };
+    if contract.is_read() {
+        return Err(Decision::Rejected(Rejection::Read {
+            reason: Reason::ReadTool,
+            tool: action.tool().to_owned(),
+            fingerprint: *action.fingerprint(),
+            message: format!(
+                "tool {:?} only reads: the MCP gateway serves it without a claim; \
+                 there is no write to decide",
+                action.tool()
+            ),
+        })
+        .into());
+    }
     Ok((Validated::new(action, reply, contract), contract))
 }
 

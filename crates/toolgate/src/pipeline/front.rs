@@ -278,9 +278,13 @@ struct Prepared<'p> {
     scope: Scope,
 }
 
-type Refusing = (Refused, Option<String>);
+pub(super) type Refusing = (Refused, Option<String>);
 
-fn refused(refusal: Refusal, message: impl Into<String>, tool: Option<&str>) -> Refusing {
+pub(super) fn refused(
+    refusal: Refusal,
+    message: impl Into<String>,
+    tool: Option<&str>,
+) -> Refusing {
     (
         Refused {
             refusal,
@@ -308,7 +312,8 @@ fn prepare<'p, P: Pipeline, S>(
     };
     let scope = match contract {
         Some(c) => {
-            Scope::canonical(c, &with_identity(c, call)?, version_seen).map_err(|e| match e {
+            let scope = with_identity(c, call.principal, call.scope)?;
+            Scope::canonical(c, &scope, version_seen).map_err(|e| match e {
                 ScopeRefusal::Field(e) => {
                     refused(Refusal::InvalidScope, e.to_string(), Some(c.name()))
                 }
@@ -359,8 +364,12 @@ fn prepare<'p, P: Pipeline, S>(
 /// The call's scope with the fields the deployment takes from the caller's
 /// identity filled in: its principal id. A caller that sent one is refused:
 /// no door may set what another door derives.
-fn with_identity(c: &ToolContract, call: &Call<'_>) -> Result<Map<String, Value>, Refusing> {
-    let mut scope = call.scope.clone();
+pub(super) fn with_identity(
+    c: &ToolContract,
+    principal: &Principal,
+    scope: &Map<String, Value>,
+) -> Result<Map<String, Value>, Refusing> {
+    let mut scope = scope.clone();
     for field in c.identity_scopes() {
         if scope.contains_key(field) {
             return Err(refused(
@@ -373,7 +382,7 @@ fn with_identity(c: &ToolContract, call: &Call<'_>) -> Result<Map<String, Value>
                 Some(c.name()),
             ));
         }
-        let id = Value::String(call.principal.id().to_owned());
+        let id = Value::String(principal.id().to_owned());
         scope.insert(field.to_owned(), id);
     }
     Ok(scope)

@@ -30,6 +30,7 @@ mod existing;
 mod front;
 mod not_applied;
 mod parts;
+mod read;
 mod reconcile;
 mod refusal;
 mod scope;
@@ -55,6 +56,9 @@ pub use front::{
     decide_call, sent_reason,
 };
 pub use parts::DecisionParts;
+pub use read::{
+    AllowedRead, OverRate, READ_ALLOWED, ReadCall, ReadSettled, ReadVerdict, decide_read,
+};
 pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,

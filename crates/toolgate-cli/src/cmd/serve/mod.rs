@@ -158,7 +158,7 @@ pub struct Args {
 /// and reconciliation asks the owner of each write.
 pub struct ServeExecutor {
     deploy: DeployExecutor,
-    upstreams: UpstreamExecutor,
+    upstreams: Arc<UpstreamExecutor>,
 }
 
 impl ServeExecutor {
@@ -453,7 +453,7 @@ async fn tools_state(
     cedar: &str,
     keys: KeyRing,
     settings: toolgate_service::Settings,
-    upstreams: UpstreamExecutor,
+    upstreams: Arc<UpstreamExecutor>,
 ) -> Result<Service, String> {
     let base = file.parent().unwrap_or(std::path::Path::new("."));
     let deployment = toolgate_deploy::Prepared::load(section, base, &policy, cedar)
@@ -499,6 +499,9 @@ struct McpGateway {
     allowed_hosts: Vec<String>,
     /// The upstreams called as the person, by name.
     exchangers: HashMap<String, Arc<Exchanger>>,
+    /// Where the reads the service allows are forwarded (the writes'
+    /// executor: the same upstream, as the same person).
+    reads: Arc<UpstreamExecutor>,
 }
 
 impl McpGateway {
@@ -507,16 +510,18 @@ impl McpGateway {
     async fn start(
         upstreams: &[Upstream],
         policy_path: &std::path::Path,
-    ) -> Result<(Self, UpstreamExecutor), String> {
+    ) -> Result<(Self, Arc<UpstreamExecutor>), String> {
         let mut gateway = Self {
             watch: None,
             catalog: Catalog::default(),
             allowed_hosts: HttpSettings::default().allowed_hosts,
             exchangers: HashMap::new(),
+            reads: Arc::new(UpstreamExecutor::new()),
         };
         let mut executor = UpstreamExecutor::new();
         if upstreams.is_empty() {
-            return Ok((gateway, executor));
+            let reads = Arc::clone(&gateway.reads);
+            return Ok((gateway, reads));
         }
         // The catalog checks calls against the same policy the sidecar
         // decides with: the same file through the same loader.
@@ -575,7 +580,9 @@ impl McpGateway {
         );
         gateway.catalog = catalog;
         gateway.watch = Some(watch);
-        Ok((gateway, executor))
+        gateway.reads = Arc::new(executor);
+        let reads = Arc::clone(&gateway.reads);
+        Ok((gateway, reads))
     }
 
     /// `/mcp` deciding with `service`, or no route at all for a deployment
@@ -608,7 +615,7 @@ impl McpGateway {
             Arc::clone(watch.policy()),
             self.catalog,
             Identity::Keys(keys.clone()),
-            Served::new(service.clone()),
+            Served::new(service.clone()).forwarding_reads(self.reads),
             self.exchangers,
         );
         watch.spawn(gateway.clone());
@@ -680,6 +687,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             watch,
             catalog,
             exchangers,
+            reads,
             ..
         } = gateway;
         let service = match tools_state(
@@ -700,7 +708,7 @@ pub fn run_stdio(config: &std::path::Path, db: Option<&str>, key_env: &str) -> E
             Arc::clone(watch.policy()),
             catalog,
             Identity::Fixed(principal),
-            Served::new(service.clone()),
+            Served::new(service.clone()).forwarding_reads(reads),
             exchangers,
         );
         watch.spawn(gateway.clone());
