@@ -8,6 +8,7 @@ client, so the script builds one.
 
   client.py URL [--token T] [--mode auto|legacy|2026-07-28] [--url-elicitation] list
   client.py URL ... call TOOL '{"order_id": 1001}' [--meta '{"k": "v"}']
+  client.py URL ... resources | templates | read URI | prompts | prompt NAME '{"arg": "v"}'
   client.py URL ... walk ORDER_ID            read, refund, repeat, reconcile
   client.py stdio --command 'python3 shop_mcp.py --db x serve-stdio' list   (a stdio server)
 
@@ -116,6 +117,20 @@ async def run(args):
             if args.command == "list":
                 listed = await client.list_tools(cache_mode="refresh")
                 out({"tools": [dump(t) for t in listed.tools]})
+            elif args.command == "resources":
+                listed = await client.list_resources(cache_mode="refresh")
+                out({"resources": [dump(r) for r in listed.resources]})
+            elif args.command == "templates":
+                listed = await client.list_resource_templates(cache_mode="refresh")
+                out({"resourceTemplates": [dump(r) for r in listed.resource_templates]})
+            elif args.command == "read":
+                out({"result": dump(await client.read_resource(args.uri, cache_mode="refresh"))})
+            elif args.command == "prompts":
+                listed = await client.list_prompts(cache_mode="refresh")
+                out({"prompts": [dump(p) for p in listed.prompts]})
+            elif args.command == "prompt":
+                arguments = json.loads(args.arguments) if args.arguments else None
+                out({"result": dump(await client.get_prompt(args.name, arguments))})
             elif args.command == "call":
                 arguments = json.loads(args.arguments)
                 meta = json.loads(args.meta) if args.meta else None
@@ -152,6 +167,14 @@ def main(argv):
     call.add_argument("tool")
     call.add_argument("arguments", help="the arguments as a JSON object")
     call.add_argument("--meta", help="the request's _meta as a JSON object")
+    sub.add_parser("resources", help="resources/list, never from the cache")
+    sub.add_parser("templates", help="resources/templates/list")
+    read = sub.add_parser("read", help="resources/read")
+    read.add_argument("uri")
+    sub.add_parser("prompts", help="prompts/list")
+    prompt = sub.add_parser("prompt", help="prompts/get")
+    prompt.add_argument("name")
+    prompt.add_argument("arguments", nargs="?", help="the arguments as a JSON object of strings")
     w = sub.add_parser("walk", help="read, refund, repeat and reconcile one order (an upstream's own checks)")
     w.add_argument("order_id", type=int)
     args = p.parse_args(argv)

@@ -246,7 +246,33 @@ def build(db_path, hold_order=None, hold_ms=0, max_refund=20000, max_refund_file
         finally:
             conn.close()
 
+    # Pinned and passed through by the gateway with a capability only:
+    # nothing here names an order, so nothing needs per-resource
+    # authorisation (an order is read through get_order, which Cedar checks).
+    @server.resource("shop://policies/refunds", mime_type="text/plain")
+    def refund_policy() -> str:
+        """The shop's refund policy."""
+        return POLICIES["refunds"]
+
+    @server.resource("shop://policies/{topic}", mime_type="text/plain")
+    def policy(topic: str) -> str:
+        """One of the shop's policies, by topic (refunds, shipping)."""
+        if topic not in POLICIES:
+            raise ValueError(f"no policy on {topic!r}")
+        return POLICIES[topic]
+
+    @server.prompt()
+    def refund_note(order_id: str, tone: str = "plain") -> str:
+        """A note to the customer whose order is being refunded."""
+        return f"Write a {tone} note telling the customer of order {order_id} that their refund is on its way."
+
     return server
+
+
+POLICIES = {
+    "refunds": "Refunds go back to the original payment, up to the order's total, within 30 days.",
+    "shipping": "Orders ship within two working days.",
+}
 
 
 def refund_once(conn, key, order_id, expected_version, amount_minor, reason, hold_order, hold_ms):

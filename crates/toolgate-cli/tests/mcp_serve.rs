@@ -729,6 +729,110 @@ fn a_read_tool_is_judged_and_forwarded_but_never_claimed() {
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
+/// The shop's pinned resources, resource template and prompt through the
+/// gateway, with both official SDKs: listed as pinned to a caller with the
+/// capability the deployment names, read and got through the upstream; a
+/// key without it sees none and reads none; an entry whose pin was taken
+/// out is neither listed nor read; a prompt gets only the arguments it
+/// declares.
+#[test]
+fn pinned_resources_and_prompts_pass_through_with_their_capability() {
+    let Some(py) = python() else { return };
+    let s = setup(py);
+    let gateway = serve(&s, "entries");
+    let at = |key: &str, args: &[&str]| client(&s, key, args);
+
+    let listed = at(ANA, &["resources"]);
+    assert_eq!(
+        listed["resources"][0]["uri"],
+        json!("shop://policies/refunds"),
+        "{listed}"
+    );
+    let read = at(ANA, &["read", "shop://policies/refunds"]);
+    let text = read["result"]["contents"][0]["text"].as_str().unwrap_or("");
+    assert!(text.starts_with("Refunds go back"), "{read}");
+    // A URI of the pinned template is read through it.
+    let read = at(ANA, &["read", "shop://policies/shipping"]);
+    assert!(
+        read["result"]["contents"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("ship")),
+        "{read}"
+    );
+    // Nothing else of the upstream's.
+    let other = at(ANA, &["read", "file:///etc/passwd"]);
+    assert!(other["error"]["code"].is_i64(), "{other}");
+    let prompts = at(ANA, &["prompts"]);
+    assert_eq!(
+        prompts["prompts"][0]["name"],
+        json!("refund_note"),
+        "{prompts}"
+    );
+    let got = at(ANA, &["prompt", "refund_note", "{\"order_id\": \"1001\"}"]);
+    let said = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(said.contains("order 1001"), "{got}");
+    let extra = at(
+        ANA,
+        &[
+            "prompt",
+            "refund_note",
+            "{\"order_id\": \"1\", \"system\": \"x\"}",
+        ],
+    );
+    assert_eq!(extra["error"]["code"], json!(-32602), "{extra}");
+    let missing = at(ANA, &["prompt", "refund_note", "{}"]);
+    assert_eq!(missing["error"]["code"], json!(-32602), "{missing}");
+
+    // The Node SDK (2025-11-25, a session) sees the same.
+    let node = |args: &[&str]| {
+        let out = Command::new("node")
+            .arg(example_dir().join("node/client.mjs"))
+            .args([&url(&s), "--token", ANA])
+            .args(args)
+            .output()
+            .unwrap();
+        last_line(&out)
+    };
+    let r = node(&["templates"]);
+    assert_eq!(
+        r["resourceTemplates"][0]["uriTemplate"],
+        json!("shop://policies/{topic}"),
+        "{r}"
+    );
+    let r = node(&["read", "shop://policies/refunds"]);
+    assert!(r["result"]["contents"][0]["text"].is_string(), "{r}");
+    let r = node(&["prompt", "refund_note", "{\"order_id\": \"7\"}"]);
+    assert!(r["result"]["messages"].is_array(), "{r}");
+
+    // Without the capability: nothing listed, nothing read.
+    assert_eq!(at(READER, &["resources"])["resources"], json!([]));
+    assert_eq!(at(READER, &["prompts"])["prompts"], json!([]));
+    let r = at(READER, &["read", "shop://policies/refunds"]);
+    assert!(r["error"]["code"].is_i64(), "{r}");
+    let r = at(READER, &["prompt", "refund_note", "{\"order_id\": \"1\"}"]);
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+
+    // The template's pin taken out: its URIs are unknown from the next
+    // start on, and it is not listed.
+    drop(gateway);
+    let pins = s.dir.join("shop.pins.toml");
+    let text = std::fs::read_to_string(&pins).unwrap();
+    let start = text.find("[[resource_templates]]").unwrap();
+    let end = text[start..]
+        .find("\n\n")
+        .map_or(text.len(), |e| start + e + 2);
+    std::fs::write(&pins, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    let _again = serve(&s, "entries-again");
+    assert_eq!(at(ANA, &["templates"])["resourceTemplates"], json!([]));
+    let r = at(ANA, &["read", "shop://policies/shipping"]);
+    assert!(r["error"]["code"].is_i64(), "{r}");
+    let r = at(ANA, &["read", "shop://policies/refunds"]);
+    assert!(r["result"]["contents"].is_array(), "{r}");
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
 /// The gateway killed while the shop holds a refund of order 1005 inside
 /// its transaction, then started again by `restart` on the same claim
 /// store: the same call is never sent again; it is `in_flight` until the

@@ -105,6 +105,21 @@ pub struct UpstreamFile {
     /// exchanged for one of this upstream's (RFC 8693).
     #[serde(default)]
     pub token_exchange: Option<TokenExchangeFile>,
+    /// Its pinned resources and resource templates, passed through to
+    /// callers with this capability; none are served without it.
+    #[serde(default)]
+    pub resources: Option<EntryAccessFile>,
+    /// Its pinned prompts, likewise.
+    #[serde(default)]
+    pub prompts: Option<EntryAccessFile>,
+}
+
+/// `resources = { capability = … }` or `prompts = { capability = … }`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct EntryAccessFile {
+    /// What a caller must hold to list and read them.
+    pub capability: String,
 }
 
 /// `[upstreams.token_exchange]`, as written.
@@ -187,6 +202,10 @@ pub struct Upstream {
     pub tools: Vec<ToolMapping>,
     /// Whether its tools are called as the person, and how.
     pub token_exchange: Option<TokenExchange>,
+    /// The capability its pinned resources need, if they are served.
+    pub resources_capability: Option<String>,
+    /// The capability its pinned prompts need, if they are served.
+    pub prompts_capability: Option<String>,
 }
 
 use crate::ConfigError;
@@ -397,6 +416,17 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         .as_ref()
         .map(|x| check_exchange(x, &transport, &field))
         .transpose()?;
+    let access = |a: &Option<EntryAccessFile>, f: &str| -> Result<Option<String>, ConfigError> {
+        let Some(a) = a else { return Ok(None) };
+        let c = a.capability.trim();
+        if c.is_empty() || c.len() > 128 || c.chars().any(char::is_control) {
+            return Err(ConfigError::new(
+                field(&format!("{f}.capability")),
+                "a capability is 1-128 characters without control characters",
+            ));
+        }
+        Ok(Some(c.to_owned()))
+    };
     Ok(Upstream {
         name: u.name.clone(),
         transport,
@@ -406,6 +436,8 @@ fn check_upstream(u: &UpstreamFile, at: &str, base: &Path) -> Result<Upstream, C
         refresh,
         tools,
         token_exchange,
+        resources_capability: access(&u.resources, "resources")?,
+        prompts_capability: access(&u.prompts, "prompts")?,
     })
 }
 

@@ -22,7 +22,9 @@ use toolgate::contract::{Policy, check_call};
 use toolgate::pipeline::Principal;
 
 use crate::config::{ScopeSource, ToolMapping, Upstream, VersionSource};
+use crate::entries::{Entry, EntryRefresh, Kind, template_matches};
 use crate::pin::{Pin, PinFile, Refresh};
+use crate::upstream::UpstreamClient;
 use crate::wire::{GatedCall, GatedRead, VersionSeen, unknown_tool};
 
 /// One served tool.
@@ -42,10 +44,23 @@ pub struct ServedTool {
     pub listed: Tool,
 }
 
-/// The served tools, by name.
+/// The served tools, by name, and the served resources, resource
+/// templates and prompts.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: BTreeMap<String, ServedTool>,
+    entries: BTreeMap<(Kind, String), ServedEntry>,
+}
+
+/// One served resource, resource template or prompt.
+#[derive(Debug, Clone)]
+pub struct ServedEntry {
+    /// Its pinned definition.
+    pub entry: Entry,
+    /// The capability a caller needs to see and use it.
+    pub capability: String,
+    /// The upstream's connection it is read through (the gateway's own).
+    pub client: Arc<UpstreamClient>,
 }
 
 impl Catalog {
@@ -111,6 +126,97 @@ impl Catalog {
             );
         }
         notes
+    }
+
+    /// Adds `upstream`'s pinned entries that `refresh` found current, of
+    /// the kinds the deployment serves (`resources`, `prompts`); returns
+    /// one line per entry withheld or not served, for the operator.
+    pub fn add_entries(
+        &mut self,
+        upstream: &Upstream,
+        pins: &PinFile,
+        refresh: &EntryRefresh,
+        client: &Arc<UpstreamClient>,
+    ) -> Vec<String> {
+        let mut notes = refresh.withheld.clone();
+        let mut unserved: BTreeMap<Kind, usize> = BTreeMap::new();
+        for ((kind, id), pin) in &pins.entries {
+            if !refresh.current.contains(&(*kind, id.clone())) {
+                continue;
+            }
+            let capability = match kind {
+                Kind::Resource | Kind::ResourceTemplate => &upstream.resources_capability,
+                Kind::Prompt => &upstream.prompts_capability,
+            };
+            let Some(capability) = capability else {
+                *unserved.entry(*kind).or_default() += 1;
+                continue;
+            };
+            if let Some(other) = self.entries.get(&(*kind, id.clone())) {
+                notes.push(format!(
+                    "{kind} `{id}` withheld: another upstream's pin of it is served ({})",
+                    other.client.name()
+                ));
+                continue;
+            }
+            self.entries.insert(
+                (*kind, id.clone()),
+                ServedEntry {
+                    entry: pin.entry.clone(),
+                    capability: capability.clone(),
+                    client: Arc::clone(client),
+                },
+            );
+        }
+        for (kind, n) in unserved {
+            let key = if kind == Kind::Prompt {
+                "prompts"
+            } else {
+                "resources"
+            };
+            notes.push(format!(
+                "{n} pinned {kind}(s) not served: the upstream has no `{key} = {{ capability = … }}`"
+            ));
+        }
+        notes
+    }
+
+    /// The served entries of `kind` `principal` may see, as pinned, in
+    /// identifier order.
+    pub fn entries(&self, principal: &Principal, kind: Kind) -> Vec<&Entry> {
+        self.entries
+            .iter()
+            .filter(|((k, _), e)| *k == kind && principal.has_capability(&e.capability))
+            .map(|(_, e)| &e.entry)
+            .collect()
+    }
+
+    /// The served resource `uri` is, for `principal`: a pinned resource of
+    /// that exact URI, else one of a pinned template it matches.
+    pub fn resource(&self, principal: &Principal, uri: &str) -> Option<&ServedEntry> {
+        let visible = |e: &&ServedEntry| principal.has_capability(&e.capability);
+        self.entries
+            .get(&(Kind::Resource, uri.to_owned()))
+            .filter(visible)
+            .or_else(|| {
+                self.entries
+                    .iter()
+                    .filter(|((k, t), _)| *k == Kind::ResourceTemplate && template_matches(t, uri))
+                    .map(|(_, e)| e)
+                    .find(visible)
+            })
+    }
+
+    /// The served prompt `name`, if `principal` may see it.
+    pub fn prompt(&self, principal: &Principal, name: &str) -> Option<&ServedEntry> {
+        self.entries
+            .get(&(Kind::Prompt, name.to_owned()))
+            .filter(|e| principal.has_capability(&e.capability))
+    }
+
+    /// How many resources, templates and prompts are served.
+    pub fn entry_count(&self) -> usize {
+        self.entries.len()
     }
 
     /// The served tool called `name`, if `principal` may see it.

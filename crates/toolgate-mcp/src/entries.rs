@@ -303,7 +303,10 @@ mod tests {
         assert!(!template_matches(t, "demo://resource/dynamic/text/4/2"));
         assert!(!template_matches(t, "demo://resource/dynamic/blob/42"));
         assert!(template_matches("file:///{+path}", "file:///etc/hosts"));
-        assert!(template_matches("orders://{id}{?expand}", "orders://7?expand=lines"));
+        assert!(template_matches(
+            "orders://{id}{?expand}",
+            "orders://7?expand=lines"
+        ));
         assert!(template_matches("orders://{id}{?expand}", "orders://7"));
         assert!(!template_matches("orders://{id}{?expand}", "orders://7#x"));
         assert!(template_matches("a{/seg}", "a/b"));
@@ -323,13 +326,20 @@ mod tests {
             let sha256 = entry.digest().unwrap();
             pins.insert((entry.kind, entry.id.clone()), EntryPin { entry, sha256 });
         }
-        let same = compare(&pins, &[pinned.clone()]);
-        assert!(same.current.contains(&(Kind::Resource, "shop://terms".into())));
+        let same = compare(&pins, std::slice::from_ref(&pinned));
+        assert!(
+            same.current
+                .contains(&(Kind::Resource, "shop://terms".into()))
+        );
         assert_eq!(same.withheld.len(), 1, "{:?}", same.withheld);
         let changed = e(json!({"uri": "shop://terms", "name": "terms", "mimeType": "text/html"}));
         let r = compare(&pins, &[changed]);
         assert!(r.current.is_empty());
-        assert!(r.withheld[1].contains("definition changed"), "{:?}", r.withheld);
+        assert!(
+            r.withheld[1].contains("definition changed"),
+            "{:?}",
+            r.withheld
+        );
     }
 
     #[test]

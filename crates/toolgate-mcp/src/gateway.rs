@@ -15,8 +15,10 @@ use std::sync::{Arc, RwLock};
 use rmcp::ErrorData;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CacheScope, CallToolRequestParams, CallToolResponse, GetPromptRequestParams, GetPromptResponse,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use toolgate::contract::Policy;
@@ -24,6 +26,7 @@ use toolgate::pipeline::Principal;
 use toolgate_service::KeyRing;
 
 use crate::catalog::{Catalog, Prepared};
+use crate::entries::Kind;
 use crate::exchange::Exchanger;
 use crate::wire::{Decide, ReadForWire, to_wire, url_elicitation};
 
@@ -144,6 +147,45 @@ impl<D: Decide> Gateway<D> {
     }
 }
 
+/// The pinned definitions of `kind` that `principal` may see, in the SDK's
+/// types (they were listed in them, so they read back).
+fn pinned<T: serde::de::DeserializeOwned>(
+    catalog: &Catalog,
+    principal: &Principal,
+    kind: Kind,
+) -> Result<Vec<T>, ErrorData> {
+    catalog
+        .entries(principal, kind)
+        .into_iter()
+        .map(|e| {
+            serde_json::from_value(e.definition.clone()).map_err(|err| {
+                tracing::error!(%kind, id = e.id.as_str(), error = %err, "a pinned entry does not read back");
+                ErrorData::internal_error("a pinned entry could not be listed", None)
+            })
+        })
+        .collect()
+}
+
+/// An upstream's refusal, relayed with its code; no answer at all is an
+/// internal error that says only that.
+fn relayed(what: &str, e: &crate::upstream::UpstreamError) -> ErrorData {
+    match e {
+        crate::upstream::UpstreamError::Refused { code, message } => ErrorData::new(
+            rmcp::model::ErrorCode(*code),
+            message.chars().take(1000).collect::<String>(),
+            None,
+        ),
+        other => {
+            tracing::warn!(error = %other, "{what}: the upstream did not answer");
+            ErrorData::internal_error(format!("{what}: the upstream did not answer"), None)
+        }
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
 /// The revisions the gateway serves: 2025-11-25 with `initialize` and
 /// sessions, and the stateless 2026-07-28.
 pub const PROTOCOL_VERSIONS: &[ProtocolVersion] =
@@ -151,9 +193,18 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] =
 
 impl<D: Decide> ServerHandler for Gateway<D> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        // Resources and prompts are declared whether or not any are pinned:
+        // a caller's lists depend on its capabilities, and an empty list is
+        // an answer; subscriptions are not relayed.
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
@@ -172,6 +223,97 @@ impl<D: Decide> ServerHandler for Gateway<D> {
             ListToolsResult::with_all_items(self.catalog().list(&principal))
                 .with_cache_scope(CacheScope::Private),
         )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let principal = self.principal(&context)?;
+        let listed = pinned(&self.catalog(), &principal, Kind::Resource)?;
+        Ok(ListResourcesResult::with_all_items(listed).with_cache_scope(CacheScope::Private))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let principal = self.principal(&context)?;
+        let listed = pinned(&self.catalog(), &principal, Kind::ResourceTemplate)?;
+        Ok(ListResourceTemplatesResult::with_all_items(listed)
+            .with_cache_scope(CacheScope::Private))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let principal = self.principal(&context)?;
+        let catalog = self.catalog();
+        // An unpinned, withheld or hidden resource: the same answer.
+        let served = catalog.resource(&principal, &request.uri).ok_or_else(|| {
+            ErrorData::resource_not_found(
+                format!("unknown resource: {:?}", clip(&request.uri)),
+                None,
+            )
+        })?;
+        let result = served
+            .client
+            .read_resource(&request.uri)
+            .await
+            .map_err(|e| relayed("resources/read", &e))?;
+        Ok(ReadResourceResponse::Complete(result))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let principal = self.principal(&context)?;
+        let listed = pinned(&self.catalog(), &principal, Kind::Prompt)?;
+        Ok(ListPromptsResult::with_all_items(listed).with_cache_scope(CacheScope::Private))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let principal = self.principal(&context)?;
+        let catalog = self.catalog();
+        let served = catalog.prompt(&principal, &request.name).ok_or_else(|| {
+            ErrorData::invalid_params(format!("unknown prompt: {:?}", clip(&request.name)), None)
+        })?;
+        // Only the arguments the pinned prompt declares, and every one it
+        // requires: an upstream never sees an argument the operator did not.
+        let (declared, required) = served.entry.prompt_arguments();
+        let given = request.arguments.unwrap_or_default();
+        if let Some(extra) = given.keys().find(|k| !declared.contains(*k)) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "prompt {:?} takes no argument {:?}",
+                    request.name,
+                    clip(extra)
+                ),
+                None,
+            ));
+        }
+        if let Some(missing) = required.iter().find(|r| !given.contains_key(*r)) {
+            return Err(ErrorData::invalid_params(
+                format!("prompt {:?} needs the argument {missing:?}", request.name),
+                None,
+            ));
+        }
+        let result = served
+            .client
+            .get_prompt(&request.name, (!given.is_empty()).then_some(given))
+            .await
+            .map_err(|e| relayed("prompts/get", &e))?;
+        Ok(GetPromptResponse::Complete(result))
     }
 
     async fn call_tool(

@@ -1,7 +1,9 @@
 //! `toolgate mcp import`: pin what an upstream offers now.
 //!
 //! Connects to the upstream, lists its tools, pins each one the core's
-//! schema audit accepts ([`crate::pin::pin`]) and names each one it refuses.
+//! schema audit accepts ([`crate::pin::pin`]) and names each one it refuses;
+//! pins its resources, resource templates and prompts as listed
+//! ([`crate::entries`]).
 //! The pin file is written whole (a tool the upstream no longer offers drops
 //! out of it). Beside it, [`policy_skeleton`] gives a policy entry per pinned
 //! tool that is not in the policy yet: its description and schema, with the
@@ -26,6 +28,8 @@ pub struct Imported {
     pub file: PinFile,
     /// Tools that could not be pinned, and why.
     pub refused: Vec<PinError>,
+    /// Resources, templates and prompts that could not be pinned, and why.
+    pub refused_entries: Vec<String>,
     /// The protocol version the upstream spoke.
     pub protocol_version: Option<String>,
 }
@@ -35,11 +39,14 @@ pub async fn import(upstream: &Upstream) -> Result<Imported, UpstreamError> {
     let client = UpstreamClient::connect(upstream).await?;
     let protocol_version = client.protocol_version();
     let offered = client.offered().await;
+    let entries = client.offered_entries().await;
     client.close().await;
-    let (file, refused) = PinFile::pin_all(&upstream.name, &offered?);
+    let (mut file, refused) = PinFile::pin_all(&upstream.name, &offered?);
+    let refused_entries = file.pin_entries(&entries?);
     Ok(Imported {
         file,
         refused,
+        refused_entries,
         protocol_version,
     })
 }

@@ -12,6 +12,8 @@
 //! - [`upstream`]: rmcp clients for upstreams over Streamable HTTP or stdio,
 //!   with the gateway's own credential and the operation key in `_meta`.
 //! - [`import`]: `toolgate mcp import`, pinning what an upstream offers.
+//! - [`entries`]: pinned resources, resource templates and prompts, and
+//!   which URI a pinned template matches.
 //! - [`catalog`]: the tools served (mapped, pinned, current, in the
 //!   policy) and each call prepared for the decision.
 //! - [`executor`]: the upstream as the core's `Executor`: the operation
@@ -36,6 +38,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod entries;
 pub mod exchange;
 pub mod executor;
 pub mod gateway;

@@ -26,6 +26,8 @@ use toolgate::contract::{Schema, is_identifier};
 use toolgate::decode::{Limits, decode_strict};
 use toolgate::op::canonical_json;
 
+use crate::entries::{Entry, EntryPin, EntryPins, Kind};
+
 /// The pin file format's version.
 pub const PIN_FILE_VERSION: u32 = 1;
 /// Largest schema a pin holds, in bytes of canonical JSON.
@@ -171,6 +173,9 @@ pub struct PinFile {
     pub upstream: String,
     /// The pins, by tool name.
     pub pins: BTreeMap<String, Pin>,
+    /// Its pinned resources, resource templates and prompts
+    /// ([`crate::entries`]).
+    pub entries: EntryPins,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -180,6 +185,20 @@ struct PinFileToml {
     upstream: String,
     #[serde(default)]
     tools: Vec<PinToml>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    resources: Vec<EntryToml>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    resource_templates: Vec<EntryToml>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    prompts: Vec<EntryToml>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryToml {
+    sha256: String,
+    /// The definition as listed, canonical JSON.
+    definition: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -215,6 +234,7 @@ impl PinFile {
         let mut file = Self {
             upstream: upstream.to_owned(),
             pins: BTreeMap::new(),
+            entries: EntryPins::new(),
         };
         let mut refused = Vec::new();
         for o in offered {
@@ -226,6 +246,28 @@ impl PinFile {
             }
         }
         (file, refused)
+    }
+
+    /// Pins every resource, resource template and prompt in `offered` that
+    /// has a bounded identifier and a canonical form; one line per entry
+    /// refused.
+    pub fn pin_entries(&mut self, offered: &[Entry]) -> Vec<String> {
+        let mut refused = Vec::new();
+        for e in offered {
+            match e.digest() {
+                Ok(sha256) => {
+                    self.entries.insert(
+                        (e.kind, e.id.clone()),
+                        EntryPin {
+                            entry: e.clone(),
+                            sha256,
+                        },
+                    );
+                }
+                Err(m) => refused.push(m),
+            }
+        }
+        refused
     }
 
     /// The TOML text: a header saying where it came from, then one
@@ -242,10 +284,22 @@ impl PinFile {
                 output_schema: p.output_schema.as_ref().map(text).transpose()?,
             });
         }
+        let mut by_kind: BTreeMap<Kind, Vec<EntryToml>> = BTreeMap::new();
+        for p in self.entries.values() {
+            by_kind.entry(p.entry.kind).or_default().push(EntryToml {
+                sha256: p.sha256.clone(),
+                definition: canonical_json(&p.entry.definition)
+                    .map_err(|e| PinFileError(e.to_string()))?,
+            });
+        }
+        let mut take = |k: Kind| by_kind.remove(&k).unwrap_or_default();
         let body = toml::to_string(&PinFileToml {
             version: PIN_FILE_VERSION,
             upstream: self.upstream.clone(),
             tools,
+            resources: take(Kind::Resource),
+            resource_templates: take(Kind::ResourceTemplate),
+            prompts: take(Kind::Prompt),
         })
         .map_err(|e| PinFileError(e.to_string()))?;
         Ok(format!(
@@ -297,9 +351,46 @@ impl PinFile {
                 return Err(PinFileError(format!("tool `{}` is pinned twice", t.name)));
             }
         }
+        let mut entries = EntryPins::new();
+        for (kind, list) in [
+            (Kind::Resource, file.resources),
+            (Kind::ResourceTemplate, file.resource_templates),
+            (Kind::Prompt, file.prompts),
+        ] {
+            for t in list {
+                let fail = |m: String| PinFileError(format!("{}: {m}", kind.table()));
+                let definition = decode_strict(
+                    t.definition.as_bytes(),
+                    &Limits::provider_body().with_max_bytes(crate::entries::MAX_ENTRY_BYTES),
+                )
+                .map_err(|r| fail(r.to_string()))?;
+                let entry = Entry::of(kind, definition).map_err(fail)?;
+                if entry.digest().map_err(fail)? != t.sha256 {
+                    return Err(PinFileError(format!(
+                        "{} `{}`: sha256 does not match the pinned definition (edited by hand?); import again",
+                        kind.noun(),
+                        entry.id
+                    )));
+                }
+                let id = (kind, entry.id.clone());
+                if entries
+                    .insert(
+                        id,
+                        EntryPin {
+                            entry,
+                            sha256: t.sha256,
+                        },
+                    )
+                    .is_some()
+                {
+                    return Err(PinFileError(format!("a {} is pinned twice", kind.noun())));
+                }
+            }
+        }
         Ok(Self {
             upstream: file.upstream,
             pins,
+            entries,
         })
     }
 

@@ -24,6 +24,7 @@ use toolgate::contract::Policy;
 
 use crate::catalog::Catalog;
 use crate::config::Upstream;
+use crate::entries::{Entry, EntryRefresh};
 use crate::gateway::Gateway;
 use crate::pin::{Offered, PinFile, Refresh, compare};
 use crate::upstream::{UpstreamClient, UpstreamError};
@@ -36,6 +37,8 @@ struct Watched {
     client: Arc<UpstreamClient>,
     /// Its last comparison that succeeded.
     last: Refresh,
+    /// Its resources', templates' and prompts' last comparison.
+    entries_last: EntryRefresh,
     /// What was last said about it, so a refresh repeats nothing.
     said: BTreeSet<String>,
 }
@@ -64,13 +67,16 @@ impl Watch {
         pins: PinFile,
         client: Arc<UpstreamClient>,
         offered: &[Offered],
+        entries: &[Entry],
     ) {
         let last = compare(&pins, offered);
+        let entries_last = crate::entries::compare(&pins.entries, entries);
         self.watched.push(Watched {
             upstream: upstream.clone(),
             pins,
             client,
             last,
+            entries_last,
             said: BTreeSet::new(),
         });
     }
@@ -86,10 +92,11 @@ impl Watch {
         let mut catalog = Catalog::default();
         let mut news = Vec::new();
         for w in &mut self.watched {
-            let notes: BTreeSet<String> = catalog
+            let mut notes: BTreeSet<String> = catalog
                 .add_upstream(&self.policy, &w.upstream, &w.pins, &w.last)
                 .into_iter()
                 .collect();
+            notes.extend(catalog.add_entries(&w.upstream, &w.pins, &w.entries_last, &w.client));
             news.extend(
                 notes
                     .difference(&w.said)
@@ -102,8 +109,20 @@ impl Watch {
 
     /// Takes upstream `i`'s new `tools/list` (or the failure to get it) and
     /// returns the catalog to serve from now on, if it was compared.
-    fn apply(&mut self, i: usize, offered: Result<Vec<Offered>, UpstreamError>) -> Option<Catalog> {
+    fn apply(
+        &mut self,
+        i: usize,
+        offered: Result<Vec<Offered>, UpstreamError>,
+        entries: Result<Vec<Entry>, UpstreamError>,
+    ) -> Option<Catalog> {
         let w = &mut self.watched[i];
+        match entries {
+            Ok(e) => w.entries_last = crate::entries::compare(&w.pins.entries, &e),
+            Err(e) => tracing::warn!(
+                upstream = w.upstream.name.as_str(),
+                "refreshing the resource and prompt lists failed ({e}); their last comparison stands"
+            ),
+        }
         let offered = match offered {
             Ok(o) => o,
             Err(e) => {
@@ -149,7 +168,8 @@ impl Watch {
                         },
                         None => client.list_changed().await,
                     }
-                    if tx.send((i, client.offered().await)).await.is_err() {
+                    let listed = (client.offered().await, client.offered_entries().await);
+                    if tx.send((i, listed)).await.is_err() {
                         break;
                     }
                 }
@@ -157,8 +177,8 @@ impl Watch {
         }
         drop(tx);
         tokio::spawn(async move {
-            while let Some((i, offered)) = rx.recv().await {
-                if let Some(catalog) = self.apply(i, offered) {
+            while let Some((i, (offered, entries))) = rx.recv().await {
+                if let Some(catalog) = self.apply(i, offered, entries) {
                     gateway.set_catalog(catalog);
                 }
             }

@@ -23,7 +23,9 @@ use std::time::Duration;
 
 use rmcp::handler::client::ClientHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, MetaObject, ProtocolVersion, RequestMetaObject, Tool,
+    CallToolRequestParams, CallToolResult, ErrorCode, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, MetaObject, ProtocolVersion, ReadResourceRequestParams, ReadResourceResult,
+    RequestMetaObject, Tool,
 };
 use rmcp::service::{
     ClientCacheConfig, ClientLifecycleMode, ClientServiceExt, MaybeSendFuture, NotificationContext,
@@ -33,6 +35,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
+
+use crate::entries::{Entry, Kind};
 
 use crate::config::{Transport, Upstream};
 use crate::pin::Offered;
@@ -286,6 +290,85 @@ impl UpstreamClient {
         Ok(self.list().await?.iter().map(Offered::from_rmcp).collect())
     }
 
+    /// Every resource, resource template and prompt the upstream lists now
+    /// (all pages), of the kinds its capabilities declare: what is pinned
+    /// and compared with pins. An entry without a servable identifier is
+    /// left out here; [`crate::entries::Entry::of`] says why on import.
+    pub async fn offered_entries(&self) -> Result<Vec<Entry>, UpstreamError> {
+        let caps = self
+            .service
+            .peer_info()
+            .map(|i| i.capabilities.clone())
+            .unwrap_or_default();
+        let peer = self.service.peer();
+        let timed_out = |what: &str| UpstreamError::Unknown(format!("{what} timed out"));
+        let mut out = Vec::new();
+        let mut add = |kind: Kind, values: Vec<Value>| {
+            out.extend(values.into_iter().filter_map(|v| Entry::of(kind, v).ok()));
+        };
+        if caps.resources.is_some() {
+            let r = tokio::time::timeout(self.call_timeout, peer.list_all_resources())
+                .await
+                .map_err(|_| timed_out("resources/list"))?
+                .map_err(classify)?;
+            add(Kind::Resource, r.iter().filter_map(to_value).collect());
+            let t = tokio::time::timeout(self.call_timeout, peer.list_all_resource_templates())
+                .await
+                .map_err(|_| timed_out("resources/templates/list"))?
+                .map_err(classify)?;
+            add(
+                Kind::ResourceTemplate,
+                t.iter().filter_map(to_value).collect(),
+            );
+        }
+        if caps.prompts.is_some() {
+            let p = tokio::time::timeout(self.call_timeout, peer.list_all_prompts())
+                .await
+                .map_err(|_| timed_out("prompts/list"))?
+                .map_err(classify)?;
+            add(Kind::Prompt, p.iter().filter_map(to_value).collect());
+        }
+        Ok(out)
+    }
+
+    /// `resources/read` of `uri`, within the call timeout; nothing of the
+    /// caller's request but the URI is sent.
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult, UpstreamError> {
+        let params = ReadResourceRequestParams::new(uri.to_owned());
+        tokio::time::timeout(self.call_timeout, self.service.peer().read_resource(params))
+            .await
+            .map_err(|_| UpstreamError::Unknown(format!("resources/read {uri} timed out")))?
+            .map_err(classify)
+    }
+
+    /// `prompts/get` of `name` with `arguments`, within the call timeout.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, UpstreamError> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        let answer = tokio::time::timeout(
+            self.call_timeout,
+            self.service.peer().get_prompt_once(params),
+        )
+        .await
+        .map_err(|_| UpstreamError::Unknown(format!("prompts/get {name} timed out")))?
+        .map_err(classify)?;
+        match answer {
+            GetPromptResponse::Complete(r) => Ok(r),
+            // The gateway relays no input requests: the caller could not
+            // answer one through it.
+            _ => Err(UpstreamError::Refused {
+                code: ErrorCode::INVALID_REQUEST.0,
+                message: format!(
+                    "prompts/get {name}: the upstream asks for input the gateway does not relay"
+                ),
+            }),
+        }
+    }
+
     /// Calls `tool` with `arguments`, the operation key in `_meta`, within
     /// the call timeout. The result is the upstream's, whatever `isError`
     /// says; only a missing answer is an error.
@@ -380,6 +463,10 @@ pub fn status_of(result: &CallToolResult) -> Option<Status> {
         Value::Bool(false) => Some(Status::NotApplied(doc)),
         _ => None,
     }
+}
+
+fn to_value(v: &impl serde::Serialize) -> Option<Value> {
+    serde_json::to_value(v).ok()
 }
 
 /// A JSON-RPC error answer is a refusal; anything else (a broken

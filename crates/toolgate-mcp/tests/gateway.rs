@@ -246,14 +246,17 @@ async fn both_official_clients_through_the_gateway() {
     let skeleton = policy_skeleton(&imported.file, upstream, None);
     let policy_text = format!(
         "version = 1\nabstain_message = \"no\"\n{}",
+        // Pins in name order: get_order's entry comes first, then
+        // refund_order's, with the same suggested key.
         skeleton
+            .replacen(
+                "# capability = \"…\"                 # required: what a caller's key must carry to see and call it\n# operation_key = [\"order\", \"version_seen\"]",
+                "capability = \"orders:read\"\noperation_key = [\"order\", \"version_seen\"]\n#",
+                1,
+            )
             .replace(
                 "# capability = \"…\"                 # required: what a caller's key must carry to see and call it\n# operation_key = [\"order\", \"version_seen\"]",
                 "capability = \"refund:issue\"\noperation_key = [\"order\", \"version_seen\"]\n#"
-            )
-            .replace(
-                "# capability = \"…\"                 # required: what a caller's key must carry to see and call it\n# operation_key = [\"order\"]",
-                "capability = \"orders:read\"\noperation_key = [\"order\"]\n#"
             )
             .replace("name = \"refund_status\"", "name = \"refund_status\"\ncapability = \"orders:read\"\noperation_key = [\"k\"]")
             .replace("\n# operation_key = [\"…\"]", "\n#")

@@ -196,6 +196,8 @@ async fn calls_a_stdio_child_with_a_minimal_environment() {
         refresh: None,
         tools: Vec::new(),
         token_exchange: None,
+        resources_capability: None,
+        prompts_capability: None,
     };
     let client = UpstreamClient::connect(&upstream).await.unwrap();
     assert_eq!(client.offered().await.unwrap().len(), 3);

@@ -5,6 +5,7 @@
 //
 //   node client.mjs URL [--token T] list
 //   node client.mjs URL [--token T] call TOOL '{"order_id": 1001}' [--meta '{"k": "v"}']
+//   node client.mjs URL [--token T] resources | templates | read URI | prompts | prompt NAME [ARGS_JSON]
 //
 // --token defaults to $MCP_TOKEN and travels as `Authorization: Bearer`.
 // Every answer is one JSON line on stdout: the negotiated protocol version,
@@ -18,7 +19,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 function usage(message) {
   if (message) process.stderr.write(`client.mjs: ${message}\n`);
   process.stderr.write(
-    "usage: node client.mjs URL [--token T] list | call TOOL ARGS_JSON [--meta META_JSON]\n",
+    "usage: node client.mjs URL [--token T] list | call TOOL ARGS_JSON [--meta META_JSON]\n" +
+      "       | resources | templates | read URI | prompts | prompt NAME [ARGS_JSON]\n",
   );
   process.exit(2);
 }
@@ -70,6 +72,20 @@ async function main() {
       await client.listTools();
       const result = await client.callTool(params);
       out({ result });
+    } else if (command === "resources") {
+      out({ resources: (await client.listResources()).resources });
+    } else if (command === "templates") {
+      out({ resourceTemplates: (await client.listResourceTemplates()).resourceTemplates });
+    } else if (command === "read") {
+      if (!rest[0]) usage("read needs URI");
+      out({ result: await client.readResource({ uri: rest[0] }) });
+    } else if (command === "prompts") {
+      out({ prompts: (await client.listPrompts()).prompts });
+    } else if (command === "prompt") {
+      if (!rest[0]) usage("prompt needs NAME");
+      const params = { name: rest[0] };
+      if (rest[1]) params.arguments = JSON.parse(rest[1]);
+      out({ result: await client.getPrompt(params) });
     } else {
       usage(`unknown command ${command}`);
     }

@@ -149,14 +149,23 @@ fn run_import(args: &ImportArgs) -> ExitCode {
     for p in imported.file.pins.values() {
         eprintln!("  pinned {} sha256={}", p.name, p.sha256);
     }
+    for p in imported.file.entries.values() {
+        eprintln!(
+            "  pinned {} {} sha256={}",
+            p.entry.kind, p.entry.id, p.sha256
+        );
+    }
     for r in &imported.refused {
+        eprintln!("  not pinned: {r}");
+    }
+    for r in &imported.refused_entries {
         eprintln!("  not pinned: {r}");
     }
     let skeleton = policy_skeleton(&imported.file, upstream, policy.as_ref());
     if !skeleton.is_empty() && print_line(skeleton.trim_end()).is_err() {
         return ExitCode::from(2);
     }
-    if imported.refused.is_empty() {
+    if imported.refused.is_empty() && imported.refused_entries.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -130,5 +130,7 @@ pub fn http_upstream(port: u16, call_timeout: Duration) -> Upstream {
         refresh: None,
         tools: Vec::new(),
         token_exchange: None,
+        resources_capability: None,
+        prompts_capability: None,
     }
 }

@@ -540,6 +540,10 @@ impl McpGateway {
                 .offered()
                 .await
                 .map_err(|e| format!("upstreams[{}]: tools/list: {e}", u.name))?;
+            let entries = client
+                .offered_entries()
+                .await
+                .map_err(|e| format!("upstreams[{}]: resources and prompts: {e}", u.name))?;
             let client = Arc::new(client);
             let as_person = match &u.token_exchange {
                 Some(x) => {
@@ -565,7 +569,7 @@ impl McpGateway {
                     None => executor.route(&t.name, Arc::clone(&client), status),
                 }
             }
-            watch.add(u, pins, client, &offered);
+            watch.add(u, pins, client, &offered, &entries);
         }
         let (catalog, notes) = watch.catalog();
         for (upstream, note) in notes {
@@ -574,8 +578,10 @@ impl McpGateway {
         }
         // stderr: on `mcp stdio` stdout is the protocol's.
         eprintln!(
-            "toolgate: mcp gateway: {} tool(s) served from {} upstream(s)",
+            "toolgate: mcp gateway: {} tool(s) and {} resource(s), template(s) and prompt(s) \
+             served from {} upstream(s)",
             catalog.len(),
+            catalog.entry_count(),
             upstreams.len()
         );
         gateway.catalog = catalog;
