@@ -694,9 +694,33 @@ fn a_read_tool_is_judged_and_forwarded_but_never_claimed() {
         &["call", "get_order", "{\"order_id\": 1001, \"all\": true}"],
     );
     assert_eq!(decision(&r)["reason"], json!("unknown_key"), "{r}");
-    // A key without the capability does not see it.
+    // A key without the capability does not see it; the call is audited
+    // as the unknown tool it is answered as.
     let r = read(READER, 1001);
     assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    assert_eq!(audited(&s, "rejected", Some("unknown_tool")), 1);
+    // A flood of unknown names costs the caller, not the audit log: at
+    // most 60 a minute per principal are written.
+    for i in 0..70 {
+        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": format!("drop_table_{i}"), "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}}});
+        let name = format!("drop_table_{i}");
+        let headers = [
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", name.as_str()),
+        ];
+        let (status, head, body) = mcp_post(s.port, READER, &headers, &call.to_string());
+        assert_eq!(status, 200, "{head}{body}");
+        assert!(body.contains("-32602"), "{body}");
+    }
+    // 71 calls in all: 60 audited, unless a minute passed meanwhile and a
+    // new window began (then more, but never all of them).
+    let n = audited(&s, "rejected", Some("unknown_tool"));
+    assert!((60..71).contains(&n), "{n} unknown-tool calls audited");
 
     // Four reads a minute for agent-ana (the schema's rejection counted
     // too): the fifth and sixth are refused, one of them audited.

@@ -324,6 +324,12 @@ impl<D: Decide> ServerHandler for Gateway<D> {
         let principal = self.principal(&context)?;
         let meta = request.meta.as_ref().map(|m| &(m.0).0);
         let catalog = self.catalog();
+        if catalog.visible(&principal, &request.name).is_none() {
+            self.inner
+                .decide
+                .unknown_tool(&principal, &request.name)
+                .await;
+        }
         let call = catalog.prepare(
             &self.inner.policy,
             &principal,

@@ -109,6 +109,17 @@ impl Decide for Served {
     ) -> impl Future<Output = Result<ReadForWire, DecideError>> + Send {
         self.judge_and_forward(call)
     }
+
+    fn unknown_tool(
+        &self,
+        principal: &toolgate::pipeline::Principal,
+        tool: &str,
+    ) -> impl Future<Output = ()> + Send {
+        let service = self.service.clone();
+        let principal = principal.clone();
+        let tool = tool.to_owned();
+        async move { service.audit_unknown_tool(&principal, &tool).await }
+    }
 }
 
 impl Served {

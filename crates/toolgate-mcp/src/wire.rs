@@ -140,6 +140,10 @@ pub trait Decide: Send + Sync + 'static {
         &self,
         call: GatedRead,
     ) -> impl Future<Output = Result<ReadForWire, DecideError>> + Send;
+
+    /// Records a call of a tool `principal` cannot see (unknown, or hidden
+    /// by its capabilities), answered as an unknown tool.
+    fn unknown_tool(&self, principal: &Principal, tool: &str) -> impl Future<Output = ()> + Send;
 }
 
 /// The answer to a `tools/call` for `decided`. `has_output_schema` says

@@ -65,6 +65,8 @@ impl Decide for Standin {
     /// Forwards every read as it is: what the gateway does with an
     /// allowed read, without the service's judgement (the CLI's tests run
     /// that on a real deployment).
+    async fn unknown_tool(&self, _: &toolgate::pipeline::Principal, _: &str) {}
+
     async fn read(&self, call: GatedRead) -> Result<ReadForWire, DecideError> {
         let action = call.proposal.action().unwrap();
         let arguments = action.arguments().as_object().cloned().unwrap_or_default();

@@ -28,6 +28,8 @@ use toolgate_mcp::wire::{
 struct Refuses;
 
 impl Decide for Refuses {
+    async fn unknown_tool(&self, _: &toolgate::pipeline::Principal, _: &str) {}
+
     async fn read(&self, _: GatedRead) -> Result<ReadForWire, DecideError> {
         Err(DecideError::NotServed("no read tool is served here"))
     }

@@ -20,6 +20,10 @@ use toolgate::pipeline::{
 use crate::clock;
 use crate::service::Service;
 
+/// How many calls of unknown (or hidden) tools one principal has audited
+/// a minute; past it they are refused unaudited until the next minute.
+pub const UNKNOWN_TOOLS_AUDITED_PER_MINUTE: u32 = 60;
+
 /// Most (principal, tool) counters kept at once.
 pub const MAX_COUNTERS: usize = 65_536;
 
@@ -140,6 +144,49 @@ impl Service {
             "read"
         );
         Ok(settled)
+    }
+}
+
+impl Service {
+    /// Audits a call of a tool the caller cannot see (none of that name,
+    /// or one its capabilities hide) as the decision it is answered as:
+    /// `rejected`, `unknown_tool`, the name as an escaped label. At most
+    /// [`UNKNOWN_TOOLS_AUDITED_PER_MINUTE`] a minute per principal: a key
+    /// that floods unknown names costs itself, not the audit log.
+    pub async fn audit_unknown_tool(&self, principal: &Principal, tool: &str) {
+        let now = clock::now_millis();
+        // One counter per principal for every unknown name: the names are
+        // the caller's to vary.
+        let over = self.read_rates().count(
+            principal.id(),
+            "\u{0}unknown tools",
+            UNKNOWN_TOOLS_AUDITED_PER_MINUTE,
+            now.0,
+        );
+        if over.is_some() {
+            return;
+        }
+        let entry = toolgate::claim::AuditEntry::new(
+            now,
+            principal.id().to_owned(),
+            Some(toolgate::claim::audit_label(tool)),
+            toolgate::pipeline::Outcome::Rejected.as_str().to_owned(),
+            Some(
+                toolgate::contract::RejectReason::UnknownTool
+                    .as_str()
+                    .to_owned(),
+            ),
+            None,
+            None,
+        )
+        .and_then(|e| e.with_via(principal.via().map(str::to_owned)));
+        let appended = match entry {
+            Ok(e) => toolgate::claim::ClaimStore::append_audit(self.store(), &e).await,
+            Err(e) => Err(toolgate::claim::StoreError::corrupt(&e)),
+        };
+        if let Err(error) = appended {
+            tracing::error!(%error, "unknown tool call not audited");
+        }
     }
 }
 

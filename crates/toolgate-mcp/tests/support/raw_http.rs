@@ -18,6 +18,8 @@ impl Decide for Nothing {
         Err(DecideError::NotServed("no tool is served here"))
     }
 
+    async fn unknown_tool(&self, _: &toolgate::pipeline::Principal, _: &str) {}
+
     async fn read(&self, _: GatedRead) -> Result<ReadForWire, DecideError> {
         Err(DecideError::NotServed("no tool is served here"))
     }
