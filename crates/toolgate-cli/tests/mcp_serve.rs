@@ -49,6 +49,7 @@ const ANA: &str = "tg_mcp_example_agent_ana";
 const BO: &str = "tg_mcp_example_agent_bo";
 const READER: &str = "tg_mcp_example_reader";
 const REVIEWER: &str = "tg_mcp_example_reviewer";
+const OPERATOR: &str = "tg_mcp_example_operator";
 
 /// JSON a process printed, through the project's strict decoder.
 fn strict(bytes: &[u8]) -> Value {
@@ -593,7 +594,8 @@ fn the_example_gateway_end_to_end() {
     assert_eq!(outcome(&r), "replayed", "{r}");
     assert_eq!(counts(&s), json!({"refund_order_calls": 2, "refunds": 2}));
 
-    killed_mid_call(&s, gateway, || serve(&s, "second"));
+    let (_gateway, key) = killed_mid_call(&s, gateway, || serve(&s, "second"));
+    reconciled_then_replayed(&s, &key);
     let _ = std::fs::remove_dir_all(&s.dir);
 }
 
@@ -861,7 +863,7 @@ fn pinned_resources_and_prompts_pass_through_with_their_capability() {
 /// its transaction, then started again by `restart` on the same claim
 /// store: the same call is never sent again; it is `in_flight` until the
 /// lease is over and `needs_reconciliation` after.
-fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc) {
+fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc) -> (Proc, String) {
     let calls = counts(s)["refund_order_calls"].as_u64().unwrap();
     let held = refund_args(1005, 1, 700).to_string();
     let mut caller = client_cmd(s, ANA, &["call", "refund_order", &held])
@@ -875,13 +877,18 @@ fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc)
     let _ = gateway.0.kill();
     let _ = gateway.0.wait();
     let _ = caller.wait();
-    let _gateway = restart();
+    let gateway = restart();
     let mut seen = Vec::new();
+    let mut key = String::new();
     wait_for("needs_reconciliation", || {
         let r = refund(s, ANA, &refund_args(1005, 1, 700));
         let o = outcome(&r);
         seen.push(o.clone());
         assert!(o == "in_flight" || o == "needs_reconciliation", "{r}");
+        key = decision(&r)["operation_key"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
         o == "needs_reconciliation"
     });
     assert_eq!(
@@ -889,6 +896,55 @@ fn killed_mid_call(s: &Setup, mut gateway: Proc, restart: impl FnOnce() -> Proc)
         json!(calls + 1),
         "{seen:?}"
     );
+    (gateway, key)
+}
+
+/// The stuck claim `key` (the held refund of order 1005) reconciled: an
+/// operator's error result through the CLI is refused (no applied write),
+/// then the API asks the shop's status tool through the upstream; the call
+/// repeated replays the recorded result to both SDKs, a valid
+/// `CallToolResult`, and the shop is never called again.
+fn reconciled_then_replayed(s: &Setup, key: &str) {
+    let calls = counts(s)["refund_order_calls"].clone();
+    let out = Command::new(BIN)
+        .args(["claims", "reconcile", key, "--config"])
+        .arg(&s.config)
+        .args([
+            "--applied",
+            r#"{"content": [{"type": "text", "text": "oops"}], "isError": true}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(last_line(&out)["reconciled"], json!("answer_refused"));
+    // No answer: the server asks refund_status over its own connection.
+    let (status, answer) = post(s.port, &format!("/v1/claims/{key}/reconcile"), OPERATOR, "");
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("reconciled_applied"), "{answer}");
+    let r = refund(s, ANA, &refund_args(1005, 1, 700));
+    assert_eq!(outcome(&r), "replayed", "{r}");
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("refund_id"), "{r}");
+    let out = Command::new("node")
+        .arg(example_dir().join("node/client.mjs"))
+        .args([&url(s), "--token", ANA, "call", "refund_order"])
+        .arg(refund_args(1005, 1, 700).to_string())
+        .output()
+        .unwrap();
+    let node = last_line(&out);
+    assert_eq!(
+        node["result"]["_meta"]["io.toolgate/outcome"],
+        json!("replayed"),
+        "{node}"
+    );
+    assert_eq!(node["result"]["content"], r["result"]["content"]);
+    assert_eq!(counts(s)["refund_order_calls"], calls);
 }
 
 /// A fresh PostgreSQL database for the claim store and the setup, or

@@ -106,6 +106,10 @@ pub enum ProblemCode {
     /// the server's executor does not own (a client-executed claim):
     /// nothing was asked or written.
     ExplicitAnswerRequired,
+    /// 422: an explicit `applied` answer that is not a result the claim's
+    /// own executor could have recorded (an MCP tool's output schema):
+    /// nothing was written.
+    AnswerRefused,
     /// 403: a decision request naming an `actor` with a key that may not act
     /// for users.
     ActorNotAllowed,
@@ -142,7 +146,7 @@ pub enum ProblemCode {
 
 impl ProblemCode {
     /// Every code, for the documentation check and the OpenAPI document.
-    pub const ALL: [Self; 40] = [
+    pub const ALL: [Self; 41] = [
         Self::Unauthorized,
         Self::MissingCapability,
         Self::InvalidBody,
@@ -171,6 +175,7 @@ impl ProblemCode {
         Self::SelfApproval,
         Self::AlreadyVoted,
         Self::ExplicitAnswerRequired,
+        Self::AnswerRefused,
         Self::ActorNotAllowed,
         Self::UnexpectedEntities,
         Self::IdentityScopeField,
@@ -216,6 +221,7 @@ impl ProblemCode {
             Self::SelfApproval => "self_approval",
             Self::AlreadyVoted => "already_voted",
             Self::ExplicitAnswerRequired => "explicit_answer_required",
+            Self::AnswerRefused => "answer_refused",
             Self::ActorNotAllowed => "actor_not_allowed",
             Self::UnexpectedEntities => "unexpected_entities",
             Self::IdentityScopeField => "identity_scope_field",
@@ -255,7 +261,8 @@ impl ProblemCode {
             | Self::ExplicitAnswerRequired => StatusCode::CONFLICT,
             Self::BodyTooLarge | Self::ResultTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::InvalidBody
+            Self::AnswerRefused
+            | Self::InvalidBody
             | Self::UnknownProvider
             | Self::UnknownScopeField
             | Self::InvalidScope
@@ -306,6 +313,7 @@ impl ProblemCode {
             Self::SelfApproval => "Own proposal",
             Self::AlreadyVoted => "Already voted",
             Self::ExplicitAnswerRequired => "Explicit answer required",
+            Self::AnswerRefused => "Answer refused",
             Self::ActorNotAllowed => "Actor not allowed",
             Self::UnexpectedEntities => "Unexpected entities",
             Self::IdentityScopeField => "Scope field from the identity",

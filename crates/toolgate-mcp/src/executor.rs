@@ -49,6 +49,19 @@ struct Route {
     client: Arc<UpstreamClient>,
     status_tool: Option<StatusToolFile>,
     as_person: Option<Arc<AsPerson>>,
+    output: Output,
+}
+
+/// What an explicit answer for a tool's claim must be.
+enum Output {
+    /// The tool declares no output schema: any JSON, recorded as its text.
+    Free,
+    /// Its pinned output schema, which an answer's structured content must
+    /// meet (clients validate a replay against it).
+    Checked(Box<toolgate::contract::Schema>),
+    /// A pinned output schema the gate cannot check: no explicit answer
+    /// can be verified, so none is recorded.
+    Unchecked(String),
 }
 
 /// The people's own connections to one upstream.
@@ -140,6 +153,7 @@ impl UpstreamExecutor {
                 client,
                 status_tool,
                 as_person: None,
+                output: Output::Free,
             },
         );
     }
@@ -159,8 +173,21 @@ impl UpstreamExecutor {
                 client,
                 status_tool,
                 as_person: Some(as_person),
+                output: Output::Free,
             },
         );
+    }
+
+    /// Says that `tool` (already routed) declares `schema` as its pinned
+    /// output schema: an explicit answer for one of its claims must meet it
+    /// ([`Executor::answered`]).
+    pub fn expect_output(&mut self, tool: &str, schema: &Value) {
+        if let Some(route) = self.routes.get_mut(tool) {
+            route.output = match toolgate::contract::Schema::compile(schema) {
+                Ok(s) => Output::Checked(Box::new(s)),
+                Err(e) => Output::Unchecked(e.to_string()),
+            };
+        }
     }
 
     /// Forwards a read the gate allowed to its upstream, as the person
@@ -197,7 +224,7 @@ impl UpstreamExecutor {
 }
 
 /// The receipt recorded for an upstream's result: its JSON text.
-fn receipt(value: &impl serde::Serialize) -> Result<JsonText, ExecError> {
+fn receipt_of(value: &impl serde::Serialize) -> Result<JsonText, ExecError> {
     let text = serde_json::to_string(value)
         .map_err(|e| ExecError::new(format!("the upstream result has no JSON form: {e}")))?;
     JsonText::result(text)
@@ -223,7 +250,7 @@ impl Executor for UpstreamExecutor {
             .await
             .map_err(|e| ExecError::new(e.to_string()))?;
         Ok(ExecOutcome::Applied {
-            receipt: receipt(&result)?,
+            receipt: receipt_of(&result)?,
         })
     }
 
@@ -232,6 +259,19 @@ impl Executor for UpstreamExecutor {
     /// status tool) and no other.
     fn kind(&self, _tool: &str) -> ExecutorKind {
         ExecutorKind::McpUpstream
+    }
+
+    /// An operator's "applied" as the `CallToolResult` a replay answers:
+    /// the tool's output given alone becomes its text and, for a tool with
+    /// an output schema, its structured content, checked against that
+    /// schema; a whole `CallToolResult` is taken as it is (an error result
+    /// is no applied write). Marked `_meta` `io.toolgate/reconciled`.
+    fn answered(&self, tool: &str, receipt: JsonText) -> Result<JsonText, ExecError> {
+        let route = self.route_of(tool)?;
+        let value = receipt
+            .value()
+            .map_err(|e| ExecError::new(format!("the answer is not JSON: {e}")))?;
+        receipt_of(&shape_answer(tool, &route.output, value)?)
     }
 
     async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
@@ -256,12 +296,117 @@ impl Executor for UpstreamExecutor {
                     "_meta": {RECONCILED_META: true},
                 });
                 Ok(ReconcileOutcome::Applied {
-                    receipt: receipt(&result)?,
+                    receipt: receipt_of(&result)?,
                 })
             }
             Status::NotApplied(doc) => Ok(ReconcileOutcome::NotApplied {
-                detail: receipt(&doc)?,
+                detail: receipt_of(&doc)?,
             }),
         }
+    }
+}
+
+/// An operator's "applied" answer `value` for a claim of `tool` as the
+/// `CallToolResult` a replay answers ([`UpstreamExecutor::answered`]).
+fn shape_answer(tool: &str, output: &Output, value: Value) -> Result<Value, ExecError> {
+    let mut result = if value.get("content").is_some_and(Value::is_array) {
+        let r: rmcp::model::CallToolResult = serde_json::from_value(value.clone())
+            .map_err(|e| ExecError::new(format!("the answer is not a CallToolResult: {e}")))?;
+        if r.is_error == Some(true) {
+            return Err(ExecError::new(
+                "an error result (isError: true) is not an applied write",
+            ));
+        }
+        value
+    } else {
+        let mut r = json!({
+            "content": [{"type": "text", "text": value.to_string()}],
+            "isError": false,
+        });
+        if !matches!(*output, Output::Free) {
+            r["structuredContent"] = value;
+        }
+        r
+    };
+    match output {
+        Output::Free => {}
+        Output::Checked(schema) => {
+            let structured = result.get("structuredContent").ok_or_else(|| {
+                    ExecError::new(format!(
+                        "tool {tool:?} declares an output schema: the answer needs its structured content"
+                    ))
+                })?;
+            schema.validate(structured).map_err(|v| {
+                ExecError::new(format!(
+                    "the answer does not meet tool {tool:?}'s output schema: {v}"
+                ))
+            })?;
+        }
+        Output::Unchecked(why) => {
+            return Err(ExecError::new(format!(
+                "tool {tool:?}'s output schema cannot be checked by the gate ({why}): \
+                     reconcile through its status tool"
+            )));
+        }
+    }
+    if let Some(o) = result.as_object_mut() {
+        let meta = o.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            m.insert(RECONCILED_META.to_owned(), json!(true));
+        }
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn checked(schema: Value) -> Output {
+        Output::Checked(Box::new(
+            toolgate::contract::Schema::compile(&schema).unwrap(),
+        ))
+    }
+
+    #[test]
+    fn an_answer_becomes_the_result_a_replay_can_answer() {
+        let out = shape_answer("refund", &Output::Free, json!({"refund_id": 7})).unwrap();
+        assert_eq!(out["content"][0]["text"], json!(r#"{"refund_id":7}"#));
+        assert_eq!(out["isError"], json!(false));
+        assert!(out.get("structuredContent").is_none());
+        assert_eq!(out["_meta"][RECONCILED_META], json!(true));
+        let r: rmcp::model::CallToolResult = serde_json::from_value(out).unwrap();
+        assert_eq!(r.is_error, Some(false));
+    }
+
+    #[test]
+    fn an_answer_meets_the_tools_output_schema_or_is_refused() {
+        let schema = checked(json!({
+            "type": "object",
+            "properties": {"refund_id": {"type": "integer"}},
+            "required": ["refund_id"]
+        }));
+        let ok = shape_answer("refund", &schema, json!({"refund_id": 7})).unwrap();
+        assert_eq!(ok["structuredContent"], json!({"refund_id": 7}));
+        let bad = shape_answer("refund", &schema, json!({"refund_id": "seven"})).unwrap_err();
+        assert!(bad.to_string().contains("output schema"), "{bad}");
+        let none = shape_answer("refund", &schema, json!("done")).unwrap_err();
+        assert!(none.to_string().contains("output schema"), "{none}");
+        // A whole result without structured content, for a tool that has
+        // an output schema: refused too.
+        let text_only = json!({"content": [{"type": "text", "text": "ok"}]});
+        assert!(shape_answer("refund", &schema, text_only).is_err());
+        let uncheckable = Output::Unchecked("a $ref to elsewhere".into());
+        assert!(shape_answer("refund", &uncheckable, json!({"refund_id": 7})).is_err());
+    }
+
+    #[test]
+    fn an_error_result_is_no_applied_write() {
+        let e = json!({"content": [{"type": "text", "text": "failed"}], "isError": true});
+        assert!(shape_answer("refund", &Output::Free, e).is_err());
+        let whole = json!({"content": [{"type": "text", "text": "ok"}], "isError": false});
+        let out = shape_answer("refund", &Output::Free, whole).unwrap();
+        assert_eq!(out["content"][0]["text"], json!("ok"));
+        assert_eq!(out["_meta"][RECONCILED_META], json!(true));
     }
 }

@@ -128,4 +128,14 @@ impl<E: Executor> Executor for Capped<'_, E> {
         }
         Ok(outcome)
     }
+
+    fn answered(
+        &self,
+        tool: &str,
+        receipt: toolgate::claim::JsonText,
+    ) -> Result<toolgate::claim::JsonText, ExecError> {
+        let shaped = self.inner.answered(tool, receipt)?;
+        self.check(&shaped)?;
+        Ok(shaped)
+    }
 }

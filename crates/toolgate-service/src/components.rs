@@ -154,6 +154,12 @@ pub trait DynExecutor: Send + Sync {
         &'a self,
         claim: &'a ClaimRecord,
     ) -> BoxFuture<'a, Result<ReconcileOutcome, ExecError>>;
+    /// [`Executor::answered`].
+    fn answered(
+        &self,
+        tool: &str,
+        receipt: toolgate::claim::JsonText,
+    ) -> Result<toolgate::claim::JsonText, ExecError>;
 }
 
 impl<T: Executor> DynExecutor for T {
@@ -178,6 +184,13 @@ impl<T: Executor> DynExecutor for T {
         claim: &'a ClaimRecord,
     ) -> BoxFuture<'a, Result<ReconcileOutcome, ExecError>> {
         Box::pin(Executor::reconcile(self, claim))
+    }
+    fn answered(
+        &self,
+        tool: &str,
+        receipt: toolgate::claim::JsonText,
+    ) -> Result<toolgate::claim::JsonText, ExecError> {
+        Executor::answered(self, tool, receipt)
     }
 }
 
@@ -224,6 +237,13 @@ impl Executor for ExecRef<'_> {
     }
     async fn reconcile(&self, claim: &ClaimRecord) -> Result<ReconcileOutcome, ExecError> {
         self.0.reconcile(claim).await
+    }
+    fn answered(
+        &self,
+        tool: &str,
+        receipt: toolgate::claim::JsonText,
+    ) -> Result<toolgate::claim::JsonText, ExecError> {
+        self.0.answered(tool, receipt)
     }
 }
 

@@ -267,10 +267,28 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
     let done = runtime.block_on(async {
         let url = args.db.url()?;
         let store = open_existing(&url).await.map_err(|e| e.to_string())?;
-        if let Some(answer) = answer {
-            return toolgate::pipeline::reconcile_answered(&store, answer, &key, &args.actor, now)
-                .await
-                .map_err(|e| e.to_string());
+        if let (Some(answer), None) = (&answer, args.db.config()) {
+            // An MCP tool's answer is checked against its pinned output
+            // schema, which only the deployment names.
+            if let (toolgate::claim::ReconcileOutcome::Applied { .. }, Some(c)) =
+                (answer, store.fetch(&key).await.map_err(|e| e.to_string())?)
+                && c.executor == toolgate::claim::ExecutorKind::McpUpstream
+            {
+                return Err(format!(
+                    "tool {:?} is an MCP upstream's: its answer is checked against the tool's \
+                     pinned output schema; name the deployment with --config FILE",
+                    c.proposal.tool()
+                ));
+            }
+            return toolgate::pipeline::reconcile_answered(
+                &store,
+                answer.clone(),
+                &key,
+                &args.actor,
+                now,
+            )
+            .await
+            .map_err(|e| e.to_string());
         }
         // Each executor is asked only about claims recorded as its own
         // kind; a client's write is nobody's but the application's. The
@@ -295,7 +313,47 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
                 let wired = toolgate_deploy::Prepared::load(section, base, &d.policy, &d.cedar)
                     .await
                     .map_err(|e| e.in_file(file).to_string())?;
-                toolgate::pipeline::reconcile(&store, &wired.executor, &key, &args.actor, now).await
+                // An MCP upstream's claim is asked through its status tool,
+                // and an answer for it shaped and checked as its result.
+                // Only for an MCP claim: a webhook claim is reconciled with an
+                // upstream down too.
+                let mcp = store
+                    .fetch(&key)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .is_some_and(|c| c.executor == toolgate::claim::ExecutorKind::McpUpstream);
+                let upstreams = if mcp {
+                    crate::cmd::serve::upstream_executor(&d.upstreams).await?
+                } else {
+                    toolgate_mcp::executor::UpstreamExecutor::new()
+                };
+                let executor = crate::cmd::serve::ServeExecutor::new(
+                    wired.executor,
+                    std::sync::Arc::new(upstreams),
+                );
+                match answer {
+                    Some(a) => {
+                        toolgate::pipeline::reconcile_answered_for(
+                            &store,
+                            &executor,
+                            a,
+                            &key,
+                            &args.actor,
+                            now,
+                        )
+                        .await
+                    }
+                    None => {
+                        toolgate::pipeline::reconcile(&store, &executor, &key, &args.actor, now)
+                            .await
+                    }
+                }
+            }
+            Owner::SupportDesk if answer.is_some() => {
+                let Some(a) = answer else {
+                    unreachable!("matched on is_some")
+                };
+                toolgate::pipeline::reconcile_answered(&store, a, &key, &args.actor, now).await
             }
             Owner::SupportDesk => {
                 let desk = toolgate_support_desk::SupportDesk::on_store(&store)
@@ -305,9 +363,14 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
             }
             // Every stuck claim needs an explicit answer (and one not stuck
             // says so).
-            Owner::Nobody => {
-                toolgate::pipeline::reconcile(&store, &Nobody, &key, &args.actor, now).await
-            }
+            Owner::Nobody => match answer {
+                Some(a) => {
+                    toolgate::pipeline::reconcile_answered(&store, a, &key, &args.actor, now).await
+                }
+                None => {
+                    toolgate::pipeline::reconcile(&store, &Nobody, &key, &args.actor, now).await
+                }
+            },
         };
         reconciled.map_err(|e| e.to_string())
     });
@@ -337,6 +400,19 @@ fn reconcile(args: ReconcileArgs) -> ExitCode {
             }),
             ExitCode::from(1),
         ),
+        ReconcileReport::AnswerRefused { message, .. } => {
+            eprintln!(
+                "toolgate claims reconcile: the answer was refused: {message}; nothing was written"
+            );
+            (
+                json!({
+                    "operation_key": key.to_hex(),
+                    "reconciled": "answer_refused",
+                    "message": message,
+                }),
+                ExitCode::from(2),
+            )
+        }
         ReconcileReport::ExplicitAnswerRequired(row) => {
             eprintln!(
                 "toolgate claims reconcile: the claim's write is owned by the {} executor{}: \

@@ -281,14 +281,17 @@ pub(super) async fn reconcile_claim(
 ) -> Result<ReconcileResponse, ApiError> {
     let now = toolgate_service::clock::now_millis();
     let claims = app.service().store();
+    let executor = app.service().components().executor().as_ref();
+    let executor =
+        toolgate_service::Capped::new(&executor, app.service().settings().max_result_bytes);
     let report = match answer {
-        Some(o) => toolgate::pipeline::reconcile_answered(claims, o, key, actor, now).await,
-        None => {
-            let executor = app.service().components().executor().as_ref();
-            let executor =
-                toolgate_service::Capped::new(&executor, app.service().settings().max_result_bytes);
-            toolgate::pipeline::reconcile(claims, &executor, key, actor, now).await
+        // Shaped by the claim's own executor, as an execution would have
+        // recorded it (an MCP tool's CallToolResult, its output schema
+        // checked).
+        Some(o) => {
+            toolgate::pipeline::reconcile_answered_for(claims, &executor, o, key, actor, now).await
         }
+        None => toolgate::pipeline::reconcile(claims, &executor, key, actor, now).await,
     }
     .map_err(store_error)?;
     match report {
@@ -324,6 +327,12 @@ pub(super) async fn reconcile_claim(
         )
         .at(claim_path(key))
         .with_claim(Some(ClaimView::new(&r, now.0)))),
+        ReconcileReport::AnswerRefused { claim, message } => Err(ApiError::new(
+            ProblemCode::AnswerRefused,
+            format!("{message}; nothing was written"),
+        )
+        .at(claim_path(key))
+        .with_claim(Some(ClaimView::new(&claim, now.0)))),
     }
 }
 

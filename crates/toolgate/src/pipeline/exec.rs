@@ -294,6 +294,18 @@ pub trait Executor: Send + Sync {
         &self,
         claim: &ClaimRecord,
     ) -> impl Future<Output = Result<ReconcileOutcome, ExecError>> + Send;
+
+    /// An explicit "applied, with this result" for a stuck claim of `tool`
+    /// this executor owns, in the form it records its own results, or why
+    /// it cannot be one: what a replay answers must be what an execution
+    /// would have recorded (an MCP upstream's: a `CallToolResult` its
+    /// output schema accepts). Only asked for claims recorded with this
+    /// executor's [`Executor::kind`]; by default the answer is recorded as
+    /// given.
+    fn answered(&self, tool: &str, receipt: JsonText) -> Result<JsonText, ExecError> {
+        let _ = tool;
+        Ok(receipt)
+    }
 }
 
 /// The executor for client-mode principals: never writes; the decision is

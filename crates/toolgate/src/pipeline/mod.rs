@@ -59,7 +59,10 @@ pub use parts::DecisionParts;
 pub use read::{
     AllowedRead, OverRate, READ_ALLOWED, ReadCall, ReadSettled, ReadVerdict, decide_read,
 };
-pub use reconcile::{RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered};
+pub use reconcile::{
+    RECONCILE_AUDIT_OUTCOMES, ReconcileReport, reconcile, reconcile_answered,
+    reconcile_answered_for,
+};
 pub use refusal::{
     REFUSED_REQUEST, Refusal, Refused, audit_refusal, check_request_scope, refusal_entry,
     request_scope_fields,

@@ -12,11 +12,12 @@ use crate::claim::{
 /// The audit outcomes [`reconcile`] and [`reconcile_answered`] append:
 /// applied, not applied, not stuck, and a stuck claim whose owner was not
 /// asked (an explicit answer is required).
-pub const RECONCILE_AUDIT_OUTCOMES: [&str; 4] = [
+pub const RECONCILE_AUDIT_OUTCOMES: [&str; 5] = [
     ReconcileAudit::Applied.as_str(),
     ReconcileAudit::NotApplied.as_str(),
     ReconcileAudit::NotStuck.as_str(),
     ReconcileAudit::ExplicitAnswerRequired.as_str(),
+    ReconcileAudit::AnswerRefused.as_str(),
 ];
 
 /// The audit outcome of one reconciliation, named by what happened rather
@@ -27,6 +28,7 @@ enum ReconcileAudit {
     NotApplied,
     NotStuck,
     ExplicitAnswerRequired,
+    AnswerRefused,
 }
 
 impl ReconcileAudit {
@@ -36,6 +38,7 @@ impl ReconcileAudit {
             Self::NotApplied => "reconciled_not_applied",
             Self::NotStuck => "not_stuck",
             Self::ExplicitAnswerRequired => "explicit_answer_required",
+            Self::AnswerRefused => "answer_refused",
         }
     }
 }
@@ -54,6 +57,14 @@ pub enum ReconcileReport {
     /// written; only an explicit answer ([`reconcile_answered`]) closes it
     /// (invariant 13).
     ExplicitAnswerRequired(Box<ClaimRecord>),
+    /// The explicit answer is not a result the claim's own executor could
+    /// have recorded ([`Executor::answered`]): nothing was written.
+    AnswerRefused {
+        /// The stuck claim.
+        claim: Box<ClaimRecord>,
+        /// Why, for the operator.
+        message: String,
+    },
 }
 
 /// Reconciles one stuck claim by asking the executor that owns its write
@@ -94,12 +105,33 @@ where
     reconcile_routed::<C, Unasked>(claims, Route::Answer(answer), key, actor, now).await
 }
 
+/// [`reconcile_answered`], with `applied`'s result first shaped by the
+/// claim's own executor when `executor` owns it ([`Executor::answered`]):
+/// an answer it refuses is [`ReconcileReport::AnswerRefused`] and nothing
+/// is recorded. What a door that knows its executor calls.
+pub async fn reconcile_answered_for<C, E>(
+    claims: &C,
+    executor: &E,
+    answer: ReconcileOutcome,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<ReconcileReport, GateError>
+where
+    C: ClaimStore,
+    E: Executor,
+{
+    reconcile_routed(claims, Route::Shaped(answer, executor), key, actor, now).await
+}
+
 /// Where a reconciliation's answer comes from.
 enum Route<'a, E> {
     /// The owning executor, if it is the given one.
     Ask(&'a E),
     /// An explicit answer.
     Answer(ReconcileOutcome),
+    /// An explicit answer, shaped by the owning executor if it is this one.
+    Shaped(ReconcileOutcome, &'a E),
 }
 
 /// The executor type of an explicit answer: there is none to ask.
@@ -131,6 +163,18 @@ where
         Some(r) if r.is_stuck(now) => {
             let outcome = match route {
                 Route::Answer(answer) => Some(answer),
+                Route::Shaped(ReconcileOutcome::Applied { receipt }, executor)
+                    if r.executor != ExecutorKind::Client
+                        && executor.kind(r.proposal.tool()) == r.executor =>
+                {
+                    match executor.answered(r.proposal.tool(), receipt) {
+                        Ok(receipt) => Some(ReconcileOutcome::Applied { receipt }),
+                        Err(e) => {
+                            return refused_answer(claims, r, e.to_string(), key, actor, now).await;
+                        }
+                    }
+                }
+                Route::Shaped(answer, _) => Some(answer),
                 Route::Ask(executor) => {
                     // INVARIANT (invariant 13): an executor answers only for
                     // writes it owns. A client's write is known only to the
@@ -167,7 +211,36 @@ where
         }
         other => ReconcileReport::NotStuck(other.map(Box::new)),
     };
-    let (tool, fingerprint, outcome) = match &report {
+    audit(claims, &report, asked_attempt, key, actor, now).await?;
+    Ok(report)
+}
+
+async fn refused_answer<C: ClaimStore>(
+    claims: &C,
+    claim: ClaimRecord,
+    message: String,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<ReconcileReport, GateError> {
+    let report = ReconcileReport::AnswerRefused {
+        claim: Box::new(claim),
+        message,
+    };
+    audit(claims, &report, None, key, actor, now).await?;
+    Ok(report)
+}
+
+/// The one audit entry of a reconciliation.
+async fn audit<C: ClaimStore>(
+    claims: &C,
+    report: &ReconcileReport,
+    asked_attempt: Option<u32>,
+    key: &OperationKey,
+    actor: &str,
+    now: UnixMillis,
+) -> Result<(), GateError> {
+    let (tool, fingerprint, outcome) = match report {
         ReconcileReport::Recorded(o) => (
             None,
             None,
@@ -186,11 +259,17 @@ where
             Some(r.fingerprint),
             ReconcileAudit::ExplicitAnswerRequired,
         ),
+        ReconcileReport::AnswerRefused { claim, .. } => (
+            Some(claim.proposal.tool().to_owned()),
+            Some(claim.fingerprint),
+            ReconcileAudit::AnswerRefused,
+        ),
     };
-    let attempt = match &report {
+    let attempt = match report {
         ReconcileReport::Recorded(_) => asked_attempt,
         ReconcileReport::NotStuck(r) => r.as_ref().map(|r| r.attempt),
         ReconcileReport::ExplicitAnswerRequired(r) => Some(r.attempt),
+        ReconcileReport::AnswerRefused { claim, .. } => Some(claim.attempt),
     };
     let entry = AuditEntry::new(
         now,
@@ -203,5 +282,5 @@ where
     )?
     .with_attempt(attempt);
     claims.append_audit(&entry).await?;
-    Ok(report)
+    Ok(())
 }

@@ -162,6 +162,12 @@ pub struct ServeExecutor {
 }
 
 impl ServeExecutor {
+    /// The deployment's executor, with `upstreams` for its `mcp_upstream`
+    /// tools.
+    pub(crate) fn new(deploy: DeployExecutor, upstreams: Arc<UpstreamExecutor>) -> Self {
+        Self { deploy, upstreams }
+    }
+
     fn is_upstream(&self, tool: &str) -> bool {
         matches!(self.deploy.tool(tool), Some(ToolExecutor::McpUpstream))
     }
@@ -185,6 +191,18 @@ impl Executor for ServeExecutor {
             self.upstreams.reconcile(claim).await
         } else {
             self.deploy.reconcile(claim).await
+        }
+    }
+
+    fn answered(
+        &self,
+        tool: &str,
+        receipt: toolgate::claim::JsonText,
+    ) -> Result<toolgate::claim::JsonText, ExecError> {
+        if self.is_upstream(tool) {
+            self.upstreams.answered(tool, receipt)
+        } else {
+            self.deploy.answered(tool, receipt)
         }
     }
 }
@@ -555,20 +573,7 @@ impl McpGateway {
                 }
                 None => None,
             };
-            for t in &u.tools {
-                let status = t.status_tool.clone();
-                match &as_person {
-                    Some(p) => {
-                        executor.route_as_person(
-                            &t.name,
-                            Arc::clone(&client),
-                            status,
-                            Arc::clone(p),
-                        );
-                    }
-                    None => executor.route(&t.name, Arc::clone(&client), status),
-                }
-            }
+            route_upstream(&mut executor, u, &pins, &client, as_person.as_ref());
             watch.add(u, pins, client, &offered, &entries);
         }
         let (catalog, notes) = watch.catalog();
@@ -627,6 +632,54 @@ impl McpGateway {
         watch.spawn(gateway.clone());
         toolgate_mcp::http::router(gateway, keys, service.issuers().clone(), &settings)
     }
+}
+
+/// Routes each of `u`'s mapped tools to `client` (or, with token exchange,
+/// to the person's own connection through `as_person`), with its status
+/// tool and its pinned output schema (which an operator's answer for one of
+/// its claims must meet).
+fn route_upstream(
+    executor: &mut UpstreamExecutor,
+    u: &Upstream,
+    pins: &PinFile,
+    client: &Arc<UpstreamClient>,
+    as_person: Option<&Arc<AsPerson>>,
+) {
+    for t in &u.tools {
+        let status = t.status_tool.clone();
+        match as_person {
+            Some(p) => {
+                executor.route_as_person(&t.name, Arc::clone(client), status, Arc::clone(p));
+            }
+            None => executor.route(&t.name, Arc::clone(client), status),
+        }
+        if let Some(schema) = pins
+            .pins
+            .get(&t.name)
+            .and_then(|p| p.output_schema.as_ref())
+        {
+            executor.expect_output(&t.name, schema);
+        }
+    }
+}
+
+/// The executor `toolgate claims reconcile` asks and shapes answers with
+/// for a deployment's `mcp_upstream` tools: a connection to each upstream
+/// (the gateway's own credential: status tools are asked over it), each
+/// tool routed with its status tool and pinned output schema.
+pub(crate) async fn upstream_executor(upstreams: &[Upstream]) -> Result<UpstreamExecutor, String> {
+    let mut executor = UpstreamExecutor::new();
+    for u in upstreams {
+        let pins =
+            PinFile::read(&u.pins).map_err(|e| format!("upstreams[{}].pins: {e}", u.name))?;
+        let client = Arc::new(
+            UpstreamClient::connect(u)
+                .await
+                .map_err(|e| format!("upstreams[{}]: {e}", u.name))?,
+        );
+        route_upstream(&mut executor, u, &pins, &client, None);
+    }
+    Ok(executor)
 }
 
 /// `toolgate mcp stdio`: the gateway of the deployment at `config` on
