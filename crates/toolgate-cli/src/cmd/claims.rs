@@ -165,6 +165,14 @@ fn corrupt_line(c: &CorruptRow) -> Value {
 ///               written, and the exit code is 2.
 ///   webhook     without an answer, the tool's status URL is asked, from the
 ///               [[tools]] of the deployment file given with --config.
+///   mcp_upstream
+///               without an answer, the tool's status tool is asked through
+///               its upstream (the deployment's [[upstreams]], --config).
+///               An --applied answer is recorded as the CallToolResult a
+///               replay answers: the tool's output alone, or a whole
+///               result; it must meet the tool's pinned output schema, and
+///               an error result is refused ("answer_refused", exit 2).
+///               Without --config such an answer is refused.
 ///   in_process  without an answer, the executor that wrote it is asked:
 ///               the support-desk example's (--support-desk, or a --config
 ///               file with application = "support-desk"); a Rust
