@@ -1,5 +1,5 @@
-//! `toolgate bench mcp` with a few calls: the figures' shape, every gated
-//! call executed, and the shop's own count of refunds agreeing. Times are
+//! `toolgate bench mcp` with a few calls: the figures' shape (writes, the
+//! write's floor, reads), every gated call executed, and the shop's own count of refunds agreeing. Times are
 //! printed, never asserted.
 //!
 //! Needs examples/mcp/install.sh. Without it the test skips with a message,
@@ -36,32 +36,45 @@ fn bench_mcp_gates_every_call_and_prints_both_paths() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 5, "{stdout}");
+    assert_eq!(lines.len(), 10, "{stdout}");
     assert!(
         lines[0].starts_with("toolgate bench mcp, 20") && lines[0].contains("6 calls per path"),
         "{}",
         lines[0]
     );
-    for (line, label) in lines[1..3].iter().zip(["direct:", "gated:"]) {
-        assert!(line.starts_with(label), "{line}");
+    let timed = [
+        (1, "write direct:"),
+        (2, "write gated:"),
+        (3, "write floor:"),
+        (6, "read direct:"),
+        (7, "read gated:"),
+    ];
+    for (i, label) in timed {
+        assert!(lines[i].starts_with(label), "{}", lines[i]);
         for key in ["p50_ms", "p99_ms", "mean_ms"] {
-            assert!(figure(line, key) > 0.0, "{line}");
+            assert!(figure(lines[i], key) > 0.0, "{}", lines[i]);
         }
     }
-    assert!(lines[3].starts_with("added:"), "{}", lines[3]);
-    for key in ["p50_ms", "p99_ms", "ratio_p50", "ratio_p99"] {
-        assert!(figure(lines[3], key).is_finite(), "{}", lines[3]);
+    for (i, label) in [(4, "write added:"), (8, "read added:")] {
+        assert!(lines[i].starts_with(label), "{}", lines[i]);
+        for key in ["p50_ms", "p99_ms", "ratio_p50", "ratio_p99"] {
+            assert!(figure(lines[i], key).is_finite(), "{}", lines[i]);
+        }
+    }
+    assert!(lines[5].starts_with("write over floor:"), "{}", lines[5]);
+    for key in ["p50_ms", "p99_ms"] {
+        assert!(figure(lines[5], key).is_finite(), "{}", lines[5]);
     }
     // Every gated call executed, and the shop ran each call of both paths
     // once: 7 per path, the warm-up call included.
     assert!(
-        lines[4].starts_with("calls=6 gated_outcomes=executed:6 shop="),
+        lines[9].starts_with("calls=6 gated_outcomes=executed:6 shop="),
         "{}",
-        lines[4]
+        lines[9]
     );
     assert!(
-        lines[4].ends_with(r#"shop={"refund_order_calls": 14, "refunds": 14}"#),
+        lines[9].ends_with(r#"shop={"refund_order_calls": 14, "refunds": 14}"#),
         "{}",
-        lines[4]
+        lines[9]
     );
 }

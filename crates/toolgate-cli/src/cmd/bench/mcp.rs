@@ -1,5 +1,6 @@
 //! `toolgate bench mcp`: the latency a gated `tools/call` adds over the
-//! same call made directly to the upstream, both measured in one run.
+//! same call made directly to the upstream, for a write and for a read,
+//! and a write's floor, all measured in one run.
 //!
 //! The example shop (examples/mcp/shop_mcp.py, the official Python SDK over
 //! Streamable HTTP) and a `toolgate serve --config` gateway in front of it
@@ -14,6 +15,13 @@
 //! the forwarded call, the completion. The direct calls refund another order
 //! of the same team, carrying an operation key in `_meta` as the gateway's
 //! forwarded calls do, so the shop does the same work on both paths.
+//!
+//! Reads are `get_order` (a `read = true` tool: capability, schema, Cedar,
+//! an audit entry, no claim) on the same two paths. A write's floor is
+//! what no gate can avoid: the direct call, plus one claim and completion
+//! pair of the claim store's own statements (`toolgate_store::floor`) on a
+//! SQLite store of the same kind in the work directory, timed in the same
+//! round and added up round by round.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -31,8 +39,11 @@ use toolgate_mcp::wire::{DECISION_META, OUTCOME_META};
 /// (DIR/gateway/) in front of it, both on free loopback ports in a fresh
 /// work directory, pins the shop's tools (`toolgate mcp import`), and then
 /// calls refund_order --calls times straight at the shop and --calls times
-/// through the gateway (agent-ana's key), alternating call by call, after
-/// --warmup unmeasured calls per path. Each call refunds one cent at the
+/// through the gateway (agent-ana's key), and get_order as often on both
+/// paths, alternating call by call (each round rotates which goes first),
+/// after --warmup unmeasured calls per path; each round also times one
+/// claim and completion of the claim store's own statements on a SQLite
+/// store in the work directory (the write's floor with the direct call). Each call refunds one cent at the
 /// order's current version: every gated call is a new operation that the
 /// gateway authorises (Cedar over the shop's tables), budgets, claims,
 /// forwards and completes; none replays. Direct calls refund order 1002,
@@ -40,11 +51,18 @@ use toolgate_mcp::wire::{DECISION_META, OUTCOME_META};
 ///
 /// Prints, latencies in milliseconds from the client's side:
 ///   toolgate bench mcp, <date>: <what was measured>
-///   direct: p50_ms=… p99_ms=… mean_ms=…
-///   gated:  p50_ms=… p99_ms=… mean_ms=…
-///   added:  p50_ms=… p99_ms=… ratio_p50=… ratio_p99=…
+///   write direct: p50_ms=… p99_ms=… mean_ms=…
+///   write gated:  p50_ms=… p99_ms=… mean_ms=…
+///   write floor:  p50_ms=… p99_ms=… mean_ms=…   (direct + claim store pair)
+///   write added:  p50_ms=… p99_ms=… ratio_p50=… ratio_p99=…
+///   write over floor: p50_ms=… p99_ms=…
+///   read direct:  p50_ms=… p99_ms=… mean_ms=…
+///   read gated:   p50_ms=… p99_ms=… mean_ms=…
+///   read added:   p50_ms=… p99_ms=… ratio_p50=… ratio_p99=…
 ///   calls=<N per path> gated_outcomes=executed:<N> shop={"refund_order_calls": …, "refunds": …}
-/// added is gated minus direct; ratio is gated over direct. Any gated call
+/// added is gated minus direct; over floor is gated minus floor; ratio is
+/// gated over direct. The goals: a read adds at most 1 ms at p50, a write
+/// at most its floor + 1 ms. Any gated call
 /// that does not execute, or a direct call that fails, stops the run
 /// (exit 1). The work directory is removed at the end, or kept and named
 /// on failure.
@@ -95,6 +113,7 @@ struct Setup {
     shop_url: String,
     gateway_url: String,
     shop_db: PathBuf,
+    floor_db: PathBuf,
     // Fields drop in declaration order: the gateway is stopped before the
     // shop it calls.
     _gateway: Proc,
@@ -204,7 +223,9 @@ fn start(args: &Args, python: &Path, work: &Path) -> Result<Setup, String> {
         .replace(
             "url_env = \"SHOP_DB_URL\"",
             &format!("url = \"sqlite://{}\"", shop_db.display()),
-        );
+        )
+        // The example's read rate would refuse a long run's reads.
+        .replace("rate_per_minute = 600", "rate_per_minute = 4000000000");
     let config = work.join("toolgate.toml");
     std::fs::write(&config, config_text).map_err(|e| format!("{}: {e}", config.display()))?;
 
@@ -235,6 +256,7 @@ fn start(args: &Args, python: &Path, work: &Path) -> Result<Setup, String> {
         shop_url: format!("http://127.0.0.1:{shop_port}/mcp"),
         gateway_url: format!("http://127.0.0.1:{port}/mcp"),
         shop_db,
+        floor_db: work.join("floor.db"),
         _gateway: gateway,
         _shop: shop,
     })
@@ -304,6 +326,40 @@ fn outcome_of(result: &Value) -> String {
     "executed".to_owned()
 }
 
+/// One `get_order` on a path: its latency, or why it was not answered.
+async fn read_once(client: &UpstreamClient, order: u64, gated: bool) -> Result<f64, String> {
+    let mut arguments = Map::new();
+    arguments.insert("order_id".to_owned(), json!(order));
+    let t = Instant::now();
+    let result = client.read("get_order", arguments).await;
+    let elapsed = t.elapsed().as_secs_f64();
+    let path = if gated { "gated" } else { "direct" };
+    let result = result.map_err(|e| format!("{path} read: {e}"))?;
+    if result.is_error == Some(true) || result.structured_content.is_none() {
+        let value = serde_json::to_value(&result).unwrap_or_default();
+        return Err(format!("{path} read was not answered: {value}"));
+    }
+    Ok(elapsed)
+}
+
+/// One claim and completion of the claim store's own statements.
+async fn floor_once(store: &std::sync::Arc<toolgate_store::AnyClaimStore>) -> Result<f64, String> {
+    let run = toolgate_store::floor::floor(std::sync::Arc::clone(store), 1, 1)
+        .await
+        .map_err(|e| format!("floor: {e}"))?;
+    Ok(run.elapsed.as_secs_f64())
+}
+
+/// The samples of one run, in seconds.
+#[derive(Default)]
+struct Samples {
+    write_direct: Vec<f64>,
+    write_gated: Vec<f64>,
+    floor_pair: Vec<f64>,
+    read_direct: Vec<f64>,
+    read_gated: Vec<f64>,
+}
+
 fn measure(args: &Args, python: &Path, setup: &Setup) -> ExitCode {
     let rt = match crate::io::runtime() {
         Ok(rt) => rt,
@@ -323,6 +379,17 @@ fn measure(args: &Args, python: &Path, setup: &Setup) -> ExitCode {
         )
         .await
         .map_err(|e| format!("the gateway: {e}"))?;
+        let floor_url = format!("sqlite://{}", setup.floor_db.display());
+        let store = toolgate_store::AnyClaimStore::connect_with(
+            &floor_url,
+            toolgate_store::StoreOptions {
+                create_if_missing: true,
+                ..toolgate_store::StoreOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| format!("the floor's store: {e}"))?;
+        let store = std::sync::Arc::new(store);
         let mut paths = [
             Lane {
                 client: direct,
@@ -340,23 +407,35 @@ fn measure(args: &Args, python: &Path, setup: &Setup) -> ExitCode {
         for _ in 0..args.warmup {
             for p in &mut paths {
                 p.call().await?;
+                read_once(&p.client, p.order, p.gated).await?;
             }
+            floor_once(&store).await?;
         }
         let n = args.calls as usize;
-        let mut samples = [Vec::with_capacity(n), Vec::with_capacity(n)];
+        let mut s = Samples::default();
         for round in 0..n {
-            // Each path goes first in every other round.
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for i in order {
-                samples[i].push(paths[i].call().await?);
+            // Five steps a round; each round starts one step later, so no
+            // path is always first (or always after the same one).
+            for step in 0..5 {
+                match (round + step) % 5 {
+                    0 => s.write_direct.push(paths[0].call().await?),
+                    1 => s.write_gated.push(paths[1].call().await?),
+                    2 => s
+                        .read_direct
+                        .push(read_once(&paths[0].client, DIRECT_ORDER, false).await?),
+                    3 => s
+                        .read_gated
+                        .push(read_once(&paths[1].client, GATED_ORDER, true).await?),
+                    _ => s.floor_pair.push(floor_once(&store).await?),
+                }
             }
         }
         let [direct, gated] = paths;
         direct.client.close().await;
         gated.client.close().await;
-        Ok::<_, String>(samples)
+        Ok::<_, String>(s)
     });
-    let [direct, gated] = match measured {
+    let s = match measured {
         Ok(s) => s,
         Err(e) => {
             eprintln!("toolgate bench mcp: {e}");
@@ -374,34 +453,57 @@ fn measure(args: &Args, python: &Path, setup: &Setup) -> ExitCode {
         Ok(o) => return fail("shop count", String::from_utf8_lossy(&o.stderr)),
         Err(e) => return fail("shop count", e),
     };
-    let d = Figures::of(direct);
-    let g = Figures::of(gated);
+    // The floor of round i: its direct write and its claim store pair.
+    let floor: Vec<f64> = s
+        .write_direct
+        .iter()
+        .zip(&s.floor_pair)
+        .map(|(d, p)| d + p)
+        .collect();
+    let wd = Figures::of(s.write_direct);
+    let wg = Figures::of(s.write_gated);
+    let wf = Figures::of(floor);
+    let rd = Figures::of(s.read_direct);
+    let rg = Figures::of(s.read_gated);
     println!(
-        "toolgate bench mcp, {}: refund_order on the example shop (Python SDK, Streamable HTTP, SQLite), \
-         direct vs through toolgate serve --config (SQLite claim store), {} calls per path alternating, \
-         after {} warm-up calls per path, one client each, sequential",
+        "toolgate bench mcp, {}: refund_order (write) and get_order (read) on the example shop \
+         (Python SDK, Streamable HTTP, SQLite), direct vs through toolgate serve --config \
+         (SQLite claim store); {} calls per path and kind, rotating order, after {} warm-up \
+         calls each; one client per path, sequential",
         utc_date(),
         args.calls,
         args.warmup
     );
+    let line = |name: &str, f: &Figures| {
+        println!(
+            "{name} p50_ms={:.2} p99_ms={:.2} mean_ms={:.2}",
+            f.p50, f.p99, f.mean
+        );
+    };
+    let added = |name: &str, g: &Figures, d: &Figures| {
+        println!(
+            "{name} p50_ms={:.2} p99_ms={:.2} ratio_p50={:.2} ratio_p99={:.2}",
+            g.p50 - d.p50,
+            g.p99 - d.p99,
+            g.p50 / d.p50,
+            g.p99 / d.p99
+        );
+    };
+    line("write direct:", &wd);
+    line("write gated: ", &wg);
+    line("write floor: ", &wf);
+    added("write added: ", &wg, &wd);
     println!(
-        "direct: p50_ms={:.2} p99_ms={:.2} mean_ms={:.2}",
-        d.p50, d.p99, d.mean
+        "write over floor: p50_ms={:.2} p99_ms={:.2}",
+        wg.p50 - wf.p50,
+        wg.p99 - wf.p99
     );
-    println!(
-        "gated:  p50_ms={:.2} p99_ms={:.2} mean_ms={:.2}",
-        g.p50, g.p99, g.mean
-    );
-    println!(
-        "added:  p50_ms={:.2} p99_ms={:.2} ratio_p50={:.2} ratio_p99={:.2}",
-        g.p50 - d.p50,
-        g.p99 - d.p99,
-        g.p50 / d.p50,
-        g.p99 / d.p99
-    );
+    line("read direct: ", &rd);
+    line("read gated:  ", &rg);
+    added("read added:  ", &rg, &rd);
     println!(
         "calls={} gated_outcomes=executed:{} shop={shop}",
-        args.calls, g.count
+        args.calls, wg.count
     );
     ExitCode::SUCCESS
 }
