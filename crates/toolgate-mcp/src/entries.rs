@@ -275,12 +275,7 @@ fn segment(uri: &str, later: &[Part<'_>], allowed: impl Fn(char) -> bool) -> boo
 }
 
 fn clip(s: &str) -> String {
-    const MAX: usize = 120;
-    if s.chars().count() <= MAX {
-        s.to_owned()
-    } else {
-        format!("{}…", s.chars().take(MAX).collect::<String>())
-    }
+    crate::pin::clip_to(s, 120)
 }
 
 impl fmt::Display for Kind {

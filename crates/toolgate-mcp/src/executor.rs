@@ -198,9 +198,25 @@ impl UpstreamExecutor {
         read: &AllowedRead,
         principal: &Principal,
     ) -> Result<rmcp::model::CallToolResult, ExecError> {
-        let route = self.route_of(read.tool())?;
-        let arguments: Map<String, Value> = read
-            .arguments()
+        let (client, arguments) = self
+            .target(read.tool(), read.arguments(), principal)
+            .await?;
+        client
+            .read(read.tool(), arguments)
+            .await
+            .map_err(|e| ExecError::new(e.to_string()))
+    }
+
+    /// The connection `tool` is sent over for `principal` (theirs, where
+    /// the upstream is called as the person), and the validated arguments.
+    async fn target(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        principal: &Principal,
+    ) -> Result<(Arc<UpstreamClient>, Map<String, Value>), ExecError> {
+        let route = self.route_of(tool)?;
+        let arguments = arguments
             .as_object()
             .cloned()
             .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
@@ -208,10 +224,7 @@ impl UpstreamExecutor {
             Some(p) => p.client(principal).await?,
             None => Arc::clone(&route.client),
         };
-        client
-            .read(read.tool(), arguments)
-            .await
-            .map_err(|e| ExecError::new(e.to_string()))
+        Ok((client, arguments))
     }
 
     fn route_of(&self, tool: &str) -> Result<&Route, ExecError> {
@@ -233,16 +246,9 @@ fn receipt_of(value: &impl serde::Serialize) -> Result<JsonText, ExecError> {
 
 impl Executor for UpstreamExecutor {
     async fn execute(&self, permit: ExecPermit<'_>) -> Result<ExecOutcome, ExecError> {
-        let route = self.route_of(permit.tool())?;
-        let arguments: Map<String, Value> = permit
-            .arguments()
-            .as_object()
-            .cloned()
-            .ok_or_else(|| ExecError::new("the validated arguments are not an object"))?;
-        let client = match &route.as_person {
-            Some(p) => p.client(permit.principal()).await?,
-            None => Arc::clone(&route.client),
-        };
+        let (client, arguments) = self
+            .target(permit.tool(), permit.arguments(), permit.principal())
+            .await?;
         let result = client
             // The attempt's key (`<operation key>`, then `<key>.<n>`): an
             // attempt the status tool fenced never blocks the next one.

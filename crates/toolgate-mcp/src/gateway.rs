@@ -183,7 +183,7 @@ fn relayed(what: &str, e: &crate::upstream::UpstreamError) -> ErrorData {
 }
 
 fn clip(s: &str) -> String {
-    s.chars().take(200).collect()
+    crate::pin::clip_to(s, 200)
 }
 
 /// The revisions the gateway serves: 2025-11-25 with `initialize` and

@@ -502,13 +502,18 @@ fn summarise(what: &str, diffs: Vec<String>) -> Vec<String> {
     out
 }
 
-fn clip(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.chars().count() <= MAX {
+/// `s`, cut at `max` characters with an ellipsis: an upstream's text in
+/// the operator's log or a caller's error stays bounded.
+pub(crate) fn clip_to(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
         s.to_owned()
     } else {
-        format!("{}…", s.chars().take(MAX).collect::<String>())
+        format!("{}…", s.chars().take(max).collect::<String>())
     }
+}
+
+fn clip(s: &str) -> String {
+    clip_to(s, 80)
 }
 
 /// Where two JSON values differ, as "at /pointer: …" lines (keys added and

@@ -507,10 +507,39 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_result_that_is_not_a_call_tool_result_is_an_internal_error() {
-        let e = to_wire(
+    fn an_answer_recorded_as_given_replays_as_its_text() {
+        // An operator's receipt recorded unshaped (before answers were
+        // shaped, or by the review page): still a valid result, never an
+        // internal error on every retry.
+        let r = to_wire(
             &DecisionForWire {
                 decision: executed(json!({"refund_id": 1})),
+                review_url: None,
+            },
+            false,
+        )
+        .unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["content"][0]["text"], json!(r#"{"refund_id":1}"#));
+        assert_eq!(v["isError"], json!(false));
+        assert_eq!(v["_meta"][crate::executor::RECONCILED_META], json!(true));
+    }
+
+    #[test]
+    fn a_recorded_result_with_content_that_is_not_a_call_tool_result_is_an_internal_error() {
+        let e = to_wire(
+            &DecisionForWire {
+                decision: executed(json!({"content": "not a list"})),
+                review_url: None,
+            },
+            false,
+        );
+        // `content` that is not an array reads as an answer recorded as
+        // given; an array of blocks no SDK knows does not.
+        assert!(e.is_ok());
+        let e = to_wire(
+            &DecisionForWire {
+                decision: executed(json!({"content": [{"type": 7}]})),
                 review_url: None,
             },
             false,
