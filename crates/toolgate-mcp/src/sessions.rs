@@ -72,6 +72,7 @@ pub(crate) struct Sessions {
     limits: SessionLimits,
     open: Mutex<HashMap<String, Open>>,
     rmcp: Arc<LocalSessionManager>,
+    reservations: std::sync::atomic::AtomicU64,
 }
 
 enum Check {
@@ -87,6 +88,7 @@ impl Sessions {
             limits,
             open: Mutex::new(HashMap::new()),
             rmcp,
+            reservations: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -128,8 +130,10 @@ impl Sessions {
         });
     }
 
-    /// The refusal if `caller` may not open one more session.
-    fn refuse_to_open(&self, caller: &SessionOwner) -> Option<Response> {
+    /// A slot for one more session of `caller`, held under the same lock
+    /// as the count (so parallel `initialize`s cannot all pass a count
+    /// taken before any of them opened), or the refusal.
+    fn reserve(&self, caller: &SessionOwner) -> Result<String, Box<Response>> {
         let mut open = self.open();
         let mine = open.values().filter(|s| s.owner == *caller).count();
         if mine >= self.limits.per_caller || open.len() >= self.limits.total {
@@ -137,35 +141,74 @@ impl Sessions {
         }
         let mine = open.values().filter(|s| s.owner == *caller).count();
         if mine >= self.limits.per_caller {
-            return Some(refusal(
+            return Err(Box::new(refusal(
                 StatusCode::TOO_MANY_REQUESTS,
                 &format!(
                     "this caller holds {} sessions, the most it may: end one (DELETE) or reuse it",
                     self.limits.per_caller
                 ),
-            ));
+            )));
         }
         if open.len() >= self.limits.total {
-            return Some(refusal(
+            return Err(Box::new(refusal(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the gateway holds as many sessions as it may; retry later",
-            ));
+            )));
         }
-        None
-    }
-
-    fn opened(&self, id: &str, owner: SessionOwner) {
-        self.open().insert(
-            id.to_owned(),
+        // No session id rmcp makes has this form.
+        let slot = format!(
+            "\u{0}reserved {}",
+            self.reservations
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        open.insert(
+            slot.clone(),
             Open {
-                owner,
+                owner: caller.clone(),
                 last: Instant::now(),
             },
         );
+        Ok(slot)
+    }
+
+    /// The reserved `slot` becomes session `id`, or is given back.
+    fn settle(&self, slot: &str, id: Option<&str>) {
+        let mut open = self.open();
+        if let (Some(reserved), Some(id)) = (open.remove(slot), id) {
+            open.insert(
+                id.to_owned(),
+                Open {
+                    owner: reserved.owner,
+                    last: Instant::now(),
+                },
+            );
+        }
     }
 
     fn ended(&self, id: &str) {
         self.open().remove(id);
+    }
+}
+
+/// A reserved slot, given back if the request ends without a session (rmcp
+/// refused it, or the client went away and the handler was dropped).
+struct Reserved<'a> {
+    sessions: &'a Sessions,
+    slot: String,
+}
+
+impl Reserved<'_> {
+    fn settle(&mut self, id: Option<&str>) {
+        self.sessions.settle(&self.slot, id);
+        self.slot.clear();
+    }
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        if !self.slot.is_empty() {
+            self.sessions.settle(&self.slot, None);
+        }
     }
 }
 
@@ -208,19 +251,34 @@ pub(crate) async fn guard(
                 .extensions()
                 .get::<RpcMethod>()
                 .is_some_and(|m| m.0.as_deref() == Some("initialize"));
-            if req.method() == Method::POST
-                && initialize
-                && let Some(refused) = sessions.refuse_to_open(&owner)
-            {
-                return refused;
-            }
+            let slot = if req.method() == Method::POST && initialize {
+                match sessions.reserve(&owner) {
+                    Ok(slot) => Some(Reserved {
+                        sessions: &sessions,
+                        slot,
+                    }),
+                    Err(refused) => return *refused,
+                }
+            } else {
+                None
+            };
             let response = next.run(req).await;
-            if let Some(new) = response
+            let new = response
                 .headers()
                 .get(SESSION_HEADER)
-                .and_then(|v| v.to_str().ok())
-            {
-                sessions.opened(new, owner);
+                .and_then(|v| v.to_str().ok());
+            match slot {
+                Some(mut r) => r.settle(new),
+                // rmcp opens sessions on `initialize` only; one it opened
+                // otherwise is still counted.
+                None => {
+                    if let Some(new) = new {
+                        let slot = sessions.reserve(&owner);
+                        if let Ok(slot) = slot {
+                            sessions.settle(&slot, Some(new));
+                        }
+                    }
+                }
             }
             response
         }

@@ -150,6 +150,36 @@ async fn sessions_are_capped_per_caller_and_in_total() {
     .unwrap();
 }
 
+/// Many `initialize`s at once from one caller: the cap holds exactly, as
+/// each takes its place before rmcp makes the session, and the refused
+/// ones hold none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_initializes_cannot_pass_the_cap_together() {
+    let addr = serve(SessionLimits {
+        per_caller: 3,
+        total: 100,
+        idle: Duration::from_secs(300),
+    })
+    .await;
+    tokio::task::spawn_blocking(move || {
+        let answers: Vec<u16> = std::thread::scope(|scope| {
+            let all: Vec<_> = (0..40)
+                .map(|_| scope.spawn(|| send(addr, "POST", "key-ana", None, INIT).0))
+                .collect();
+            all.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let opened = answers.iter().filter(|s| **s == 200).count();
+        let refused = answers.iter().filter(|s| **s == 429).count();
+        assert_eq!((opened, refused), (3, 37), "{answers:?}");
+        // bo's allowance is untouched: the refused ones left no slot.
+        for _ in 0..3 {
+            open(addr, "key-bo");
+        }
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_session_is_closed() {
     let addr = serve(SessionLimits {
