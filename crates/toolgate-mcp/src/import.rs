@@ -118,6 +118,13 @@ pub fn policy_skeleton(file: &PinFile, upstream: &Upstream, policy: Option<&Poli
                 sources.join(", ")
             );
         }
+        // Mapped without a version: the deployment serves it as a read.
+        if mapping.is_some_and(|m| m.version_seen.is_none()) {
+            let _ = writeln!(
+                out,
+                "read = true                       # mapped without version_seen: served unclaimed (docs/mcp.md, Read tools)"
+            );
+        }
         let _ = writeln!(
             out,
             "# scope_types, needs_approval, budgets: see docs/policy.md"
@@ -175,10 +182,39 @@ mod tests {
             text.contains(r#"# operation_key = ["order_id", "version_seen"]   # required (order_id from argument /order_id)"#),
             "{text}"
         );
+        assert!(!text.contains("read = true"), "{text}");
         // Without its capability and operation key the entry does not load:
         // the operator must decide them.
         let policy = format!("version = 1\nabstain_message = \"no\"\n{text}");
         let e = Policy::load(&policy).unwrap_err();
         assert!(e.message.contains("capability"), "{e}");
+    }
+
+    #[test]
+    fn a_tool_mapped_without_a_version_is_suggested_as_a_read() {
+        let ups = McpSection::from_toml(
+            r#"
+            [[upstreams]]
+            name = "shop"
+            url = "http://127.0.0.1:1/mcp"
+            pins = "shop.pins.toml"
+            [[upstreams.tools]]
+            name = "get_order"
+            scope.order_id = { from = "argument", pointer = "/order_id" }
+            "#,
+        )
+        .unwrap()
+        .check(Path::new("."))
+        .unwrap();
+        let offered = Offered {
+            name: "get_order".into(),
+            description: Some("Read one order.".into()),
+            input_schema: json!({"type": "object", "properties": {"order_id": {"type": "integer"}}}),
+            output_schema: None,
+        };
+        let (file, _) = PinFile::pin_all("shop", [&offered]);
+        let text = policy_skeleton(&file, &ups[0], None);
+        assert!(text.contains("\nread = true "), "{text}");
+        assert!(text.contains(r#"# operation_key = ["order_id"]"#), "{text}");
     }
 }
