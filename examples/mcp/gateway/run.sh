@@ -9,7 +9,8 @@
 # 4. the Python SDK client (protocol 2026-07-28) and the Node SDK client
 #    (2025-11-25, with a session) list and call through it: a refund runs
 #    once, the repeat replays it, another team's agent is forbidden, a key
-#    without the capability sees no tool.
+#    without the capability sees no tool; the read tool, a pinned resource
+#    and a pinned prompt are served through the same door.
 # Ends "mcp gateway: N passed, 0 failed".
 set -euo pipefail
 toolgate=$(realpath "${1:?usage: run.sh PATH_TO_TOOLGATE}")
@@ -44,6 +45,14 @@ out=$("$py" "$mcp/client.py" "$url" --token tg_mcp_example_agent_bo call refund_
 check "another team's agent is forbidden" '"outcome": "forbidden"' "$out"
 out=$(node "$mcp/node/client.mjs" "$url" --token "$ana" list)
 check "the Node SDK (2025-11-25 session) lists it" 'refund_order' "$out"
+out=$("$py" "$mcp/client.py" "$url" --token "$ana" call get_order '{"order_id": 1001}')
+check "the read tool get_order is served (Cedar, audited, unclaimed)" '"team": "eu"' "$out"
+out=$("$py" "$mcp/client.py" "$url" --token tg_mcp_example_agent_bo call get_order '{"order_id": 1001}')
+check "another team's order is not read" '"outcome": "forbidden"' "$out"
+out=$("$py" "$mcp/client.py" "$url" --token "$ana" read shop://policies/shipping)
+check "a pinned resource template is read through" 'ship within two working days' "$out"
+out=$(node "$mcp/node/client.mjs" "$url" --token "$ana" prompt refund_note '{"order_id": "7"}')
+check "the Node SDK gets a pinned prompt" 'order 7' "$out"
 out=$("$py" "$mcp/shop_mcp.py" --db "$work/shop.sqlite" count)
 check "one refund reached the shop" '"refund_order_calls": 1, "refunds": 1' "$out"
 
